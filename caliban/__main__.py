@@ -1,0 +1,3 @@
+from caliban.cli import main
+
+main()

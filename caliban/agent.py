@@ -1,0 +1,252 @@
+"""The agent loop: build the request, stream the response, run the tools, repeat.
+
+Everything else is a collaborator: the provider talks to the model, the toolbox decides
+which tools are offered, ``authorize`` applies the permission policy, and ``emit`` lets the
+UI, headless output and transcript follow along. The loop imports none of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from caliban.events import (
+    AgentEvent,
+    ApiRetryEvent,
+    AssistantDelta,
+    AssistantMessage,
+    ToolFinished,
+    ToolResultsMessage,
+    ToolStarted,
+    UserPrompt,
+)
+from caliban.messages import Message, TextPart, ToolCall, ToolResult, Usage
+from caliban.providers.base import (
+    ApiRetry,
+    Provider,
+    ProviderRequest,
+    ResponseDone,
+    TextDelta,
+    ToolCallStarted,
+)
+from caliban.toolbox import Toolbox
+from caliban.tools.base import CallContext, Tool, ToolEnv, ToolOutput
+
+Authorize = Callable[[Tool, Mapping[str, Any], CallContext], Awaitable[str | None]]
+"""Returns ``None`` to let a call run, or the reason it was denied (shown to the model)."""
+
+RunSubtype = Literal["success", "error_max_turns", "error_during_execution"]
+CONTINUE_PROMPT = "Your response was cut off at the output token limit. Continue exactly where you stopped."
+INTERRUPTED = "The user interrupted this tool call before it finished."
+
+
+async def allow_all(tool: Tool, arguments: Mapping[str, Any], ctx: CallContext) -> str | None:
+    return None
+
+
+@dataclass(kw_only=True)
+class Conversation:
+    """The history one agent works on, and what it has cost so far."""
+
+    messages: list[Message] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    last_usage: Usage | None = None
+    """Usage of the latest request: how full the context window is now."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunResult:
+    subtype: RunSubtype
+    text: str
+    num_turns: int
+    usage: Usage
+    error: str | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.subtype != "success"
+
+
+class MaxTurnsReached(Exception):
+    pass
+
+
+class Agent:
+    """Runs prompts to completion against one conversation."""
+
+    def __init__(
+        self,
+        *,
+        provider: Provider,
+        model: str,
+        system_prompt: str,
+        toolbox: Toolbox,
+        env: ToolEnv,
+        conversation: Conversation | None = None,
+        authorize: Authorize = allow_all,
+        emit: Callable[[AgentEvent], None] = lambda event: None,
+        max_turns: int = 100,
+        max_tokens: int = 16_384,
+        parent_tool_use_id: str | None = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.system_prompt = system_prompt
+        self.toolbox = toolbox
+        self.env = env
+        self.conversation = conversation or Conversation()
+        self.authorize = authorize
+        self.emit = emit
+        self.max_turns = max_turns
+        self.max_tokens = max_tokens
+        self.parent_id = parent_tool_use_id
+
+    def build_request(self) -> ProviderRequest:
+        addendum = self.toolbox.system_addendum()
+        system = f"{self.system_prompt}\n\n{addendum}" if addendum else self.system_prompt
+        return ProviderRequest(
+            model=self.model,
+            system=system,
+            messages=tuple(self.conversation.messages),
+            tools=tuple(tool.spec for tool in self.toolbox.offered()),
+            max_tokens=self.max_tokens,
+        )
+
+    async def run(self, prompt: str | Message) -> RunResult:
+        """Send ``prompt`` and loop until the model answers without calling a tool."""
+        message = Message.user(prompt) if isinstance(prompt, str) else prompt
+        self._append(message)
+        self.emit(UserPrompt(message=message, parent_tool_use_id=self.parent_id))
+        usage = Usage()
+        continued = False
+        for turn in range(1, self.max_turns + 1):
+            response = await self._stream(self.build_request())
+            usage += response.usage
+            calls = response.message.tool_calls
+            if not calls:
+                if response.stop_reason == "max_tokens" and not continued:
+                    continued = True
+                    self._append(Message.user(CONTINUE_PROMPT))
+                    continue
+                return RunResult(
+                    subtype="success", text=response.message.text, num_turns=turn, usage=usage
+                )
+            results = await self._dispatch(calls)
+            tool_message = Message(role="user", parts=tuple(results))
+            self._append(tool_message)
+            self.emit(ToolResultsMessage(message=tool_message, parent_tool_use_id=self.parent_id))
+        return RunResult(
+            subtype="error_max_turns",
+            text=self._last_text(),
+            num_turns=self.max_turns,
+            usage=usage,
+            error=f"Reached the maximum number of turns ({self.max_turns}).",
+        )
+
+    def _append(self, message: Message) -> None:
+        self.conversation.messages.append(message)
+
+    def _last_text(self) -> str:
+        for message in reversed(self.conversation.messages):
+            if message.role == "assistant" and message.text:
+                return message.text
+        return ""
+
+    async def _stream(self, request: ProviderRequest) -> ResponseDone:
+        partial: list[str] = []
+        try:
+            async for event in self.provider.stream(request):
+                match event:
+                    case TextDelta(text=text):
+                        partial.append(text)
+                        self.emit(AssistantDelta(text=text, parent_tool_use_id=self.parent_id))
+                    case ApiRetry():
+                        self.emit(
+                            ApiRetryEvent(
+                                attempt=event.attempt,
+                                max_attempts=event.max_attempts,
+                                delay_s=event.delay_s,
+                                error=event.error,
+                                status=event.status,
+                                parent_tool_use_id=self.parent_id,
+                            )
+                        )
+                    case ToolCallStarted():
+                        pass
+                    case ResponseDone():
+                        self._append(event.message)
+                        self.conversation.usage += event.usage
+                        self.conversation.last_usage = event.usage
+                        self.emit(
+                            AssistantMessage(
+                                message=event.message,
+                                usage=event.usage,
+                                model=request.model,
+                                parent_tool_use_id=self.parent_id,
+                            )
+                        )
+                        return event
+        except asyncio.CancelledError:
+            # Keep what the user already saw, so the next prompt has it as context.
+            if text := "".join(partial):
+                self._append(Message(role="assistant", parts=(TextPart(text=text),)))
+            raise
+        raise RuntimeError(f"provider {self.provider.name} ended the stream without a response")
+
+    async def _dispatch(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        tasks = [asyncio.ensure_future(self._run_tool(call)) for call in calls]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except asyncio.CancelledError:
+            for task in tasks:
+                task.cancel()
+            # Every tool_use needs a tool_result, or the next request is malformed.
+            finished = [
+                task.result() if task.done() and not task.cancelled() else None for task in tasks
+            ]
+            results = tuple(
+                result or _error_result(call.id, INTERRUPTED)
+                for call, result in zip(calls, finished, strict=True)
+            )
+            self._append(Message(role="user", parts=results))
+            raise
+
+    async def _run_tool(self, call: ToolCall) -> ToolResult:
+        self.emit(ToolStarted(call=call, parent_tool_use_id=self.parent_id))
+        started = time.perf_counter()
+        output = await self._call_tool(call)
+        result = ToolResult(tool_call_id=call.id, content=output.content, is_error=output.is_error)
+        self.emit(
+            ToolFinished(
+                call=call,
+                result=result,
+                summary=output.summary,
+                duration_ms=int((time.perf_counter() - started) * 1000),
+                parent_tool_use_id=self.parent_id,
+            )
+        )
+        return result
+
+    async def _call_tool(self, call: ToolCall) -> ToolOutput:
+        tool = self.toolbox.find(call.name)
+        if tool is None:
+            available = ", ".join(sorted(self.toolbox.names()))
+            return ToolOutput.error(f"Unknown tool '{call.name}'. Available tools: {available}")
+        ctx = CallContext(env=self.env, call_id=call.id, emit=self.emit)
+        if (reason := await self.authorize(tool, call.arguments, ctx)) is not None:
+            return ToolOutput.error(f"Permission denied for {call.name}: {reason}")
+        if (event := self.toolbox.note_call(call.name)) is not None:
+            self.emit(event)
+        try:
+            return await tool.call(call.arguments, ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool failure is a result the model reads
+            return ToolOutput.error(f"{call.name} failed: {type(exc).__name__}: {exc}")
+
+
+def _error_result(call_id: str, text: str) -> ToolResult:
+    return ToolResult(tool_call_id=call_id, content=(TextPart(text=text),), is_error=True)

@@ -1,0 +1,479 @@
+"""Settings: a pydantic schema, read from a user and a project TOML file, layered.
+
+The user file is ``<user config dir>/config.toml`` (see :mod:`caliban.paths`), the project
+file ``<project root>/.caliban/config.toml``. The project file overrides the user file key
+by key; tables merge deeply. Unknown keys are warnings (with the closest valid key); bad
+TOML and wrong types are :class:`ConfigError` naming the file, line and key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from caliban import paths
+from caliban.fsutil import atomic_write_text
+
+CONFIG_FILE = "config.toml"
+EXIT_CONFIG = 78
+
+
+class ConfigError(Exception):
+    """A configuration problem the user must fix. The message says where and how."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True, use_attribute_docstrings=True)
+
+
+class ProviderSettings(_Section):
+    base_url: str | None = None
+    """Endpoint to use instead of the provider's default (an OpenAI-compatible server, a proxy)."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key (default ANTHROPIC_API_KEY / OPENAI_API_KEY)."""
+
+
+class ProvidersSettings(_Section):
+    anthropic: ProviderSettings = Field(default_factory=ProviderSettings)
+    """Settings for the Anthropic Messages API."""
+    openai: ProviderSettings = Field(default_factory=ProviderSettings)
+    """Settings for OpenAI or any OpenAI-compatible Chat Completions endpoint."""
+
+
+class ToolsSettings(_Section):
+    lazy_mcp: bool | Literal["auto"] = False
+    """Keep MCP tool schemas off the wire until ToolSearch finds them: true, false or "auto"
+    (lazy when MCP tool definitions would take over 10% of the context window)."""
+    max_active_schemas: int = Field(default=24, ge=0)
+    """Soft cap on MCP tools activated by lazy loading (least recently used are evicted)."""
+
+
+PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
+
+
+class PermissionsSettings(_Section):
+    mode: PermissionMode = "default"
+    """default, acceptEdits, plan (read-only) or bypassPermissions (dangerous)."""
+    allow: list[str] = Field(default_factory=list)
+    """Rules that run without asking, e.g. "Bash(git status*)", "Edit(src/**)"."""
+    ask: list[str] = Field(default_factory=list)
+    """Rules that always ask first."""
+    deny: list[str] = Field(default_factory=list)
+    """Rules that never run. deny beats ask beats allow."""
+
+
+class Settings(_Section):
+    provider: Literal["anthropic", "openai"] | None = None
+    """Model provider; unset picks one from the API keys in the environment."""
+    model: str | None = None
+    """Model name; unset uses the provider's default."""
+    max_turns: int = Field(default=100, ge=1)
+    """Model requests allowed for one prompt before caliban stops."""
+    providers: ProvidersSettings = Field(default_factory=ProvidersSettings)
+    """Per-provider endpoints and keys."""
+    tools: ToolsSettings = Field(default_factory=ToolsSettings)
+    """Tool behaviour, including lazy MCP loading."""
+    permissions: PermissionsSettings = Field(default_factory=PermissionsSettings)
+    """What tools may do without asking."""
+
+
+# ---------------------------------------------------------------------------- key paths
+
+
+def _model_for(key: str) -> tuple[type[BaseModel], str]:
+    """The model owning a dotted key and the last segment; raises KeyError if unknown."""
+    model: type[BaseModel] = Settings
+    *tables, leaf = key.split(".")
+    for part in tables:
+        info = model.model_fields.get(part)
+        if info is None or not _is_model(info.annotation):
+            raise KeyError(key)
+        model = info.annotation  # type: ignore[assignment]
+    if leaf not in model.model_fields:
+        raise KeyError(key)
+    return model, leaf
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def all_keys(model: type[BaseModel] = Settings, prefix: str = "") -> Iterator[str]:
+    """Every leaf key of the schema, dotted (``tools.lazy_mcp``)."""
+    for name, info in model.model_fields.items():
+        if _is_model(info.annotation):
+            yield from all_keys(info.annotation, f"{prefix}{name}.")  # type: ignore[arg-type]
+        else:
+            yield f"{prefix}{name}"
+
+
+def describe_key(key: str) -> str:
+    model, leaf = _model_for(key)
+    return model.model_fields[leaf].description or ""
+
+
+def suggest_key(key: str) -> str | None:
+    candidates = list(all_keys())
+    leaf_matches = [k for k in candidates if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]
+    if leaf_matches:
+        return leaf_matches[0]
+    by_leaf = {k.rsplit(".", 1)[-1]: k for k in candidates}
+    close = difflib.get_close_matches(key.rsplit(".", 1)[-1], list(by_leaf), n=1, cutoff=0.6)
+    if close:
+        return by_leaf[close[0]]
+    close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.5)
+    return close[0] if close else None
+
+
+# ---------------------------------------------------------------------------- files
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfigFile:
+    path: Path
+    scope: Literal["user", "project"]
+    text: str | None
+    data: dict[str, Any]
+
+
+def user_config_path() -> Path:
+    return paths.user_config_dir() / CONFIG_FILE
+
+
+def project_config_path(cwd: Path) -> Path:
+    return paths.project_config_dir(cwd) / CONFIG_FILE
+
+
+def read_toml(path: Path) -> tuple[str | None, dict[str, Any]]:
+    """The text and parsed content of a TOML file; ``(None, {})`` when it does not exist."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    try:
+        return text, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {_toml_error_text(exc)}") from None
+
+
+def _toml_error_text(exc: tomllib.TOMLDecodeError) -> str:
+    msg = str(exc)
+    match = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+    if match:
+        reason = msg[: match.start()].strip()
+        return f"line {match.group(1)}, column {match.group(2)}: {reason}"
+    return msg
+
+
+def find_key_line(text: str | None, key: str) -> int | None:
+    """The 1-based line where dotted ``key`` is assigned in TOML ``text``, if it can be found."""
+    if not text:
+        return None
+    *tables, leaf = key.split(".")
+    table = ".".join(tables)
+    current = ""
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if header := re.fullmatch(r"\[\s*([^\[\]]+?)\s*\]\s*(#.*)?", line):
+            current = re.sub(r"\s*\.\s*", ".", header.group(1)).replace('"', "")
+            continue
+        assign = re.match(r'([A-Za-z0-9_\-."\s]+?)\s*=', line)
+        if not assign:
+            continue
+        name = re.sub(r"\s*\.\s*", ".", assign.group(1)).replace('"', "")
+        full = f"{current}.{name}" if current else name
+        if full == key or (not table and full == leaf and not current):
+            return number
+    return None
+
+
+def _where(file: ConfigFile, key: str) -> str:
+    line = find_key_line(file.text, key)
+    return f"{file.path}:{line}" if line else str(file.path)
+
+
+def _walk_unknown(data: Mapping[str, Any], model: type[BaseModel], prefix: str) -> Iterator[str]:
+    for name, value in data.items():
+        info = model.model_fields.get(name)
+        if info is None:
+            yield f"{prefix}{name}"
+        elif _is_model(info.annotation) and isinstance(value, Mapping):
+            yield from _walk_unknown(value, info.annotation, f"{prefix}{name}.")  # type: ignore[arg-type]
+
+
+def _strip_keys(data: Mapping[str, Any], keys: list[str]) -> dict[str, Any]:
+    result = _deep_copy(data)
+    for key in keys:
+        *tables, leaf = key.split(".")
+        node: Any = result
+        for part in tables:
+            node = node.get(part, {})
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return result
+
+
+def _deep_copy(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deep_copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = _deep_copy(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = _deep_copy(value) if isinstance(value, Mapping) else value
+    return merged
+
+
+def _validation_message(file: ConfigFile | None, exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors(include_url=False):
+        key = ".".join(str(p) for p in error["loc"] if not isinstance(p, int) or True)
+        key = re.sub(r"\.(bool|str|int|literal\[.*?\]|list\[.*?\])$", "", key)
+        expected = _expected_type(key)
+        where = f"{_where(file, key)}: " if file else ""
+        got = error.get("input")
+        lines.append(f"{where}{key}: {error['msg']}{expected} (got {got!r})")
+    return "\n".join(lines)
+
+
+def _expected_type(key: str) -> str:
+    try:
+        model, leaf = _model_for(key)
+    except KeyError:
+        return ""
+    annotation = model.model_fields[leaf].annotation
+    text = repr(annotation).replace("typing.", "").replace("NoneType", "None")
+    text = text.replace("<class '", "").replace("'>", "")
+    return f"; expected {text}"
+
+
+@dataclass(kw_only=True)
+class LoadedConfig:
+    """Effective settings, the files they came from, and the warnings raised reading them."""
+
+    settings: Settings
+    files: list[ConfigFile]
+    warnings: list[str] = field(default_factory=list)
+
+    def origin(self, key: str) -> str:
+        """Which file set ``key`` (the project file wins), or ``default``."""
+        for file in reversed(self.files):
+            if _lookup(file.data, key) is not _MISSING:
+                return str(file.path)
+        return "default"
+
+
+_MISSING = object()
+
+
+def _lookup(data: Mapping[str, Any], key: str) -> Any:
+    node: Any = data
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _check_file(file: ConfigFile, warnings: list[str]) -> dict[str, Any]:
+    unknown = list(_walk_unknown(file.data, Settings, ""))
+    for key in unknown:
+        hint = suggest_key(key)
+        suffix = f" — did you mean {hint}?" if hint else ""
+        warnings.append(f"{_where(file, key)}: unknown key '{key}'{suffix}")
+    data = _strip_keys(file.data, unknown)
+    try:
+        Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_validation_message(file, exc)) from None
+    return data
+
+
+def load_config(cwd: Path, *, overrides: Mapping[str, Any] | None = None) -> LoadedConfig:
+    """Read, check and layer the user and project files (then ``overrides``, e.g. CLI flags)."""
+    files = []
+    for scope, path in (("user", user_config_path()), ("project", project_config_path(cwd))):
+        text, data = read_toml(path)
+        if text is not None:
+            files.append(ConfigFile(path=path, scope=scope, text=text, data=data))  # type: ignore[arg-type]
+    warnings: list[str] = []
+    merged: dict[str, Any] = {}
+    for file in files:
+        merged = deep_merge(merged, _check_file(file, warnings))
+    if overrides:
+        merged = deep_merge(merged, overrides)
+    try:
+        settings = Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(_validation_message(None, exc)) from None
+    return LoadedConfig(settings=settings, files=files, warnings=warnings)
+
+
+def get_value(settings: Settings, key: str) -> Any:
+    try:
+        _model_for(key)
+    except KeyError:
+        raise ConfigError(_unknown_key_message(key)) from None
+    node: Any = settings
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node.model_dump() if isinstance(node, BaseModel) else node
+
+
+def _unknown_key_message(key: str) -> str:
+    hint = suggest_key(key)
+    suffix = f" — did you mean {hint}?" if hint else ""
+    return f"unknown config key '{key}'{suffix} (see `caliban config list`)"
+
+
+def parse_value(raw: str) -> Any:
+    """A CLI value as TOML (``true``, ``24``, ``"x"``, ``["a","b"]``), else the plain string."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def set_value(path: Path, key: str, value: Any) -> None:
+    """Set ``key`` in the file at ``path`` after validating; keeps other keys and comments."""
+    _edit(path, key, value)
+
+
+def unset_value(path: Path, key: str) -> bool:
+    """Remove ``key`` from the file; returns False when it was not set there."""
+    text, data = read_toml(path)
+    if _lookup(data, key) is _MISSING:
+        return False
+    _edit(path, key, _MISSING)
+    return True
+
+
+def _edit(path: Path, key: str, value: Any) -> None:
+    try:
+        _model_for(key)
+    except KeyError:
+        raise ConfigError(_unknown_key_message(key)) from None
+    text, data = read_toml(path)
+    expected = _with_value(data, key, value)
+    file = ConfigFile(path=path, scope="project", text=text, data=expected)
+    try:
+        Settings.model_validate(_strip_keys(expected, list(_walk_unknown(expected, Settings, ""))))
+    except ValidationError as exc:
+        message = _validation_message(None, exc)
+        raise ConfigError(f"not written: {message}") from None
+    if text is None or not _has_comments(text):
+        new_text = tomli_w.dumps(_prune_empty(expected))
+    else:
+        new_text = _edit_preserving_comments(text, key, value)
+        if new_text is None or tomllib.loads(new_text) != _prune_empty(expected):
+            shown = "" if value is _MISSING else f" = {_toml_value(value)}"
+            raise ConfigError(
+                f"{path} has comments that caliban would lose by rewriting it, so it was not "
+                f"changed. Edit it by hand: {'remove' if value is _MISSING else 'set'} "
+                f"{key}{shown}"
+            )
+    del file
+    atomic_write_text(path, new_text)
+
+
+def _with_value(data: Mapping[str, Any], key: str, value: Any) -> dict[str, Any]:
+    result = _deep_copy(data)
+    *tables, leaf = key.split(".")
+    node = result
+    for part in tables:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    if value is _MISSING:
+        node.pop(leaf, None)
+    else:
+        node[leaf] = value
+    return result
+
+
+def _prune_empty(data: Mapping[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            value = _prune_empty(value)
+            if not value:
+                continue
+        result[key] = value
+    return result
+
+
+def _has_comments(text: str) -> bool:
+    return any("#" in line for line in text.splitlines())
+
+
+def _toml_value(value: Any) -> str:
+    return tomli_w.dumps({"v": value}).split("=", 1)[1].strip()
+
+
+def _edit_preserving_comments(text: str, key: str, value: Any) -> str | None:
+    """Change one assignment line in place; None when that is not possible."""
+    if isinstance(value, Mapping):
+        return None
+    lines = text.splitlines(keepends=True)
+    line_no = find_key_line(text, key)
+    *tables, leaf = key.split(".")
+    if line_no is not None:
+        old = lines[line_no - 1]
+        if value is _MISSING:
+            del lines[line_no - 1]
+        else:
+            indent = old[: len(old) - len(old.lstrip())]
+            name = old.lstrip().split("=", 1)[0].rstrip()
+            comment = re.search(r"\s#[^\"']*$", old.rstrip("\r\n"))
+            ending = "\r\n" if old.endswith("\r\n") else "\n"
+            tail = comment.group(0) if comment else ""
+            lines[line_no - 1] = f"{indent}{name} = {_toml_value(value)}{tail}{ending}"
+        return "".join(lines)
+    if value is _MISSING:
+        return None
+    assignment = f"{leaf} = {_toml_value(value)}\n"
+    if not tables:
+        first_table = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("[")), None)
+        index = len(lines) if first_table is None else first_table
+        lines.insert(index, assignment)
+        return "".join(lines)
+    table = ".".join(tables)
+    header = re.compile(rf"^\s*\[\s*{re.escape(table)}\s*\]")
+    start = next((i for i, ln in enumerate(lines) if header.match(ln)), None)
+    if start is None:
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        lines.append(f"\n[{table}]\n{assignment}")
+        return "".join(lines)
+    end = start + 1
+    while end < len(lines) and not lines[end].lstrip().startswith("["):
+        end += 1
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1
+    lines.insert(end, assignment)
+    return "".join(lines)
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            yield from flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value

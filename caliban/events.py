@@ -1,0 +1,99 @@
+"""What the agent loop emits. The REPL, headless output and transcripts consume these.
+
+Every event carries ``parent_tool_use_id``: ``None`` for the main agent, the id of the
+``Agent`` tool call for a sub-agent's events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from caliban.messages import Message, ToolCall, ToolResult, Usage
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UserPrompt:
+    message: Message
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AssistantDelta:
+    text: str
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AssistantMessage:
+    """One complete model response, with the usage of that request."""
+
+    message: Message
+    usage: Usage
+    model: str
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolStarted:
+    call: ToolCall
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolFinished:
+    call: ToolCall
+    result: ToolResult
+    summary: str | None = None
+    duration_ms: int = 0
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolResultsMessage:
+    """The user-role message carrying every result of one turn, as appended to history."""
+
+    message: Message
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApiRetryEvent:
+    attempt: int
+    max_attempts: int
+    delay_s: float
+    error: str
+    status: int | None = None
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ActivationChanged:
+    """The lazy-MCP activation set changed (found by ToolSearch or called directly)."""
+
+    activated: tuple[str, ...]
+    evicted: tuple[str, ...]
+    active: tuple[str, ...]
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Notice:
+    """Something the user should see that is not part of the conversation."""
+
+    level: Literal["info", "warning", "error"]
+    text: str
+    parent_tool_use_id: str | None = None
+
+
+AgentEvent = (
+    UserPrompt
+    | AssistantDelta
+    | AssistantMessage
+    | ToolStarted
+    | ToolFinished
+    | ToolResultsMessage
+    | ApiRetryEvent
+    | ActivationChanged
+    | Notice
+)

@@ -1,0 +1,1 @@
+"""MCP support: server connections, lazy tool activation and tool search."""

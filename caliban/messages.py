@@ -1,0 +1,118 @@
+"""Provider-neutral conversation data.
+
+Everything here is an immutable value. Provider modules translate these to and from their
+wire formats; nothing else in caliban knows what Anthropic or OpenAI put on the wire.
+Tool results travel in ``user`` messages (as in the Anthropic Messages API); the OpenAI
+provider turns them into ``tool`` role messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ImagePart:
+    """An image, base64-encoded."""
+
+    media_type: str
+    data: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCall:
+    """The model asking to run a tool. ``arguments`` is the decoded JSON object."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any]
+
+
+ResultPart = TextPart | ImagePart
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolResult:
+    tool_call_id: str
+    content: tuple[ResultPart, ...]
+    is_error: bool = False
+
+    @property
+    def text(self) -> str:
+        return "\n".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+Part = TextPart | ImagePart | ToolCall | ToolResult
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Message:
+    role: Role
+    parts: tuple[Part, ...]
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        return cls(role="user", parts=(TextPart(text=text),))
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolCall))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Usage:
+    """Tokens as reported by the provider. ``input_tokens`` excludes cache reads and writes."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    @property
+    def context_tokens(self) -> int:
+        """Everything the model read for this request."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_input_tokens": self.cache_read_tokens,
+            "cache_creation_input_tokens": self.cache_write_tokens,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolSpec:
+    """A tool as offered to the model: what goes on the wire."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": dict(self.input_schema),
+        }

@@ -1,0 +1,1 @@
+"""Model providers. Import the concrete ones lazily: their SDKs take seconds to import."""

@@ -1,0 +1,73 @@
+"""The provider protocol: one streaming call per model request.
+
+A provider receives a :class:`ProviderRequest` and yields :class:`ProviderEvent` values:
+any number of :class:`TextDelta`, :class:`ToolCallStarted` and :class:`ApiRetry`, then
+exactly one :class:`ResponseDone` carrying the final message and its usage. Errors the user
+must act on (a bad key, a bad request) are raised as :class:`ProviderError`; transient ones
+(429, 5xx, overloaded, connection reset) are retried inside the provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from caliban.messages import Message, ToolSpec, Usage
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "other"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProviderRequest:
+    model: str
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+    max_tokens: int = 16_384
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallStarted:
+    """The model began a tool call (arguments still streaming). For live display only."""
+
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApiRetry:
+    """A transient API error; the provider waits ``delay_s`` and tries again."""
+
+    attempt: int
+    max_attempts: int
+    delay_s: float
+    error: str
+    status: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResponseDone:
+    message: Message
+    usage: Usage
+    stop_reason: StopReason
+
+
+ProviderEvent = TextDelta | ToolCallStarted | ApiRetry | ResponseDone
+
+
+class ProviderError(Exception):
+    """A model API failure that retrying will not fix. The message is shown to the user."""
+
+
+class Provider(Protocol):
+    """Streams one model response. Only provider modules know a wire format."""
+
+    name: str
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]: ...

@@ -1,0 +1,97 @@
+"""A provider that replays a script: the test double for loop tests.
+
+Each step answers one request: a string (a text reply), a :class:`Message` (usually with
+tool calls, see :func:`tool_call`), a callable that builds the reply from the request, or
+:data:`HANG` (never answers, for cancellation tests). Every request is recorded, and a
+request beyond the script fails the test loudly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import Any, Final
+
+from caliban.messages import Message, Part, TextPart, ToolCall, Usage
+from caliban.providers.base import (
+    ProviderEvent,
+    ProviderRequest,
+    ResponseDone,
+    StopReason,
+    TextDelta,
+    ToolCallStarted,
+)
+
+
+class _Hang:
+    def __repr__(self) -> str:
+        return "HANG"
+
+
+HANG: Final = _Hang()
+Step = str | Message | Callable[[ProviderRequest], Message | str] | _Hang
+
+_ids = itertools.count(1)
+
+
+def tool_call(name: str, arguments: Mapping[str, Any] | None = None, *, id: str | None = None) -> ToolCall:
+    return ToolCall(id=id or f"call_{next(_ids)}", name=name, arguments=dict(arguments or {}))
+
+
+def reply(*parts: str | Part) -> Message:
+    """An assistant message from text and parts, e.g. ``reply("Reading it.", tool_call(...))``."""
+    return Message(
+        role="assistant",
+        parts=tuple(TextPart(text=p) if isinstance(p, str) else p for p in parts),
+    )
+
+
+class ScriptExhausted(AssertionError):
+    pass
+
+
+class ScriptedProvider:
+    name = "scripted"
+
+    def __init__(self, steps: Iterable[Step], *, usage: Usage | None = None) -> None:
+        self.steps = list(steps)
+        self.requests: list[ProviderRequest] = []
+        self.usage = usage or Usage(input_tokens=10, output_tokens=5)
+
+    @property
+    def offered(self) -> list[list[str]]:
+        """The tool names offered on each request so far."""
+        return [[tool.name for tool in request.tools] for request in self.requests]
+
+    @property
+    def remaining(self) -> int:
+        return len(self.steps) - len(self.requests)
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        index = len(self.requests)
+        self.requests.append(request)
+        if index >= len(self.steps):
+            raise ScriptExhausted(
+                f"unexpected request #{index + 1}: the script has {len(self.steps)} steps; "
+                f"last message: {request.messages[-1] if request.messages else None}"
+            )
+        step = self.steps[index]
+        if isinstance(step, _Hang):
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+        answer = step(request) if callable(step) else step
+        message = reply(answer) if isinstance(answer, str) else answer
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                for chunk in _chunks(part.text):
+                    yield TextDelta(text=chunk)
+                    await asyncio.sleep(0)
+            elif isinstance(part, ToolCall):
+                yield ToolCallStarted(id=part.id, name=part.name)
+        stop: StopReason = "tool_use" if message.tool_calls else "end_turn"
+        yield ResponseDone(message=message, usage=self.usage, stop_reason=stop)
+
+
+def _chunks(text: str, size: int = 8) -> Iterable[str]:
+    return (text[i : i + size] for i in range(0, len(text), size)) if text else ()

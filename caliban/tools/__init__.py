@@ -1,0 +1,1 @@
+"""Built-in tools and the tool interface shared with MCP tools."""

@@ -1,0 +1,69 @@
+"""Shared fixtures. Every test runs with caliban's directories in a temporary place and
+with no way to reach a non-loopback network address."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _is_loopback(address: Any) -> bool:
+    if isinstance(address, (str, bytes)):  # AF_UNIX path
+        return True
+    host = address[0]
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded(real: Any) -> Any:
+    def connect(self: socket.socket, address: Any) -> Any:
+        if not _is_loopback(address):
+            raise AssertionError(f"test tried to reach the network: {address!r}")
+        return real(self, address)
+
+    return connect
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail any test that opens a connection to a non-loopback address."""
+    monkeypatch.setattr(socket.socket, "connect", _guarded(_real_connect))
+    monkeypatch.setattr(socket.socket, "connect_ex", _guarded(_real_connect_ex))
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """caliban's user config, state and data directories live in a temporary home."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("CALIBAN_CONFIG_DIR", str(home / "config"))
+    monkeypatch.setenv("CALIBAN_STATE_DIR", str(home / "state"))
+    monkeypatch.setenv("CALIBAN_DATA_DIR", str(home / "data"))
+    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    yield home
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary git-less project (it has ``.caliban/``) as the working directory."""
+    root = tmp_path / "proj"
+    (root / ".caliban").mkdir(parents=True)
+    monkeypatch.chdir(root)
+    return root
