@@ -10,6 +10,12 @@ import pytest
 from caliban.mcp.activation import DEFAULT_CAP, ActivationCell, McpActivationSet
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    # the agent runs on asyncio; the cell's atomicity argument is about one asyncio loop
+    return "asyncio"
+
+
 def test_empty_set_has_default_cap_and_no_names() -> None:
     s = McpActivationSet.empty()
     assert s.cap == DEFAULT_CAP == 24
@@ -172,7 +178,7 @@ def test_cell_update_stores_the_new_value_and_returns_the_result() -> None:
 
 
 def test_child_snapshot_does_not_change_the_parent() -> None:
-    parent = ActivationCell(McpActivationSet.empty(3))
+    parent = ActivationCell(McpActivationSet.empty(5))
     parent.activate(["p1", "p2"])
     child = ActivationCell(parent.get())  # a sub-agent starts from the parent's value
     child.activate(["c1", "c2"])
@@ -181,6 +187,7 @@ def test_child_snapshot_does_not_change_the_parent() -> None:
     assert set(child.get()) == {"c1", "c2", "p2"}
 
 
+@pytest.mark.anyio
 async def test_concurrent_activations_through_a_cell_lose_nothing() -> None:
     cell = ActivationCell(McpActivationSet.empty(100))
 
@@ -197,6 +204,7 @@ async def test_concurrent_activations_through_a_cell_lose_nothing() -> None:
     assert all(f"mcp__srv__tool{i}_{j}" in cell.get() for i in range(20) for j in range(3))
 
 
+@pytest.mark.anyio
 async def test_concurrent_activations_with_eviction_stay_consistent() -> None:
     cell = ActivationCell(McpActivationSet.empty(5))
 
