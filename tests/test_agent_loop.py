@@ -1,0 +1,165 @@
+"""The agent loop against the scripted provider."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from caliban.agent import Agent, RunResult
+from caliban.events import AgentEvent, ToolFinished, ToolStarted
+from caliban.messages import ToolResult
+from caliban.providers.scripted import HANG, ScriptedProvider, ScriptExhausted, reply, tool_call
+from caliban.toolbox import StaticToolbox
+from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput
+
+pytestmark = pytest.mark.anyio
+
+
+class EchoInput(BaseModel):
+    text: str
+    delay: float = 0.0
+
+
+class Echo(BuiltinTool[EchoInput]):
+    name = "Echo"
+    description = "Echo the text back."
+    input_model = EchoInput
+    read_only = True
+
+    async def run(self, args: EchoInput, ctx: CallContext) -> ToolOutput:
+        await asyncio.sleep(args.delay)
+        return ToolOutput.text(f"echo: {args.text}")
+
+
+class Boom(BuiltinTool[EchoInput]):
+    name = "Boom"
+    description = "Always raises."
+    input_model = EchoInput
+
+    async def run(self, args: EchoInput, ctx: CallContext) -> ToolOutput:
+        raise RuntimeError("disk on fire")
+
+
+def make_agent(provider: ScriptedProvider, events: list[AgentEvent] | None = None, **kw: Any) -> Agent:
+    sink = events if events is not None else []
+    return Agent(
+        provider=provider,
+        model="test-model",
+        system_prompt="You are a test.",
+        toolbox=StaticToolbox([Echo(), Boom()]),
+        env=ToolEnv(cwd=Path.cwd(), project_root=Path.cwd()),
+        emit=sink.append,
+        **kw,
+    )
+
+
+def results_of(provider: ScriptedProvider, request: int) -> list[ToolResult]:
+    return [p for p in provider.requests[request].messages[-1].parts if isinstance(p, ToolResult)]
+
+
+async def test_text_reply_ends_the_run() -> None:
+    provider = ScriptedProvider(["Hello there."])
+    result = await make_agent(provider).run("hi")
+    assert result == RunResult(subtype="success", text="Hello there.", num_turns=1, usage=provider.usage)
+    assert provider.offered == [["Echo", "Boom"]]
+    assert provider.requests[0].system == "You are a test."
+
+
+async def test_tool_call_result_goes_back_to_the_model() -> None:
+    provider = ScriptedProvider([reply("Let me echo.", tool_call("Echo", {"text": "ping"})), "Done."])
+    result = await make_agent(provider).run("go")
+    assert result.text == "Done." and result.num_turns == 2
+    [echoed] = results_of(provider, 1)
+    assert echoed.text == "echo: ping" and not echoed.is_error
+
+
+async def test_parallel_calls_run_concurrently_and_keep_call_order() -> None:
+    provider = ScriptedProvider(
+        [
+            reply(
+                tool_call("Echo", {"text": "slow", "delay": 0.2}),
+                tool_call("Echo", {"text": "fast", "delay": 0.0}),
+            ),
+            "ok",
+        ]
+    )
+    events: list[AgentEvent] = []
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await make_agent(provider, events).run("go")
+    assert loop.time() - started < 0.35
+    assert [r.text for r in results_of(provider, 1)] == ["echo: slow", "echo: fast"]
+    finished = [e.result.text for e in events if isinstance(e, ToolFinished)]
+    assert finished == ["echo: fast", "echo: slow"]
+
+
+async def test_tool_failures_and_unknown_tools_become_error_results() -> None:
+    provider = ScriptedProvider(
+        [
+            reply(
+                tool_call("Boom", {"text": "x"}),
+                tool_call("Nope", {}),
+                tool_call("Echo", {"txt": "typo"}),
+            ),
+            "sorry",
+        ]
+    )
+    await make_agent(provider).run("go")
+    boom, unknown, invalid = results_of(provider, 1)
+    assert boom.is_error and "disk on fire" in boom.text
+    assert unknown.is_error and "Unknown tool 'Nope'" in unknown.text and "Echo" in unknown.text
+    assert invalid.is_error and "text: Field required" in invalid.text
+
+
+async def test_denied_call_tells_the_model_why() -> None:
+    async def deny(tool: Any, arguments: Mapping[str, Any], ctx: CallContext) -> str | None:
+        return "plan mode is read-only"
+
+    provider = ScriptedProvider([reply(tool_call("Echo", {"text": "x"})), "ok"])
+    await make_agent(provider, authorize=deny).run("go")
+    [denied] = results_of(provider, 1)
+    assert denied.is_error and "plan mode is read-only" in denied.text
+
+
+async def test_max_turns_stops_with_error_subtype() -> None:
+    provider = ScriptedProvider([reply(tool_call("Echo", {"text": str(i)})) for i in range(3)])
+    result = await make_agent(provider, max_turns=3).run("loop forever")
+    assert result.subtype == "error_max_turns" and result.num_turns == 3
+
+
+async def test_unexpected_extra_request_fails_loudly() -> None:
+    provider = ScriptedProvider([reply(tool_call("Echo", {"text": "x"}))])
+    with pytest.raises(ScriptExhausted):
+        await make_agent(provider).run("go")
+
+
+async def test_cancelling_during_tools_keeps_history_valid() -> None:
+    provider = ScriptedProvider([reply(tool_call("Echo", {"text": "x", "delay": 30})), "after"])
+    events: list[AgentEvent] = []
+    agent = make_agent(provider, events)
+    task = asyncio.create_task(agent.run("go"))
+    while not any(isinstance(e, ToolStarted) for e in events):
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    last = agent.conversation.messages[-1]
+    [interrupted] = [p for p in last.parts if isinstance(p, ToolResult)]
+    assert interrupted.is_error and "interrupted" in interrupted.text
+    assert (await agent.run("next")).text == "after"
+
+
+async def test_cancelling_a_hung_request_keeps_the_session_usable() -> None:
+    provider = ScriptedProvider([HANG, "second answer"])
+    agent = make_agent(provider)
+    task = asyncio.create_task(agent.run("first"))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (await agent.run("again")).text == "second answer"
