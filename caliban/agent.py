@@ -39,7 +39,9 @@ Authorize = Callable[[Tool, Mapping[str, Any], CallContext], Awaitable[str | Non
 """Returns ``None`` to let a call run, or the reason it was denied (shown to the model)."""
 
 RunSubtype = Literal["success", "error_max_turns", "error_during_execution"]
-CONTINUE_PROMPT = "Your response was cut off at the output token limit. Continue exactly where you stopped."
+CONTINUE_PROMPT = (
+    "Your response was cut off at the output token limit. Continue exactly where you stopped."
+)
 INTERRUPTED = "The user interrupted this tool call before it finished."
 
 

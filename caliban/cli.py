@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import click
 import typer
-from typer.core import TyperGroup
+from typer import _click as click  # typer >= 0.29 vendors click; its types are these
+from typer.core import TyperGroup, TyperOption
 
 from caliban import __version__
 
@@ -67,7 +67,7 @@ def _first_positional(command: click.Command, args: list[str]) -> str | None:
     takes_value = {
         name
         for param in command.params
-        if isinstance(param, click.Option) and not param.is_flag and not param.count
+        if isinstance(param, TyperOption) and not param.is_flag and not param.count
         for name in param.opts
     }
     tokens = iter(args)
@@ -116,13 +116,22 @@ def root(
             help="With -p: text (final answer), json (one result object) or stream-json.",
         ),
     ] = "text",
-    model: Annotated[str | None, typer.Option("--model", metavar="NAME", help="Model to use.")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", metavar="NAME", help="Model to use.")
+    ] = None,
     provider: Annotated[
         Literal["anthropic", "openai"] | None,
-        typer.Option("--provider", metavar="NAME", help="anthropic or openai (any OpenAI-compatible endpoint)."),
+        typer.Option(
+            "--provider",
+            metavar="NAME",
+            help="anthropic or openai (any OpenAI-compatible endpoint).",
+        ),
     ] = None,
     max_turns: Annotated[
-        int | None, typer.Option("--max-turns", min=1, metavar="N", help="Stop after this many model requests.")
+        int | None,
+        typer.Option(
+            "--max-turns", min=1, metavar="N", help="Stop after this many model requests."
+        ),
     ] = None,
     permission_mode: Annotated[
         PermissionModeName | None,
@@ -134,7 +143,11 @@ def root(
     ] = None,
     allowed_tools: Annotated[
         list[str] | None,
-        typer.Option("--allowed-tools", metavar="RULES", help="Permission rules to allow, e.g. 'Bash(git *)'."),
+        typer.Option(
+            "--allowed-tools",
+            metavar="RULES",
+            help="Permission rules to allow, e.g. 'Bash(git *)'.",
+        ),
     ] = None,
     disallowed_tools: Annotated[
         list[str] | None,
@@ -145,7 +158,9 @@ def root(
     ] = False,
     resume: Annotated[
         str | None,
-        typer.Option("-r", "--resume", metavar="ID", help="Resume session ID (no ID: pick from a list)."),
+        typer.Option(
+            "-r", "--resume", metavar="ID", help="Resume session ID (no ID: pick from a list)."
+        ),
     ] = None,
     version: Annotated[
         bool,
@@ -244,7 +259,7 @@ def config_get(key: Annotated[str, typer.Argument(help="Dotted key, e.g. tools.l
 @config_app.command("set")
 def config_set(
     key: Annotated[str, typer.Argument(help="Dotted key, e.g. tools.lazy_mcp")],
-    value: Annotated[str, typer.Argument(help="A TOML value: true, 24, \"x\", [\"a\", \"b\"]")],
+    value: Annotated[str, typer.Argument(help='A TOML value: true, 24, "x", ["a", "b"]')],
     scope_global: GlobalFlag = False,
 ) -> None:
     """Set KEY to VALUE in the project file (or the user file with --global)."""

@@ -357,7 +357,7 @@ def set_value(path: Path, key: str, value: Any) -> None:
 
 def unset_value(path: Path, key: str) -> bool:
     """Remove ``key`` from the file; returns False when it was not set there."""
-    text, data = read_toml(path)
+    _, data = read_toml(path)
     if _lookup(data, key) is _MISSING:
         return False
     _edit(path, key, _MISSING)
@@ -371,7 +371,6 @@ def _edit(path: Path, key: str, value: Any) -> None:
         raise ConfigError(_unknown_key_message(key)) from None
     text, data = read_toml(path)
     expected = _with_value(data, key, value)
-    file = ConfigFile(path=path, scope="project", text=text, data=expected)
     try:
         Settings.model_validate(_strip_keys(expected, list(_walk_unknown(expected, Settings, ""))))
     except ValidationError as exc:
@@ -379,17 +378,17 @@ def _edit(path: Path, key: str, value: Any) -> None:
         raise ConfigError(f"not written: {message}") from None
     if text is None or not _has_comments(text):
         new_text = tomli_w.dumps(_prune_empty(expected))
-    else:
-        new_text = _edit_preserving_comments(text, key, value)
-        if new_text is None or tomllib.loads(new_text) != _prune_empty(expected):
-            shown = "" if value is _MISSING else f" = {_toml_value(value)}"
-            raise ConfigError(
-                f"{path} has comments that caliban would lose by rewriting it, so it was not "
-                f"changed. Edit it by hand: {'remove' if value is _MISSING else 'set'} "
-                f"{key}{shown}"
-            )
-    del file
-    atomic_write_text(path, new_text)
+        atomic_write_text(path, new_text)
+        return
+    edited = _edit_preserving_comments(text, key, value)
+    if edited is None or _parse_or_none(edited) != _prune_empty(expected):
+        shown = "" if value is _MISSING else f" = {_toml_value(value)}"
+        raise ConfigError(
+            f"{path} has comments that caliban would lose by rewriting it, so it was not "
+            f"changed. Edit it by hand: {'remove' if value is _MISSING else 'set'} "
+            f"{key}{shown}"
+        )
+    atomic_write_text(path, edited)
 
 
 def _with_value(data: Mapping[str, Any], key: str, value: Any) -> dict[str, Any]:
@@ -419,6 +418,13 @@ def _prune_empty(data: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _parse_or_none(text: str) -> dict[str, Any] | None:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return None
+
+
 def _has_comments(text: str) -> bool:
     return any("#" in line for line in text.splitlines())
 
@@ -441,7 +447,7 @@ def _edit_preserving_comments(text: str, key: str, value: Any) -> str | None:
         else:
             indent = old[: len(old) - len(old.lstrip())]
             name = old.lstrip().split("=", 1)[0].rstrip()
-            comment = re.search(r"\s#[^\"']*$", old.rstrip("\r\n"))
+            comment = re.search(r"\s+#[^\"']*$", old.rstrip("\r\n"))
             ending = "\r\n" if old.endswith("\r\n") else "\n"
             tail = comment.group(0) if comment else ""
             lines[line_no - 1] = f"{indent}{name} = {_toml_value(value)}{tail}{ending}"

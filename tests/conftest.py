@@ -44,7 +44,9 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def isolated_dirs(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     """caliban's user config, state and data directories live in a temporary home."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("CALIBAN_CONFIG_DIR", str(home / "config"))

@@ -45,7 +45,9 @@ class Boom(BuiltinTool[EchoInput]):
         raise RuntimeError("disk on fire")
 
 
-def make_agent(provider: ScriptedProvider, events: list[AgentEvent] | None = None, **kw: Any) -> Agent:
+def make_agent(
+    provider: ScriptedProvider, events: list[AgentEvent] | None = None, **kw: Any
+) -> Agent:
     sink = events if events is not None else []
     return Agent(
         provider=provider,
@@ -65,13 +67,17 @@ def results_of(provider: ScriptedProvider, request: int) -> list[ToolResult]:
 async def test_text_reply_ends_the_run() -> None:
     provider = ScriptedProvider(["Hello there."])
     result = await make_agent(provider).run("hi")
-    assert result == RunResult(subtype="success", text="Hello there.", num_turns=1, usage=provider.usage)
+    assert result == RunResult(
+        subtype="success", text="Hello there.", num_turns=1, usage=provider.usage
+    )
     assert provider.offered == [["Echo", "Boom"]]
     assert provider.requests[0].system == "You are a test."
 
 
 async def test_tool_call_result_goes_back_to_the_model() -> None:
-    provider = ScriptedProvider([reply("Let me echo.", tool_call("Echo", {"text": "ping"})), "Done."])
+    provider = ScriptedProvider(
+        [reply("Let me echo.", tool_call("Echo", {"text": "ping"})), "Done."]
+    )
     result = await make_agent(provider).run("go")
     assert result.text == "Done." and result.num_turns == 2
     [echoed] = results_of(provider, 1)
@@ -140,11 +146,16 @@ async def test_unexpected_extra_request_fails_loudly() -> None:
 
 async def test_cancelling_during_tools_keeps_history_valid() -> None:
     provider = ScriptedProvider([reply(tool_call("Echo", {"text": "x", "delay": 30})), "after"])
-    events: list[AgentEvent] = []
-    agent = make_agent(provider, events)
+    started = asyncio.Event()
+
+    def on_event(event: AgentEvent) -> None:
+        if isinstance(event, ToolStarted):
+            started.set()
+
+    agent = make_agent(provider)
+    agent.emit = on_event
     task = asyncio.create_task(agent.run("go"))
-    while not any(isinstance(e, ToolStarted) for e in events):
-        await asyncio.sleep(0.01)
+    await asyncio.wait_for(started.wait(), 5)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

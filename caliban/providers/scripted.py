@@ -35,7 +35,9 @@ Step = str | Message | Callable[[ProviderRequest], Message | str] | _Hang
 _ids = itertools.count(1)
 
 
-def tool_call(name: str, arguments: Mapping[str, Any] | None = None, *, id: str | None = None) -> ToolCall:
+def tool_call(
+    name: str, arguments: Mapping[str, Any] | None = None, *, id: str | None = None
+) -> ToolCall:
     return ToolCall(id=id or f"call_{next(_ids)}", name=name, arguments=dict(arguments or {}))
 
 

@@ -45,7 +45,9 @@ class ToolEnv:
 
     def fork(self) -> ToolEnv:
         """An independent copy for a sub-agent (its ``cd`` does not move the parent)."""
-        return ToolEnv(cwd=self.cwd, project_root=self.project_root, file_reads=dict(self.file_reads))
+        return ToolEnv(
+            cwd=self.cwd, project_root=self.project_root, file_reads=dict(self.file_reads)
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,8 +78,7 @@ class ToolOutput:
     @property
     def as_text(self) -> str:
         return "\n".join(
-            p.text if isinstance(p, TextPart) else f"[image {p.media_type}]"
-            for p in self.content
+            p.text if isinstance(p, TextPart) else f"[image {p.media_type}]" for p in self.content
         )
 
 

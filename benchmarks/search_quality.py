@@ -1,0 +1,134 @@
+"""How well ToolSearch finds the right MCP tool, against two simple baselines.
+
+Run: ``python benchmarks/search_quality.py`` (``--misses`` lists the queries ours misses at 5).
+
+Catalog: the reference servers + the GitHub server + the MCPToolBench++ tools, pooled.
+Queries: every MCPToolBench++ query, and our own ``queries_user.jsonl`` written in a user's
+words. A query is answered if a relevant tool (gold or also-correct, by bare tool name) is in
+the top k. Rankers:
+
+* ``toolsearch`` - ``caliban.mcp.search.ToolIndex``;
+* ``bm25-plain`` - rank_bm25's BM25Okapi over ``tool name + description`` lower-cased and split
+  on whitespace;
+* ``substring`` - a tool matches when a lower-cased query word is a substring of its name or
+  description; tools rank by the number of matching words (ties in catalog order).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from _catalogs import (
+    Query,
+    eval_dir_or_exit,
+    load_mcptoolbench_queries,
+    load_user_queries,
+    pooled_catalog,
+)
+from rank_bm25 import BM25Okapi
+
+from caliban.mcp.search import SearchDoc, ToolIndex
+
+Ranker = Callable[[str, int], list[SearchDoc]]
+K = 10
+
+
+def toolsearch_ranker(docs: Sequence[SearchDoc]) -> Ranker:
+    index = ToolIndex.build(docs)
+    return lambda q, k: [hit.doc for hit in index.search(q, k).hits]
+
+
+def bm25_plain_ranker(docs: Sequence[SearchDoc]) -> Ranker:
+    model = BM25Okapi([f"{d.tool} {d.description}".lower().split() for d in docs])
+
+    def rank(q: str, k: int) -> list[SearchDoc]:
+        scores = model.get_scores(q.lower().split())
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [docs[i] for i in order if scores[i] > 0]
+
+    return rank
+
+
+def substring_ranker(docs: Sequence[SearchDoc]) -> Ranker:
+    texts = [f"{d.tool} {d.description}".lower() for d in docs]
+
+    def rank(q: str, k: int) -> list[SearchDoc]:
+        words = q.lower().split()
+        counts = [sum(w in t for w in words) for t in texts]
+        order = sorted(range(len(docs)), key=lambda i: -counts[i])
+        return [docs[i] for i in order[:k] if counts[i] > 0]
+
+    return rank
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scores:
+    hit1: float
+    hit5: float
+    recall10: float
+    misses: tuple[tuple[Query, tuple[str, ...]], ...]
+
+
+def evaluate(rank: Ranker, queries: Sequence[Query]) -> Scores:
+    hit1 = hit5 = 0
+    recall = 0.0
+    misses = []
+    for q in queries:
+        found = rank(q.text, K)
+        flags = [q.is_relevant(d) for d in found]
+        hit1 += any(flags[:1])
+        hit5 += any(flags[:5])
+        if not any(flags[:5]):
+            misses.append((q, tuple(d.name for d in found[:5])))
+        names = {d.tool for d, ok in zip(found, flags, strict=True) if ok} | {
+            d.name for d, ok in zip(found, flags, strict=True) if ok
+        }
+        recall += len(q.relevant & names) / len(q.relevant)
+    n = len(queries)
+    return Scores(hit1=hit1 / n, hit5=hit5 / n, recall10=recall / n, misses=tuple(misses))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--misses", action="store_true", help="list queries ours misses at 5")
+    args = parser.parse_args()
+
+    eval_dir = eval_dir_or_exit()
+    docs = pooled_catalog(eval_dir)
+    query_sets = {
+        "mcptoolbench": load_mcptoolbench_queries(eval_dir),
+        "user": load_user_queries(),
+    }
+    rankers = {
+        "toolsearch": toolsearch_ranker(docs),
+        "bm25-plain": bm25_plain_ranker(docs),
+        "substring": substring_ranker(docs),
+    }
+    servers = len({d.server for d in docs})
+    print(f"catalog: {len(docs)} tools on {servers} servers")
+    print(f"| {'queries':<18} | {'ranker':<10} | hit@1 | hit@5 | recall@10 |")
+    print(f"|{'-' * 20}|{'-' * 12}|-------|-------|-----------|")
+    ours: dict[str, Scores] = {}
+    for set_name, queries in query_sets.items():
+        for ranker_name, rank in rankers.items():
+            s = evaluate(rank, queries)
+            if ranker_name == "toolsearch":
+                ours[set_name] = s
+            label = f"{set_name} ({len(queries)})"
+            print(
+                f"| {label:<18} | {ranker_name:<10} | {s.hit1:.3f} | {s.hit5:.3f} |"
+                f" {s.recall10:9.3f} |"
+            )
+    if args.misses:
+        for set_name, s in ours.items():
+            print(f"\n{set_name}: {len(s.misses)} misses at 5", file=sys.stderr)
+            for q, got in s.misses:
+                print(f"  {q.text!r}\n    want {sorted(q.relevant)}\n    got  {got}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

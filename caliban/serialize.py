@@ -1,0 +1,91 @@
+"""Messages to and from JSON-ready dicts, in the Anthropic content-block shape.
+
+Headless ``stream-json`` output and session transcripts both use this shape, which is also
+what Claude Code's headless mode prints, so existing scripts can read it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, assert_never
+
+from caliban.messages import (
+    ImagePart,
+    Message,
+    Part,
+    ResultPart,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+
+
+def part_to_json(part: Part) -> dict[str, Any]:
+    match part:
+        case TextPart(text=text):
+            return {"type": "text", "text": text}
+        case ImagePart(media_type=media_type, data=data):
+            return {
+                "type": "image",
+                "source": {"type": "base64", "media_type": media_type, "data": data},
+            }
+        case ToolCall(id=id, name=name, arguments=arguments):
+            return {"type": "tool_use", "id": id, "name": name, "input": dict(arguments)}
+        case ToolResult(tool_call_id=call_id, content=content, is_error=is_error):
+            return {
+                "type": "tool_result",
+                "tool_use_id": call_id,
+                "content": [part_to_json(p) for p in content],
+                "is_error": is_error,
+            }
+        case _:
+            assert_never(part)
+
+
+def message_to_json(message: Message) -> dict[str, Any]:
+    return {"role": message.role, "content": [part_to_json(p) for p in message.parts]}
+
+
+def part_from_json(data: dict[str, Any]) -> Part:
+    kind = data.get("type")
+    if kind == "text":
+        return TextPart(text=str(data["text"]))
+    if kind == "image":
+        source = data["source"]
+        return ImagePart(media_type=str(source["media_type"]), data=str(source["data"]))
+    if kind == "tool_use":
+        return ToolCall(
+            id=str(data["id"]), name=str(data["name"]), arguments=dict(data.get("input") or {})
+        )
+    if kind == "tool_result":
+        raw = data.get("content") or []
+        if isinstance(raw, str):
+            raw = [{"type": "text", "text": raw}]
+        content: list[ResultPart] = []
+        for item in raw:
+            part = part_from_json(item)
+            if not isinstance(part, TextPart | ImagePart):
+                raise ValueError(f"unexpected {item.get('type')!r} inside a tool_result")
+            content.append(part)
+        return ToolResult(
+            tool_call_id=str(data["tool_use_id"]),
+            content=tuple(content),
+            is_error=bool(data.get("is_error", False)),
+        )
+    raise ValueError(f"unknown content block type {kind!r}")
+
+
+def message_from_json(data: dict[str, Any]) -> Message:
+    role = data["role"]
+    if role not in ("user", "assistant"):
+        raise ValueError(f"unknown role {role!r}")
+    return Message(role=role, parts=tuple(part_from_json(p) for p in data["content"]))
+
+
+def usage_from_json(data: dict[str, Any]) -> Usage:
+    return Usage(
+        input_tokens=int(data.get("input_tokens", 0)),
+        output_tokens=int(data.get("output_tokens", 0)),
+        cache_read_tokens=int(data.get("cache_read_input_tokens", 0)),
+        cache_write_tokens=int(data.get("cache_creation_input_tokens", 0)),
+    )
