@@ -335,13 +335,16 @@ def main(argv: list[str] | None = None) -> None:
     if args in (["--version"], ["-V"]):
         print(f"caliban {__version__}")
         return
-    from caliban.config import ConfigError
+    from caliban.errors import ConfigError, UsageError
 
     try:
         app(args=_normalise_resume(args), prog_name="caliban", standalone_mode=True)
     except ConfigError as exc:
         _err(f"caliban: config error: {exc}")
         sys.exit(EXIT_CONFIG)
+    except UsageError as exc:
+        _err(f"caliban: {exc}")
+        sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
         _err("caliban: interrupted")
         sys.exit(EXIT_INTERRUPTED)

@@ -20,14 +20,12 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from caliban import paths
+from caliban.errors import ConfigError
 from caliban.fsutil import atomic_write_text
 
 CONFIG_FILE = "config.toml"
-EXIT_CONFIG = 78
 
-
-class ConfigError(Exception):
-    """A configuration problem the user must fix. The message says where and how."""
+__all__ = ["ConfigError", "LoadedConfig", "Settings", "load_config"]
 
 
 class _Section(BaseModel):

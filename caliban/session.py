@@ -13,13 +13,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from caliban.agent import Agent, Authorize, Conversation, RunResult, allow_all
-from caliban.config import Settings
+from caliban.config import LoadedConfig, Settings
 from caliban.events import AgentEvent
 from caliban.messages import Message
 from caliban.providers.base import Provider
 from caliban.toolbox import StaticToolbox, Toolbox
 from caliban.tools.base import Tool, ToolEnv
+
+if TYPE_CHECKING:
+    from caliban.mcp.client import McpManager
 
 Listener = Callable[[AgentEvent], None]
 
@@ -42,6 +47,10 @@ class Session:
     authorize: Authorize = allow_all
     listeners: list[Listener] = field(default_factory=list)
     max_turns: int = 100
+    config: LoadedConfig | None = None
+    """The settings files this session was built from (for ``/config``)."""
+    mcp: McpManager | None = None
+    """MCP server connections, when any are configured."""
 
     @property
     def cwd(self) -> Path:
@@ -52,8 +61,9 @@ class Session:
             listener(event)
 
     def toolbox(self) -> Toolbox:
-        """The tools for the next prompt."""
-        return StaticToolbox(self.tools)
+        """The tools for the next prompt: built-ins, then MCP tools."""
+        mcp_tools = self.mcp.tools() if self.mcp is not None else []
+        return StaticToolbox([*self.tools, *mcp_tools])
 
     def agent(self) -> Agent:
         return Agent(

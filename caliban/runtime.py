@@ -1,0 +1,127 @@
+"""Assembling a session from settings: provider, tools, permissions, MCP servers.
+
+:func:`open_session` is the one place that knows how the pieces fit; headless mode and the
+REPL both use it. Slow work overlaps: the provider SDK is imported in a worker thread while
+MCP servers start in their own processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from caliban.cli import CliOptions
+from caliban.config import LoadedConfig, load_config
+from caliban.events import Notice
+from caliban.paths import project_root
+from caliban.prompts import system_prompt
+from caliban.session import Listener, Session
+from caliban.tools.base import ToolEnv
+
+if TYPE_CHECKING:
+    from caliban.permissions import Approver
+
+
+def cli_overrides(options: CliOptions) -> dict[str, Any]:
+    """Settings given as flags; they beat both config files."""
+    overrides: dict[str, Any] = {}
+    if options.provider:
+        overrides["provider"] = options.provider
+    if options.model:
+        overrides["model"] = options.model
+    if options.max_turns:
+        overrides["max_turns"] = options.max_turns
+    if options.permission_mode:
+        overrides.setdefault("permissions", {})["mode"] = options.permission_mode
+    return overrides
+
+
+@contextlib.asynccontextmanager
+async def open_session(
+    options: CliOptions,
+    *,
+    approver: Approver | None = None,
+    listeners: Sequence[Listener] = (),
+    interactive: bool = False,
+) -> AsyncIterator[Session]:
+    """A ready session; MCP servers are shut down when the block exits.
+
+    Headless sessions wait for MCP servers before the first request (the model should see
+    their tools); interactive ones do not, so the prompt appears at once.
+    """
+    from caliban.mcp.client import McpManager
+    from caliban.mcp.config import load_mcp_config
+    from caliban.permissions import PermissionPolicy, deny_approver, make_authorize
+    from caliban.providers.select import create_provider, resolve_provider
+    from caliban.tools.builtin import builtin_tools
+
+    loaded = load_config(options.cwd, overrides=cli_overrides(options))
+    settings = loaded.settings
+    choice = resolve_provider(settings, provider=options.provider, model=options.model, environ=os.environ)
+    provider = create_provider(choice)
+    warm_up = asyncio.create_task(asyncio.to_thread(provider.warm_up))
+
+    root = project_root(options.cwd)
+    mcp_config = load_mcp_config(options.cwd)
+    manager = McpManager(mcp_config.servers)
+    await manager.start()
+
+    policy = PermissionPolicy.from_settings(
+        settings.permissions,
+        project_root=root,
+        allowed=options.allowed_tools,
+        disallowed=options.disallowed_tools,
+    )
+    session = Session(
+        settings=settings,
+        provider=provider,
+        model=choice.model,
+        system_prompt=system_prompt(options.cwd, root),
+        env=ToolEnv(cwd=options.cwd, project_root=root),
+        tools=builtin_tools(),
+        authorize=make_authorize(policy, approver or deny_approver),
+        listeners=list(listeners),
+        max_turns=settings.max_turns,
+        config=loaded,
+        mcp=manager,
+    )
+    try:
+        for text in [*loaded.warnings, *mcp_config.problems]:
+            session.emit(Notice(level="warning", text=text))
+        if not interactive:
+            await manager.wait_ready()
+            for status in manager.statuses():
+                if status.state == "failed":
+                    session.emit(Notice(level="warning", text=status.describe()))
+            await warm_up
+        yield session
+    finally:
+        warm_up.cancel()
+        await manager.aclose()
+
+
+def session_init_info(session: Session) -> dict[str, Any]:
+    """The fields of stream-json's ``init`` line."""
+    servers = session.mcp.statuses() if session.mcp is not None else []
+    return {
+        "cwd": str(session.cwd),
+        "model": session.model,
+        "tools": [tool.name for tool in session.toolbox().offered()],
+        "mcp_servers": [{"name": s.name, "status": s.state} for s in servers],
+        "permission_mode": session.settings.permissions.mode,
+    }
+
+
+def result_extra(session: Session) -> dict[str, Any]:
+    """Extra fields for the headless JSON result."""
+    return {}
+
+
+def describe_config(loaded: LoadedConfig) -> list[tuple[str, str]]:
+    """Effective settings with the file each came from (for ``/config``)."""
+    from caliban.config import all_keys, get_value
+
+    return [(f"{key} = {get_value(loaded.settings, key)!r}", loaded.origin(key)) for key in all_keys()]
