@@ -1,0 +1,315 @@
+"""Bash: run a shell command in its own process group, with a working directory that persists.
+
+Each call is a fresh ``bash -c``; an EXIT trap writes the final ``pwd`` to a temporary
+file, so a ``cd`` carries over to the next call as in a terminal session. stdout and stderr
+share one pipe, so they arrive interleaved as a user would see them. On timeout or
+cancellation the whole process group is sent SIGTERM, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from caliban.messages import TextPart
+from caliban.tools import _files
+from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput
+
+DEFAULT_TIMEOUT_MS = 120_000
+MAX_TIMEOUT_MS = 600_000
+MAX_OUTPUT_CHARS = 30_000
+KILL_GRACE_S = 2.0
+"""How long the process group gets between SIGTERM and SIGKILL."""
+DRAIN_S = 1.0
+"""How long to wait for output after the shell exits (background jobs may hold the pipe)."""
+
+DESCRIPTION = f"""\
+Executes a bash command and returns its output (stdout and stderr, interleaved) and exit code.
+
+Usage:
+- The working directory persists between calls: `cd somewhere` affects later commands. \
+Prefer absolute paths, or cd once; quote paths that contain spaces ("path with spaces").
+- Each call is a new shell otherwise: variables, aliases and functions do not carry over.
+- timeout is in milliseconds: default {DEFAULT_TIMEOUT_MS:,} ({DEFAULT_TIMEOUT_MS // 60_000} \
+minutes), at most {MAX_TIMEOUT_MS:,} ({MAX_TIMEOUT_MS // 60_000} minutes). On timeout the \
+command and every process it started are killed.
+- stdin is /dev/null: interactive commands (editors, pagers, prompts, `git rebase -i`) \
+cannot be used. Pass flags that avoid prompts (e.g. `-y`, `--no-edit`, `git commit -m`).
+- Output over {MAX_OUTPUT_CHARS:,} characters is cut in the middle (the start and the end \
+are kept); redirect long output to a file and search it with Grep, or pipe through `tail`.
+- A non-zero exit code is reported with the output; it is not a crash.
+- To run a long-lived process (a server), start it in the background with its output \
+redirected, e.g. `nohup npm start > /tmp/server.log 2>&1 &`, then check the log.
+- Chain dependent commands with `&&`; use `;` only when later commands must run anyway.
+- Do not use Bash for what the other tools do better: Read (not cat/head/tail), Edit and \
+Write (not sed/awk/echo >), Glob (not find/ls for searching), Grep (not grep/rg).
+- Give a short description (5–10 words) of what the command does, e.g. "Run the unit tests"."""
+
+
+class BashInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    command: str = Field(min_length=1, description="The command to execute.")
+    timeout: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_TIMEOUT_MS,
+        description=f"Optional timeout in milliseconds (default {DEFAULT_TIMEOUT_MS:,}, "
+        f"max {MAX_TIMEOUT_MS:,}).",
+    )
+    description: str | None = Field(
+        default=None,
+        description="A short description of what the command does, in 5-10 words, e.g. "
+        '"List files in the current directory" or "Install package dependencies".',
+    )
+
+
+class _Output:
+    """Captured output, bounded: the first and last halves of the limit are kept."""
+
+    def __init__(self, limit: int = MAX_OUTPUT_CHARS) -> None:
+        self.half = limit // 2
+        self.head = ""
+        self.tail = ""
+        self.total = 0
+        self.dropped_lines = 0
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, data: bytes, *, final: bool = False) -> None:
+        text = self._decoder.decode(data, final=final)
+        self.total += len(text)
+        if len(self.head) < self.half:
+            take = self.half - len(self.head)
+            self.head, text = self.head + text[:take], text[take:]
+        if text:
+            self.tail += text
+            if len(self.tail) > 4 * self.half:
+                self._trim()
+
+    def _trim(self) -> None:
+        if len(self.tail) > self.half:
+            dropped = self.tail[: -self.half]
+            self.dropped_lines += dropped.count("\n")
+            self.tail = self.tail[-self.half :]
+
+    def render(self) -> str:
+        if self.total <= 2 * self.half:
+            text = self.head + self.tail
+        else:
+            self._trim()
+            cut = self.total - len(self.head) - len(self.tail)
+            text = (
+                f"{self.head}\n\n[… {cut:,} characters ({self.dropped_lines:,} lines) cut from "
+                f"the middle of the output: {self.total:,} characters in all. Redirect the "
+                "output to a file and Read or Grep it to see everything.]\n\n"
+                f"{self.tail}"
+            )
+        return text.replace("\r\n", "\n").rstrip()
+
+    @property
+    def line_count(self) -> int:
+        return _files.count_lines(self.head + self.tail) + self.dropped_lines
+
+
+class _Collector(asyncio.Protocol):
+    def __init__(self, output: _Output, done: asyncio.Future[None]) -> None:
+        self.output = output
+        self.done = done
+
+    def data_received(self, data: bytes) -> None:
+        self.output.feed(data)
+
+    def eof_received(self) -> bool | None:
+        self._finish()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._finish()
+
+    def _finish(self) -> None:
+        if not self.done.done():
+            self.output.feed(b"", final=True)
+            self.done.set_result(None)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Finished:
+    returncode: int | None
+    timed_out: bool
+    output: _Output
+    background_held_output: bool
+
+
+def shell() -> str:
+    return shutil.which("bash") or "/bin/sh"
+
+
+def _environment() -> dict[str, str]:
+    env = dict(os.environ)
+    # Nothing may wait on a terminal that is not there.
+    env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
+    return env
+
+
+class Bash(BuiltinTool[BashInput]):
+    name = "Bash"
+    description = DESCRIPTION
+    input_model = BashInput
+
+    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
+        command = arguments.get("command")
+        return command.strip() if isinstance(command, str) else None
+
+    async def run(self, args: BashInput, ctx: CallContext) -> ToolOutput:
+        notes: list[str] = []
+        start_dir = _start_dir(ctx.env, notes)
+        fd, cwd_file = tempfile.mkstemp(prefix="caliban-cwd-", suffix=".txt")
+        os.close(fd)
+        trap = f"pwd -P >| {shlex.quote(cwd_file)}"
+        script = f"trap {shlex.quote(trap)} EXIT; {args.command}"
+        timeout_s = (args.timeout or DEFAULT_TIMEOUT_MS) / 1000
+        try:
+            finished = await _execute(script, cwd=start_dir, timeout_s=timeout_s)
+            new_dir = _final_dir(cwd_file)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(cwd_file)
+        if new_dir is not None and new_dir != start_dir.resolve():
+            ctx.env.cwd = new_dir
+            notes.append(f"[working directory is now {new_dir}]")
+        return _result(finished, timeout_s, notes)
+
+
+def _final_dir(cwd_file: str) -> Path | None:
+    """Where the command left the shell, if it got to report it and it still exists."""
+    try:
+        text = Path(cwd_file).read_text(errors="replace").strip()
+    except OSError:
+        return None
+    return Path(text) if text and Path(text).is_dir() else None
+
+
+def _start_dir(env: ToolEnv, notes: list[str]) -> Path:
+    """The working directory, or the nearest existing place if it was deleted."""
+    if env.cwd.is_dir():
+        return env.cwd
+    fallback = env.project_root if env.project_root.is_dir() else Path.home()
+    notes.append(f"[the working directory {env.cwd} no longer exists; ran in {fallback}]")
+    env.cwd = fallback
+    return fallback
+
+
+async def _execute(script: str, *, cwd: Path, timeout_s: float) -> _Finished:
+    loop = asyncio.get_running_loop()
+    output = _Output()
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            shell(),
+            "-c",
+            script,
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=write_fd,
+            start_new_session=True,  # its own process group, killed as one
+            env=_environment(),
+        )
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    done: asyncio.Future[None] = loop.create_future()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: _Collector(output, done), os.fdopen(read_fd, "rb", buffering=0)
+    )
+    timed_out = False
+    held = False
+    try:
+        try:
+            await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            timed_out = True
+            await _kill_group(proc)
+        try:
+            await asyncio.wait_for(asyncio.shield(done), DRAIN_S)
+        except TimeoutError:
+            held = True  # a background job still holds the pipe; stop reading
+    except asyncio.CancelledError:
+        await _kill_group(proc)
+        raise
+    finally:
+        transport.close()
+    return _Finished(
+        returncode=proc.returncode,
+        timed_out=timed_out,
+        output=output,
+        background_held_output=held,
+    )
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process group, give it a moment, then SIGKILL whatever is left."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_S)
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_S)
+
+
+def _result(finished: _Finished, timeout_s: float, notes: list[str]) -> ToolOutput:
+    text = finished.output.render() or "(no output)"
+    lines = finished.output.line_count
+    code = finished.returncode
+    is_error = finished.timed_out or code != 0
+    tail: list[str] = []
+    if finished.timed_out:
+        tail.append(
+            f"[Command timed out after {_seconds(timeout_s)} and was killed, with every "
+            "process it started. Use a longer timeout (max 600000 ms) or run it in the "
+            "background with output redirected to a file.]"
+        )
+        summary = f"timed out after {_seconds(timeout_s)}"
+    elif code is not None and code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+        tail.append(f"[killed by signal {name}]")
+        summary = f"killed by {name} · {_files.plural(lines, 'line')}"
+    else:
+        if code:
+            tail.append(f"[exit code {code}]")
+        summary = f"exit {code} · {_files.plural(lines, 'line')}"
+    if finished.background_held_output:
+        tail.append(
+            "[a background process still holds the output; its later output is not captured. "
+            "Redirect background jobs to a file: cmd > log 2>&1 &]"
+        )
+    tail += notes
+    full = "\n".join([text, *tail])
+    return ToolOutput(content=(TextPart(text=full),), is_error=is_error, summary=summary)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+__all__ = ["DEFAULT_TIMEOUT_MS", "MAX_OUTPUT_CHARS", "MAX_TIMEOUT_MS", "Bash", "BashInput"]

@@ -1,0 +1,19 @@
+"""The built-in tools, in the fixed order they are offered to the model."""
+
+from __future__ import annotations
+
+from caliban.tools.base import Tool
+from caliban.tools.bash import Bash
+from caliban.tools.edit import Edit
+from caliban.tools.glob import Glob
+from caliban.tools.grep import Grep
+from caliban.tools.read import Read
+from caliban.tools.write import Write
+
+
+def builtin_tools() -> list[Tool]:
+    """Read, Write, Edit, Glob, Grep and Bash, fresh instances in that order."""
+    return [Read(), Write(), Edit(), Glob(), Grep(), Bash()]
+
+
+__all__ = ["builtin_tools"]

@@ -1,0 +1,297 @@
+"""Edit: exact string replacement in a file the session has read.
+
+The file keeps its encoding and its line endings: a CRLF file is matched with LF newlines
+and written back with CRLF.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from caliban.fsutil import atomic_write_bytes
+from caliban.tools import _files
+from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
+
+CONTEXT_LINES = 4
+MAX_SNIPPET_LINES = 40
+
+DESCRIPTION = """\
+Performs an exact string replacement in a file.
+
+Usage:
+- You must Read the file in this session before editing it, and it must not have changed \
+on disk since; otherwise the edit fails and asks you to Read it again.
+- old_string must match the file exactly, including whitespace and indentation. Copy it \
+from Read's output without the line-number prefix (the number and tab before each line).
+- The edit fails if old_string is not found, or if it occurs more than once: then add \
+surrounding lines to make it unique, or set replace_all to change every occurrence (useful \
+for renaming a variable).
+- old_string and new_string must differ.
+- An empty old_string creates a new file with new_string as its content (or fills an empty \
+file).
+- The file keeps its encoding and line endings (CRLF stays CRLF); write old_string and \
+new_string with plain \\n newlines.
+- The result shows the changed region with line numbers.
+- Prefer editing existing files to creating new ones."""
+
+
+class EditInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    file_path: str = Field(
+        description="Path of the file to change, absolute or relative to the working directory."
+    )
+    old_string: str = Field(description="The exact text to replace.")
+    new_string: str = Field(
+        description="The text to replace it with (must differ from old_string)."
+    )
+    replace_all: bool = Field(
+        default=False,
+        description="Replace every occurrence of old_string (default false: it must be unique).",
+    )
+
+
+class EditError(Exception):
+    """An edit that cannot be applied; the message tells the model what to do."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EditPlan:
+    """The outcome of applying an edit to text: the new text and where the first change is."""
+
+    text: str
+    replacements: int
+    first_line: int
+    new_lines: int
+
+
+def apply_edit(
+    text: str, old: str, new: str, *, replace_all: bool = False, shown: str = "the file"
+) -> EditPlan:
+    """Replace ``old`` with ``new`` in ``text`` (LF newlines), or raise :class:`EditError`."""
+    if old == new:
+        raise EditError(
+            "old_string and new_string are identical, so there is nothing to change. "
+            "Give the replacement text in new_string."
+        )
+    if old == "":
+        if text.strip():
+            raise EditError(
+                f"old_string is empty, but {shown} is not empty. Give the exact text to "
+                "replace (or use Write to replace the whole file)."
+            )
+        return EditPlan(text=new, replacements=1, first_line=1, new_lines=_files.count_lines(new))
+    count = text.count(old)
+    if count == 0:
+        raise EditError(_not_found(text, old, shown))
+    if count > 1 and not replace_all:
+        lines = _match_lines(text, old)
+        raise EditError(
+            f"old_string occurs {count} times in {shown} (at lines {_list(lines)}). Include "
+            "more surrounding lines in old_string to pick one occurrence, or set replace_all "
+            "to true to change all of them."
+        )
+    index = text.find(old)
+    first_line = text.count("\n", 0, index) + 1
+    result = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+    return EditPlan(
+        text=result,
+        replacements=count if replace_all else 1,
+        first_line=first_line,
+        new_lines=new.count("\n") + 1,
+    )
+
+
+def _list(numbers: list[int], limit: int = 10) -> str:
+    shown = ", ".join(str(n) for n in numbers[:limit])
+    return shown + (f" and {len(numbers) - limit} more" if len(numbers) > limit else "")
+
+
+def _match_lines(text: str, old: str) -> list[int]:
+    lines = []
+    start = 0
+    while (index := text.find(old, start)) != -1:
+        lines.append(text.count("\n", 0, index) + 1)
+        start = index + 1
+    return lines
+
+
+_LINE_NUMBER_PREFIX = re.compile(r"^\s*\d+\t", re.MULTILINE)
+
+
+def _not_found(text: str, old: str, shown: str) -> str:
+    message = (
+        f"old_string was not found in {shown}. It must match the file exactly, including "
+        "whitespace, indentation and line breaks."
+    )
+    old_lines = old.split("\n")
+    nonblank = [line for line in old_lines if line.strip()]
+    if (
+        nonblank
+        and all(_LINE_NUMBER_PREFIX.match(line) for line in nonblank)
+        and _LINE_NUMBER_PREFIX.sub("", old) in text
+    ):
+        return (
+            f"{message} old_string includes the line-number prefixes from Read's output "
+            "(the number and the tab); leave them out."
+        )
+    if old.strip() and _squash(old) in _squash(text):
+        message += (
+            " The file has this text with different whitespace or indentation; copy it "
+            "exactly from Read's output."
+        )
+    similar = _similar_lines(text, old_lines)
+    if similar:
+        return f"{message}\nThe lines most similar to the start of old_string:\n{similar}"
+    return f"{message} Read the file again to see its current content."
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _similar_lines(text: str, old_lines: list[str], limit: int = 3) -> str:
+    """The file lines most like the first non-blank line of old_string, numbered."""
+    target = next((line.strip() for line in old_lines if line.strip()), "")
+    if not target:
+        return ""
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2(target)
+    scored: list[tuple[float, int, str]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        candidate = line.strip()
+        if not candidate:
+            continue
+        matcher.set_seq1(candidate)
+        if matcher.real_quick_ratio() < 0.5 or matcher.quick_ratio() < 0.5:
+            continue
+        ratio = matcher.ratio()
+        if ratio >= 0.5:
+            scored.append((ratio, number, line))
+    best = sorted(scored, key=lambda item: (-item[0], item[1]))[:limit]
+    return "\n".join(f"{number:>6}\t{line}" for _, number, line in sorted(best, key=lambda i: i[1]))
+
+
+def snippet(text: str, first_line: int, new_lines: int) -> str:
+    """The changed region of ``text`` with a few lines of context, ``cat -n`` style."""
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()  # the empty string after the final newline is not a line
+    start = max(first_line - CONTEXT_LINES, 1)
+    end = min(first_line + new_lines - 1 + CONTEXT_LINES, len(lines))
+    shown = lines[start - 1 : end]
+    if len(shown) > MAX_SNIPPET_LINES:
+        head = _files.numbered(shown[: MAX_SNIPPET_LINES // 2], start)
+        tail_start = end - MAX_SNIPPET_LINES // 2 + 1
+        tail = _files.numbered(lines[tail_start - 1 : end], tail_start)
+        return f"{head}\n     …\n{tail}"
+    return _files.numbered(shown, start)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextFile:
+    """A decoded text file and how to write it back the same way."""
+
+    text: str
+    """Content with LF newlines when the file uses CRLF."""
+    encoding: _files.Encoding
+    crlf: bool
+
+    def encode(self, text: str) -> bytes:
+        return self.encoding.encode(text.replace("\n", "\r\n") if self.crlf else text)
+
+
+def load_text(path: Path, shown: str) -> TextFile:
+    """Read a text file for editing, or raise :class:`EditError` (binary, unreadable)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise EditError(f"Cannot read {shown}: {exc.strerror or exc}") from None
+    if (kind := _files.binary_kind(path, data[: _files.SAMPLE_BYTES])) is not None:
+        raise EditError(f"{shown} is a binary file ({kind}); Edit only changes text files.")
+    text, encoding = _files.decode_file(data)
+    crlf = "\r\n" in text and "\n" not in text.replace("\r\n", "")
+    return TextFile(text=text.replace("\r\n", "\n") if crlf else text, encoding=encoding, crlf=crlf)
+
+
+class Edit(BuiltinTool[EditInput]):
+    name = "Edit"
+    description = DESCRIPTION
+    input_model = EditInput
+
+    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
+        value = arguments.get("file_path")
+        return value if isinstance(value, str) and value else None
+
+    async def run(self, args: EditInput, ctx: CallContext) -> ToolOutput:
+        path = _files.resolve(ctx.env, args.file_path)
+        shown = _files.display_path(path, ctx.env.cwd)
+        if args.old_string == args.new_string:
+            return ToolOutput.error(
+                "old_string and new_string are identical, so there is nothing to change. "
+                "Give the replacement text in new_string."
+            )
+        if path.is_dir():
+            return ToolOutput.error(f"{shown} is a directory; give the path of a file.")
+        if not path.exists():
+            if args.old_string == "":
+                return self._create(path, shown, args.new_string, ctx)
+            return ToolOutput.error(
+                _files.not_found_message(path, ctx.env.cwd)
+                + " To create a new file, use Write (or Edit with an empty old_string)."
+            )
+        if (problem := _files.staleness(ctx.env, path)) is not None:
+            return ToolOutput.error(problem)
+        try:
+            file = load_text(path, shown)
+            newline = "\r\n" if file.crlf else "\n"
+            old = args.old_string.replace(newline, "\n") if file.crlf else args.old_string
+            new = args.new_string.replace(newline, "\n") if file.crlf else args.new_string
+            plan = apply_edit(file.text, old, new, replace_all=args.replace_all, shown=shown)
+        except EditError as exc:
+            return ToolOutput.error(str(exc))
+        try:
+            data = file.encode(plan.text)
+        except UnicodeEncodeError as exc:
+            bad = exc.object[exc.start : exc.end]
+            return ToolOutput.error(
+                f"{shown} is encoded as {file.encoding.label}, which cannot represent "
+                f"{bad!r} in new_string. Use characters that encoding supports (or "
+                "rewrite the file as UTF-8 with Write after Reading it)."
+            )
+        try:
+            atomic_write_bytes(path, data)
+        except OSError as exc:
+            return ToolOutput.error(f"Cannot write {shown}: {exc.strerror or exc}")
+        _files.record_read(ctx.env, path)
+        what = (
+            f"replaced {plan.replacements} occurrences; the first is shown"
+            if plan.replacements > 1
+            else "1 replacement"
+        )
+        return ToolOutput.text(
+            f"Edited {shown} ({what}):\n{snippet(plan.text, plan.first_line, plan.new_lines)}",
+            summary=_files.plural(plan.replacements, "replacement"),
+        )
+
+    def _create(self, path: Path, shown: str, content: str, ctx: CallContext) -> ToolOutput:
+        try:
+            atomic_write_bytes(path, content.encode("utf-8"))
+        except OSError as exc:
+            return ToolOutput.error(f"Cannot write {shown}: {exc.strerror or exc}")
+        _files.record_read(ctx.env, path)
+        lines = _files.count_lines(content)
+        return ToolOutput.text(
+            f"Created {shown} ({_files.plural(lines, 'line')}).",
+            summary=f"Created {path.name}",
+        )
+
+
+__all__ = ["Edit", "EditError", "EditInput", "EditPlan", "TextFile", "apply_edit", "load_text"]

@@ -1,0 +1,121 @@
+"""Glob: find files by name pattern with ripgrep (so .gitignore is respected), newest first."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from caliban.tools import _files
+from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
+
+MAX_PATHS = 100
+_GLOB_CHARS = frozenset("*?[{")
+
+DESCRIPTION = f"""\
+Fast file search by name pattern; works on codebases of any size.
+
+Usage:
+- Glob patterns such as "**/*.py", "src/**/*.ts", "*.{{json,toml}}" or "test_*". The pattern \
+is matched against paths relative to the search directory; a pattern without a "/" (like \
+"*.py") matches file names at any depth.
+- path is the directory to search (default: the current working directory). An absolute \
+pattern such as "/repo/src/**/*.rs" also works.
+- Files ignored by .gitignore (and .ignore) are skipped, as is .git; other hidden files are \
+included.
+- Returns matching file paths sorted by modification time, newest first, at most \
+{MAX_PATHS} of them (the rest are counted). Paths under the working directory are shown \
+relative to it.
+- Use Grep to search file contents. For open-ended searches that need several rounds of \
+globbing and grepping, consider the Agent tool if it is available."""
+
+
+class GlobInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pattern: str = Field(
+        min_length=1, description='The glob pattern to match files against, e.g. "**/*.py".'
+    )
+    path: str | None = Field(
+        default=None,
+        description="The directory to search in (default: the current working directory). "
+        "Omit it rather than passing null or an empty string.",
+    )
+
+
+def split_pattern(pattern: str) -> tuple[str | None, str]:
+    """An absolute pattern split into its literal base directory and the rest."""
+    if not os.path.isabs(pattern):
+        return None, pattern
+    parts = Path(pattern).parts
+    for index, part in enumerate(parts):
+        if _GLOB_CHARS & set(part):
+            return str(Path(*parts[:index])), "/".join(parts[index:])
+    return str(Path(*parts[:-1])), parts[-1]
+
+
+class Glob(BuiltinTool[GlobInput]):
+    name = "Glob"
+    description = DESCRIPTION
+    input_model = GlobInput
+    read_only = True
+
+    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
+        pattern = arguments.get("pattern")
+        base = split_pattern(pattern)[0] if isinstance(pattern, str) else None
+        path = arguments.get("path")
+        return base or (path if isinstance(path, str) and path else ".")
+
+    async def run(self, args: GlobInput, ctx: CallContext) -> ToolOutput:
+        cwd = ctx.env.cwd
+        base, pattern = split_pattern(args.pattern)
+        # An absolute pattern carries its own directory; it wins over path.
+        directory = _files.resolve(ctx.env, base or args.path or ".")
+        if not directory.exists():
+            return ToolOutput.error(_files.not_found_message(directory, cwd, what="Directory"))
+        if not directory.is_dir():
+            return ToolOutput.error(
+                f"{_files.display_path(directory, cwd)} is a file, not a directory. Give a "
+                "directory as path (or Read the file)."
+            )
+        try:
+            result = await _files.run_rg(
+                ["--files", *_files.RG_BASE_ARGS, "--glob", pattern],
+                cwd=directory,
+                keep=1_000_000,
+            )
+        except _files.RipgrepMissing as exc:
+            return ToolOutput.error(str(exc))
+        if result.returncode not in (0, 1) and not result.lines:
+            return ToolOutput.error(f"Glob failed: {result.stderr or 'rg exited with an error'}")
+        where = _files.display_path(directory, cwd)
+        if not result.lines:
+            note = " (the search timed out)" if result.timed_out else ""
+            return ToolOutput.text(
+                f"No files match {args.pattern!r} in {where}{note}.", summary="0 files"
+            )
+        found = [directory / line for line in result.lines]
+        found.sort(key=lambda p: (-_mtime(p), str(p)))
+        shown = [_files.display_path(p, cwd) for p in found[:MAX_PATHS]]
+        if len(found) > MAX_PATHS:
+            rest = len(found) - MAX_PATHS
+            shown.append(
+                f"… {rest:,} more (showing the {MAX_PATHS} newest of {len(found):,}; narrow the "
+                "pattern or the path to see others)"
+            )
+        if result.timed_out:
+            shown.append("(the search timed out; the list may be incomplete)")
+        return ToolOutput.text("\n".join(shown), summary=_files.plural(len(found), "file"))
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+__all__ = ["MAX_PATHS", "Glob", "GlobInput"]

@@ -1,0 +1,275 @@
+"""Grep: search file contents with ripgrep (regex, .gitignore respected, bounded output)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from caliban.tools import _files
+from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
+
+MAX_OUTPUT_CHARS = 30_000
+MAX_KEPT_LINES = 20_000
+MAX_COLUMNS = 500
+
+OutputMode = Literal["files_with_matches", "content", "count"]
+
+DESCRIPTION = f"""\
+A powerful search tool built on ripgrep.
+
+Usage:
+- ALWAYS use Grep for searching file contents, never `grep` or `rg` through Bash: Grep is \
+faster, respects .gitignore and keeps its output bounded.
+- Full regular-expression syntax (Rust regex), e.g. "log.*Error", "function\\s+\\w+". \
+Literal braces, brackets and parentheses need escaping: "interface\\{{\\}}" finds \
+"interface{{}}" in Go code.
+- Filter files with glob (e.g. "*.js", "*.{{ts,tsx}}", "src/**/*.py") or type (rg file \
+types: py, js, ts, rust, go, java, …; faster than glob for standard types).
+- output_mode: "files_with_matches" (default) lists matching files, newest first; "content" \
+shows matching lines (with -n line numbers by default and -A/-B/-C context); "count" shows \
+the number of matches per file.
+- Patterns match within single lines; set multiline to true to let a pattern span lines \
+and "." match newlines.
+- Files ignored by .gitignore and the .git directory are skipped; hidden files are searched.
+- Output is limited: head_limit keeps the first N lines or entries, and output over \
+{MAX_OUTPUT_CHARS:,} characters is cut with a note. Lines longer than {MAX_COLUMNS} \
+characters are abbreviated.
+- For open-ended searches that need several rounds, consider the Agent tool if it is \
+available."""
+
+
+class GrepInput(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
+
+    pattern: str = Field(
+        min_length=1, description="The regular expression to search for in file contents."
+    )
+    path: str | None = Field(
+        default=None,
+        description="File or directory to search in (rg PATH). Defaults to the current "
+        "working directory.",
+    )
+    glob: str | None = Field(
+        default=None,
+        description='Glob pattern to filter files (e.g. "*.js", "*.{ts,tsx}"), as rg --glob. '
+        "Several may be separated by spaces or commas.",
+    )
+    type: str | None = Field(
+        default=None,
+        description="File type to search (rg --type), e.g. py, js, ts, rust, go, java. More "
+        "efficient than glob for standard file types.",
+    )
+    output_mode: OutputMode = Field(
+        default="files_with_matches",
+        description='"content" shows matching lines (supports -A/-B/-C context, -n line '
+        'numbers, head_limit); "files_with_matches" shows file paths (supports head_limit); '
+        '"count" shows match counts per file (supports head_limit). Defaults to '
+        '"files_with_matches".',
+    )
+    case_insensitive: bool = Field(
+        default=False, alias="-i", description="Case-insensitive search (rg -i)."
+    )
+    line_numbers: bool = Field(
+        default=True,
+        alias="-n",
+        description='Show line numbers (rg -n). Only with output_mode "content"; default true.',
+    )
+    after: int | None = Field(
+        default=None,
+        ge=0,
+        alias="-A",
+        description='Lines to show after each match (rg -A). Only with output_mode "content".',
+    )
+    before: int | None = Field(
+        default=None,
+        ge=0,
+        alias="-B",
+        description='Lines to show before each match (rg -B). Only with output_mode "content".',
+    )
+    context: int | None = Field(
+        default=None,
+        ge=0,
+        alias="-C",
+        description='Lines to show before and after each match (rg -C). Only with output_mode '
+        '"content".',
+    )
+    multiline: bool = Field(
+        default=False,
+        description='Multiline mode: "." matches newlines and patterns can span lines '
+        "(rg -U --multiline-dotall). Default false.",
+    )
+    head_limit: int | None = Field(
+        default=None,
+        ge=1,
+        description='Keep only the first N lines or entries, like "| head -N": lines for '
+        '"content", file paths for "files_with_matches", entries for "count". Unset shows '
+        f"everything up to the {MAX_OUTPUT_CHARS:,}-character output cap.",
+    )
+
+
+def split_globs(value: str) -> list[str]:
+    """``"*.ts, *.{js,jsx}"`` → ``["*.ts", "*.{js,jsx}"]`` (commas inside braces kept)."""
+    globs: list[str] = []
+    depth, current = 0, ""
+    for char in value:
+        depth += char == "{"
+        depth -= char == "}"
+        if char in ", \t" and depth <= 0:
+            if current:
+                globs.append(current)
+            current = ""
+        else:
+            current += char
+    if current:
+        globs.append(current)
+    return globs
+
+
+class Grep(BuiltinTool[GrepInput]):
+    name = "Grep"
+    description = DESCRIPTION
+    input_model = GrepInput
+    read_only = True
+
+    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
+        path = arguments.get("path")
+        return path if isinstance(path, str) and path else "."
+
+    async def run(self, args: GrepInput, ctx: CallContext) -> ToolOutput:
+        cwd = ctx.env.cwd
+        target = _files.resolve(ctx.env, args.path or ".")
+        if not target.exists():
+            return ToolOutput.error(_files.not_found_message(target, cwd, what="Path"))
+        command = _rg_arguments(args)
+        shown = _files.display_path(target, cwd)
+        run_in = cwd if cwd.is_dir() else (target if target.is_dir() else target.parent)
+        if run_in == cwd and shown != ".":
+            command.append(shown)
+        elif run_in != cwd:
+            command.append(str(target))
+        try:
+            result = await _files.run_rg(
+                command,
+                cwd=run_in,
+                keep=MAX_KEPT_LINES if args.output_mode == "content" else 1_000_000,
+            )
+        except _files.RipgrepMissing as exc:
+            return ToolOutput.error(str(exc))
+        if result.returncode == 2 and not result.lines:
+            return ToolOutput.error(_rg_error(args.pattern, result.stderr))
+        if not result.lines:
+            note = " (the search timed out)" if result.timed_out else ""
+            return ToolOutput.text(
+                f"No matches for {args.pattern!r} in {shown}{note}.", summary="no matches"
+            )
+        lines = result.lines
+        total = result.total_lines
+        match args.output_mode:
+            case "files_with_matches":
+                lines.sort(key=lambda line: (-_mtime(run_in / line), line))
+                summary = _files.plural(total, "file")
+                header = f"Found {summary}"
+            case "count":
+                matches = sum(_count_of(line) for line in lines)
+                summary = (
+                    f"{_files.plural(matches, 'match', 'matches')} in "
+                    f"{_files.plural(total, 'file')}"
+                )
+                header = f"Found {summary}"
+            case "content":
+                summary = _files.plural(total, "line")
+                header = ""
+        notes = []
+        if args.head_limit is not None and total > args.head_limit:
+            lines = lines[: args.head_limit]
+            unit = "lines" if args.output_mode == "content" else "entries"
+            notes.append(
+                f"[head_limit={args.head_limit}: showing {len(lines):,} of {total:,} {unit}]"
+            )
+        body, cut_note = _cap(lines, total)
+        notes += [cut_note] if cut_note else []
+        if result.returncode == 2 and result.stderr:
+            notes.append(f"[rg reported errors: {_first_lines(result.stderr, 5)}]")
+        if result.timed_out:
+            notes.append("[the search timed out; results may be incomplete]")
+        return ToolOutput.text("\n".join(p for p in (header, body, *notes) if p), summary=summary)
+
+
+def _rg_arguments(args: GrepInput) -> list[str]:
+    command = [*_files.RG_BASE_ARGS, "--color", "never", "--with-filename"]
+    if args.case_insensitive:
+        command.append("-i")
+    if args.multiline:
+        command += ["-U", "--multiline-dotall"]
+    for glob in split_globs(args.glob or ""):
+        command += ["--glob", glob]
+    if args.type:
+        command += ["--type", args.type]
+    match args.output_mode:
+        case "files_with_matches":
+            command.append("--files-with-matches")
+        case "count":
+            command.append("--count-matches")
+        case "content":
+            command += ["--no-heading", "--max-columns", str(MAX_COLUMNS)]
+            command.append("--max-columns-preview")
+            command.append("--line-number" if args.line_numbers else "--no-line-number")
+            if args.context is not None:
+                command += ["--context", str(args.context)]
+            if args.before is not None:
+                command += ["--before-context", str(args.before)]
+            if args.after is not None:
+                command += ["--after-context", str(args.after)]
+    command += ["--regexp", args.pattern, "--"]
+    return command
+
+
+def _rg_error(pattern: str, stderr: str) -> str:
+    text = stderr or "rg exited with an error"
+    if "regex parse error" in text or "error parsing" in text:
+        return (
+            f"Invalid regular expression {pattern!r}:\n{text}\nEscape characters such as "
+            "( ) [ ] { } . * + ? | with a backslash to match them literally."
+        )
+    if "unrecognized file type" in text:
+        return f"{text}\nUse a standard rg type (py, js, ts, rust, go, java, …) or glob instead."
+    return f"Grep failed: {text}"
+
+
+def _cap(lines: list[str], total: int) -> tuple[str, str]:
+    """Join lines, stopping before MAX_OUTPUT_CHARS; the second value notes any cut."""
+    size = 0
+    for index, line in enumerate(lines):
+        size += len(line) + 1
+        if size > MAX_OUTPUT_CHARS:
+            return "\n".join(lines[:index]), (
+                f"[Output cut at {MAX_OUTPUT_CHARS:,} characters: showing {index:,} of "
+                f"{total:,} lines. Narrow the search with path, glob or type, use head_limit, "
+                'or list files first with output_mode "files_with_matches".]'
+            )
+    return "\n".join(lines), ""
+
+
+def _count_of(line: str) -> int:
+    match = re.search(r":(\d+)$", line)
+    return int(match.group(1)) if match else 0
+
+
+def _first_lines(text: str, count: int) -> str:
+    lines = text.splitlines()
+    more = f" (+{len(lines) - count} more)" if len(lines) > count else ""
+    return "; ".join(lines[:count]) + more
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+__all__ = ["Grep", "GrepInput", "split_globs"]
