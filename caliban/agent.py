@@ -237,6 +237,11 @@ class Agent:
         if tool is None:
             available = ", ".join(sorted(self.toolbox.names()))
             return ToolOutput.error(f"Unknown tool '{call.name}'. Available tools: {available}")
+        if (raw := call.invalid_arguments) is not None:
+            return ToolOutput.error(
+                f"{call.name} did not run: its arguments were not a valid JSON object "
+                f"({raw[:500]!r}). Call it again with a JSON object matching its schema."
+            )
         ctx = CallContext(env=self.env, call_id=call.id, emit=self.emit)
         if (reason := await self.authorize(tool, call.arguments, ctx)) is not None:
             return ToolOutput.error(f"Permission denied for {call.name}: {reason}")

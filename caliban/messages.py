@@ -26,6 +26,10 @@ class ImagePart:
     data: str
 
 
+INVALID_ARGUMENTS_KEY = "_invalid_json"
+"""Tool arguments that were not a JSON object arrive as ``{INVALID_ARGUMENTS_KEY: raw_text}``."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCall:
     """The model asking to run a tool. ``arguments`` is the decoded JSON object."""
@@ -33,6 +37,12 @@ class ToolCall:
     id: str
     name: str
     arguments: Mapping[str, Any]
+
+    @property
+    def invalid_arguments(self) -> str | None:
+        """The raw text when the model's arguments were not a JSON object, else ``None``."""
+        raw = self.arguments.get(INVALID_ARGUMENTS_KEY)
+        return raw if isinstance(raw, str) and len(self.arguments) == 1 else None
 
 
 ResultPart = TextPart | ImagePart

@@ -69,3 +69,15 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / ".caliban").mkdir(parents=True)
     monkeypatch.chdir(root)
     return root
+
+
+@pytest.fixture
+def fake_model_server() -> Iterator[Any]:
+    """A scripted fake Anthropic/OpenAI server on 127.0.0.1 (see tests/fake_model_server.py).
+
+    Fails the test at teardown if a request arrived beyond the script."""
+    from fake_model_server import FakeModelServer
+
+    with FakeModelServer() as server:
+        yield server
+    assert not server.unexpected, f"unexpected extra requests: {server.unexpected}"

@@ -1,0 +1,260 @@
+"""The OpenAI Chat Completions provider (official ``openai`` SDK, streaming).
+
+It speaks to OpenAI or to any OpenAI-compatible server given by base URL (llama.cpp's
+``llama-server``, vLLM, Ollama, LM Studio, OpenRouter). Stream quirks of those servers are
+absorbed by :class:`~caliban.providers.accumulate.ChatStreamAccumulator`.
+
+Translation notes:
+
+- Tool results become ``role: "tool"`` messages right after the assistant message; an error
+  result's text is prefixed with ``Error:`` (the format has no ``is_error``). Tool messages
+  carry text only, so images from a tool result follow in a ``user`` message, with a note in
+  the tool message saying so.
+- Requests to OpenAI itself send ``max_completion_tokens``; requests to another base URL send
+  the older ``max_tokens``, which every compatible server understands.
+- When a server sends no ``usage``, it is estimated from the characters sent and received.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from caliban.messages import ImagePart, Message, TextPart, ToolResult, ToolSpec, Usage
+from caliban.providers.accumulate import ChatStreamAccumulator
+from caliban.providers.base import ProviderEvent, ProviderRequest, ResponseDone
+from caliban.providers.history import normalize
+from caliban.providers.retry import (
+    DEFAULT_RETRY,
+    Failure,
+    IncompleteStream,
+    RetryPolicy,
+    classify_status,
+    connection_failure,
+    one_line,
+    with_retries,
+)
+from caliban.tokens import estimate_json_tokens, estimate_tokens
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
+# ---------------------------------------------------------------------------- request
+
+
+def build_params(request: ProviderRequest, *, official: bool = True) -> dict[str, Any]:
+    """The Chat Completions request body (streaming, with usage) for ``request``.
+
+    ``official`` is False for a custom base URL: the token limit goes in ``max_tokens``.
+    """
+    params: dict[str, Any] = {
+        "model": request.model,
+        "messages": wire_messages(request.system, request.messages),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        ("max_completion_tokens" if official else "max_tokens"): request.max_tokens,
+    }
+    if request.tools:
+        params["tools"] = [wire_tool(tool) for tool in request.tools]
+    return params
+
+
+def wire_tool(tool: ToolSpec) -> dict[str, Any]:
+    schema = dict(tool.input_schema) or {"type": "object", "properties": {}}
+    schema.setdefault("type", "object")
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": schema},
+    }
+
+
+def wire_messages(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for message in normalize(messages):
+        if message.role == "assistant":
+            wire.append(_assistant(message))
+        else:
+            wire.extend(_user(message))
+    return wire
+
+
+def _assistant(message: Message) -> dict[str, Any]:
+    wire: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    if calls := message.tool_calls:
+        wire["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(dict(call.arguments))},
+            }
+            for call in calls
+        ]
+    return wire
+
+
+def _user(message: Message) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = []
+    content: list[TextPart | ImagePart] = []
+    for part in message.parts:
+        if isinstance(part, ToolResult):
+            images = [p for p in part.content if isinstance(p, ImagePart)]
+            wire.append(
+                {"role": "tool", "tool_call_id": part.tool_call_id, "content": _result_text(part)}
+            )
+            content.extend(images)
+        elif isinstance(part, (TextPart, ImagePart)):
+            content.append(part)
+    if content:
+        wire.append({"role": "user", "content": _user_content(content)})
+    return wire
+
+
+def _result_text(result: ToolResult) -> str:
+    text = result.text or "(no output)"
+    if result.is_error and not text.lower().startswith("error"):
+        text = f"Error: {text}"
+    if images := sum(isinstance(p, ImagePart) for p in result.content):
+        text += f"\n[{images} image(s) from this result follow in the next user message]"
+    return text
+
+
+def _user_content(parts: Sequence[TextPart | ImagePart]) -> str | list[dict[str, Any]]:
+    if all(isinstance(p, TextPart) for p in parts):
+        return "\n\n".join(p.text for p in parts if isinstance(p, TextPart))
+    return [
+        {"type": "text", "text": p.text}
+        if isinstance(p, TextPart)
+        else {"type": "image_url", "image_url": {"url": f"data:{p.media_type};base64,{p.data}"}}
+        for p in parts
+    ]
+
+
+def estimate_usage(params: Mapping[str, Any], message: Message) -> Usage:
+    """Token counts for a server that reported none, estimated from characters."""
+    sent = estimate_json_tokens(params["messages"]) + estimate_json_tokens(params.get("tools", []))
+    received = estimate_tokens(message.text) + sum(
+        estimate_json_tokens([call.name, dict(call.arguments)]) for call in message.tool_calls
+    )
+    return Usage(input_tokens=sent, output_tokens=received)
+
+
+# ---------------------------------------------------------------------------- provider
+
+
+class OpenAIProvider:
+    """Streams responses from OpenAI or an OpenAI-compatible Chat Completions endpoint."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        key_env: str = DEFAULT_KEY_ENV,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float = 600.0,
+    ) -> None:
+        self.api_key = api_key
+        self.base_url = base_url
+        self.key_env = key_env
+        self.retry = retry
+        self.timeout = timeout
+        self._client: AsyncOpenAI | None = None
+        self._lock = threading.Lock()
+
+    def warm_up(self) -> None:
+        """Import the SDK and create the client now (safe to call from a worker thread)."""
+        self._get_client()
+
+    async def prepare(self) -> None:
+        """:meth:`warm_up` in a worker thread."""
+        import asyncio
+
+        await asyncio.to_thread(self.warm_up)
+
+    def _get_client(self) -> AsyncOpenAI:
+        with self._lock:
+            if self._client is None:
+                import openai
+
+                self._client = openai.AsyncOpenAI(
+                    api_key=self.api_key,
+                    base_url=self.base_url,
+                    max_retries=0,  # we retry ourselves, with events the user sees
+                    timeout=self.timeout,
+                )
+                self._client.chat.completions  # noqa: B018  (imports the resource module now)
+            return self._client
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        params = build_params(request, official=self.base_url is None)
+        return with_retries(
+            lambda: self._attempt(params),
+            provider=self.name,
+            key_env=self.key_env,
+            model=request.model,
+            classify=classify,
+            policy=self.retry,
+        )
+
+    async def _attempt(self, params: dict[str, Any]) -> AsyncGenerator[ProviderEvent, None]:
+        client = self._get_client()
+        accumulator = ChatStreamAccumulator()
+        stream = await client.chat.completions.create(**params)
+        async with stream:
+            async for chunk in stream:
+                for shown in accumulator.feed(chunk.to_dict()):
+                    yield shown
+        if accumulator.chunks == 0:
+            raise IncompleteStream("the server sent no data")
+        message, usage, stop = accumulator.finish()
+        yield ResponseDone(
+            message=message, usage=usage or estimate_usage(params, message), stop_reason=stop
+        )
+
+
+def classify(exc: Exception) -> Failure | None:
+    """An ``openai`` SDK (or transport) exception as a :class:`Failure`; None if neither."""
+    import httpx2
+    import openai
+
+    match exc:
+        case openai.APIStatusError():
+            return classify_status(
+                exc.status_code,
+                error_type=exc.type or exc.code,
+                message=_error_message(exc.body) or exc.message,
+                headers=exc.response.headers,
+            )
+        case openai.APIConnectionError() | httpx2.RequestError() | IncompleteStream():
+            return connection_failure(exc)
+        case openai.APIError():  # an error object sent inside the stream
+            return _stream_error(exc.body, exc.message)
+    return None
+
+
+def _error_message(body: object) -> str | None:
+    if isinstance(body, Mapping) and isinstance(message := body.get("message"), str):
+        return message
+    return one_line(body) if isinstance(body, str) and body else None
+
+
+def _stream_error(body: object, message: str) -> Failure:
+    code = body.get("code") if isinstance(body, Mapping) else None
+    kind = body.get("type") if isinstance(body, Mapping) else None
+    try:
+        status = int(code) if code is not None else None
+    except (TypeError, ValueError):
+        status = None
+    if status is not None and 400 <= status < 600:
+        return classify_status(status, error_type=str(kind) if kind else None, message=message)
+    transient = any(
+        word in f"{code} {kind}".lower() for word in ("server", "overload", "rate", "timeout")
+    )
+    return Failure(kind="transient" if transient else "fatal", summary=one_line(message))

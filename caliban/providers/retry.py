@@ -1,0 +1,223 @@
+"""Retries with backoff and the error messages users see, shared by the providers.
+
+Each provider turns its SDK's exceptions into a :class:`Failure` (``classify``);
+:func:`with_retries` decides what happens next:
+
+- ``auth`` (HTTP 401/403): :class:`ProviderError` naming the environment variable to set.
+- ``transient`` (408, 409, 429, 5xx, 529 "overloaded", connection errors, a stream cut
+  short): wait and try again, at most ``max_attempts`` tries in total, yielding an
+  :class:`ApiRetry` before each wait. The wait grows exponentially with jitter and is
+  capped; a ``retry-after-ms`` / ``retry-after`` header wins when the server sends one.
+  :attr:`ApiRetry.attempt` is the number of the try about to start (2 .. max).
+- ``fatal`` (any other 4xx, ...): :class:`ProviderError` with a one-line message.
+
+A retry is only possible before any content was yielded: once text or a tool call reached
+the caller it cannot be taken back, so a stream that dies mid-way raises
+:class:`ProviderError` instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Literal
+
+from caliban.providers.base import ApiRetry, ProviderError, ProviderEvent, ResponseDone
+
+FailureKind = Literal["auth", "transient", "fatal"]
+
+TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+"""Statuses worth another try; any other 5xx is treated the same way."""
+
+TRANSIENT_ERROR_TYPES = frozenset(
+    {"overloaded_error", "rate_limit_error", "api_error", "timeout_error"}
+)
+"""Anthropic error ``type`` values (also sent mid-stream as an SSE ``error`` event)."""
+
+STATUS_OF_ERROR_TYPE: Mapping[str, int] = {
+    "overloaded_error": 529,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "authentication_error": 401,
+    "permission_error": 403,
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetryPolicy:
+    """How often and how long to wait. Tests pass ``base_delay=0`` to avoid sleeping."""
+
+    max_attempts: int = 4
+    base_delay: float = 1.0
+    factor: float = 2.0
+    max_delay: float = 30.0
+    max_retry_after: float = 60.0
+    """A server's ``retry-after`` is honoured up to this many seconds."""
+    jitter: float = 0.25
+    """Each computed wait is scaled by a random factor in ``[1 - jitter, 1 + jitter]``."""
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after failed try number ``attempt`` (1-based)."""
+        if retry_after is not None:
+            return max(0.0, min(retry_after, self.max_retry_after))
+        backoff = min(self.max_delay, self.base_delay * self.factor ** (attempt - 1))
+        return backoff * random.uniform(1 - self.jitter, 1 + self.jitter)
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Failure:
+    """A classified API error. ``summary`` is one line: ``429 rate_limit_error: slow down``."""
+
+    kind: FailureKind
+    summary: str
+    status: int | None = None
+    retry_after: float | None = None
+
+
+class IncompleteStream(Exception):
+    """The response stream ended before the response was complete."""
+
+
+def retry_after_seconds(
+    headers: Mapping[str, str] | None, *, now: float | None = None
+) -> float | None:
+    """The wait a server asked for: ``retry-after-ms``, else ``retry-after`` (seconds or a date)."""
+    if not headers:
+        return None
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def classify_status(
+    status: int,
+    *,
+    error_type: str | None,
+    message: str | None,
+    headers: Mapping[str, str] | None = None,
+) -> Failure:
+    """Classify an HTTP error response (or an in-stream error event with ``status`` 200)."""
+    if status == 200 and error_type:  # an SSE error event: the HTTP status says nothing
+        status = STATUS_OF_ERROR_TYPE.get(error_type, 200)
+    detail = " ".join(part for part in (str(status) if status != 200 else "", error_type) if part)
+    summary = f"{detail}: {one_line(message)}" if message else detail or "unknown error"
+    if status in (401, 403):
+        kind: FailureKind = "auth"
+    elif status in TRANSIENT_STATUS or status >= 500 or error_type in TRANSIENT_ERROR_TYPES:
+        kind = "transient"
+    else:
+        kind = "fatal"
+    return Failure(
+        kind=kind,
+        summary=summary,
+        status=status if status != 200 else None,
+        retry_after=retry_after_seconds(headers),
+    )
+
+
+def connection_failure(exc: BaseException) -> Failure:
+    """A transport-level failure: refused, reset, timed out, or cut off mid-stream."""
+    if isinstance(exc, IncompleteStream):
+        return Failure(kind="transient", summary=f"incomplete response: {exc}")
+    name = type(exc).__name__
+    text = one_line(str(exc))
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and (not text or text in ("Connection error.", "Request timed out.")):
+        text = f"{text} ({type(cause).__name__}: {one_line(str(cause))})" if text else str(cause)
+    return Failure(kind="transient", summary=f"connection error: {text or name}")
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _fatal_message(provider: str, failure: Failure, model: str) -> str:
+    message = f"{provider} API error: {failure.summary}"
+    if failure.status == 404:
+        message += f" (check the model name '{model}' and the base URL)"
+    elif failure.status == 413:
+        message += " (the request is too large: shorten the conversation with /compact or /clear)"
+    return message
+
+
+async def with_retries(
+    attempt: Callable[[], AsyncGenerator[ProviderEvent, None]],
+    *,
+    provider: str,
+    key_env: str,
+    model: str,
+    classify: Callable[[Exception], Failure | None],
+    policy: RetryPolicy = DEFAULT_RETRY,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> AsyncIterator[ProviderEvent]:
+    """Run ``attempt`` (one streamed request) until it completes, retrying transient failures.
+
+    ``classify`` maps an exception to a :class:`Failure`, or ``None`` for one that is not an
+    API error (a bug), which propagates unchanged.
+    """
+    for number in range(1, policy.max_attempts + 1):
+        started_output = False
+        try:
+            async with aclosing(attempt()) as events:
+                async for event in events:
+                    if not isinstance(event, (ApiRetry, ResponseDone)):
+                        started_output = True
+                    yield event
+            return
+        except ProviderError:
+            raise
+        except Exception as exc:
+            failure = classify(exc)
+            if failure is None:
+                raise
+        match failure.kind:
+            case "auth":
+                raise ProviderError(
+                    f"invalid API key for {provider}: set {key_env} or "
+                    f"providers.{provider}.api_key_env (HTTP {failure.summary})"
+                )
+            case "fatal":
+                raise ProviderError(_fatal_message(provider, failure, model))
+            case "transient":
+                if started_output:
+                    raise ProviderError(
+                        f"{provider} response broke off after part of it was shown "
+                        f"({failure.summary}); the partial response was discarded, try again"
+                    )
+                if number == policy.max_attempts:
+                    raise ProviderError(
+                        f"{provider} API request failed after {number} attempts: {failure.summary}"
+                    )
+                delay = policy.delay(number, failure.retry_after)
+                yield ApiRetry(
+                    attempt=number + 1,
+                    max_attempts=policy.max_attempts,
+                    delay_s=round(delay, 3),
+                    error=failure.summary,
+                    status=failure.status,
+                )
+                await sleep(delay)

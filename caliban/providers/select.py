@@ -1,0 +1,177 @@
+"""Choosing a provider, model, endpoint and key from flags, settings and the environment.
+
+Precedence: ``--provider`` / ``--model`` beat the config files (``provider``, ``model``),
+which beat the environment (``ANTHROPIC_API_KEY`` picks Anthropic, else ``OPENAI_API_KEY``
+picks OpenAI). The endpoint is ``providers.<p>.base_url``, else the SDK's own
+``ANTHROPIC_BASE_URL`` / ``OPENAI_BASE_URL``. The key is read from the variable named by
+``providers.<p>.api_key_env`` (default ``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY``).
+
+This module imports no SDK: :func:`create_provider` is cheap, and the provider imports its
+SDK on the first request or in :meth:`LazyProvider.warm_up`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Literal, Protocol, assert_never
+
+from caliban.config import Settings
+from caliban.errors import ConfigError
+from caliban.providers.base import Provider
+from caliban.providers.retry import DEFAULT_RETRY, RetryPolicy
+
+ProviderName = Literal["anthropic", "openai"]
+PROVIDERS: Final[tuple[ProviderName, ...]] = ("anthropic", "openai")
+
+DEFAULT_MODELS: Final[Mapping[ProviderName, str]] = {
+    "anthropic": "claude-sonnet-5-5",
+    "openai": "gpt-5.5",
+}
+"""The model used when neither ``--model`` nor the ``model`` setting names one."""
+
+KEY_ENVS: Final[Mapping[ProviderName, str]] = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+}
+BASE_URL_ENVS: Final[Mapping[ProviderName, str]] = {
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "openai": "OPENAI_BASE_URL",
+}
+PLACEHOLDER_KEY: Final = "not-needed"
+"""Sent to a custom base URL when no key is set: local servers ignore it, the SDKs need one."""
+
+LOCAL_SERVER_HINT: Final = (
+    "For a local OpenAI-compatible server (llama.cpp, vLLM, Ollama, LM Studio):\n"
+    "  caliban config set provider '\"openai\"'\n"
+    "  caliban config set providers.openai.base_url '\"http://127.0.0.1:8080/v1\"'"
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProviderChoice:
+    """Everything needed to create a provider."""
+
+    provider: ProviderName
+    model: str
+    api_key_env: str
+    base_url: str | None
+    api_key: str | None
+
+    @property
+    def context_window(self) -> int:
+        return context_window(self.provider, self.model)
+
+
+class LazyProvider(Provider, Protocol):
+    """A provider whose SDK is imported on first use, or earlier by :meth:`warm_up`."""
+
+    def warm_up(self) -> None:
+        """Import the SDK and create the client (blocking; run it in a worker thread)."""
+        ...
+
+    async def prepare(self) -> None:
+        """:meth:`warm_up` in a worker thread."""
+        ...
+
+
+def resolve_provider(
+    settings: Settings,
+    *,
+    provider: str | None,
+    model: str | None,
+    environ: Mapping[str, str],
+) -> ProviderChoice:
+    """Pick the provider, model, endpoint and key; raise :class:`ConfigError` saying what to
+    set when no usable provider is configured."""
+    name = _provider_name(settings, provider, environ)
+    section = getattr(settings.providers, name)
+    key_env = section.api_key_env or KEY_ENVS[name]
+    base_url = section.base_url or environ.get(BASE_URL_ENVS[name]) or None
+    api_key = environ.get(key_env) or None
+    if api_key is None:
+        if base_url is None:
+            raise ConfigError(_missing_key_message(name, key_env, explicit=section.api_key_env))
+        api_key = PLACEHOLDER_KEY
+    return ProviderChoice(
+        provider=name,
+        model=model or settings.model or DEFAULT_MODELS[name],
+        api_key_env=key_env,
+        base_url=base_url,
+        api_key=api_key,
+    )
+
+
+def _provider_name(
+    settings: Settings, provider: str | None, environ: Mapping[str, str]
+) -> ProviderName:
+    chosen = provider or settings.provider
+    if chosen is not None:
+        for name in PROVIDERS:
+            if name == chosen:
+                return name
+        raise ConfigError(f"unknown provider '{chosen}': use one of {', '.join(PROVIDERS)}")
+    for name in PROVIDERS:  # a key in the environment
+        if environ.get(getattr(settings.providers, name).api_key_env or KEY_ENVS[name]):
+            return name
+    for name in PROVIDERS:  # an endpoint without a key (a local server)
+        if getattr(settings.providers, name).base_url or environ.get(BASE_URL_ENVS[name]):
+            return name
+    raise ConfigError(
+        "no model provider is configured. Set ANTHROPIC_API_KEY (Anthropic) or "
+        "OPENAI_API_KEY (OpenAI) in the environment.\n" + LOCAL_SERVER_HINT
+    )
+
+
+def _missing_key_message(name: ProviderName, key_env: str, *, explicit: str | None) -> str:
+    where = (
+        f"providers.{name}.api_key_env names {key_env}, which is not set"
+        if explicit
+        else f"{key_env} is not set"
+    )
+    return (
+        f"no API key for {name}: {where}. Set {key_env} in the environment, name another "
+        f"variable with `caliban config set providers.{name}.api_key_env '\"MY_KEY_VAR\"'`, "
+        f"or set providers.{name}.base_url for a server that needs no key.\n" + LOCAL_SERVER_HINT
+    )
+
+
+def create_provider(choice: ProviderChoice, *, retry: RetryPolicy = DEFAULT_RETRY) -> LazyProvider:
+    """The provider for ``choice``. Cheap: the SDK is imported later (see ``warm_up``)."""
+    api_key = choice.api_key or PLACEHOLDER_KEY
+    match choice.provider:
+        case "anthropic":
+            from caliban.providers.anthropic import AnthropicProvider
+
+            return AnthropicProvider(
+                api_key=api_key, base_url=choice.base_url, key_env=choice.api_key_env, retry=retry
+            )
+        case "openai":
+            from caliban.providers.openai import OpenAIProvider
+
+            return OpenAIProvider(
+                api_key=api_key, base_url=choice.base_url, key_env=choice.api_key_env, retry=retry
+            )
+        case _:
+            assert_never(choice.provider)
+
+
+CLAUDE_CONTEXT_WINDOW: Final = 200_000
+DEFAULT_CONTEXT_WINDOW: Final = 128_000
+_OPENAI_WINDOWS: Final[tuple[tuple[str, int], ...]] = (
+    ("gpt-5", 400_000),
+    ("gpt-4.1", 1_047_576),
+    ("o3", 200_000),
+    ("o4", 200_000),
+)
+
+
+def context_window(provider: str, model: str) -> int:
+    """Tokens the model can read: 200k for Claude models, known OpenAI families, else 128k."""
+    name = model.rsplit("/", 1)[-1].lower()  # "anthropic/claude-…" on OpenRouter
+    if provider == "anthropic" or name.startswith("claude"):
+        return CLAUDE_CONTEXT_WINDOW
+    for prefix, window in _OPENAI_WINDOWS:
+        if name.startswith(prefix):
+            return window
+    return DEFAULT_CONTEXT_WINDOW
