@@ -67,7 +67,9 @@ def load_github_catalog(eval_dir: Path) -> list[SearchDoc]:
     return [make_doc(data.get("server", "github"), t) for t in data["tools"]]
 
 
-def load_mcptoolbench_tools(eval_dir: Path, rename: Mapping[str, str] | None = None) -> list[SearchDoc]:
+def load_mcptoolbench_tools(
+    eval_dir: Path, rename: Mapping[str, str] | None = None
+) -> list[SearchDoc]:
     """The 49 MCPToolBench++ tools; each gets its ``category`` as server name.
 
     ``rename`` maps a category to another server name (to avoid clashing with a real server).
@@ -111,6 +113,8 @@ class Query:
     text: str
     relevant: frozenset[str]
     source: str
+    split: str = "all"
+    """For our own queries: ``dev`` (seen while tuning) or ``holdout`` (never tuned on)."""
 
     def is_relevant(self, doc: SearchDoc) -> bool:
         """Whether ``doc`` answers this query."""
@@ -129,14 +133,25 @@ def load_mcptoolbench_queries(eval_dir: Path) -> list[Query]:
     return out
 
 
-def load_user_queries(path: Path = USER_QUERIES) -> list[Query]:
-    """Our own queries in users' words (``query`` and a ``gold`` list)."""
+def load_user_queries(path: Path = USER_QUERIES, split: str | None = None) -> list[Query]:
+    """Our own queries in users' words (``query``, a ``gold`` list and a ``split``).
+
+    ``split`` keeps only ``dev`` or ``holdout`` queries; ``None`` keeps all.
+    """
     out = []
     with path.open() as f:
         for line in f:
             if line.strip():
                 row = json.loads(line)
-                out.append(Query(text=row["query"], relevant=frozenset(row["gold"]), source="user"))
+                if split is None or row.get("split") == split:
+                    out.append(
+                        Query(
+                            text=row["query"],
+                            relevant=frozenset(row["gold"]),
+                            source="user",
+                            split=row.get("split", "all"),
+                        )
+                    )
     return out
 
 
@@ -273,10 +288,30 @@ async def capture_reference_tools(npm_dir: Path, venv: Path) -> dict[str, Any]:
     bin_dir = npm_dir / "node_modules" / ".bin"
     with tempfile.TemporaryDirectory() as scratch:
         servers: list[tuple[str, str, str, list[str]]] = [
-            ("everything", "@modelcontextprotocol/server-everything", str(bin_dir / "mcp-server-everything"), ["stdio"]),
-            ("filesystem", "@modelcontextprotocol/server-filesystem", str(bin_dir / "mcp-server-filesystem"), [scratch]),
-            ("memory", "@modelcontextprotocol/server-memory", str(bin_dir / "mcp-server-memory"), []),
-            ("time", "mcp-server-time", str(venv / "bin" / "mcp-server-time"), ["--local-timezone", "UTC"]),
+            (
+                "everything",
+                "@modelcontextprotocol/server-everything",
+                str(bin_dir / "mcp-server-everything"),
+                ["stdio"],
+            ),
+            (
+                "filesystem",
+                "@modelcontextprotocol/server-filesystem",
+                str(bin_dir / "mcp-server-filesystem"),
+                [scratch],
+            ),
+            (
+                "memory",
+                "@modelcontextprotocol/server-memory",
+                str(bin_dir / "mcp-server-memory"),
+                [],
+            ),
+            (
+                "time",
+                "mcp-server-time",
+                str(venv / "bin" / "mcp-server-time"),
+                ["--local-timezone", "UTC"],
+            ),
             ("git", "mcp-server-git", str(venv / "bin" / "mcp-server-git"), []),
         ]
         out = []
@@ -296,13 +331,17 @@ def _package_version(package: str, npm_dir: Path, venv: Path) -> str:
     if package.startswith("@"):
         meta = npm_dir / "node_modules" / package / "package.json"
         return str(json.loads(meta.read_text())["version"])
-    for dist in (venv / "lib").glob(f"python3*/site-packages/{package.replace('-', '_')}-*.dist-info"):
+    for dist in (venv / "lib").glob(
+        f"python3*/site-packages/{package.replace('-', '_')}-*.dist-info"
+    ):
         return dist.name.split("-")[1].removesuffix(".dist")
     return "unknown"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     cap = sub.add_parser("capture", help="capture reference_tools.json from installed servers")
     cap.add_argument("--npm-dir", type=Path, default=Path("/tmp/refsrv"))

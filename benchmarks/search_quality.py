@@ -4,7 +4,8 @@ Run: ``python benchmarks/search_quality.py`` (``--misses`` lists the queries our
 
 Catalog: the reference servers + the GitHub server + the MCPToolBench++ tools, pooled.
 Queries: every MCPToolBench++ query, and our own ``queries_user.jsonl`` written in a user's
-words. A query is answered if a relevant tool (gold or also-correct, by bare tool name) is in
+words: a ``dev`` split that was looked at while the ranker was tuned and a ``holdout`` split
+that was written before tuning and never looked at until the end. A query is answered if a relevant tool (gold or also-correct, by bare tool name) is in
 the top k. Rankers:
 
 * ``toolsearch`` - ``caliban.mcp.search.ToolIndex``;
@@ -101,7 +102,9 @@ def main() -> None:
     docs = pooled_catalog(eval_dir)
     query_sets = {
         "mcptoolbench": load_mcptoolbench_queries(eval_dir),
-        "user": load_user_queries(),
+        "user (all)": load_user_queries(),
+        "user dev": load_user_queries(split="dev"),
+        "user holdout": load_user_queries(split="holdout"),
     }
     rankers = {
         "toolsearch": toolsearch_ranker(docs),
@@ -110,8 +113,8 @@ def main() -> None:
     }
     servers = len({d.server for d in docs})
     print(f"catalog: {len(docs)} tools on {servers} servers")
-    print(f"| {'queries':<18} | {'ranker':<10} | hit@1 | hit@5 | recall@10 |")
-    print(f"|{'-' * 20}|{'-' * 12}|-------|-------|-----------|")
+    print(f"| {'queries':<22} | {'ranker':<10} | hit@1 | hit@5 | recall@10 |")
+    print(f"|{'-' * 24}|{'-' * 12}|-------|-------|-----------|")
     ours: dict[str, Scores] = {}
     for set_name, queries in query_sets.items():
         for ranker_name, rank in rankers.items():
@@ -120,14 +123,16 @@ def main() -> None:
                 ours[set_name] = s
             label = f"{set_name} ({len(queries)})"
             print(
-                f"| {label:<18} | {ranker_name:<10} | {s.hit1:.3f} | {s.hit5:.3f} |"
+                f"| {label:<22} | {ranker_name:<10} | {s.hit1:.3f} | {s.hit5:.3f} |"
                 f" {s.recall10:9.3f} |"
             )
     if args.misses:
         for set_name, s in ours.items():
             print(f"\n{set_name}: {len(s.misses)} misses at 5", file=sys.stderr)
             for q, got in s.misses:
-                print(f"  {q.text!r}\n    want {sorted(q.relevant)}\n    got  {got}", file=sys.stderr)
+                print(
+                    f"  {q.text!r}\n    want {sorted(q.relevant)}\n    got  {got}", file=sys.stderr
+                )
 
 
 if __name__ == "__main__":

@@ -13,23 +13,23 @@ Query forms:
 * ``+term`` requires a word: every hit contains it (after normalisation) in some field, and the
   other words rank.
 
-How ranking works:
+How ranking works (measured choices are explained in ``docs/lazy-mcp.md``):
 
 * Every tool has four fields: its tool name, its server name, its description and its
   parameters (names, descriptions and enum values, recursing a little into nested schemas).
   Identifiers are split on ``_ - .``, camelCase and digits; text is lower-cased, stop words
   dropped and words lightly stemmed (:func:`stem`).
-* Each field has its own BM25 statistics (``rank_bm25``; :data:`SCORER` picks the variant);
-  a tool's score is the weighted sum of its field scores (:data:`FIELD_WEIGHTS`), a simple
-  BM25F. Term scores do not depend on the query, so they are computed once at build time into
-  an inverted index and a query only adds up a few sparse vectors; see ``docs/lazy-mcp.md``.
-* Query words are expanded at a lower weight with a small table of everyday synonyms
-  (:data:`SYNONYMS`) and with longer index words they are a prefix of (``repo`` finds
+* Fields are weighted (:class:`RankingParams`); ``rank_bm25`` supplies IDF and the
+  term-frequency formula. Term scores do not depend on the query, so they are computed once
+  at build time into an inverted index and a query only adds up a few sparse vectors.
+* Query words are expanded at a lower weight: everyday phrases and synonyms
+  (:data:`PHRASES`, :data:`SYNONYMS`) and index words sharing a long prefix (``repo`` finds
   ``repository``), so a user's words can meet a tool's words.
 """
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
 from collections import Counter, defaultdict
@@ -43,8 +43,11 @@ import numpy.typing as npt
 from rank_bm25 import BM25Okapi, BM25Plus
 
 __all__ = [
-    "FIELD_WEIGHTS",
+    "DEFAULT_PARAMS",
+    "PHRASES",
+    "STOP_WORDS",
     "SYNONYMS",
+    "RankingParams",
     "SearchDoc",
     "SearchHit",
     "SearchResult",
@@ -53,6 +56,7 @@ __all__ = [
     "format_no_match",
     "stem",
     "tokenize",
+    "words",
 ]
 
 
@@ -132,25 +136,27 @@ class SearchResult(Generic[D]):
 
 STOP_WORDS: Final = frozenset(
     """
-    a about above after again against am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each etc eg few for from
-    further had has have having he her here hers him his how i ie if in into is it its itself
-    just me might more most must my myself no nor not now of off on once only or other ought
-    our ours out over own please same shall she should so some such than that the their theirs
-    them then there these they this those through to too under until up very was we were what
-    when where which while who whom whose why will with would you your yours yourself
-    also via using use used let lets want wants need needs like help tell give gives
-    able may maybe someone something somewhere thing things one
+    a about above across after again against all am an and any anything are as at be because
+    been before being below between both but by can could did do does doing down during each
+    etc eg everything few for from further had has have having he her here hers him his how i
+    ie if in inside into is it its itself just me might more most must my myself no nor not
+    nothing now of off on once only onto or other ought our ours out over own please same
+    shall she should so some someone something somewhere such than that the their theirs them
+    then there these they this those through to too under until up upon very was we were what
+    whats when where which while who whom whose why will with within would you your yours
+    yourself also via using use used uses let lets want wants need needs like help tell give
+    gives able may maybe thing things one ones kind sure actually really quick quickly
     mcp tool tools
-    """.split()
+    """.split()  # noqa: SIM905 - a word list reads better as text
 )
 """Words that carry no meaning for finding a tool (query filler and schema boilerplate)."""
 
 _WORD = re.compile(r"[^\W_]+")
-_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+# "PRs"/"URLs" -> "PR"/"URL" (+ a dropped "s"); "HTTPServer" -> "HTTP", "Server"
+_CAMEL = re.compile(r"[A-Z]{2,}(?=s(?![a-z]))|[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _VOWELS = frozenset("aeiouy")
 _KEEP_S = ("ss", "us", "is")
-_NO_ED = frozenset({"embed", "need", "speed", "feed", "seed", "shred", "bed", "red", "shed"})
+_NO_ED = frozenset({"embed", "need", "speed", "feed", "seed", "shred", "shed"})
 
 
 @lru_cache(maxsize=65536)
@@ -165,17 +171,15 @@ def stem(word: str) -> str:
     w = word
     if len(w) <= 3 or not w.isalpha():
         return w
-    if w.endswith("ies") and len(w) > 4:
-        w = w[:-3] + "y"
-    elif w.endswith("ied") and len(w) > 4:
+    if w.endswith(("ies", "ied")) and len(w) > 4:
         w = w[:-3] + "y"
     elif w.endswith(("sses", "xes", "ches", "shes", "zes")):
         w = w[:-2]
     elif w.endswith("s") and not w.endswith(_KEEP_S):
         w = w[:-1]
-    elif w.endswith("ing") and _has_vowel(w[:-3]) and len(w) >= 6:
+    elif w.endswith("ing") and len(w) >= 6 and _has_vowel(w[:-3]):
         w = _undouble(w[:-3])
-    elif w.endswith("ed") and w not in _NO_ED and _has_vowel(w[:-2]) and len(w) >= 5:
+    elif w.endswith("ed") and len(w) >= 5 and w not in _NO_ED and _has_vowel(w[:-2]):
         w = _undouble(w[:-2])
     if len(w) > 3 and w.endswith("e") and not w.endswith("ee"):
         w = w[:-1]
@@ -187,335 +191,345 @@ def _has_vowel(s: str) -> bool:
 
 
 def _undouble(s: str) -> str:
-    # running -> runn -> run; but keep fill/pass/buzz
+    # running -> runn -> run; but keep fill, pass, buzz
     if len(s) >= 3 and s[-1] == s[-2] and s[-1] not in "aeiouylsz":
         return s[:-1]
     return s
 
 
 @lru_cache(maxsize=65536)
-def _split_word(chunk: str) -> tuple[str, ...]:
-    if chunk.isascii():
-        parts = _CAMEL.findall(chunk) or [chunk]
-        return tuple(p.lower() for p in parts)
-    return (chunk.lower(),)
+def _split_chunk(chunk: str) -> tuple[str, ...]:
+    """Lower-case words of one alphanumeric run; camelCase also yields the joined word."""
+    if not chunk.isascii():
+        return (chunk.lower(),)
+    parts = [p.lower() for p in _CAMEL.findall(chunk)] or [chunk.lower()]
+    if sum(len(p) > 1 for p in parts) > 1 and not chunk.isupper() and not chunk.islower():
+        # "GitHub" is also "github", "JavaScript" also "javascript": index both readings
+        joined = "".join(p for p in parts if not p.isdigit())
+        if joined not in parts:
+            parts.append(joined)
+    return tuple(parts)
 
 
 def words(text: str) -> list[str]:
-    """Split text or an identifier into lower-case words (``_ - .``, camelCase, digits)."""
+    """Split text or an identifier into lower-case words (``_ - .``, camelCase, digits).
+
+    A camelCase word yields its parts and then the whole word (``GitHub`` → ``git``, ``hub``,
+    ``github``).
+    """
     out: list[str] = []
     for chunk in _WORD.findall(text):
-        out.extend(_split_word(chunk))
+        out.extend(_split_chunk(chunk))
     return out
 
 
 def tokenize(text: str, *, keep_stop_words: bool = False) -> list[str]:
     """Normalise text to index terms: split, lower-case, drop stop words, stem."""
-    return [
-        stem(w)
-        for w in words(text)
-        if len(w) > 1 and (keep_stop_words or w not in STOP_WORDS)
-    ]
+    return [stem(w) for w in words(text) if len(w) > 1 and (keep_stop_words or w not in STOP_WORDS)]
 
 
 # --- query expansion -------------------------------------------------------------------------
 
-SYNONYMS: Final[Mapping[str, str]] = {
-    # word: words it may also mean (one-way; list both directions where it goes both ways).
-    # Generic developer and user vocabulary only, never tuned to particular queries.
-    "pr": "pull request",
-    "prs": "pull request",
-    "mr": "pull request",
-    "repo": "repository",
-    "repos": "repository",
-    "org": "organization",
-    "orgs": "organization",
-    "ticket": "issue",
-    "bug": "issue",
-    "issue": "ticket bug",
-    "delete": "remove",
-    "remove": "delete",
-    "erase": "delete remove",
-    "drop": "delete remove",
-    "destroy": "delete",
-    "trash": "delete",
-    "forget": "delete remove",
-    "rm": "delete remove",
-    "find": "search list",
-    "search": "find",
-    "look": "search find",
-    "lookup": "search find",
-    "locate": "search find",
-    "grep": "search",
-    "show": "get list view read",
-    "display": "get list view",
-    "view": "get read",
-    "see": "get list view",
-    "fetch": "get retrieve download",
-    "retrieve": "get fetch",
-    "read": "get view",
-    "get": "read retrieve",
-    "ls": "list directory",
-    "cat": "read file",
-    "enumerate": "list",
-    "file": "path",
-    "path": "file",
-    "document": "file",
-    "doc": "document file",
-    "folder": "directory",
-    "dir": "directory",
-    "directory": "folder",
-    "mkdir": "create directory",
-    "mv": "move",
-    "cp": "copy",
-    "rename": "move",
-    "commit": "change",
-    "change": "commit modify update edit",
-    "changes": "commit diff",
-    "modify": "edit update change",
-    "edit": "modify update change",
-    "update": "edit modify",
-    "alter": "edit modify update",
-    "tweak": "edit modify",
-    "fix": "edit update",
-    "create": "new add",
-    "make": "create",
-    "new": "create",
-    "add": "create",
-    "open": "create read",
-    "start": "create begin",
-    "write": "save",
-    "save": "write store",
-    "store": "save write",
-    "remember": "memory save store",
-    "recall": "memory search",
-    "memorize": "memory save",
-    "diff": "difference compare",
-    "compare": "diff",
-    "difference": "diff",
-    "history": "log commit",
-    "log": "history",
-    "annotate": "blame",
-    "stage": "add",
-    "unstage": "reset",
-    "undo": "revert reset",
-    "rollback": "revert reset",
-    "screenshot": "capture screen",
-    "capture": "screenshot",
-    "snapshot": "screenshot capture",
-    "webpage": "page url browser web",
-    "website": "site page url web",
-    "site": "website page url",
-    "web": "internet online",
-    "internet": "web",
-    "online": "web",
-    "google": "search web",
-    "link": "url",
-    "url": "link",
-    "visit": "navigate open",
-    "go": "navigate",
-    "browse": "navigate browser",
-    "timezone": "time zone",
-    "tz": "timezone",
-    "clock": "time",
-    "hour": "time",
-    "translate": "convert",
-    "email": "mail",
-    "mail": "email",
-    "message": "msg",
-    "msg": "message",
-    "copy": "duplicate",
-    "duplicate": "copy",
-    "dupe": "duplicate",
-    "upload": "push write",
-    "push": "upload",
-    "download": "fetch get",
-    "run": "execute trigger",
-    "execute": "run",
-    "exec": "execute run",
-    "trigger": "run",
-    "launch": "start run",
-    "js": "javascript",
-    "script": "javascript",
-    "click": "press",
-    "press": "click",
-    "tap": "click press",
-    "keystroke": "key press",
-    "shortcut": "key press",
-    "type": "fill enter input",
-    "enter": "fill type input",
-    "fill": "type enter input",
-    "field": "input",
-    "form": "input field",
-    "textbox": "input field",
-    "dropdown": "select option",
-    "choose": "select",
-    "pick": "select choose",
-    "mouseover": "hover",
-    "iframe": "frame",
-    "frame": "iframe",
-    "embedded": "iframe frame",
-    "tab": "window",
-    "window": "tab",
-    "api": "http request endpoint",
-    "endpoint": "url api",
-    "rest": "http api",
-    "submit": "post send",
-    "send": "post submit",
-    "record": "capture",
-    "recording": "record capture",
-    "wait": "delay sleep",
-    "sleep": "wait delay",
-    "delay": "wait",
-    "label": "tag",
-    "tag": "label",
-    "user": "person member account",
-    "person": "user",
-    "people": "user member",
-    "member": "user",
-    "teammate": "member user",
-    "collaborator": "member user",
-    "account": "user profile",
-    "profile": "user account",
-    "login": "authenticate user",
-    "assign": "assignee",
-    "assignee": "assign",
-    "reply": "comment respond",
-    "respond": "reply comment",
-    "feedback": "comment review",
-    "note": "comment observation",
-    "fact": "observation",
-    "approve": "review",
-    "notification": "notify alert",
-    "notify": "notification",
-    "inbox": "notification",
-    "vulnerability": "security advisory alert",
-    "vuln": "vulnerability security",
-    "cve": "vulnerability advisory security",
-    "security": "vulnerability",
-    "credential": "secret token password",
-    "password": "secret credential",
-    "token": "secret credential",
-    "leak": "secret exposed",
-    "dependency": "package library",
-    "dep": "dependency",
-    "deps": "dependency",
-    "package": "dependency library",
-    "library": "dependency package",
-    "ci": "workflow action build pipeline",
-    "pipeline": "workflow ci",
-    "build": "workflow",
-    "release": "version",
-    "version": "release tag",
-    "snippet": "gist code",
-    "paste": "gist",
-    "source": "code",
-    "tree": "structure hierarchy",
-    "structure": "tree",
-    "hierarchy": "tree",
-    "recursive": "tree",
-    "info": "information metadata detail",
-    "information": "info metadata detail",
-    "metadata": "info information detail",
-    "detail": "info information",
-    "stat": "info metadata",
-    "stats": "statistics info metadata",
-    "relationship": "relation",
-    "relation": "relationship",
-    "connection": "relation link",
-    "sum": "add total",
-    "total": "sum",
-    "plus": "add sum",
-    "env": "environment variable",
-    "picture": "image",
-    "photo": "image picture",
-    "img": "image",
-    "scrape": "crawl extract",
-    "crawl": "scrape",
-    "spider": "crawl",
-    "sitemap": "map site url",
-    "share": "stock",
-    "ticker": "stock symbol",
-    "quote": "price",
-    "cost": "price",
-    "worth": "price value",
-    "content": "text body",
-    "body": "content text description",
-    "description": "body",
-    "text": "content",
-    "subject": "title",
-    "latest": "recent last newest",
-    "recent": "latest last",
-    "last": "latest recent",
-    "newest": "latest",
-    "author": "user owner",
-    "land": "merge",
-    "combine": "merge",
-    "subscribe": "subscription watch",
-    "watch": "subscribe subscription",
-    "unsubscribe": "subscription",
-    "mute": "ignore subscription",
-    "ignore": "dismiss",
-    "dismiss": "ignore",
-    "cancel": "stop abort",
-    "stop": "cancel",
-    "abort": "cancel",
-    "retry": "rerun",
-    "rerun": "retry run",
-    "task": "job",
-    "job": "task run",
-    "forum": "discussion",
-    "conversation": "discussion thread",
-    "board": "project",
-    "subtask": "sub issue",
-    "child": "sub",
-    "parent": "sub",
-    "button": "element",
-    "element": "selector",
-    "selector": "element",
-    "devtools": "console",
-    "console": "log",
-    "favorite": "star",
-    "bookmark": "star",
-    "count": "number total",
-    "list": "find",
-    "big": "size large",
-    "large": "size",
-    "size": "length",
-}
+
+def _parse_table(text: str, sep: str | None = None) -> dict[str, str]:
+    """Parse ``key key: meaning`` lines (keys split on ``sep``, default whitespace)."""
+    table: dict[str, str] = {}
+    for line in text.strip().splitlines():
+        keys, _, also = line.partition(":")
+        for key in (k.strip() for k in keys.split(sep)):
+            table[key] = f"{table.get(key, '')} {also.strip()}".strip()
+    return table
+
+
+SYNONYMS: Final[Mapping[str, str]] = _parse_table(
+    # "words: what they may also mean". One-way: list both directions where it goes both
+    # ways. Generic developer and user vocabulary only, not tuned to particular queries.
+    """
+    pr prs mr: pull request
+    repo repos: repository
+    org orgs: organization
+    ticket bug: issue
+    issue: ticket bug
+    delete: remove
+    remove: delete
+    erase drop destroy trash forget rm purge wipe: delete remove
+    find: search list
+    search: find
+    lookup locate grep query: search find
+    show display see: get list view
+    view: get read show
+    fetch: get retrieve download
+    retrieve: get fetch
+    read: get view
+    get: read retrieve
+    ls: list directory
+    cat: read file
+    enumerate: list
+    file: path
+    path: file
+    document: file
+    doc docs: document file documentation
+    folder dir: directory
+    directory: folder
+    mkdir: create directory
+    mv: move
+    cp: copy
+    rename: move name
+    commit: change
+    change changes: commit modify update edit diff
+    modify: edit update change
+    edit: modify update change
+    update: edit modify
+    alter tweak fix: edit modify update
+    create: new add
+    make: create
+    new: create
+    add: create sum
+    open: create read view
+    start begin: create
+    write: save
+    save: write store
+    store: save write
+    remember memorize: memory save store
+    recall: memory search
+    diff: difference compare
+    compare different difference: diff
+    history: log commit
+    log: history
+    annotate: blame
+    stage: add
+    unstage: reset
+    undo rollback revert: reset revert
+    screenshot: capture screen
+    capture: screenshot
+    snapshot: screenshot capture
+    webpage: page url browser web
+    website: site page url web
+    site: website page url
+    web internet online: web internet
+    google: search web
+    link: url relation
+    url: link
+    visit browse go: navigate open
+    timezone: time zone
+    tz: timezone
+    clock hour: time
+    translate: convert
+    email: mail
+    mail: email
+    message: msg
+    msg: message
+    copy: duplicate
+    duplicate dupe: copy duplicate
+    upload: push write
+    push: upload
+    download: fetch get
+    run: execute trigger
+    execute exec: run execute
+    trigger: run
+    launch: start run
+    js: javascript
+    script: javascript
+    click: press
+    press tap: click press
+    keystroke shortcut keyboard: key press
+    type enter: fill input
+    fill: type enter input
+    field form textbox: input field
+    dropdown: select option
+    choose pick: select
+    mouse mouseover: hover
+    iframe: frame
+    frame embedded: iframe frame
+    tab: window
+    window: tab
+    api: http request endpoint
+    endpoint: url api
+    rest: http api
+    submit: post send
+    send: post submit
+    record recording: capture
+    wait sleep delay: wait delay sleep
+    label: tag
+    tag: label
+    user person people member: user member
+    teammate colleague coworker collaborator: member user
+    account profile: user profile account
+    login signin: authenticate authenticated user
+    assign: assignee
+    assignee: assign
+    reply respond: comment reply
+    feedback: comment review
+    note: comment observation
+    fact: observation
+    approve: review
+    notification: notify alert
+    notify: notification
+    inbox: notification
+    vulnerability vuln cve: security advisory vulnerability alert
+    security: vulnerability
+    credential password token leak: secret credential token
+    dependency dep deps package library: dependency package library
+    ci pipeline: workflow action build pipeline
+    build: workflow
+    release: version
+    version: release tag
+    snippet paste: gist code
+    source src: code source
+    tree: structure hierarchy
+    structure hierarchy recursive: tree
+    info information metadata detail stat stats: info information metadata detail
+    relationship relation connection: relation relationship
+    sum total plus: add sum total
+    env: environment variable
+    picture photo img png jpg jpeg gif svg: image
+    audio sound mp3 wav: audio media
+    scrape: crawl extract
+    crawl spider: crawl scrape
+    sitemap: map site url
+    share ticker: stock symbol
+    quote cost worth: price value
+    content: text body
+    body: content text description
+    description: body
+    text: content
+    subject: title
+    latest recent last newest: latest recent last newest
+    author: user owner
+    land combine: merge
+    subscribe watch follow: subscription subscribe watch
+    unsubscribe mute: subscription ignore
+    ignore dismiss: ignore dismiss
+    cancel stop abort: cancel stop abort
+    retry rerun: rerun retry run
+    task: job
+    job: task run
+    forum conversation: discussion thread
+    board kanban: project
+    subtask: sub issue
+    child parent: sub
+    button: element
+    element selector: element selector
+    devtools: console
+    console: log
+    favorite bookmark: star
+    count: number total
+    list: find
+    big large space: size
+    size: length
+    readme: file documentation
+    article news: content web page news
+    """
+)
 """Everyday words and what they may also mean, used to expand queries at a lower weight."""
 
-SYNONYM_WEIGHT: Final = 0.35
-"""Weight of a synonym relative to the query word it came from."""
+PHRASES: Final[Mapping[str, str]] = _parse_table(
+    """
+    logged in|log in|signed in|sign in: authenticated login user
+    log out|sign out: logout
+    sign up: register create account
+    time zone: timezone
+    look over|look at: view review read
+    look for|look up|search for: search find
+    look into|find out: get search
+    check out: checkout switch
+    set up: create configure
+    clean up: delete remove
+    up to date: update sync
+    working copy|working directory|working tree: working tree status
+    mouse over|hover over: hover
+    screen shot: screenshot
+    web page: webpage page
+    how many: count number
+    turn on|turn off|switch on|switch off: toggle enable disable
+    go back: undo revert
+    """,
+    sep="|",
+)
+"""Everyday multi-word phrases and what they mean, added to a query that contains them."""
 
-PREFIX_WEIGHT: Final = 0.5
-"""Weight of an index word that a query word (4+ letters) is a prefix of."""
+FieldName = Literal["name", "server", "description", "params"]
 
-FIELD_WEIGHTS: Final[Mapping[str, float]] = {
-    "name": 3.0,
-    "server": 1.0,
-    "description": 1.0,
-    "params": 0.5,
-}
-"""How much a match in each field counts; tool names say the most about what a tool does."""
 
-SCORER: Final[Literal["okapi", "plus"]] = "okapi"
-"""Which rank_bm25 variant supplies the IDF and term-frequency formula."""
+@dataclass(frozen=True, kw_only=True)
+class RankingParams:
+    """Knobs of the ranking; the defaults are what ``benchmarks/search_quality.py`` chose."""
+
+    field_weights: Mapping[FieldName, float] = field(
+        default_factory=lambda: {"name": 1.0, "server": 1.0, "description": 1.0, "params": 0.3}
+    )
+    """How much a match in each field counts."""
+    combine: Literal["sum", "bm25f"] = "sum"
+    """``sum``: a separate BM25 per field, weighted scores added up; ``bm25f``: weighted term
+    frequencies of all fields share one saturation and one document-level IDF."""
+    scorer: Literal["okapi", "plus"] = "plus"
+    """Which rank_bm25 variant supplies the IDF (and, for ``plus``, the delta)."""
+    k1: float = 1.2
+    b: float = 0.75
+    synonym_weight: float = 0.6
+    """Weight of a synonym of a query word the index knows (0 turns synonyms off)."""
+    unknown_synonym_weight: float = 1.0
+    """Weight of a synonym of a query word no tool uses: it stands in for that word."""
+    phrase_weight: float = 1.0
+    """Weight of the words a recognised phrase (:data:`PHRASES`) adds."""
+    prefix_weight: float = 0.5
+    """Weight of index words sharing a query word's first letters (0 turns this off)."""
+    prefix_letters: int = 6
+    """Index words must share this many first letters (or the whole query word if shorter,
+    at least 4) with a query word to count as its prefix relatives."""
+
+
+DEFAULT_PARAMS: Final = RankingParams()
 
 _EXACT_NAME_BONUS: Final = 1000.0
 _MAX_PARAM_TOKENS: Final = 300
 _MAX_SCHEMA_DEPTH: Final = 3
 _MAX_ENUM_VALUES: Final = 24
+_MAX_PREFIX_RELATIVES: Final = 32
+_PUNCT: Final = ".,;:!?'\"`()[]{}<>"
+# a word that names a tool rather than says something: read_file, get-sum, getFileInfo
+_IDENTIFIER: Final = re.compile(r"\w+(?:[_\-]\w+|__\w+)+|[a-z]+(?:[A-Z][a-z0-9]*)+")
+_URL: Final = re.compile(
+    r"(?:https?://|www\.)\S+|[\w-]+(?:\.[\w-]+)*\.(?:com|org|net|io|dev|ai|app|co|edu|gov)(?:/\S*)?",
+    re.IGNORECASE,
+)
+_FILE_EXTENSIONS: Final = frozenset(
+    """
+    txt md rst json jsonl yaml yml toml ini cfg conf env log csv tsv xml html htm css scss
+    js jsx ts tsx mjs py rb go rs java kt c h cc cpp hpp cs php sh bash zsh ps1 sql lock
+    pdf doc docx xls xlsx ppt pptx png jpg jpeg gif svg webp mp3 wav mp4 zip gz tar
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+
+
+def _shape_terms(word: str) -> tuple[str, ...]:
+    """Terms implied by a word's shape: a URL means a page, ``notes.txt`` means a file."""
+    if _URL.fullmatch(word):
+        return (stem("url"),)
+    stem_, dot, ext = word.rpartition(".")
+    if dot and stem_ and ext.lower() in _FILE_EXTENSIONS:
+        return (stem("file"),)
+    if "/" in word.strip("/"):
+        return (stem("path"),)
+    return ()
 
 
 @lru_cache(maxsize=1)
 def _synonym_table() -> Mapping[str, tuple[str, ...]]:
     table: dict[str, tuple[str, ...]] = {}
     for word, also in SYNONYMS.items():
-        key = stem(word)
-        terms = tuple(dict.fromkeys(t for t in tokenize(also, keep_stop_words=True) if t != key))
-        table[key] = tuple(dict.fromkeys((*table.get(key, ()), *terms)))
+        for key in tokenize(word, keep_stop_words=True):
+            terms = (t for t in tokenize(also, keep_stop_words=True) if t != key)
+            table[key] = tuple(dict.fromkeys((*table.get(key, ()), *terms)))
     return table
+
+
+@lru_cache(maxsize=1)
+def _phrase_table() -> tuple[tuple[re.Pattern[str], tuple[str, ...]], ...]:
+    return tuple(
+        (re.compile(rf"\b{re.escape(phrase)}\b"), tuple(tokenize(also, keep_stop_words=True)))
+        for phrase, also in PHRASES.items()
+    )
 
 
 def _schema_text(schema: Mapping[str, Any]) -> list[str]:
@@ -550,16 +564,23 @@ def _schema_text(schema: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _doc_fields(doc: ToolDoc) -> dict[str, list[str]]:
+@lru_cache(maxsize=65536)
+def _terms(text: str) -> tuple[str, ...]:
+    # catalogs repeat texts ("Repository owner") and rebuilds re-see them: tokenize once
+    return tuple(tokenize(text))
+
+
+def _doc_fields(doc: ToolDoc) -> dict[FieldName, list[str]]:
     params: list[str] = []
     for text in _schema_text(doc.input_schema):
-        params.extend(tokenize(text))
+        params.extend(_terms(text))
         if len(params) >= _MAX_PARAM_TOKENS:
             break
     return {
-        "name": tokenize(doc.tool),
-        "server": tokenize(doc.server),
-        "description": tokenize(doc.description),
+        "name": list(_terms(doc.tool)),
+        # a server may be named with a stop word ("everything"); keep it findable
+        "server": tokenize(doc.server, keep_stop_words=True),
+        "description": list(_terms(doc.description)),
         "params": params[:_MAX_PARAM_TOKENS],
     }
 
@@ -568,6 +589,7 @@ def _doc_fields(doc: ToolDoc) -> dict[str, list[str]]:
 
 _FloatArray = npt.NDArray[np.float64]
 _IntArray = npt.NDArray[np.intp]
+_FIELDS: Final[tuple[FieldName, ...]] = ("name", "server", "description", "params")
 
 
 @dataclass(frozen=True, slots=True)
@@ -576,34 +598,100 @@ class _Posting:
     scores: _FloatArray
 
 
-def _field_postings(corpus: list[list[str]], weight: float) -> dict[str, dict[int, float]]:
-    """Per-term weighted BM25 contributions of one field, keyed term -> doc id -> score."""
-    if not any(corpus):
-        return {}  # rank_bm25 divides by the average length
-    model: BM25Okapi | BM25Plus = BM25Plus(corpus) if SCORER == "plus" else BM25Okapi(corpus)
-    k1, b, avgdl = model.k1, model.b, model.avgdl
+def _bm25_model(corpus: list[list[str]], params: RankingParams) -> BM25Okapi | BM25Plus:
+    if params.scorer == "plus":
+        return BM25Plus(corpus, k1=params.k1, b=params.b)
+    return BM25Okapi(corpus, k1=params.k1, b=params.b)
+
+
+def _postings_sum(
+    fields: Sequence[Mapping[FieldName, list[str]]], params: RankingParams
+) -> dict[str, dict[int, float]]:
+    """A separate BM25 per field (statistics from rank_bm25), weighted and added up."""
+    merged: dict[str, dict[int, float]] = defaultdict(dict)
+    for fname in _FIELDS:
+        weight = params.field_weights.get(fname, 0.0)
+        corpus = [f[fname] for f in fields]
+        if weight <= 0 or not any(corpus):
+            continue  # rank_bm25 divides by the average length
+        model = _bm25_model(corpus, params)
+        k1, b, avgdl = model.k1, model.b, model.avgdl
+        delta = float(getattr(model, "delta", 0.0))
+        for doc_id, (freqs, dl) in enumerate(zip(model.doc_freqs, model.doc_len, strict=True)):
+            norm = k1 * (1 - b + b * dl / avgdl)
+            for term, tf in freqs.items():
+                score = weight * model.idf[term] * (delta + tf * (k1 + 1) / (tf + norm))
+                merged[term][doc_id] = merged[term].get(doc_id, 0.0) + score
+    return merged
+
+
+def _postings_bm25f(
+    fields: Sequence[Mapping[FieldName, list[str]]], params: RankingParams
+) -> dict[str, dict[int, float]]:
+    """BM25F: per-field length-normalised, weighted term frequencies share one saturation.
+
+    rank_bm25 supplies the document-level IDF (over all fields together) and ``k1``; each
+    field is length-normalised against its own average length.
+    """
+    model = _bm25_model([[t for fname in _FIELDS for t in f[fname]] for f in fields], params)
+    k1, b = model.k1, model.b
     delta = float(getattr(model, "delta", 0.0))
-    out: dict[str, dict[int, float]] = defaultdict(dict)
-    for doc_id, (freqs, dl) in enumerate(zip(model.doc_freqs, model.doc_len, strict=True)):
-        norm = k1 * (1 - b + b * dl / avgdl)
-        for term, tf in freqs.items():
-            out[term][doc_id] = weight * model.idf[term] * (delta + tf * (k1 + 1) / (tf + norm))
-    return out
+    pseudo_tf: dict[str, dict[int, float]] = defaultdict(dict)
+    for fname in _FIELDS:
+        weight = params.field_weights.get(fname, 0.0)
+        lengths = [len(f[fname]) for f in fields]
+        total = sum(lengths)
+        if weight <= 0 or total == 0:
+            continue
+        avg = total / len(fields)
+        for doc_id, f in enumerate(fields):
+            if not f[fname]:
+                continue
+            scale = weight / (1 - b + b * lengths[doc_id] / avg)
+            for term, tf in Counter(f[fname]).items():
+                target = pseudo_tf[term]
+                target[doc_id] = target.get(doc_id, 0.0) + tf * scale
+    return {
+        term: {
+            doc_id: model.idf[term] * (delta + tf * (k1 + 1) / (tf + k1))
+            for doc_id, tf in per_doc.items()
+        }
+        for term, per_doc in pseudo_tf.items()
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Query:
+    weights: dict[str, float]
+    required: tuple[str, ...]
+    identifiers: tuple[str, ...]
+    """Query words shaped like tool names (``read_file``), lower-cased."""
 
 
 class ToolIndex(Generic[D]):
     """A search index over one tool catalog. Immutable: rebuild it when the catalog changes.
 
-    Building is a few milliseconds per hundred tools (see ``docs/lazy-mcp.md``), so a server
-    reconnecting with a new tool list simply rebuilds (:meth:`replace_server`).
+    Building costs a few milliseconds per hundred tools (see ``docs/lazy-mcp.md``), so a
+    server reconnecting with a new tool list simply rebuilds (:meth:`replace_server`).
     """
 
-    __slots__ = ("_by_name", "_by_tool", "_by_tool_lower", "_docs", "_postings", "_vocab")
+    __slots__ = (
+        "_by_name",
+        "_by_tool",
+        "_by_tool_lower",
+        "_docs",
+        "_params",
+        "_postings",
+        "_vocab",
+    )
 
-    def __init__(self, docs: Sequence[D], postings: Mapping[str, _Posting]) -> None:
+    def __init__(
+        self, docs: Sequence[D], postings: Mapping[str, _Posting], params: RankingParams
+    ) -> None:
         """Use :meth:`build`."""
         self._docs: tuple[D, ...] = tuple(docs)
         self._postings = postings
+        self._params = params
         self._vocab: tuple[str, ...] = tuple(sorted(postings))
         self._by_name: dict[str, int] = {}
         self._by_tool: dict[str, list[int]] = defaultdict(list)
@@ -612,19 +700,19 @@ class ToolIndex(Generic[D]):
             self._by_name.setdefault(doc.name, i)
             self._by_tool[doc.tool].append(i)
             self._by_tool_lower[doc.tool.lower()].append(i)
-            self._by_tool_lower.setdefault(doc.name.lower(), []).append(i)
+            self._by_tool_lower[doc.name.lower()].append(i)
 
     @classmethod
-    def build(cls, docs: Iterable[D]) -> ToolIndex[D]:
+    def build(cls, docs: Iterable[D], *, params: RankingParams = DEFAULT_PARAMS) -> ToolIndex[D]:
         """Index a catalog. Docs keep their order (it breaks score ties)."""
         doc_list = list(docs)
         fields = [_doc_fields(doc) for doc in doc_list]
-        merged: dict[str, dict[int, float]] = defaultdict(dict)
-        for fname, weight in FIELD_WEIGHTS.items():
-            for term, per_doc in _field_postings([f[fname] for f in fields], weight).items():
-                target = merged[term]
-                for doc_id, score in per_doc.items():
-                    target[doc_id] = target.get(doc_id, 0.0) + score
+        if not doc_list:
+            merged: dict[str, dict[int, float]] = {}
+        elif params.combine == "sum":
+            merged = _postings_sum(fields, params)
+        else:
+            merged = _postings_bm25f(fields, params)
         postings = {
             term: _Posting(
                 doc_ids=np.fromiter(per_doc.keys(), dtype=np.intp, count=len(per_doc)),
@@ -632,12 +720,12 @@ class ToolIndex(Generic[D]):
             )
             for term, per_doc in merged.items()
         }
-        return cls(doc_list, postings)
+        return cls(doc_list, postings, params)
 
     def replace_server(self, server: str, docs: Iterable[D]) -> ToolIndex[D]:
         """A new index with ``server``'s tools replaced by ``docs`` (empty drops the server)."""
         kept = [d for d in self._docs if d.server != server]
-        return ToolIndex.build([*kept, *docs])
+        return ToolIndex.build([*kept, *docs], params=self._params)
 
     @property
     def docs(self) -> tuple[D, ...]:
@@ -666,12 +754,13 @@ class ToolIndex(Generic[D]):
 
         Compares against both wire names and bare tool names with :mod:`difflib`.
         """
-        q = query.strip().removeprefix("select:").strip().lower()
-        q = re.sub(r"[\s\-]+", "_", q)
+        q = query.strip()
+        if q[:7].lower() == "select:":
+            q = q[7:]
+        q = re.sub(r"[\s\-]+", "_", q.strip().lower())
         if not q or n <= 0:
             return ()
-        keys = list(self._by_tool_lower)
-        matches = difflib.get_close_matches(q, keys, n=n * 3, cutoff=0.5)
+        matches = difflib.get_close_matches(q, list(self._by_tool_lower), n=n * 3, cutoff=0.5)
         out: dict[str, None] = {}
         for key in matches:
             for i in self._by_tool_lower[key]:
@@ -706,30 +795,21 @@ class ToolIndex(Generic[D]):
         )
 
     def _keywords(self, query: str, text: str, limit: int) -> SearchResult[D]:
-        required: list[str] = []
-        optional: list[str] = []
-        raw_words: list[str] = []
-        for word in text.split():
-            if word.startswith("+") and len(word) > 1:
-                required.extend(tokenize(word[1:], keep_stop_words=True))
-            else:
-                optional.append(word)
-                raw_words.append(word.strip(".,;:!?'\"`()[]{}<>").lower())
-        weights = self._query_weights([*required, *tokenize(" ".join(optional))])
+        parsed = self._parse(text)
         empty: tuple[SearchHit[D], ...] = ()
-        if not weights or limit <= 0 or not self._docs:
+        if not parsed.weights or limit <= 0 or not self._docs:
             return SearchResult(query=query, mode="keywords", hits=empty)
 
         scores = np.zeros(len(self._docs))
-        for term, weight in weights.items():
+        for term, weight in parsed.weights.items():
             posting = self._postings.get(term)
             if posting is not None:
                 scores[posting.doc_ids] += weight * posting.scores
-        for word in raw_words:
+        for word in parsed.identifiers:
             for i in self._by_tool_lower.get(word, ()):
                 scores[i] += _EXACT_NAME_BONUS
         candidates = np.flatnonzero(scores > 0)
-        for term in dict.fromkeys(required):
+        for term in parsed.required:
             posting = self._postings.get(term)
             if posting is None:
                 return SearchResult(query=query, mode="keywords", hits=empty)
@@ -742,36 +822,86 @@ class ToolIndex(Generic[D]):
         hits = tuple(SearchHit(doc=self._docs[i], score=float(scores[i])) for i in order)
         return SearchResult(query=query, mode="keywords", hits=hits)
 
-    def _query_weights(self, terms: Iterable[str]) -> dict[str, float]:
-        """Query terms with their weights, after synonym and prefix expansion."""
+    def _parse(self, text: str) -> _Query:
+        """Weighted query terms (with expansions), required terms and the raw words."""
+        p = self._params
         weights: dict[str, float] = {}
 
         def put(term: str, weight: float) -> None:
-            if weights.get(term, 0.0) < weight:
+            if weight > 0 and weights.get(term, 0.0) < weight:
                 weights[term] = weight
 
-        originals = list(dict.fromkeys(terms))
-        for term in originals:
-            # a word repeated in the query counts once: queries are short, repeats are noise
-            put(term, 1.0)
+        required: list[str] = []
+        originals: list[str] = []
+        identifiers: list[str] = []
+        # a query of nothing but stop words ("everything", a server's name) keeps them
+        keep_all = not tokenize(text.replace("+", " "))
+        for word in text.split():
+            is_required = word.startswith("+") and len(word) > 1
+            word = word.removeprefix("+") if is_required else word
+            bare = word.strip(_PUNCT)
+            if _IDENTIFIER.fullmatch(bare):
+                identifiers.append(bare.lower())
+            for term in _shape_terms(bare):
+                put(term, p.phrase_weight)
+            for chunk in _WORD.findall(word):
+                keep = is_required or keep_all
+                for term, weight in self._chunk_terms(chunk, keep_stop_words=keep):
+                    put(term, weight)
+                    if weight == 1.0:
+                        originals.append(term)
+                        if is_required:
+                            required.append(term)
+
+        lowered = " ".join(words(text))
+        for pattern, terms in _phrase_table():
+            if pattern.search(lowered):
+                for term in terms:
+                    put(term, p.phrase_weight)
+
         synonyms = _synonym_table()
-        for term in originals:
+        for term in dict.fromkeys(originals):
+            known = term in self._postings
             for extra in synonyms.get(term, ()):
-                put(extra, SYNONYM_WEIGHT)
-            if len(term) >= 4:
-                for extra in self._with_prefix(term):
-                    put(extra, PREFIX_WEIGHT)
-        return weights
+                put(extra, p.synonym_weight if known else p.unknown_synonym_weight)
+            for extra in self._prefix_relatives(term):
+                put(extra, p.prefix_weight)
+        return _Query(
+            weights=weights,
+            required=tuple(dict.fromkeys(required)),
+            identifiers=tuple(identifiers),
+        )
 
-    def _with_prefix(self, prefix: str) -> list[str]:
-        import bisect
+    def _chunk_terms(self, chunk: str, *, keep_stop_words: bool) -> list[tuple[str, float]]:
+        """Terms of one query word; a camelCase word the index knows whole ranks whole."""
+        parts = [
+            w
+            for w in _split_chunk(chunk)
+            if len(w) > 1 and (keep_stop_words or w not in STOP_WORDS)
+        ]
+        if len(parts) > 1 and not chunk.islower() and not chunk.isupper():
+            joined = stem(parts[-1])
+            if joined in self._postings:
+                # "GitHub" means github, not git + hub
+                return [(joined, 1.0)] + [
+                    (stem(w), self._params.synonym_weight) for w in parts[:-1]
+                ]
+            parts = parts[:-1]
+        return [(stem(w), 1.0) for w in parts]
 
-        start = bisect.bisect_right(self._vocab, prefix)
+    def _prefix_relatives(self, term: str) -> list[str]:
+        """Index words sharing the term's first letters (``repo`` → ``repository``)."""
+        n = self._params.prefix_letters
+        if self._params.prefix_weight <= 0 or len(term) < 4 or not term.isalpha():
+            return []
+        key = term[:n]
+        start = bisect.bisect_left(self._vocab, key)
         out: list[str] = []
-        for term in self._vocab[start : start + 64]:
-            if not term.startswith(prefix):
+        for candidate in self._vocab[start : start + _MAX_PREFIX_RELATIVES]:
+            if not candidate.startswith(key):
                 break
-            out.append(term)
+            if candidate != term:
+                out.append(candidate)
         return out
 
 
