@@ -1,0 +1,410 @@
+"""Tests for ToolSearch ranking over a small, realistic MCP catalog."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from caliban.mcp.search import (
+    SearchDoc,
+    ToolIndex,
+    format_no_match,
+    stem,
+    tokenize,
+    words,
+)
+
+
+def _doc(server: str, tool: str, description: str, **params: str) -> SearchDoc:
+    return SearchDoc(
+        name=f"mcp__{server}__{tool}",
+        server=server,
+        tool=tool,
+        description=description,
+        input_schema={
+            "type": "object",
+            "properties": {p: {"type": "string", "description": d} for p, d in params.items()},
+        },
+    )
+
+
+CATALOG = [
+    _doc(
+        "github",
+        "create_pull_request",
+        "Create a new pull request in a GitHub repository.",
+        owner="Repository owner",
+        repo="Repository name",
+        title="PR title",
+        head="Branch containing changes",
+        base="Branch to merge into",
+    ),
+    _doc(
+        "github",
+        "list_pull_requests",
+        "List pull requests in a GitHub repository.",
+        owner="Repository owner",
+        repo="Repository name",
+        state="Filter by state",
+    ),
+    _doc(
+        "github",
+        "merge_pull_request",
+        "Merge a pull request in a GitHub repository.",
+        owner="Repository owner",
+        repo="Repository name",
+        pullNumber="Pull request number",
+    ),
+    _doc(
+        "github",
+        "create_pull_request_review",
+        "Create a review on a pull request: approve, request changes or comment.",
+        owner="Repository owner",
+        repo="Repository name",
+        event="Review action to perform",
+    ),
+    _doc(
+        "github",
+        "create_issue",
+        "Create a new issue in a GitHub repository.",
+        owner="Repository owner",
+        repo="Repository name",
+        title="Issue title",
+        body="Issue body content",
+    ),
+    _doc(
+        "github",
+        "get_file_blame",
+        "Get Git blame information for a file, showing who last modified each line.",
+        owner="Repository owner",
+        repo="Repository name",
+        path="Path to the file",
+    ),
+    _doc(
+        "github",
+        "list_branches",
+        "List branches in a GitHub repository.",
+        owner="Repository owner",
+        repo="Repository name",
+    ),
+    _doc(
+        "filesystem",
+        "read_file",
+        "Read the complete contents of a file from the file system.",
+        path="Path of the file to read",
+    ),
+    _doc(
+        "filesystem",
+        "write_file",
+        "Create a new file or completely overwrite an existing file with new content.",
+        path="Path of the file to write",
+        content="Text to write",
+    ),
+    _doc(
+        "filesystem",
+        "list_directory",
+        "Get a detailed listing of all files and directories in a specified path.",
+        path="Directory path",
+    ),
+    _doc("files", "read_file", "Read a file from the local disk.", path="File path"),
+    _doc("git", "git_branch", "List Git branches.", repo_path="Path to the Git repository"),
+    _doc(
+        "git",
+        "git_show",
+        "Shows the contents of a commit.",
+        repo_path="Path to the Git repository",
+        revision="The revision (commit hash, branch or tag name)",
+    ),
+    _doc(
+        "time",
+        "get_current_time",
+        "Get current time in a specific timezone.",
+        timezone="IANA timezone name, e.g. 'Europe/Warsaw'",
+    ),
+    _doc(
+        "everything",
+        "getTinyImage",
+        "Returns the MCP logo.",
+    ),
+    _doc(
+        "browser",
+        "playwright_navigate",
+        "Navigate to a URL in the browser.",
+        url="URL to open",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def index() -> ToolIndex[SearchDoc]:
+    return ToolIndex.build(CATALOG)
+
+
+def top(index: ToolIndex[SearchDoc], query: str, limit: int = 5) -> list[str]:
+    return list(index.search(query, limit).names)
+
+
+# --- normalisation ---------------------------------------------------------------------------
+
+
+def test_words_split_identifiers_on_separators_camel_case_and_digits() -> None:
+    assert words("create_pull-request.v2") == ["create", "pull", "request", "v", "2"]
+    assert words("getTinyImage") == ["get", "tiny", "image", "gettinyimage"]
+    assert words("HTTPServer") == ["http", "server", "httpserver"]
+    assert words("open PRs and URLs") == ["open", "pr", "s", "and", "url", "s"]
+    assert words("GitHub") == ["git", "hub", "github"]
+
+
+@pytest.mark.parametrize(
+    ("variants", "expected"),
+    [
+        (["create", "creates", "created", "creating"], "creat"),
+        (["commit", "commits", "committed", "committing"], "commit"),
+        (["branch", "branches"], "branch"),
+        (["repository", "repositories"], "repository"),
+        (["list", "lists", "listed", "listing"], "list"),
+        (["file", "files"], "fil"),
+    ],
+)
+def test_stemming_merges_inflections(variants: list[str], expected: str) -> None:
+    assert {stem(v) for v in variants} == {expected}
+
+
+def test_stemming_leaves_short_and_special_words_alone() -> None:
+    assert stem("pr") == "pr"
+    assert stem("status") == "status"
+    assert stem("access") == "access"
+    assert stem("string") == "string"  # not a verb in -ing
+    assert stem("embed") == "embed"
+
+
+def test_tokenize_drops_stop_words() -> None:
+    assert tokenize("Please show me the files in this repo") == ["show", "fil", "repo"]
+
+
+# --- ranking ---------------------------------------------------------------------------------
+
+
+def test_create_a_pull_request_ranks_create_pull_request_first(
+    index: ToolIndex[SearchDoc],
+) -> None:
+    result = index.search("create a pull request", 5)
+    assert result.mode == "keywords"
+    assert result.names[0] == "mcp__github__create_pull_request"
+    assert result.missing_names == ()
+    scores = [hit.score for hit in result.hits]
+    assert scores == sorted(scores, reverse=True)
+    assert all(s > 0 for s in scores)
+
+
+def test_limit_caps_the_number_of_hits(index: ToolIndex[SearchDoc]) -> None:
+    assert len(index.search("pull request", 2).hits) == 2
+    assert index.search("pull request", 0).hits == ()
+
+
+def test_camel_case_tool_names_are_found_by_their_words(index: ToolIndex[SearchDoc]) -> None:
+    assert top(index, "tiny image")[0] == "mcp__everything__getTinyImage"
+
+
+def test_parameter_names_and_descriptions_are_searched(index: ToolIndex[SearchDoc]) -> None:
+    # "revision" only appears in git_show's parameters
+    assert top(index, "revision")[0] == "mcp__git__git_show"
+    # "IANA" only appears in a parameter description
+    assert top(index, "iana")[0] == "mcp__time__get_current_time"
+
+
+def test_stemming_lets_inflected_queries_match(index: ToolIndex[SearchDoc]) -> None:
+    assert top(index, "merging pull requests")[0] == "mcp__github__merge_pull_request"
+    assert top(index, "listing directories")[0] == "mcp__filesystem__list_directory"
+
+
+def test_synonyms_bridge_user_words_and_tool_words(index: ToolIndex[SearchDoc]) -> None:
+    # no tool says "ticket", "PR" or "timezone" the way a user does
+    assert top(index, "open a ticket")[0] == "mcp__github__create_issue"
+    assert top(index, "merge my PR")[0] == "mcp__github__merge_pull_request"
+    assert top(index, "what time is it in Tokyo", 1) == ["mcp__time__get_current_time"]
+
+
+def test_github_is_not_read_as_git_plus_hub(index: ToolIndex[SearchDoc]) -> None:
+    assert top(index, "list GitHub branches")[0] == "mcp__github__list_branches"
+    assert top(index, "list git branches")[0] == "mcp__git__git_branch"
+
+
+def test_a_url_in_the_query_points_at_url_tools(index: ToolIndex[SearchDoc]) -> None:
+    assert top(index, "go to https://example.com/login")[0] == "mcp__browser__playwright_navigate"
+
+
+def test_a_tool_name_in_the_query_ranks_that_tool_first(index: ToolIndex[SearchDoc]) -> None:
+    assert top(index, "use get_file_blame please")[0] == "mcp__github__get_file_blame"
+
+
+def test_unrelated_queries_find_nothing(index: ToolIndex[SearchDoc]) -> None:
+    assert index.search("kubernetes", 5).hits == ()
+    assert index.search("the of and", 5).hits == ()
+    assert index.search("   ", 5).hits == ()
+
+
+def test_a_query_of_only_stop_words_can_still_name_a_server(index: ToolIndex[SearchDoc]) -> None:
+    assert top(index, "everything") == ["mcp__everything__getTinyImage"]
+
+
+# --- +required terms -------------------------------------------------------------------------
+
+
+def test_required_terms_filter_and_other_words_rank(index: ToolIndex[SearchDoc]) -> None:
+    assert top(index, "list branches")[:2] == [
+        "mcp__github__list_branches",
+        "mcp__git__git_branch",
+    ]
+    # the git server's tools never say "github"
+    names = top(index, "+github list branches", 20)
+    assert names[0] == "mcp__github__list_branches"
+    assert all(n.startswith("mcp__github__") for n in names)
+    assert len(names) == 7
+    assert top(index, "+directory list") == ["mcp__filesystem__list_directory"]
+
+
+def test_required_terms_match_any_field_after_stemming(index: ToolIndex[SearchDoc]) -> None:
+    # "+timezones" is stemmed and found in get_current_time's parameter
+    assert top(index, "+timezones get") == ["mcp__time__get_current_time"]
+
+
+def test_a_required_term_no_tool_contains_gives_no_hits(index: ToolIndex[SearchDoc]) -> None:
+    assert index.search("+kubernetes pull request", 5).hits == ()
+
+
+def test_required_terms_alone_rank_the_matching_tools(index: ToolIndex[SearchDoc]) -> None:
+    names = top(index, "+merge", 10)
+    assert names[0] == "mcp__github__merge_pull_request"
+    assert "mcp__github__create_pull_request" in names  # "Branch to merge into"
+    assert "mcp__filesystem__read_file" not in names
+
+
+# --- select: ---------------------------------------------------------------------------------
+
+
+def test_select_full_names_in_the_order_given(index: ToolIndex[SearchDoc]) -> None:
+    result = index.search("select:mcp__time__get_current_time,mcp__github__create_issue")
+    assert result.mode == "select"
+    assert result.names == ("mcp__time__get_current_time", "mcp__github__create_issue")
+    assert result.missing_names == ()
+
+
+def test_select_bare_name_matches_every_server(index: ToolIndex[SearchDoc]) -> None:
+    result = index.search("select: read_file")
+    assert result.names == ("mcp__filesystem__read_file", "mcp__files__read_file")
+
+
+def test_select_reports_unknown_names_and_ignores_limit(index: ToolIndex[SearchDoc]) -> None:
+    result = index.search("select:nope, create_issue ,mcp__x__y,git_show,write_file", limit=1)
+    assert result.names == (
+        "mcp__github__create_issue",
+        "mcp__git__git_show",
+        "mcp__filesystem__write_file",
+    )
+    assert result.missing_names == ("nope", "mcp__x__y")
+
+
+def test_select_is_lenient_about_case_and_deduplicates(index: ToolIndex[SearchDoc]) -> None:
+    result = index.search("SELECT:Create_Issue,create_issue,mcp__github__create_issue")
+    assert result.names == ("mcp__github__create_issue",)
+    assert result.missing_names == ()
+
+
+def test_lookup_prefers_exact_wire_names(index: ToolIndex[SearchDoc]) -> None:
+    assert [d.server for d in index.lookup("mcp__files__read_file")] == ["files"]
+    assert index.lookup("missing") == ()
+
+
+# --- no match --------------------------------------------------------------------------------
+
+
+def test_closest_names_suggest_similar_tools(index: ToolIndex[SearchDoc]) -> None:
+    assert index.closest_names("creat_isue", 3)[0] == "mcp__github__create_issue"
+    assert "mcp__github__create_pull_request" in index.closest_names("create pull reqest", 3)
+    assert index.closest_names("zzzzzz", 3) == ()
+
+
+def test_server_counts_list_each_server(index: ToolIndex[SearchDoc]) -> None:
+    counts = dict(index.server_counts())
+    assert counts["github"] == 7
+    assert counts["filesystem"] == 3
+    assert list(counts) == sorted(counts)
+
+
+def test_format_no_match_names_query_closest_tools_and_servers(
+    index: ToolIndex[SearchDoc],
+) -> None:
+    text = format_no_match("creat_isue", index)
+    lines = text.splitlines()
+    assert lines[0] == "No MCP tools matched 'creat_isue'."
+    assert lines[1].startswith("Closest tool names: mcp__github__create_issue")
+    assert "github (7 tools)" in lines[2]
+    assert "time (1 tool)" in lines[2]
+
+
+def test_format_no_match_without_close_names_or_servers() -> None:
+    text = format_no_match("anything", ToolIndex.build([]))
+    assert text == "No MCP tools matched 'anything'.\nNo MCP servers are connected."
+    text = format_no_match("qqqq", ToolIndex.build(CATALOG))
+    assert "Closest" not in text
+    assert text.splitlines()[1].startswith("Servers: browser (1 tool), everything (1 tool)")
+
+
+# --- rebuilding ------------------------------------------------------------------------------
+
+
+def test_rebuild_after_a_server_changes_its_tools(index: ToolIndex[SearchDoc]) -> None:
+    new_time_tools = [
+        _doc("time", "convert_time", "Convert a time between timezones.", source="Source zone")
+    ]
+    rebuilt = index.replace_server("time", new_time_tools)
+    assert "mcp__time__get_current_time" not in rebuilt.search("current time", 5).names
+    assert rebuilt.search("convert time", 5).names[0] == "mcp__time__convert_time"
+    assert rebuilt.search("select:get_current_time").missing_names == ("get_current_time",)
+    assert len(rebuilt) == len(index)
+    # the old index is untouched
+    assert index.search("current time", 1).names == ("mcp__time__get_current_time",)
+
+
+def test_dropping_a_server_removes_its_tools(index: ToolIndex[SearchDoc]) -> None:
+    rebuilt = index.replace_server("github", [])
+    assert "github" not in dict(rebuilt.server_counts())
+    assert all(not n.startswith("mcp__github__") for n in top(rebuilt, "pull request branch"))
+
+
+def test_empty_catalog_answers_every_query_form() -> None:
+    empty: ToolIndex[SearchDoc] = ToolIndex.build([])
+    assert empty.search("anything", 5).hits == ()
+    assert empty.search("select:a").missing_names == ("a",)
+    assert empty.search("+x y", 5).hits == ()
+    assert empty.closest_names("a") == ()
+
+
+def test_catalog_with_no_parameters_at_all_builds() -> None:
+    docs = [SearchDoc(name="mcp__s__ping", server="s", tool="ping", description="")]
+    assert ToolIndex.build(docs).search("ping", 5).names == ("mcp__s__ping",)
+
+
+# --- documents of the caller's own type --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class McpTool:
+    server: str
+    tool: str
+    description: str
+    input_schema: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"mcp__{self.server}__{self.tool}"
+
+
+def test_any_object_with_the_tool_fields_can_be_indexed() -> None:
+    tools = [McpTool("slack", "post_message", "Post a message to a channel")]
+    hits = ToolIndex.build(tools).search("send a message", 5).hits
+    assert [h.doc for h in hits] == tools
