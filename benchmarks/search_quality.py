@@ -1,12 +1,14 @@
 """How well ToolSearch finds the right MCP tool, against two simple baselines.
 
-Run: ``python benchmarks/search_quality.py`` (``--misses`` lists the queries ours misses at 5).
+Run: ``python benchmarks/search_quality.py`` (``--misses`` lists the queries ours misses at 5;
+``--ablations`` measures ranking variants instead).
 
 Catalog: the reference servers + the GitHub server + the MCPToolBench++ tools, pooled.
 Queries: every MCPToolBench++ query, and our own ``queries_user.jsonl`` written in a user's
 words: a ``dev`` split that was looked at while the ranker was tuned and a ``holdout`` split
-that was written before tuning and never looked at until the end. A query is answered if a relevant tool (gold or also-correct, by bare tool name) is in
-the top k. Rankers:
+that was written before tuning and never tuned on. A query is answered at k if a relevant
+tool (gold or also-correct, by bare tool name) is in the top k; recall@10 is the share of a
+query's relevant tools in the top 10. Rankers:
 
 * ``toolsearch`` - ``caliban.mcp.search.ToolIndex``;
 * ``bm25-plain`` - rank_bm25's BM25Okapi over ``tool name + description`` lower-cased and split
@@ -18,6 +20,7 @@ the top k. Rankers:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,15 +35,38 @@ from _catalogs import (
 )
 from rank_bm25 import BM25Okapi
 
-from caliban.mcp.search import SearchDoc, ToolIndex
+from caliban.mcp.search import DEFAULT_PARAMS, RankingParams, SearchDoc, ToolIndex
 
 Ranker = Callable[[str, int], list[SearchDoc]]
 K = 10
 
 
-def toolsearch_ranker(docs: Sequence[SearchDoc]) -> Ranker:
-    index = ToolIndex.build(docs)
+def toolsearch_ranker(docs: Sequence[SearchDoc], params: RankingParams = DEFAULT_PARAMS) -> Ranker:
+    index = ToolIndex.build(docs, params=params)
     return lambda q, k: [hit.doc for hit in index.search(q, k).hits]
+
+
+def _variant(**changes: object) -> RankingParams:
+    return dataclasses.replace(DEFAULT_PARAMS, **changes)  # type: ignore[arg-type]
+
+
+ABLATIONS: dict[str, RankingParams] = {
+    "default": DEFAULT_PARAMS,
+    "no synonyms": _variant(synonym_weight=0.0, unknown_synonym_weight=0.0),
+    "no phrases": _variant(phrase_weight=0.0),
+    "no prefix relatives": _variant(prefix_weight=0.0),
+    "no expansion at all": _variant(
+        synonym_weight=0.0, unknown_synonym_weight=0.0, phrase_weight=0.0, prefix_weight=0.0
+    ),
+    "BM25Okapi instead of BM25Plus": _variant(scorer="okapi"),
+    "BM25F instead of per-field sum": _variant(combine="bm25f"),
+    "name x3 (others x1)": _variant(
+        field_weights={"name": 3.0, "server": 1.0, "description": 1.0, "params": 1.0}
+    ),
+    "no parameters field": _variant(field_weights={**DEFAULT_PARAMS.field_weights, "params": 0.0}),
+    "no server field": _variant(field_weights={**DEFAULT_PARAMS.field_weights, "server": 0.0}),
+}
+"""Ranking variants for ``--ablations``: what each part of the ranking buys."""
 
 
 def bm25_plain_ranker(docs: Sequence[SearchDoc]) -> Ranker:
@@ -96,6 +122,9 @@ def evaluate(rank: Ranker, queries: Sequence[Query]) -> Scores:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--misses", action="store_true", help="list queries ours misses at 5")
+    parser.add_argument(
+        "--ablations", action="store_true", help="hit@5 of ranking variants instead"
+    )
     args = parser.parse_args()
 
     eval_dir = eval_dir_or_exit()
@@ -113,6 +142,9 @@ def main() -> None:
     }
     servers = len({d.server for d in docs})
     print(f"catalog: {len(docs)} tools on {servers} servers")
+    if args.ablations:
+        ablations(docs, query_sets)
+        return
     print(f"| {'queries':<22} | {'ranker':<10} | hit@1 | hit@5 | recall@10 |")
     print(f"|{'-' * 24}|{'-' * 12}|-------|-------|-----------|")
     ours: dict[str, Scores] = {}
@@ -133,6 +165,21 @@ def main() -> None:
                 print(
                     f"  {q.text!r}\n    want {sorted(q.relevant)}\n    got  {got}", file=sys.stderr
                 )
+
+
+def ablations(docs: Sequence[SearchDoc], query_sets: dict[str, list[Query]]) -> None:
+    """hit@5 (hit@1) of each ranking variant on each query set."""
+    names = [n for n in query_sets if n != "user (all)"]
+    print(f"| {'variant':<32} | " + " | ".join(f"{n:<18}" for n in names) + " |")
+    print(f"|{'-' * 34}|" + "|".join("-" * 20 for _ in names) + "|")
+    for label, params in ABLATIONS.items():
+        rank = toolsearch_ranker(docs, params)
+        cells = []
+        for n in names:
+            s = evaluate(rank, query_sets[n])
+            cells.append(f"{s.hit5:.3f} ({s.hit1:.3f})".ljust(18))
+        print(f"| {label:<32} | " + " | ".join(cells) + " |")
+    print("cells: hit@5 (hit@1)")
 
 
 if __name__ == "__main__":

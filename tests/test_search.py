@@ -314,6 +314,18 @@ def test_select_is_lenient_about_case_and_deduplicates(index: ToolIndex[SearchDo
     assert result.missing_names == ()
 
 
+def test_select_accepts_names_separated_by_spaces(index: ToolIndex[SearchDoc]) -> None:
+    result = index.search("select: git_show  get_current_time")
+    assert result.names == ("mcp__git__git_show", "mcp__time__get_current_time")
+
+
+def test_select_with_no_names_selects_nothing(index: ToolIndex[SearchDoc]) -> None:
+    result = index.search("select:")
+    assert result.mode == "select"
+    assert result.hits == ()
+    assert result.missing_names == ()
+
+
 def test_lookup_prefers_exact_wire_names(index: ToolIndex[SearchDoc]) -> None:
     assert [d.server for d in index.lookup("mcp__files__read_file")] == ["files"]
     assert index.lookup("missing") == ()

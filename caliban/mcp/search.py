@@ -781,8 +781,8 @@ class ToolIndex(Generic[D]):
     def _select(self, query: str, names: str) -> SearchResult[D]:
         hits: dict[str, SearchHit[D]] = {}
         missing: list[str] = []
-        for raw in names.split(","):
-            name = raw.strip()
+        # tool names never contain spaces, so "a, b" and "a b" both list two names
+        for name in re.split(r"[,\s]+", names):
             if not name:
                 continue
             found = self.lookup(name)
