@@ -1,0 +1,799 @@
+"""Connections to MCP servers: start them, list their tools, dispatch calls, shut them down.
+
+:class:`McpManager` runs one long-lived asyncio task per server. That task enters the SDK's
+:class:`mcp.Client` context, lists the tools, reports ``connected``, then waits until it is
+told to stop or the server goes away, and leaves the context itself (the SDK's anyio scopes
+must be entered and exited in one task). Starting never blocks the caller: :meth:`start`
+launches the tasks and :meth:`wait_ready` awaits them.
+
+Stdio servers run in their own process group with stderr appended to
+``<state dir>/mcp-logs/<server>.log``. On shutdown stdin is closed, the server gets a grace
+period, then the whole process group is terminated, so no server or child of one outlives
+the manager. Tool-list changes arrive as ``notifications/tools/list_changed`` (protocol
+2025-11-25 and earlier) or through a ``subscriptions/listen`` stream (2026-07-28); either way
+the server's tools are listed again and :attr:`McpManager.version` moves on when they changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Literal
+
+import anyio
+import mcp_types
+from anyio.abc import Process
+from anyio.streams.text import TextReceiveStream
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, get_default_environment
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from caliban import __version__, paths
+from caliban.mcp.config import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig
+from caliban.mcp.tools import McpTool, convert_result, tool_from_sdk, unique_wire_names
+from caliban.tokens import json_size
+from caliban.tools.base import ToolOutput
+
+if TYPE_CHECKING:
+    from mcp.client.session import IncomingMessage
+
+State = Literal["connecting", "connected", "failed", "disabled"]
+ConnectMode = Literal["auto", "legacy"]
+
+STDERR_TAIL_LINES = 10
+LOG_ROTATE_BYTES = 1_000_000
+STOP_GRACE = 2.0
+"""Seconds a connected stdio server gets to exit after its stdin closes."""
+KILL_WAIT = 2.0
+"""Seconds between SIGTERM and SIGKILL for the server's process group."""
+_EXTRA_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
+_MAX_TOOL_PAGES = 100
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerStatus:
+    """What ``caliban mcp list`` and ``/mcp`` show for one server."""
+
+    name: str
+    transport: str
+    """stdio, http, sse or in-process."""
+    state: State
+    error: str | None = None
+    """Why it failed (``exited with code 1``, ``did not start within 10s``, …)."""
+    stderr_tail: tuple[str, ...] = ()
+    """The last lines the server wrote to stderr in its latest run."""
+    tool_count: int = 0
+    tool_chars: int = 0
+    """Characters of its tool definitions as sent to the model (compact JSON)."""
+    protocol_version: str | None = None
+    pid: int | None = None
+    log_path: Path | None = None
+    connect_seconds: float | None = None
+    """How long the latest successful connection took."""
+    lazy: bool | None = None
+
+
+def log_dir() -> Path:
+    return paths.state_dir() / "mcp-logs"
+
+
+def log_path(server: str) -> Path:
+    """Where a server's stderr (and caliban's notes about it) are appended."""
+    return log_dir() / f"{server}.log"
+
+
+# ---------------------------------------------------------------------------- stdio
+
+
+@dataclass(kw_only=True)
+class _Proc:
+    """The live server process of one connection attempt."""
+
+    process: Process | None = None
+    grace: float = STOP_GRACE
+    stopping: bool = False
+    exited: bool = False
+    """The server closed its stdout before we asked it to stop."""
+
+
+def _server_env(config: ServerConfig) -> dict[str, str]:
+    env = get_default_environment()
+    for key in _EXTRA_ENV:
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env | dict(config.env)
+
+
+async def _wait_exit(process: Process, seconds: float) -> bool:
+    # Not process.wait(): on asyncio it also waits for pipe EOF, which a child can hold open.
+    deadline = anyio.current_time() + seconds
+    while process.returncode is None:
+        if anyio.current_time() >= deadline:
+            return False
+        await anyio.sleep(0.01)
+    return True
+
+
+def _group_has_live_members(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` is still running (zombies do not count)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    if not sys.platform.startswith("linux"):
+        return True
+    # Orphaned zombies wait for init to reap them, which can take a while; they are dead.
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+async def _terminate_group(pgid: int, seconds: float) -> None:
+    """SIGTERM the process group, then SIGKILL whatever still runs after ``seconds``."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    except PermissionError:
+        pass
+    deadline = anyio.current_time() + seconds
+    while _group_has_live_members(pgid):
+        if anyio.current_time() >= deadline:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+            return
+        await anyio.sleep(0.02)
+
+
+async def _stop_process(process: Process, grace: float) -> None:
+    """Close stdin, wait ``grace`` seconds, then terminate the server's whole process group
+    (its pgid is its pid: it was started in a new session). Children it leaves behind in its
+    group are terminated too, so none becomes an orphan."""
+    with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        if process.stdin is not None:
+            await process.stdin.aclose()
+    await _wait_exit(process, grace)
+    await _terminate_group(process.pid, KILL_WAIT)
+    await _wait_exit(process, KILL_WAIT)
+    with anyio.move_on_after(1.0):
+        await process.aclose()
+
+
+@asynccontextmanager
+async def _stdio_transport(
+    config: ServerConfig, errlog: IO[bytes], proc: _Proc, on_exit: Callable[[], None]
+) -> AsyncIterator[tuple[Any, Any]]:
+    """Like the SDK's ``stdio_client``, but it exposes the process (for its PID and exit code),
+    notices when the server exits, and always cleans up the server's process group."""
+    process = await anyio.open_process(
+        [config.command or "", *config.args],
+        env=_server_env(config),
+        cwd=config.cwd,
+        stderr=errlog,
+        start_new_session=True,
+    )
+    proc.process = process
+    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+    writer_done = anyio.Event()
+
+    async def reader() -> None:
+        assert process.stdout is not None
+        buffer = ""
+        delivering = True
+        try:
+            async for chunk in TextReceiveStream(process.stdout, errors="replace"):
+                lines = (buffer + chunk).split("\n")
+                buffer = lines.pop()
+                for line in lines:
+                    if not delivering or not line.strip():
+                        continue
+                    try:
+                        message = mcp_types.jsonrpc_message_adapter.validate_json(
+                            line, by_name=False
+                        )
+                    except ValueError:
+                        _note(
+                            errlog, f"ignored a line on stdout that is not JSON-RPC: {line[:200]}"
+                        )
+                        continue
+                    try:
+                        await read_send.send(SessionMessage(message))
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        delivering = False  # keep draining so the server never blocks on stdout
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass
+        finally:
+            if not proc.stopping:
+                proc.exited = True
+                on_exit()
+            read_send.close()
+
+    async def writer() -> None:
+        assert process.stdin is not None
+        try:
+            async with write_recv:
+                async for message in write_recv:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await process.stdin.send((data + "\n").encode())
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            read_send.close()
+        finally:
+            writer_done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        try:
+            yield read_recv, write_send
+        finally:
+            proc.stopping = True
+            with anyio.CancelScope(shield=True):
+                read_recv.close()
+                write_send.close()
+                with anyio.move_on_after(0.5):
+                    await writer_done.wait()
+                await _stop_process(process, proc.grace)
+            tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def _http_transport(config: ServerConfig) -> AsyncIterator[tuple[Any, Any]]:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with (
+        httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout) as http,
+        streamable_http_client(config.url or "", http_client=http) as streams,
+    ):
+        yield streams
+
+
+def _note(log: IO[bytes], text: str) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    with contextlib.suppress(OSError, ValueError):
+        log.write(f"[caliban {stamp}] {text}\n".encode())
+        log.flush()
+
+
+def _open_log(server: str) -> tuple[IO[bytes], int]:
+    path = log_path(server)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > LOG_ROTATE_BYTES:
+            path.replace(path.with_suffix(".log.1"))
+    log = path.open("ab")
+    return log, log.tell()
+
+
+def read_tail(path: Path, offset: int = 0, lines: int = STDERR_TAIL_LINES) -> tuple[str, ...]:
+    """The last ``lines`` non-empty lines of ``path`` after byte ``offset``, without caliban's
+    own notes."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            data = f.read()[-65536:]
+    except OSError:
+        return ()
+    text = data.decode("utf-8", errors="replace")
+    kept = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("[caliban ")]
+    return tuple(kept[-lines:])
+
+
+def _describe(exc: BaseException, config: ServerConfig | None) -> str:
+    """One line saying why a connection failed."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        leaves = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
+        exc = (leaves or list(exc.exceptions))[0]
+    if isinstance(exc, FileNotFoundError) and config is not None and config.command:
+        return f"command not found: {config.command!r} (is it installed and on PATH?)"
+    if isinstance(exc, PermissionError) and config is not None and config.command:
+        return f"cannot run {config.command!r}: permission denied"
+    if isinstance(exc, MCPError):
+        return f"MCP error {exc.code}: {exc.message}"
+    text = str(exc) or type(exc).__name__
+    name = type(exc).__name__
+    if "ConnectError" in name or isinstance(exc, ConnectionError):
+        return f"cannot connect to {config.url if config else 'server'}: {text}"
+    return f"{name}: {text}"
+
+
+# ---------------------------------------------------------------------------- manager
+
+
+@dataclass(kw_only=True)
+class _Conn:
+    name: str
+    config: ServerConfig | None
+    in_process: Any = None
+    state: State = "connecting"
+    error: str | None = None
+    stderr_tail: tuple[str, ...] = ()
+    client: Client | None = None
+    tools: tuple[McpTool, ...] = ()
+    tool_chars: int = 0
+    protocol_version: str | None = None
+    pid: int | None = None
+    connect_seconds: float | None = None
+    task: asyncio.Task[None] | None = None
+    scope: anyio.CancelScope | None = None
+    attempt: int = 0
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    refresh: asyncio.Event = field(default_factory=asyncio.Event)
+    lost: bool = False
+    stop: bool = False
+    proc: _Proc | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def transport(self) -> str:
+        if self.in_process is not None:
+            return "in-process"
+        return self.config.transport if self.config else "?"
+
+    @property
+    def startup_timeout(self) -> float:
+        return self.config.startup_timeout if self.config else DEFAULT_STARTUP_TIMEOUT
+
+    @property
+    def tool_timeout(self) -> float:
+        return self.config.tool_timeout if self.config else DEFAULT_TOOL_TIMEOUT
+
+
+class McpManager:
+    """Connections to a set of MCP servers, and the tools they offer.
+
+    Use as ``async with McpManager(servers) as manager:`` (which starts the servers without
+    waiting for them) or call :meth:`start` and :meth:`aclose` yourself, from one event loop.
+    ``in_process`` maps server names to SDK server objects (``MCPServer`` or a lowlevel
+    ``Server``) connected in-process, for tests and embedded servers.
+    """
+
+    def __init__(
+        self,
+        servers: Sequence[ServerConfig] = (),
+        *,
+        in_process: Mapping[str, Any] | None = None,
+        connect_mode: ConnectMode = "auto",
+    ) -> None:
+        self._mode = connect_mode
+        self._conns: dict[str, _Conn] = {}
+        for config in servers:
+            self._conns[config.name] = _Conn(name=config.name, config=config)
+        for name, server in (in_process or {}).items():
+            existing = self._conns.get(name)
+            self._conns[name] = _Conn(
+                name=name, config=existing.config if existing else None, in_process=server
+            )
+        for conn in self._conns.values():
+            if conn.config is not None and conn.config.disabled:
+                conn.state = "disabled"
+                conn.ready.set()
+        self._version = 0
+        self._listeners: list[Callable[[int], None]] = []
+        self._changed = asyncio.Event()
+        self._tools_cache: tuple[int, tuple[McpTool, ...]] | None = None
+        self._started = False
+        self._closed = False
+
+    # -- lifecycle
+
+    async def __aenter__(self) -> McpManager:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def start(self) -> None:
+        """Start connecting to every enabled server in the background; returns at once."""
+        if self._started:
+            return
+        self._started = True
+        _route_sdk_logging()
+        for conn in self._conns.values():
+            if conn.state != "disabled":
+                self._launch(conn)
+
+    async def wait_ready(self, timeout: float | None = None) -> list[ServerStatus]:  # noqa: ASYNC109
+        """Wait until every server is connected or has failed (or ``timeout`` passes)."""
+        with anyio.move_on_after(math.inf if timeout is None else timeout):
+            for conn in list(self._conns.values()):
+                await conn.ready.wait()
+        return self.statuses()
+
+    async def aclose(self) -> None:
+        """Stop every server and wait until their processes are gone."""
+        self._closed = True
+        tasks = []
+        for conn in self._conns.values():
+            conn.stop = True
+            conn.wake.set()
+            if conn.state == "connecting" and conn.scope is not None:
+                conn.scope.cancel()
+            if conn.task is not None:
+                tasks.append(conn.task)
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=STOP_GRACE + 2 * KILL_WAIT + 3)
+        for task in pending:  # only a wedged SDK gets here
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=2)
+
+    # -- state
+
+    @property
+    def version(self) -> int:
+        """Moves on whenever the set of tools (or their definitions) changes."""
+        return self._version
+
+    def on_change(self, callback: Callable[[int], None]) -> Callable[[], None]:
+        """Call ``callback(version)`` after each tool-list change; returns an unsubscribe."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    async def wait_for_change(self, since: int) -> int:
+        """Wait until :attr:`version` differs from ``since``; returns the new version."""
+        while self._version == since:
+            self._changed.clear()
+            await self._changed.wait()
+        return self._version
+
+    def _bump(self) -> None:
+        self._version += 1
+        self._tools_cache = None
+        self._changed.set()
+        for callback in list(self._listeners):
+            try:
+                callback(self._version)
+            except Exception:
+                logger.exception("MCP tool-change listener failed")
+
+    def tools(self) -> tuple[McpTool, ...]:
+        """Tools of every server that has listed them: config order, then the server's order.
+
+        A server that died keeps its last tool list, so calling one of its tools reconnects.
+        """
+        if self._tools_cache is None or self._tools_cache[0] != self._version:
+            tools = tuple(t for conn in self._conns.values() for t in conn.tools)
+            self._tools_cache = (self._version, tools)
+        return self._tools_cache[1]
+
+    def server_names(self) -> list[str]:
+        return list(self._conns)
+
+    def server_config(self, name: str) -> ServerConfig | None:
+        conn = self._conns.get(name)
+        return conn.config if conn else None
+
+    def status(self, name: str) -> ServerStatus:
+        conn = self._conns[name]
+        return ServerStatus(
+            name=conn.name,
+            transport=conn.transport,
+            state=conn.state,
+            error=conn.error,
+            stderr_tail=conn.stderr_tail,
+            tool_count=len(conn.tools),
+            tool_chars=conn.tool_chars,
+            protocol_version=conn.protocol_version,
+            pid=conn.pid,
+            log_path=log_path(conn.name) if conn.transport == "stdio" else None,
+            connect_seconds=conn.connect_seconds,
+            lazy=conn.config.lazy if conn.config else None,
+        )
+
+    def statuses(self) -> list[ServerStatus]:
+        return [self.status(name) for name in self._conns]
+
+    # -- connections
+
+    def _launch(self, conn: _Conn) -> None:
+        conn.attempt += 1
+        conn.state = "connecting"
+        conn.error = None
+        conn.lost = False
+        conn.ready = asyncio.Event()
+        conn.wake = asyncio.Event()
+        conn.task = asyncio.get_running_loop().create_task(
+            self._run(conn, conn.attempt), name=f"mcp-server-{conn.name}"
+        )
+        loop = asyncio.get_running_loop()
+        loop.call_later(conn.startup_timeout, self._startup_expired, conn, conn.attempt)
+
+    def _startup_expired(self, conn: _Conn, attempt: int) -> None:
+        # Report at once; the runner task tears the attempt down in the background.
+        if conn.attempt != attempt or conn.state != "connecting":
+            return
+        conn.state = "failed"
+        conn.error = f"did not finish starting within {conn.startup_timeout:g}s"
+        if conn.proc is not None:
+            conn.proc.grace = 0.0
+        conn.ready.set()
+
+    def _fail(self, conn: _Conn, attempt: int, reason: str) -> None:
+        if conn.attempt != attempt:
+            return
+        if conn.state != "failed" or conn.error is None:
+            conn.error = reason
+        conn.state = "failed"
+        conn.ready.set()
+
+    async def _run(self, conn: _Conn, attempt: int) -> None:
+        started = time.perf_counter()
+        log: IO[bytes] | None = None
+        offset = 0
+        proc = _Proc()
+        conn.proc = proc
+        reason: str | None = None
+        try:
+            if conn.in_process is None:
+                log, offset = _open_log(conn.name)
+                assert conn.config is not None
+                _note(log, f"starting {conn.config.transport} server: {conn.config.target}")
+            with anyio.CancelScope() as scope:
+                conn.scope = scope
+                scope.deadline = anyio.current_time() + conn.startup_timeout
+                async with AsyncExitStack() as stack:
+                    client = await stack.enter_async_context(self._client(conn, log, proc))
+                    conn.pid = proc.process.pid if proc.process else None
+                    await self._list_tools(conn, client)
+                    scope.deadline = math.inf
+                    if conn.attempt != attempt or conn.stop:
+                        return
+                    conn.client = client
+                    conn.protocol_version = client.protocol_version
+                    conn.connect_seconds = time.perf_counter() - started
+                    conn.state = "connected"
+                    conn.stderr_tail = ()
+                    conn.ready.set()
+                    if log is not None:
+                        _note(
+                            log, f"connected ({client.protocol_version}, {len(conn.tools)} tools)"
+                        )
+                    self._bump()
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._refresher, conn, client)
+                        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                            tg.start_soon(self._listener, conn, client)
+                        await conn.wake.wait()
+                        tg.cancel_scope.cancel()
+                    if conn.lost and not conn.stop:
+                        reason = "the server closed the connection"
+            if scope.cancelled_caught and not conn.stop:
+                reason = f"did not finish starting within {conn.startup_timeout:g}s"
+        except Exception as exc:
+            reason = _describe(exc, conn.config)
+        finally:
+            conn.client = None
+            conn.scope = None
+            if proc.process is not None and proc.process.returncode is not None and proc.exited:
+                code = proc.process.returncode
+                how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+                reason = f"{how}" + ("" if conn.state == "connected" else " while starting")
+            if log is not None:
+                conn.stderr_tail = read_tail(log_path(conn.name), offset)
+                _note(log, f"stopped: {reason}" if reason else "stopped")
+                log.close()
+            if reason is not None and not conn.stop:
+                self._fail(conn, attempt, reason)
+            elif conn.attempt == attempt:
+                if conn.stop:
+                    conn.state = "failed" if conn.state == "connecting" else conn.state
+                    conn.error = conn.error or ("stopped" if conn.state == "failed" else None)
+                conn.ready.set()
+
+    def _client(self, conn: _Conn, log: IO[bytes] | None, proc: _Proc) -> Client:
+        def lost() -> None:
+            conn.lost = True
+            conn.wake.set()
+
+        async def handle(message: IncomingMessage) -> None:
+            if isinstance(message, mcp_types.ToolListChangedNotification):
+                conn.refresh.set()
+
+        server: Any
+        if conn.in_process is not None:
+            server = conn.in_process
+        else:
+            config = conn.config
+            assert config is not None and log is not None
+            match config.transport:
+                case "stdio":
+                    if sys.platform == "win32":  # pragma: no cover - no process groups there
+                        from mcp.client.stdio import stdio_client
+
+                        params = StdioServerParameters(
+                            command=config.command or "",
+                            args=list(config.args),
+                            env=dict(config.env),
+                            cwd=config.cwd,
+                        )
+                        server = stdio_client(params, errlog=log)  # type: ignore[arg-type]
+                    else:
+                        server = _stdio_transport(config, log, proc, lost)
+                case "http":
+                    server = _http_transport(config)
+                case "sse":
+                    from mcp.client.sse import sse_client
+
+                    server = sse_client(config.url or "", headers=dict(config.headers))
+        return Client(
+            server,
+            mode=self._mode,
+            cache=None,
+            message_handler=handle,
+            client_info=mcp_types.Implementation(name="caliban", version=__version__),
+        )
+
+    async def _list_tools(self, conn: _Conn, client: Client) -> bool:
+        """List the server's tools into ``conn``; True when they changed."""
+        listed: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        for _ in range(_MAX_TOOL_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            listed.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        names = unique_wire_names(conn.name, [t.name for t in listed])
+        tools = tuple(
+            tool_from_sdk(conn.name, t, wire=w, timeout=conn.tool_timeout, dispatcher=self)
+            for t, w in zip(listed, names, strict=True)
+        )
+        if tools == conn.tools:
+            return False
+        conn.tools = tools
+        conn.tool_chars = sum(json_size(t.spec.as_dict()) for t in tools)
+        return True
+
+    async def _refresher(self, conn: _Conn, client: Client) -> None:
+        while True:
+            await conn.refresh.wait()
+            conn.refresh.clear()
+            try:
+                with anyio.fail_after(conn.startup_timeout):
+                    changed = await self._list_tools(conn, client)
+            except Exception as exc:
+                logger.warning("re-listing tools of %s failed: %s", conn.name, exc)
+                continue
+            if changed:
+                self._bump()
+
+    async def _listener(self, conn: _Conn, client: Client) -> None:
+        """2026-07-28: change events only come through a subscriptions/listen stream."""
+        from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+
+        for _ in range(3):
+            try:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    if not subscription.honored.tools_list_changed:
+                        return
+                    async for _event in subscription:
+                        conn.refresh.set()
+                return
+            except SubscriptionLost:
+                conn.refresh.set()  # no replay: refetch, then listen again
+            except (ListenNotSupportedError, MCPError, TimeoutError) as exc:
+                logger.info("%s: no tool-list subscription: %s", conn.name, exc)
+                return
+
+    async def _connected_client(self, conn: _Conn) -> Client | None:
+        """The live client, reconnecting a server that died or failed."""
+        if conn.client is not None and not conn.lost:
+            return conn.client
+        async with conn.lock:
+            if conn.client is not None and not conn.lost:
+                return conn.client
+            if conn.state == "disabled" or self._closed:
+                return None
+            if conn.state != "connecting":
+                if conn.task is not None and not conn.task.done():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(conn.task), STOP_GRACE + KILL_WAIT)
+                self._launch(conn)
+            await conn.ready.wait()
+            return conn.client if conn.state == "connected" else None
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        timeout: float | None = None,  # noqa: ASYNC109 - per-call limit, applied with fail_after
+    ) -> ToolOutput:
+        """Call ``tool`` (its original name) on ``server``. Failures become error results."""
+        conn = self._conns.get(server)
+        if conn is None:
+            return ToolOutput.error(f"Unknown MCP server {server!r}.")
+        if conn.state == "disabled":
+            return ToolOutput.error(f"MCP server {server!r} is disabled in its configuration.")
+        client = await self._connected_client(conn)
+        if client is None:
+            return ToolOutput.error(self._unavailable(conn))
+        limit = timeout if timeout is not None else conn.tool_timeout
+        try:
+            with anyio.fail_after(limit):
+                result = await client.call_tool(tool, dict(arguments))
+        except TimeoutError:
+            return ToolOutput.error(
+                f"Tool {tool!r} on MCP server {server!r} timed out after {limit:g}s; "
+                "it may still be running on the server (the limit is tool_timeout in mcp.toml)."
+            )
+        except MCPError as exc:
+            if exc.code == mcp_types.CONNECTION_CLOSED:
+                conn.lost = True
+                conn.wake.set()
+                return ToolOutput.error(
+                    f"MCP server {server!r} closed the connection during the call to {tool!r} "
+                    "(it may have crashed); caliban will restart it on the next call."
+                )
+            return ToolOutput.error(f"MCP server {server!r} rejected {tool!r}: {exc.message}")
+        except Exception as exc:
+            return ToolOutput.error(f"Calling {tool!r} on MCP server {server!r} failed: {exc}")
+        return convert_result(result)
+
+    def _unavailable(self, conn: _Conn) -> str:
+        lines = [f"MCP server {conn.name!r} is not available: {conn.error or conn.state}."]
+        if conn.stderr_tail:
+            lines.append("Its last stderr lines:")
+            lines.extend(f"  {line}" for line in conn.stderr_tail[-5:])
+        return "\n".join(lines)
+
+
+_sdk_logging_routed = False
+
+
+def _route_sdk_logging() -> None:
+    """The SDK logs warnings through ``logging``; send them to a file, never the terminal."""
+    global _sdk_logging_routed
+    if _sdk_logging_routed:
+        return
+    _sdk_logging_routed = True
+    try:
+        log_dir().mkdir(parents=True, exist_ok=True)
+        handler: logging.Handler = logging.FileHandler(log_dir() / "caliban-sdk.log")
+    except OSError:
+        handler = logging.NullHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    for name in ("mcp", "caliban.mcp"):
+        target = logging.getLogger(name)
+        if not target.handlers:
+            target.addHandler(handler)
+            target.propagate = False
+
+
+__all__ = [
+    "McpManager",
+    "ServerStatus",
+    "State",
+    "log_path",
+    "read_tail",
+]

@@ -1,0 +1,599 @@
+"""MCP server configuration: ``mcp.toml`` (user and project) and a project's ``.mcp.json``.
+
+One table per server::
+
+    [server.github]
+    command = "npx"
+    args = ["-y", "@modelcontextprotocol/server-github"]
+    env = { GITHUB_TOKEN = "${GITHUB_TOKEN}" }
+
+    [server.docs]
+    url = "http://127.0.0.1:8931/mcp"
+    headers = { Authorization = "Bearer ${DOCS_TOKEN}" }
+
+Sources, lowest precedence first: the user ``mcp.toml``, the project's ``.mcp.json`` (Claude
+Code's format), the project ``.caliban/mcp.toml``. A server defined in a later source replaces
+the whole entry of the same name. A bad entry is reported (file, line, server) and skipped; the
+other servers still load. Nothing here imports the MCP SDK.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from caliban import paths
+from caliban.config import ConfigError, find_key_line, read_toml
+from caliban.fsutil import atomic_write_text
+
+MCP_FILE = "mcp.toml"
+MCP_JSON = ".mcp.json"
+NAME_RE = re.compile(r"^[a-z0-9_-]{1,32}$")
+DEFAULT_STARTUP_TIMEOUT = 10.0
+DEFAULT_TOOL_TIMEOUT = 120.0
+
+Transport = Literal["stdio", "http", "sse"]
+Scope = Literal["user", "project", "mcp.json"]
+WriteScope = Literal["user", "project"]
+
+
+class ServerEntry(BaseModel):
+    """One ``[server.NAME]`` table as written in ``mcp.toml``."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    command: str | None = None
+    """Executable of a stdio server (looked up on PATH)."""
+    args: list[str] = Field(default_factory=list)
+    """Arguments of the stdio command."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for a stdio server (added to a minimal safe environment)."""
+    cwd: str | None = None
+    """Working directory of a stdio server; relative paths are relative to the project root
+    (project files) or the home directory (user file)."""
+    url: str | None = None
+    """Endpoint of an HTTP server (streamable HTTP, or SSE with ``transport = "sse"``)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers sent with every request to an HTTP server."""
+    transport: Transport | None = None
+    """stdio, http or sse; inferred from ``command`` / ``url`` when unset."""
+    lazy: bool | None = None
+    """false pins this server's tools on the wire when ``tools.lazy_mcp`` is on; true makes
+    it lazy even when ``tools.lazy_mcp`` is off; unset follows ``tools.lazy_mcp``."""
+    disabled: bool = False
+    """true keeps the entry but does not start the server."""
+    startup_timeout: float = Field(default=DEFAULT_STARTUP_TIMEOUT, gt=0)
+    """Seconds the server has to connect and list its tools."""
+    tool_timeout: float = Field(default=DEFAULT_TOOL_TIMEOUT, gt=0)
+    """Seconds one tool call may take before it fails with a timeout result."""
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> ServerEntry:
+        if self.command is None and self.url is None:
+            raise ValueError("needs either `command` (a stdio server) or `url` (an HTTP server)")
+        if self.command is not None and self.url is not None:
+            raise ValueError("has both `command` and `url`; a server is either stdio or HTTP")
+        if self.command is not None:
+            if self.transport not in (None, "stdio"):
+                raise ValueError(f"transport = {self.transport!r} needs `url`, not `command`")
+            if self.headers:
+                raise ValueError("`headers` applies to HTTP servers only (this one has `command`)")
+        else:
+            if self.transport == "stdio":
+                raise ValueError('transport = "stdio" needs `command`, not `url`')
+            for key in ("args", "env", "cwd"):
+                if getattr(self, key):
+                    raise ValueError(f"`{key}` applies to stdio servers only (this one has `url`)")
+        return self
+
+
+ENTRY_KEYS = tuple(ServerEntry.model_fields)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerConfig:
+    """A validated server with environment variables expanded; what the client connects to."""
+
+    name: str
+    transport: Transport
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    lazy: bool | None = None
+    disabled: bool = False
+    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
+    tool_timeout: float = DEFAULT_TOOL_TIMEOUT
+    source: Path | None = None
+    """The file this entry came from (None for servers built in code)."""
+    scope: Scope | None = None
+    line: int | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+    """The entry as written, before ``${VAR}`` expansion (what ``caliban mcp get`` shows)."""
+    overrides: tuple[Path, ...] = ()
+    """Lower-precedence files that also define this name (replaced by this entry)."""
+
+    @property
+    def where(self) -> str:
+        """``file:line`` (or just the file) this entry came from."""
+        if self.source is None:
+            return "(in code)"
+        return f"{self.source}:{self.line}" if self.line else str(self.source)
+
+    @property
+    def target(self) -> str:
+        """The command line or URL, for display."""
+        if self.url is not None:
+            return self.url
+        return " ".join([self.command or "", *self.args]).strip()
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpConfig:
+    """The servers that loaded, and what went wrong with the others."""
+
+    servers: tuple[ServerConfig, ...] = ()
+    problems: tuple[str, ...] = ()
+    """Entries or files that could not be used (each names the file, line and server)."""
+    warnings: tuple[str, ...] = ()
+    """Things that loaded but look wrong (an unset ``${VAR}``, an ignored key)."""
+
+    def get(self, name: str) -> ServerConfig | None:
+        return next((s for s in self.servers if s.name == name), None)
+
+    @property
+    def enabled(self) -> tuple[ServerConfig, ...]:
+        return tuple(s for s in self.servers if not s.disabled)
+
+
+# ---------------------------------------------------------------------------- paths
+
+
+def user_mcp_path() -> Path:
+    return paths.user_config_dir() / MCP_FILE
+
+
+def project_mcp_path(cwd: Path) -> Path:
+    return paths.project_config_dir(cwd) / MCP_FILE
+
+
+def mcp_json_path(cwd: Path) -> Path:
+    return paths.project_root(cwd) / MCP_JSON
+
+
+def scope_path(scope: WriteScope, cwd: Path) -> Path:
+    return user_mcp_path() if scope == "user" else project_mcp_path(cwd)
+
+
+# ---------------------------------------------------------------------------- expansion
+
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_vars(text: str, environ: Mapping[str, str], missing: list[str]) -> str:
+    """Replace ``${VAR}`` and ``${VAR:-default}``; unset variables without a default become
+    ``""`` and their names are appended to ``missing``."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        value = environ.get(name)
+        if value is not None and (value or default is None):
+            return value
+        if default is not None:
+            return default
+        missing.append(name)
+        return ""
+
+    return _VAR_RE.sub(substitute, text)
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def valid_name(name: str) -> bool:
+    return bool(NAME_RE.fullmatch(name))
+
+
+def _suggest_name(name: str) -> str:
+    fixed = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-")[:32]
+    return fixed or "server"
+
+
+def _name_problem(where: str, name: str) -> str:
+    return (
+        f"{where}: server name {name!r} is invalid: use 1-32 lowercase letters, digits, '_' "
+        f"or '-' (e.g. {_suggest_name(name)!r})"
+    )
+
+
+def _toml_server_line(text: str | None, name: str) -> int | None:
+    """The line of ``[server.NAME]`` (or of an assignment inside it)."""
+    if not text:
+        return None
+    quoted = rf'(?:{re.escape(name)}|"{re.escape(name)}"|\'{re.escape(name)}\')'
+    header = re.compile(rf"^\s*\[\s*server\s*\.\s*{quoted}\s*\]")
+    inline = re.compile(rf"^\s*(?:server\s*\.\s*)?{quoted}\s*=")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if header.match(line) or inline.match(line):
+            return number
+    for key in ENTRY_KEYS:
+        if line_no := find_key_line(text, f"server.{name}.{key}"):
+            return line_no
+    return None
+
+
+def _json_server_line(text: str, name: str) -> int | None:
+    needle = json.dumps(name)
+    for number, line in enumerate(text.splitlines(), start=1):
+        if re.search(rf"{re.escape(needle)}\s*:", line):
+            return number
+    return None
+
+
+def _entry_errors(exc: ValidationError) -> list[tuple[str | None, str]]:
+    """(key, message) for each validation error, with a suggestion for unknown keys."""
+    out: list[tuple[str | None, str]] = []
+    for error in exc.errors(include_url=False):
+        loc = [str(p) for p in error["loc"]]
+        key = loc[0] if loc else None
+        if error["type"] == "extra_forbidden" and key is not None:
+            close = difflib.get_close_matches(key, ENTRY_KEYS, n=1, cutoff=0.6)
+            hint = f" — did you mean {close[0]!r}?" if close else ""
+            out.append((key, f"unknown key {key!r}{hint} (valid: {', '.join(ENTRY_KEYS)})"))
+        elif key is None:
+            out.append((None, str(error["msg"]).removeprefix("Value error, ")))
+        else:
+            dotted = ".".join(loc)
+            msg = str(error["msg"]).removeprefix("Value error, ")
+            out.append((key, f"{dotted}: {msg} (got {error.get('input')!r})"))
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Raw:
+    name: str
+    data: Any
+    source: Path
+    scope: Scope
+    line: int | None
+    key_line: Callable[[str], int | None]
+
+
+def _read_toml_file(path: Path, scope: Scope, problems: list[str]) -> list[_Raw]:
+    try:
+        text, data = read_toml(path)
+    except ConfigError as exc:
+        problems.append(str(exc))
+        return []
+    if text is None:
+        return []
+    unknown = [k for k in data if k != "server"]
+    for key in unknown:
+        hint = " — did you mean 'server'?" if key in ("servers", "mcpServers", "mcp") else ""
+        problems.append(
+            f"{path}:{find_key_line(text, key) or 1}: unknown table {key!r}{hint} "
+            "(servers go in [server.NAME] tables)"
+        )
+    servers = data.get("server", {})
+    if not isinstance(servers, dict):
+        problems.append(f"{path}: 'server' must be a table of [server.NAME] tables")
+        return []
+    return [
+        _Raw(
+            name=name,
+            data=entry,
+            source=path,
+            scope=scope,
+            line=_toml_server_line(text, name),
+            key_line=_key_finder(text, name),
+        )
+        for name, entry in servers.items()
+    ]
+
+
+def _key_finder(text: str, name: str) -> Callable[[str], int | None]:
+    return lambda key: find_key_line(text, f"server.{name}.{key}")
+
+
+_JSON_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type"}
+
+
+def _read_mcp_json(path: Path, problems: list[str], warnings: list[str]) -> list[_Raw]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(f"{path}: cannot read: {exc}")
+        return []
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        problems.append(f"{path}: invalid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}")
+        return []
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        problems.append(f'{path}: expected an object with "mcpServers": {{"NAME": {{...}}}}')
+        return []
+    raws = []
+    for name, entry in servers.items():
+        line = _json_server_line(text, name)
+        where = f"{path}:{line}" if line else str(path)
+        if not isinstance(entry, dict):
+            problems.append(f"{where}: server {name!r}: expected an object")
+            continue
+        converted: dict[str, Any] = {}
+        for key, value in entry.items():
+            if key == "type":
+                converted["transport"] = "http" if value == "streamable-http" else value
+            elif key in _JSON_KEYS:
+                converted[key] = value
+            else:
+                # Claude Code's format may grow keys caliban does not use; skip, do not fail.
+                warnings.append(f"{where}: server {name!r}: ignoring key {key!r}")
+        raws.append(
+            _Raw(
+                name=name,
+                data=converted,
+                source=path,
+                scope="mcp.json",
+                line=line,
+                key_line=lambda key: None,
+            )
+        )
+    return raws
+
+
+def _resolve_cwd(raw_cwd: str, scope: Scope, cwd: Path) -> Path:
+    path = Path(raw_cwd).expanduser()
+    if path.is_absolute():
+        return path
+    base = Path.home() if scope == "user" else paths.project_root(cwd)
+    return base / path
+
+
+def _build(
+    raw: _Raw, cwd: Path, environ: Mapping[str, str], problems: list[str], warnings: list[str]
+) -> ServerConfig | None:
+    where = f"{raw.source}:{raw.line}" if raw.line else str(raw.source)
+    if not valid_name(raw.name):
+        problems.append(_name_problem(where, raw.name))
+        return None
+    if not isinstance(raw.data, dict):
+        problems.append(f"{where}: server {raw.name!r}: expected a table of settings")
+        return None
+    try:
+        entry = ServerEntry.model_validate(raw.data)
+    except ValidationError as exc:
+        for key, message in _entry_errors(exc):
+            line = raw.key_line(key) if key else None
+            at = f"{raw.source}:{line}" if line else where
+            problems.append(f"{at}: server {raw.name!r}: {message}")
+        return None
+    missing: list[str] = []
+
+    def x(value: str) -> str:
+        return expand_vars(value, environ, missing)
+
+    transport: Transport
+    if entry.transport is not None:
+        transport = entry.transport
+    elif entry.command is not None:
+        transport = "stdio"
+    else:
+        transport = "sse" if (entry.url or "").rstrip("/").endswith("/sse") else "http"
+    config = ServerConfig(
+        name=raw.name,
+        transport=transport,
+        command=x(entry.command) if entry.command is not None else None,
+        args=tuple(x(a) for a in entry.args),
+        env={k: x(v) for k, v in entry.env.items()},
+        cwd=_resolve_cwd(x(entry.cwd), raw.scope, cwd) if entry.cwd else None,
+        url=x(entry.url) if entry.url is not None else None,
+        headers={k: x(v) for k, v in entry.headers.items()},
+        lazy=entry.lazy,
+        disabled=entry.disabled,
+        startup_timeout=entry.startup_timeout,
+        tool_timeout=entry.tool_timeout,
+        source=raw.source,
+        scope=raw.scope,
+        line=raw.line,
+        raw=raw.data,
+    )
+    for name in dict.fromkeys(missing) if not entry.disabled else ():
+        warnings.append(
+            f"{where}: server {raw.name!r}: environment variable ${{{name}}} is not set "
+            "(expanded to an empty string)"
+        )
+    return config
+
+
+def load_mcp_config(cwd: Path, *, environ: Mapping[str, str] | None = None) -> McpConfig:
+    """Every configured server for a session started in ``cwd``.
+
+    Never raises for a bad file or entry: those become :attr:`McpConfig.problems` and the
+    valid servers still load. ``environ`` (default ``os.environ``) feeds ``${VAR}``.
+    """
+    env = os.environ if environ is None else environ
+    problems: list[str] = []
+    warnings: list[str] = []
+    raws = [
+        *_read_toml_file(user_mcp_path(), "user", problems),
+        *_read_mcp_json(mcp_json_path(cwd), problems, warnings),
+        *_read_toml_file(project_mcp_path(cwd), "project", problems),
+    ]
+    if user_mcp_path() == project_mcp_path(cwd):  # running inside the config dir itself
+        raws = [r for r in raws if r.scope != "project"]
+    chosen: dict[str, ServerConfig] = {}
+    for raw in raws:
+        config = _build(raw, cwd, env, problems, warnings)
+        if config is None:
+            # A broken override must not silently fall back to the entry it meant to replace.
+            if raw.name in chosen:
+                problems.append(
+                    f"server {raw.name!r} from {chosen.pop(raw.name).where} is not used either: "
+                    f"{raw.source} redefines it"
+                )
+            continue
+        previous = chosen.pop(raw.name, None)
+        if previous is not None and previous.source is not None:
+            config = dataclasses.replace(config, overrides=(*previous.overrides, previous.source))
+        chosen[raw.name] = config
+    ordered = sorted(chosen.values(), key=lambda s: _order_key(s, raws))
+    return McpConfig(servers=tuple(ordered), problems=tuple(problems), warnings=tuple(warnings))
+
+
+def _order_key(server: ServerConfig, raws: Sequence[_Raw]) -> int:
+    """Servers keep the position where their name first appeared (user file first)."""
+    return next(i for i, raw in enumerate(raws) if raw.name == server.name)
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def _dump_entry(name: str, entry: Mapping[str, Any]) -> str:
+    return tomli_w.dumps({"server": {name: dict(entry)}})
+
+
+def _drop_server_blocks(text: str, name: str) -> str:
+    """Remove ``[server.NAME]`` and ``[server.NAME.*]`` tables textually (keeps other lines)."""
+    quoted = rf'(?:{re.escape(name)}|"{re.escape(name)}"|\'{re.escape(name)}\')'
+    own = re.compile(rf"^\s*\[\s*server\s*\.\s*{quoted}\s*(\]|\.)")
+    lines = text.splitlines(keepends=True)
+    kept: list[str] = []
+    dropping = False
+    for line in lines:
+        if line.lstrip().startswith("["):
+            dropping = bool(own.match(line))
+        if not dropping:
+            kept.append(line)
+    while kept and not kept[-1].strip():
+        kept.pop()
+    result = "".join(kept)
+    return result + "\n" if result and not result.endswith("\n") else result
+
+
+def _parse_or_none(text: str) -> dict[str, Any] | None:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return None
+
+
+def _has_comments(text: str) -> bool:
+    return any("#" in line for line in text.splitlines())
+
+
+def _write_checked(
+    path: Path, text: str | None, edited: str | None, expected: dict[str, Any]
+) -> None:
+    """Write ``edited`` if it parses to ``expected``; else rewrite from data when that loses no
+    comments; else refuse."""
+    if edited is not None and _parse_or_none(edited) == expected:
+        atomic_write_text(path, edited)
+        return
+    if text is not None and _has_comments(text):
+        raise ConfigError(
+            f"{path}: cannot update this file without losing its comments "
+            "(the server is defined in a form caliban does not edit in place); edit it by hand"
+        )
+    atomic_write_text(path, tomli_w.dumps(expected))
+
+
+def add_server(path: Path, name: str, entry: Mapping[str, Any]) -> bool:
+    """Add or replace ``[server.NAME]`` in the ``mcp.toml`` at ``path``, atomically.
+
+    Comments and other servers are kept. Returns True when an entry was replaced. Raises
+    :class:`ConfigError` for an invalid name or entry, or a file that cannot be edited safely.
+    """
+    if not valid_name(name):
+        raise ConfigError(_name_problem(str(path), name))
+    try:
+        ServerEntry.model_validate(dict(entry))
+    except ValidationError as exc:
+        raise ConfigError(
+            "; ".join(f"server {name!r}: {msg}" for _, msg in _entry_errors(exc))
+        ) from None
+    text, data = read_toml(path)
+    servers = data.get("server", {})
+    if not isinstance(servers, dict):
+        raise ConfigError(f"{path}: 'server' must be a table of [server.NAME] tables")
+    replaced = name in servers
+    expected = {**data, "server": {**servers, name: dict(entry)}}
+    base = _drop_server_blocks(text, name) if (text and replaced) else (text or "")
+    separator = "\n" if base.strip() else ""
+    edited = base + separator + _dump_entry(name, entry)
+    _write_checked(path, text, edited, expected)
+    return replaced
+
+
+def remove_server(path: Path, name: str) -> bool:
+    """Remove ``[server.NAME]`` from the file at ``path``; False when it was not there."""
+    text, data = read_toml(path)
+    servers = data.get("server", {})
+    if text is None or not isinstance(servers, dict) or name not in servers:
+        return False
+    remaining = {k: v for k, v in servers.items() if k != name}
+    expected = {k: v for k, v in data.items() if k != "server"}
+    if remaining:
+        expected["server"] = remaining
+    _write_checked(path, text, _drop_server_blocks(text, name), expected)
+    return True
+
+
+def entry_from_options(
+    *,
+    command: Sequence[str] = (),
+    url: str | None = None,
+    env: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
+    transport: Transport | None = None,
+) -> dict[str, Any]:
+    """The ``mcp.toml`` table for ``caliban mcp add`` options (only the keys given)."""
+    entry: dict[str, Any] = {}
+    if command:
+        entry["command"] = command[0]
+        if command[1:]:
+            entry["args"] = list(command[1:])
+    if url is not None:
+        entry["url"] = url
+    if transport is not None:
+        entry["transport"] = transport
+    if env:
+        entry["env"] = dict(env)
+    if headers:
+        entry["headers"] = dict(headers)
+    return entry
+
+
+__all__ = [
+    "DEFAULT_STARTUP_TIMEOUT",
+    "DEFAULT_TOOL_TIMEOUT",
+    "McpConfig",
+    "ServerConfig",
+    "ServerEntry",
+    "Transport",
+    "add_server",
+    "entry_from_options",
+    "expand_vars",
+    "load_mcp_config",
+    "mcp_json_path",
+    "project_mcp_path",
+    "remove_server",
+    "scope_path",
+    "user_mcp_path",
+    "valid_name",
+]
