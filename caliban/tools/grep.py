@@ -94,7 +94,7 @@ class GrepInput(BaseModel):
         default=None,
         ge=0,
         alias="-C",
-        description='Lines to show before and after each match (rg -C). Only with output_mode '
+        description="Lines to show before and after each match (rg -C). Only with output_mode "
         '"content".',
     )
     multiline: bool = Field(

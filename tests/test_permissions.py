@@ -1,0 +1,589 @@
+"""The permission policy: rules, glob semantics, the decision matrix, asking and previews."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from caliban.agent import Agent
+from caliban.config import ConfigError, PermissionMode, PermissionsSettings
+from caliban.messages import ToolResult
+from caliban.permissions import (
+    PLAN_MODE_REASON,
+    Decision,
+    PermissionAnswer,
+    PermissionPolicy,
+    PermissionRequest,
+    PermissionRules,
+    Rule,
+    RuleError,
+    command_matches,
+    decide,
+    deny_approver,
+    make_authorize,
+    path_matches,
+    preview,
+    split_command,
+    suggest_rule,
+)
+from caliban.providers.scripted import ScriptedProvider, reply, tool_call
+from caliban.toolbox import StaticToolbox
+from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolKind, ToolOutput
+from caliban.tools.bash import Bash
+from caliban.tools.edit import Edit
+from caliban.tools.read import Read
+from caliban.tools.write import Write
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path("/proj")
+
+
+# ---------------------------------------------------------------------------- rule parsing
+
+
+def test_rule_parsing() -> None:
+    assert Rule.parse("Bash") == Rule(text="Bash", tool="Bash")
+    assert Rule.parse(" Bash(git status*) ") == Rule(
+        text="Bash(git status*)", tool="Bash", pattern="git status*"
+    )
+    assert Rule.parse("Edit(src/**)").pattern == "src/**"
+    assert Rule.parse("mcp__github__*").tool == "mcp__github__*"
+    assert Rule.parse("Bash(*)").pattern is None  # the whole tool
+    assert Rule.parse("Bash()").pattern is None
+    assert Rule.parse("Bash(echo (a) b)").pattern == "echo (a) b"
+
+
+@pytest.mark.parametrize("text", ["", "Bash(git status", "(x)", "Bash git"])
+def test_malformed_rules_say_what_is_expected(text: str) -> None:
+    with pytest.raises(RuleError, match=r"expected Tool or Tool\(pattern\)"):
+        Rule.parse(text)
+
+
+def test_a_bare_command_as_a_rule_gets_a_hint() -> None:
+    with pytest.raises(RuleError, match=r"did you mean Bash\(git status\)"):
+        Rule.parse("git status")
+
+
+def test_tool_name_globs_and_families() -> None:
+    assert Rule.parse("mcp__github__*").names("mcp__github__create_issue")
+    assert not Rule.parse("mcp__github__*").names("mcp__gitlab__x")
+    assert Rule.parse("mcp__github").names("mcp__github__create_issue")
+    assert not Rule.parse("mcp__git").names("mcp__github__create_issue")
+    assert Rule.parse("Edit").names("Write")  # Edit rules cover every file-writing tool
+    assert Rule.parse("Read").names("Grep")
+    assert not Rule.parse("Write").names("Edit")
+    assert not Rule.parse("Bash").names("BashOutput")
+
+
+# ---------------------------------------------------------------------------- glob semantics
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        ("src/**", "/proj/src/a.py", True),
+        ("src/**", "/proj/src/deep/er/a.py", True),
+        ("src/**", "/proj/lib/a.py", False),
+        ("src/*", "/proj/src/a.py", True),
+        ("src/*", "/proj/src/deep/a.py", False),  # * does not cross /
+        ("src/**/*.py", "/proj/src/a.py", True),
+        ("src/**/*.py", "/proj/src/x/y/a.py", True),
+        ("src/**/*.py", "/proj/src/x/a.txt", False),
+        ("src", "/proj/src/x/a.py", True),  # a directory covers its contents
+        ("src/", "/proj/src/x/a.py", True),
+        ("./README.md", "/proj/README.md", True),
+        ("./README.md", "/proj/docs/README.md", False),
+        ("*.env", "/proj/config/prod.env", True),  # no slash: file name at any depth
+        (".env", "/proj/a/b/.env", True),
+        (".env", "/elsewhere/.env", True),
+        ("*.{ts,tsx}", "/proj/web/app.tsx", True),
+        ("src/**", "/other/src/a.py", False),  # relative rules never match outside the root
+        ("/etc/**", "/etc/hosts", True),
+        ("//etc/**", "/etc/hosts", True),
+        ("/src/**", "/proj/src/a.py", True),  # a leading / also reads as project-relative
+        ("/tmp/x/*", "/tmp/x/y/z", False),
+        ("secrets/[ab].txt", "/proj/secrets/a.txt", True),
+        ("secrets/[ab].txt", "/proj/secrets/c.txt", False),
+    ],
+)
+def test_path_patterns(pattern: str, path: str, expected: bool) -> None:
+    assert path_matches(pattern, Path(path), ROOT) is expected
+
+
+def test_home_patterns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", "/home/ann")
+    assert path_matches("~/.ssh/**", Path("/home/ann/.ssh/id_rsa"), ROOT)
+    assert not path_matches("~/.ssh/**", Path("/home/bob/.ssh/id_rsa"), ROOT)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "command", "expected"),
+    [
+        ("git status*", "git status", True),
+        ("git status*", "git status --short", True),
+        ("git status*", "git push", False),
+        ("npm run *", "npm run build -- --out=dist/a b", True),  # * spans spaces and slashes
+        ("git commit:*", "git commit -m 'x'", True),
+        ("git commit:*", "git commit", True),
+        ("git commit:*", "git commitx", False),
+        ("ls", "ls", True),
+        ("ls", "ls -la", False),
+        ("rm -rf *", "rm  -rf   /tmp/x", True),  # runs of whitespace count as one
+        ("echo [x]?", "echo [x]?", True),  # only * is special
+        ("echo [x]?", "echo x", False),
+    ],
+)
+def test_command_patterns(pattern: str, command: str, expected: bool) -> None:
+    assert command_matches(pattern, command) is expected
+
+
+def test_split_command() -> None:
+    assert split_command("git add . && git commit -m 'a && b'; ls | wc -l") == [
+        "git add .",
+        "git commit -m 'a && b'",
+        "ls",
+        "wc -l",
+    ]
+    assert split_command("make 2>&1 > log & echo started") == ["make 2>&1 > log", "echo started"]
+    assert split_command('echo "$(rm -rf ~)"') is None
+    assert split_command("echo `id`") is None
+    assert split_command("echo '$(literal)'") == ["echo '$(literal)'"]
+    assert split_command("echo $(rm -rf ~)", lenient=True) == ["echo", "rm -rf ~"]
+
+
+# ---------------------------------------------------------------------------- the matrix
+
+NO_RULES = PermissionRules()
+
+
+def _decide(
+    tool: str,
+    subject: str | None,
+    *,
+    mode: PermissionMode = "default",
+    rules: PermissionRules = NO_RULES,
+    read_only: bool = False,
+    kind: ToolKind = "builtin",
+) -> Decision:
+    writes = Path(subject) if tool in ("Write", "Edit") and subject else None
+    return decide(
+        tool,
+        subject,
+        read_only=read_only,
+        kind=kind,
+        mode=mode,
+        rules=rules,
+        project_root=ROOT,
+        writes_path=writes,
+    )
+
+
+CALLS: dict[str, dict[str, Any]] = {
+    "read": {"tool": "Read", "subject": "/proj/a.py", "read_only": True},
+    "search": {"tool": "ToolSearch", "subject": None, "read_only": True},
+    "edit-inside": {"tool": "Edit", "subject": "/proj/src/a.py"},
+    "write-outside": {"tool": "Write", "subject": "/tmp/x.py"},
+    "bash": {"tool": "Bash", "subject": "npm test"},
+    "mcp": {"tool": "mcp__gh__create_issue", "subject": None, "kind": "mcp"},
+    "mcp-read-only": {
+        "tool": "mcp__gh__get_issue",
+        "subject": None,
+        "kind": "mcp",
+        "read_only": True,
+    },
+}
+
+MATRIX: dict[PermissionMode, dict[str, str]] = {
+    "default": {
+        "read": "allow", "search": "allow", "edit-inside": "ask", "write-outside": "ask",
+        "bash": "ask", "mcp": "ask", "mcp-read-only": "ask",
+    },
+    "acceptEdits": {
+        "read": "allow", "search": "allow", "edit-inside": "allow", "write-outside": "ask",
+        "bash": "ask", "mcp": "ask", "mcp-read-only": "ask",
+    },
+    "plan": {
+        "read": "allow", "search": "allow", "edit-inside": "deny", "write-outside": "deny",
+        "bash": "deny", "mcp": "deny", "mcp-read-only": "ask",
+    },
+    "bypassPermissions": {
+        "read": "allow", "search": "allow", "edit-inside": "allow", "write-outside": "allow",
+        "bash": "allow", "mcp": "allow", "mcp-read-only": "allow",
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mode", "call"), [(mode, call) for mode in MATRIX for call in CALLS], ids="-".join
+)
+def test_mode_defaults(mode: PermissionMode, call: str) -> None:
+    spec = CALLS[call]
+    decision = _decide(
+        spec["tool"],
+        spec["subject"],
+        mode=mode,
+        read_only=spec.get("read_only", False),
+        kind=spec.get("kind", "builtin"),
+    )
+    assert decision.behavior == MATRIX[mode][call], decision
+
+
+def test_plan_mode_tells_the_model_why() -> None:
+    decision = _decide("Edit", "/proj/a.py", mode="plan")
+    assert decision.reason == PLAN_MODE_REASON
+    assert "plan mode is read-only: present your plan" in decision.reason
+
+
+def rules(**kw: list[str]) -> PermissionRules:
+    return PermissionRules.parse(**kw)
+
+
+def test_deny_beats_ask_beats_allow() -> None:
+    both = rules(allow=["Bash(git *)"], ask=["Bash(git push*)"], deny=["Bash(git push --force*)"])
+    assert _decide("Bash", "git status", rules=both).behavior == "allow"
+    assert _decide("Bash", "git push origin", rules=both).behavior == "ask"
+    denied = _decide("Bash", "git push --force", rules=both)
+    assert denied.behavior == "deny" and denied.rule == "Bash(git push --force*)"
+    assert "'Bash(git push --force*)' denies it" in denied.reason
+
+
+def test_rules_beat_mode_defaults() -> None:
+    assert (
+        _decide("Read", "/proj/.env", rules=rules(deny=["Read(.env)"]), read_only=True).behavior
+        == "deny"
+    )
+    assert (
+        _decide("Read", "/proj/.env", rules=rules(ask=["Read(.env)"]), read_only=True).behavior
+        == "ask"
+    )
+    accept = rules(ask=["Edit(migrations/**)"])
+    assert (
+        _decide("Edit", "/proj/migrations/1.sql", mode="acceptEdits", rules=accept).behavior
+        == "ask"
+    )
+    assert (
+        _decide("Edit", "/proj/src/a.py", rules=rules(allow=["Edit(src/**)"])).behavior == "allow"
+    )
+    assert _decide("Edit", "/proj/lib/a.py", rules=rules(allow=["Edit(src/**)"])).behavior == "ask"
+    assert (
+        _decide("mcp__gh__x", None, kind="mcp", rules=rules(allow=["mcp__gh__*"])).behavior
+        == "allow"
+    )
+
+
+def test_read_deny_rule_covers_grep_and_glob() -> None:
+    deny = rules(deny=["Read(secrets/**)"])
+    assert _decide("Grep", "/proj/secrets/keys", rules=deny, read_only=True).behavior == "deny"
+    assert _decide("Grep", "/proj/src", rules=deny, read_only=True).behavior == "allow"
+
+
+def test_edit_rule_covers_write() -> None:
+    assert (
+        _decide("Write", "/proj/src/new.py", rules=rules(allow=["Edit(src/**)"])).behavior
+        == "allow"
+    )
+
+
+def test_plan_mode_cannot_be_overridden_by_allow_rules() -> None:
+    allow = rules(allow=["Bash", "Edit"])
+    assert _decide("Bash", "ls", mode="plan", rules=allow).behavior == "deny"
+    assert _decide("Edit", "/proj/a.py", mode="plan", rules=allow).behavior == "deny"
+
+
+def test_bypass_ignores_ask_rules_but_honours_deny_rules() -> None:
+    both = rules(ask=["Bash(git *)"], deny=["Bash(rm *)"])
+    assert _decide("Bash", "git push", mode="bypassPermissions", rules=both).behavior == "allow"
+    assert _decide("Bash", "rm -rf /", mode="bypassPermissions", rules=both).behavior == "deny"
+
+
+def test_writing_outside_the_root_asks_even_with_a_broad_allow_rule() -> None:
+    broad = rules(allow=["Edit", "Write(**)", "Edit(*)"])
+    for mode in ("default", "acceptEdits"):
+        decision = _decide("Write", "/tmp/x.py", mode=mode, rules=broad)
+        assert decision.behavior == "ask"
+        assert "outside the project root (/proj)" in decision.reason
+    assert _decide("Edit", "/proj/x.py", rules=broad).behavior == "allow"
+
+
+def test_an_absolute_allow_rule_allows_writing_outside_the_root() -> None:
+    named = rules(allow=["Edit(/tmp/scratch/**)"])
+    assert _decide("Write", "/tmp/scratch/a/x.py", rules=named).behavior == "allow"
+    assert _decide("Write", "/tmp/other/x.py", rules=named).behavior == "ask"
+
+
+def test_path_traversal_does_not_escape_the_root_check() -> None:
+    assert _decide("Write", "/proj/../etc/passwd", mode="acceptEdits").behavior == "ask"
+    assert _decide("Write", "/projector/x", mode="acceptEdits").behavior == "ask"
+
+
+def test_bash_allow_rules_must_cover_every_command_in_a_line() -> None:
+    allow = rules(allow=["Bash(git status*)", "Bash(ls*)"])
+    assert _decide("Bash", "git status && ls -la", rules=allow).behavior == "allow"
+    assert _decide("Bash", "git status; rm -rf ~", rules=allow).behavior == "ask"
+    assert _decide("Bash", "git status | sh", rules=allow).behavior == "ask"
+    assert _decide("Bash", "ls $(rm -rf ~)", rules=allow).behavior == "ask"
+    assert _decide("Bash", "ls $(rm -rf ~)", rules=rules(allow=["Bash"])).behavior == "allow"
+
+
+def test_bash_deny_rules_match_any_command_in_a_line() -> None:
+    deny = rules(deny=["Bash(rm *)"])
+    assert _decide("Bash", "ls && rm -rf build", rules=deny).behavior == "deny"
+    assert _decide("Bash", "echo $(rm -rf ~)", rules=deny).behavior == "deny"
+    assert _decide("Bash", "ls", rules=deny).behavior == "ask"
+
+
+# ---------------------------------------------------------------------------- policy and flags
+
+
+def test_policy_from_settings_and_flags(tmp_path: Path) -> None:
+    settings = PermissionsSettings(mode="acceptEdits", allow=["Read"], deny=["Bash(curl*)"])
+    policy = PermissionPolicy.from_settings(
+        settings,
+        project_root=tmp_path,
+        allowed_tools=["Bash(npm test*)"],
+        disallowed_tools=["mcp__slack"],
+    )
+    assert policy.mode == "acceptEdits"
+    assert [r.text for r in policy.rules.allow] == ["Read", "Bash(npm test*)"]
+    assert [r.text for r in policy.rules.deny] == ["Bash(curl*)", "mcp__slack"]
+    assert (
+        policy.decide("Bash", "npm test -- -k x", read_only=False, kind="builtin").behavior
+        == "allow"
+    )
+    assert policy.decide("mcp__slack__post", None, read_only=False, kind="mcp").behavior == "deny"
+    plan = PermissionPolicy.from_settings(settings, project_root=tmp_path, mode="plan")
+    assert plan.mode == "plan"
+
+
+def test_malformed_config_rule_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"permissions: invalid permission rule 'Bash\(git'"):
+        PermissionPolicy.from_settings(
+            PermissionsSettings(allow=["Bash(git"]), project_root=tmp_path
+        )
+
+
+@pytest.mark.parametrize(
+    ("tool", "subject", "expected"),
+    [
+        ("Bash", "git commit -m 'wip'", "Bash(git commit*)"),
+        ("Bash", "npm test && npm run lint", "Bash(npm test*)"),
+        ("Bash", "ls -la /tmp", "Bash(ls*)"),
+        ("Edit", "/proj/src/pkg/a.py", "Edit(src/**)"),
+        ("Write", "/proj/setup.py", "Edit(./*)"),
+        ("Write", "/tmp/scratch/x.py", "Edit(/tmp/scratch/**)"),
+        ("Read", "/proj/.env", "Read(./.env)"),
+        ("mcp__github__create_issue", None, "mcp__github__create_issue"),
+    ],
+)
+def test_suggested_session_rules(tool: str, subject: str | None, expected: str) -> None:
+    suggestion = suggest_rule(tool, subject, ROOT)
+    assert suggestion == expected
+    # The suggestion, once allowed, covers the call it was made for.
+    rule = Rule.parse(suggestion)
+    assert rule.matches(tool, subject, project_root=ROOT)
+
+
+# ---------------------------------------------------------------------------- asking
+
+
+class Recorder:
+    def __init__(self, *answers: PermissionAnswer) -> None:
+        self.answers = list(answers)
+        self.requests: list[PermissionRequest] = []
+
+    async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
+        self.requests.append(request)
+        await asyncio.sleep(0)
+        return self.answers.pop(0)
+
+
+def _ctx(root: Path) -> CallContext:
+    return CallContext(env=ToolEnv(cwd=root, project_root=root), call_id="c1")
+
+
+async def test_allow_for_session_stops_asking_for_that_pattern(tmp_path: Path) -> None:
+    policy = PermissionPolicy(project_root=tmp_path)
+    approver = Recorder(
+        PermissionAnswer.allow_session(), PermissionAnswer.allow_once(), PermissionAnswer.deny()
+    )
+    authorize = make_authorize(policy, approver)
+    ctx = _ctx(tmp_path)
+    assert await authorize(Bash(), {"command": "git commit -m one"}, ctx) is None
+    assert approver.requests[0].suggestion == "Bash(git commit*)"
+    assert [r.text for r in policy.session_rules] == ["Bash(git commit*)"]
+    assert await authorize(Bash(), {"command": "git commit -m two"}, ctx) is None
+    assert len(approver.requests) == 1  # not asked again
+    assert await authorize(Bash(), {"command": "git push"}, ctx) is None  # allow once
+    assert policy.session_rules == [Rule.parse("Bash(git commit*)")]
+    denied = await authorize(Bash(), {"command": "rm -rf build"}, ctx)
+    assert denied is not None and "the user declined this Bash call" in denied
+    assert len(approver.requests) == 3
+
+
+async def test_session_pattern_chosen_by_the_user(tmp_path: Path) -> None:
+    policy = PermissionPolicy(project_root=tmp_path)
+    authorize = make_authorize(policy, Recorder(PermissionAnswer.allow_session("Bash(git *)")))
+    assert await authorize(Bash(), {"command": "git status"}, _ctx(tmp_path)) is None
+    assert policy.decide("Bash", "git log", read_only=False, kind="builtin").behavior == "allow"
+
+
+async def test_user_denial_reason_goes_to_the_model(tmp_path: Path) -> None:
+    from caliban.permissions import user_denial
+
+    said = user_denial("Bash", "use pytest -x instead")
+    authorize = make_authorize(
+        PermissionPolicy(project_root=tmp_path), Recorder(PermissionAnswer.deny(said))
+    )
+    reason = await authorize(Bash(), {"command": "pytest"}, _ctx(tmp_path))
+    assert reason is not None and reason.endswith("The user said: use pytest -x instead")
+
+
+async def test_concurrent_asks_are_serialised_and_rechecked(tmp_path: Path) -> None:
+    policy = PermissionPolicy(project_root=tmp_path)
+    approver = Recorder(PermissionAnswer.allow_session())
+    authorize = make_authorize(policy, approver)
+    ctx = _ctx(tmp_path)
+    with anyio.fail_after(5):
+        results = await asyncio.gather(
+            authorize(Bash(), {"command": "npm test"}, ctx),
+            authorize(Bash(), {"command": "npm test -- -k fast"}, ctx),
+        )
+    assert results == [None, None]
+    assert len(approver.requests) == 1
+
+
+async def test_headless_denial_says_how_to_allow(tmp_path: Path) -> None:
+    authorize = make_authorize(PermissionPolicy(project_root=tmp_path), deny_approver)
+    reason = await authorize(Bash(), {"command": "npm test"}, _ctx(tmp_path))
+    assert reason == (
+        "Running `npm test` requires approval (Bash asks first in default mode); caliban is "
+        "running headless (-p). Allow it with --allowed-tools 'Bash(npm test*)' or a "
+        "[permissions] allow rule."
+    )
+    (tmp_path / "a.py").write_text("x\n")
+    reason = await authorize(Write(), {"file_path": "a.py", "content": "y\n"}, _ctx(tmp_path))
+    assert reason is not None and "--allowed-tools 'Edit(./*)'" in reason
+
+
+async def test_headless_allows_what_rules_allow(tmp_path: Path) -> None:
+    policy = PermissionPolicy.from_settings(
+        PermissionsSettings(), project_root=tmp_path, allowed_tools=["Bash(npm test*)"]
+    )
+    authorize = make_authorize(policy, deny_approver)
+    assert await authorize(Bash(), {"command": "npm test"}, _ctx(tmp_path)) is None
+    assert await authorize(Read(), {"file_path": "x"}, _ctx(tmp_path)) is None
+
+
+async def test_relative_paths_are_resolved_against_the_working_directory(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    policy = PermissionPolicy.from_settings(
+        PermissionsSettings(deny=["Edit(sub/secret.txt)"]), project_root=tmp_path
+    )
+    authorize = make_authorize(policy, deny_approver)
+    ctx = CallContext(env=ToolEnv(cwd=tmp_path / "sub", project_root=tmp_path), call_id="c")
+    reason = await authorize(
+        Edit(), {"file_path": "secret.txt", "old_string": "a", "new_string": "b"}, ctx
+    )
+    assert reason is not None and "'Edit(sub/secret.txt)' denies it" in reason
+    outside = await authorize(Write(), {"file_path": "../../x.txt", "content": ""}, ctx)
+    assert outside is not None and "outside the project root" in outside
+
+
+async def test_invalid_input_is_left_to_the_tool(tmp_path: Path) -> None:
+    approver = Recorder()
+    authorize = make_authorize(PermissionPolicy(project_root=tmp_path), approver)
+    assert await authorize(Bash(), {"cmd": "ls"}, _ctx(tmp_path)) is None
+    assert approver.requests == []
+
+
+class Touch(BaseModel):
+    path: str
+
+
+class TouchTool(BuiltinTool[Touch]):
+    name = "Touch"
+    description = "Create a file."
+    input_model = Touch
+
+    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
+        return str(arguments.get("path"))
+
+    async def run(self, args: Touch, ctx: CallContext) -> ToolOutput:
+        Path(args.path).touch()  # noqa: ASYNC240
+        return ToolOutput.text("touched")
+
+
+async def test_headless_loop_tells_the_model_and_runs_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "made.txt"
+    provider = ScriptedProvider(
+        [reply(tool_call("Touch", {"path": str(target)}, id="t1")), "I could not."]
+    )
+    agent = Agent(
+        provider=provider,
+        model="m",
+        system_prompt="s",
+        toolbox=StaticToolbox([TouchTool()]),
+        env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
+        authorize=make_authorize(PermissionPolicy(project_root=tmp_path), deny_approver),
+    )
+    with anyio.fail_after(5):
+        await agent.run("make it")
+    [result] = [p for p in provider.requests[1].messages[-1].parts if isinstance(p, ToolResult)]
+    assert result.is_error
+    assert result.text.startswith("Permission denied for Touch: Calling Touch requires approval")
+    assert "--allowed-tools 'Touch'" in result.text
+    assert not target.exists()
+
+
+# ---------------------------------------------------------------------------- previews
+
+
+async def test_ask_request_carries_a_diff_preview(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("one\ntwo\nthree\n")
+    approver = Recorder(PermissionAnswer.deny())
+    authorize = make_authorize(PermissionPolicy(project_root=tmp_path), approver)
+    args = {"file_path": "a.py", "old_string": "two", "new_string": "TWO"}
+    await authorize(Edit(), args, _ctx(tmp_path))
+    [request] = approver.requests
+    assert request.tool_name == "Edit" and request.kind == "builtin"
+    assert request.subject == str(tmp_path / "a.py")
+    assert request.reason == "Edit asks first in default mode"
+    assert request.suggestion == "Edit(./*)"
+    assert request.preview.splitlines() == [
+        "--- a/a.py",
+        "+++ b/a.py",
+        "@@ -1,3 +1,3 @@",
+        " one",
+        "-two",
+        "+TWO",
+        " three",
+    ]
+
+
+def test_previews(tmp_path: Path) -> None:
+    (tmp_path / "crlf.txt").write_bytes(b"a\r\nb\r\n")
+    assert preview("Bash", {"command": "npm test", "description": "Run tests"}, cwd=tmp_path) == (
+        "$ npm test\n# Run tests"
+    )
+    new_file = preview("Write", {"file_path": "n/x.py", "content": "x = 1\n"}, cwd=tmp_path)
+    assert new_file.splitlines()[:2] == ["--- /dev/null", "+++ b/n/x.py"]
+    assert "+x = 1" in new_file
+    replace = preview("Write", {"file_path": "crlf.txt", "content": "a\nc\n"}, cwd=tmp_path)
+    assert "-b" in replace and "+c" in replace and " a" in replace
+    crlf = preview(
+        "Edit", {"file_path": "crlf.txt", "old_string": "a\nb", "new_string": "A\nB"}, cwd=tmp_path
+    )
+    assert "+A" in crlf and "-a" in crlf
+    failing = preview(
+        "Edit", {"file_path": "crlf.txt", "old_string": "zzz", "new_string": "y"}, cwd=tmp_path
+    )
+    assert failing.startswith("(this edit would fail: old_string was not found in crlf.txt")
+    other = preview("mcp__x__y", {"q": "héllo"}, cwd=tmp_path)
+    assert '"q": "héllo"' in other
