@@ -1,0 +1,396 @@
+"""Sub-agent definitions, and building the child agent an ``Agent`` tool call runs.
+
+A definition is a Markdown file with YAML frontmatter; the body is the child's system prompt::
+
+    ---
+    name: reviewer
+    description: Reviews a diff for bugs and missing tests.
+    tools: Read, Grep, Glob, mcp__github__*
+    model: claude-haiku-4-5
+    max_turns: 20
+    inherit_active_mcp: true
+    ---
+    You review code changes. ...
+
+Files are read from, in order of precedence (the first definition of a name wins):
+
+1. ``<project root>/.caliban/agents/*.md``
+2. ``<project root>/.claude/agents/*.md`` (Claude Code's location, read for compatibility)
+3. ``<user config dir>/agents/*.md`` (``~/.config/caliban/agents``)
+4. the built-in ``general-purpose`` agent
+
+A file with bad frontmatter is skipped with a warning naming the file and the field; the
+others still load. Unknown fields only warn.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from caliban.mcp.activation import ActivationCell, McpActivationSet
+from caliban.paths import PROJECT_DIR_NAME, project_root, user_config_dir
+
+if TYPE_CHECKING:
+    from caliban.agent import Agent
+    from caliban.session import Session
+    from caliban.tools.base import CallContext, Tool
+
+AGENT_TOOL_NAME: Final = "Agent"
+DEFAULT_SUBAGENT: Final = "general-purpose"
+DEFAULT_MAX_TURNS: Final = 50
+"""Turns a sub-agent may take when its definition sets no ``max_turns``."""
+
+Source = Literal["project", "claude", "user", "builtin"]
+
+_GLOB_CHARS = frozenset("*?[")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_CLAUDE_MODEL_ALIASES = frozenset({"sonnet", "opus", "haiku"})
+_IGNORED_FIELDS = frozenset({"color"})
+"""Claude Code fields that only change how its UI looks: ignored without a warning."""
+
+GENERAL_PURPOSE_PROMPT = """\
+You are a sub-agent of caliban, a coding agent. Another agent gave you the task below; do it \
+on your own with the tools you have, then answer once.
+Search and read before you conclude; do not guess at file contents. Make changes only when \
+the task asks for them, and verify them when you can.
+Your final message is all the other agent will see: make it complete and self-contained \
+(what you found or changed, with file paths and line numbers), and concise. It cannot ask you \
+follow-up questions."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentDefinition:
+    """One kind of sub-agent the ``Agent`` tool can start."""
+
+    name: str
+    description: str
+    system_prompt: str
+    tools: tuple[str, ...] | None = None
+    """Tool names or globs the child may use; ``None`` means every tool of the parent."""
+    model: str | None = None
+    """``None``: the parent's model."""
+    max_turns: int | None = None
+    inherit_active_mcp: bool = True
+    """Start from the parent's active MCP tools (lazy loading) rather than an empty set."""
+    source: Source = "builtin"
+    path: Path | None = None
+    """The file it was read from (``None`` for the built-in agent)."""
+
+    def allows(self, tool_name: str) -> bool:
+        """Whether the child may be given ``tool_name``. ``Agent`` never: no nesting."""
+        if tool_name == AGENT_TOOL_NAME:
+            return False
+        if self.tools is None:
+            return True
+        return any(fnmatch.fnmatchcase(tool_name, pattern) for pattern in self.tools)
+
+    @property
+    def allow_filter(self) -> Callable[[str], bool] | None:
+        """:meth:`allows` when an allowlist is set, else ``None`` (everything allowed)."""
+        return self.allows if self.tools is not None else None
+
+    @property
+    def exact_tools(self) -> tuple[str, ...]:
+        """The allowlist entries that name one tool (no glob characters)."""
+        return tuple(p for p in self.tools or () if not _GLOB_CHARS.intersection(p))
+
+    @property
+    def tools_label(self) -> str:
+        if self.tools is None:
+            return "all"
+        return ", ".join(self.tools) if self.tools else "none"
+
+    @property
+    def source_label(self) -> str:
+        return str(self.path) if self.path is not None else "(built-in)"
+
+
+GENERAL_PURPOSE: Final = AgentDefinition(
+    name=DEFAULT_SUBAGENT,
+    description=(
+        "General-purpose agent for researching questions, searching code and carrying out "
+        "multi-step tasks. Use it when a search may take several attempts, or to work on an "
+        "independent part of a task in parallel."
+    ),
+    system_prompt=GENERAL_PURPOSE_PROMPT,
+)
+
+
+class _Frontmatter(BaseModel):
+    """The frontmatter fields caliban reads. Strict: YAML already types its scalars."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    name: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    tools: list[str] | str | None = None
+    model: str | None = None
+    max_turns: int | None = Field(default=None, ge=1)
+    inherit_active_mcp: bool = True
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tool_names(cls, value: Any) -> Any:
+        names_ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        if value is None or isinstance(value, str) or names_ok:
+            return value
+        raise ValueError(
+            f"expected a list of tool names or globs, or one comma-separated string (got {value!r})"
+        )
+
+
+def split_tools(value: list[str] | str | None) -> tuple[str, ...] | None:
+    """The allowlist as names: a YAML list, or one comma-separated string."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    return tuple(dict.fromkeys(item.strip() for item in items if item.strip()))
+
+
+def split_frontmatter(text: str) -> tuple[str, str] | None:
+    """``(yaml_text, body)``, or ``None`` when the text does not open with a ``---`` block."""
+    lines = text.removeprefix("\ufeff").splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        return None
+    for index, line in enumerate(lines[1:], start=1):
+        if line.strip() in ("---", "..."):
+            return "".join(lines[1:index]), "".join(lines[index + 1 :])
+    return None
+
+
+def parse_definition(
+    path: Path, text: str, source: Source = "project"
+) -> tuple[AgentDefinition | None, list[str]]:
+    """The definition in ``text`` (read from ``path``) and warnings about it.
+
+    Returns ``(None, warnings)`` when the file cannot be used; every warning names the file,
+    and the field when one is at fault.
+    """
+    parts = split_frontmatter(text)
+    if parts is None:
+        return None, [
+            f"{path}: no YAML frontmatter (the file must start with a '---' line, then "
+            "name: and description:, then '---'); agent skipped"
+        ]
+    raw_yaml, body = parts
+    try:
+        data = yaml.safe_load(raw_yaml)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 2}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return None, [f"{path}: invalid YAML frontmatter{where}: {problem}; agent skipped"]
+    if not isinstance(data, dict):
+        return None, [f"{path}: the frontmatter must be a mapping of fields; agent skipped"]
+    try:
+        front = _Frontmatter.model_validate(data)
+    except ValidationError as exc:
+        first_per_field = {str(e["loc"][:1]): e for e in reversed(exc.errors(include_url=False))}
+        return None, [_field_error(path, item) for item in reversed(first_per_field.values())]
+    warnings = [
+        f"{path}: unknown field '{key}' ignored"
+        for key in (front.model_extra or {})
+        if key not in _IGNORED_FIELDS
+    ]
+    if not _NAME.fullmatch(front.name):
+        return None, [
+            f"{path}: field 'name': {front.name!r} is not a valid agent name (use letters, "
+            "digits, '-', '_' or '.', at most 64 characters); agent skipped"
+        ]
+    model = front.model.strip() if front.model else None
+    if model == "inherit":
+        model = None
+    elif model in _CLAUDE_MODEL_ALIASES:
+        warnings.append(
+            f"{path}: field 'model': {model!r} is a Claude Code alias caliban does not resolve; "
+            "using the parent's model (name the model, e.g. claude-haiku-4-5)"
+        )
+        model = None
+    definition = AgentDefinition(
+        name=front.name,
+        description=" ".join(front.description.split()),
+        system_prompt=body.strip(),
+        tools=split_tools(front.tools),
+        model=model or None,
+        max_turns=front.max_turns,
+        inherit_active_mcp=front.inherit_active_mcp,
+        source=source,
+        path=path,
+    )
+    return definition, warnings
+
+
+def _field_error(path: Path, item: Any) -> str:
+    loc = item["loc"]
+    field = str(loc[0]) if loc else "(frontmatter)"
+    if item["type"] == "missing":
+        return f"{path}: field '{field}' is required; agent skipped"
+    message = str(item["msg"]).removeprefix("Value error, ")
+    got = item.get("input")
+    shown = "" if "(got " in message else f" (got {got!r})"
+    return f"{path}: field '{field}': {message}{shown}; agent skipped"
+
+
+def definition_dirs(cwd: Path) -> list[tuple[Source, Path]]:
+    """Where definitions are read from, highest precedence first."""
+    root = project_root(cwd)
+    return [
+        ("project", root / PROJECT_DIR_NAME / "agents"),
+        ("claude", root / ".claude" / "agents"),
+        ("user", user_config_dir() / "agents"),
+    ]
+
+
+def _read_dir(source: Source, directory: Path) -> tuple[list[AgentDefinition], list[str]]:
+    definitions: list[AgentDefinition] = []
+    warnings: list[str] = []
+    try:
+        files = sorted(p for p in directory.glob("*.md") if p.is_file())
+    except OSError:
+        return [], []
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            warnings.append(f"{path}: cannot read: {exc}; agent skipped")
+            continue
+        definition, problems = parse_definition(path, text, source)
+        warnings.extend(problems)
+        if definition is not None:
+            definitions.append(definition)
+    return definitions, warnings
+
+
+def list_agents(cwd: Path) -> tuple[list[AgentDefinition], list[str]]:
+    """Every available definition (after precedence) and the warnings met loading them.
+
+    The built-in ``general-purpose`` agent comes last unless a file redefines it.
+    """
+    chosen: dict[str, AgentDefinition] = {}
+    warnings: list[str] = []
+    for source, directory in definition_dirs(cwd):
+        definitions, problems = _read_dir(source, directory)
+        warnings.extend(problems)
+        seen_here: dict[str, Path | None] = {}
+        for definition in definitions:
+            if definition.name in seen_here:
+                warnings.append(
+                    f"{definition.path}: agent '{definition.name}' is also defined in "
+                    f"{seen_here[definition.name]}; this one is ignored"
+                )
+                continue
+            seen_here[definition.name] = definition.path
+            chosen.setdefault(definition.name, definition)
+    chosen.setdefault(GENERAL_PURPOSE.name, GENERAL_PURPOSE)
+    return list(chosen.values()), warnings
+
+
+def load_agents(cwd: Path) -> list[AgentDefinition]:
+    """:func:`list_agents` without the warnings."""
+    return list_agents(cwd)[0]
+
+
+AGENT_ROW_HEADERS: Final = ("name", "source", "model", "tools", "inherit_active_mcp")
+
+
+def agent_rows(definitions: Iterable[AgentDefinition]) -> list[tuple[str, str, str, str, str]]:
+    """One row per definition, columns as :data:`AGENT_ROW_HEADERS` (for tables)."""
+    return [
+        (
+            d.name,
+            d.source_label,
+            d.model or "(parent's)",
+            d.tools_label,
+            "true" if d.inherit_active_mcp else "false",
+        )
+        for d in definitions
+    ]
+
+
+# ---------------------------------------------------------------------------- spawning
+
+
+def child_system_prompt(definition: AgentDefinition, cwd: Path, root: Path) -> str:
+    """The definition's body, then the environment facts (so the child knows its cwd)."""
+    from caliban.prompts import environment_facts
+
+    facts = environment_facts(cwd, root)
+    body = definition.system_prompt.strip()
+    return f"{body}\n\n{facts}" if body else facts
+
+
+def child_builtins(tools: Sequence[Tool], definition: AgentDefinition) -> list[Tool]:
+    """The parent's built-in tools the child may use; never the ``Agent`` tool itself."""
+    return [tool for tool in tools if definition.allows(tool.name)]
+
+
+def build_child(session: Session, definition: AgentDefinition, ctx: CallContext) -> Agent:
+    """A child agent for one ``Agent`` call: own history, tools, env and activation set.
+
+    It shares the session's provider and permission policy; its events go to the parent's
+    listeners stamped with the call's id. With lazy MCP loading its activation set starts
+    from the parent's current value (``inherit_active_mcp``) or empty with the same cap,
+    minus tools the allowlist excludes, plus MCP tools the allowlist names exactly.
+    """
+    from caliban.agent import Agent
+
+    activation = _child_activation(session, definition)
+    toolbox = session.make_toolbox(
+        builtins=child_builtins(session.tools, definition),
+        activation=activation,
+        allow=definition.allow_filter,
+    )
+    env = ctx.env.fork()
+    return Agent(
+        provider=session.provider,
+        model=definition.model or session.model,
+        system_prompt=child_system_prompt(definition, env.cwd, env.project_root),
+        toolbox=toolbox,
+        env=env,
+        authorize=session.authorize,
+        emit=ctx.emit,
+        max_turns=definition.max_turns or DEFAULT_MAX_TURNS,
+        parent_tool_use_id=ctx.call_id,
+    )
+
+
+def _child_activation(session: Session, definition: AgentDefinition) -> ActivationCell | None:
+    parent = session.activation
+    if parent is None:
+        return None
+    current = parent.get()
+    start = current if definition.inherit_active_mcp else McpActivationSet.empty(current.cap)
+    if definition.tools is not None:
+        start = start.without(name for name in start.names() if not definition.allows(name))
+        known = {tool.name for tool in session.mcp.tools()} if session.mcp is not None else set()
+        named = [name for name in definition.exact_tools if name in known]
+        start, _evicted = start.activate(named)
+    return ActivationCell(start)
+
+
+__all__ = [
+    "AGENT_ROW_HEADERS",
+    "AGENT_TOOL_NAME",
+    "DEFAULT_MAX_TURNS",
+    "DEFAULT_SUBAGENT",
+    "GENERAL_PURPOSE",
+    "AgentDefinition",
+    "agent_rows",
+    "build_child",
+    "child_builtins",
+    "child_system_prompt",
+    "definition_dirs",
+    "list_agents",
+    "load_agents",
+    "parse_definition",
+    "split_frontmatter",
+    "split_tools",
+]
