@@ -105,7 +105,7 @@ def apply_edit(
         text=result,
         replacements=count if replace_all else 1,
         first_line=first_line,
-        new_lines=new.count("\n") + 1,
+        new_lines=max(_files.count_lines(new), 1),
     )
 
 
