@@ -254,6 +254,13 @@ class AnthropicProvider:
 
         await asyncio.to_thread(self.warm_up)
 
+    async def aclose(self) -> None:
+        """Close the HTTP connections (before the event loop ends); a later request reopens."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
     def _get_client(self) -> AsyncAnthropic:
         with self._lock:
             if self._client is None:

@@ -74,6 +74,10 @@ class LazyProvider(Provider, Protocol):
         """:meth:`warm_up` in a worker thread."""
         ...
 
+    async def aclose(self) -> None:
+        """Close the HTTP client; call it before the event loop ends."""
+        ...
+
 
 def resolve_provider(
     settings: Settings,
