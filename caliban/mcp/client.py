@@ -36,6 +36,7 @@ from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, get_default_environment
+from mcp.client.subscriptions import ListenNotSupportedError, Subscription, SubscriptionLost
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -346,6 +347,7 @@ class _Conn:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     refresh: asyncio.Event = field(default_factory=asyncio.Event)
+    log_offset: int = 0
     lost: bool = False
     stop: bool = False
     proc: _Proc | None = None
@@ -399,6 +401,8 @@ class McpManager:
         self._listeners: list[Callable[[int], None]] = []
         self._changed = asyncio.Event()
         self._tools_cache: tuple[int, tuple[McpTool, ...]] | None = None
+        self._status_listeners: list[Callable[[ServerStatus], None]] = []
+        self._status_pulse = asyncio.Event()
         self._started = False
         self._closed = False
 
@@ -457,7 +461,28 @@ class McpManager:
     def on_change(self, callback: Callable[[int], None]) -> Callable[[], None]:
         """Call ``callback(version)`` after each tool-list change; returns an unsubscribe."""
         self._listeners.append(callback)
-        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+        def unsubscribe() -> None:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+        return unsubscribe
+
+    def on_status(self, callback: Callable[[ServerStatus], None]) -> Callable[[], None]:
+        """Call ``callback(status)`` whenever a server's state changes (e.g. it dies)."""
+        self._status_listeners.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._status_listeners:
+                self._status_listeners.remove(callback)
+
+        return unsubscribe
+
+    async def wait_for_state(self, name: str, *states: State) -> ServerStatus:
+        """Wait until server ``name`` is in one of ``states``."""
+        while self._conns[name].state not in states:
+            await self._status_pulse.wait()
+        return self.status(name)
 
     async def wait_for_change(self, since: int) -> int:
         """Wait until :attr:`version` differs from ``since``; returns the new version."""
@@ -517,8 +542,7 @@ class McpManager:
 
     def _launch(self, conn: _Conn) -> None:
         conn.attempt += 1
-        conn.state = "connecting"
-        conn.error = None
+        self._set_state(conn, "connecting")
         conn.lost = False
         conn.ready = asyncio.Event()
         conn.wake = asyncio.Event()
@@ -532,19 +556,24 @@ class McpManager:
         # Report at once; the runner task tears the attempt down in the background.
         if conn.attempt != attempt or conn.state != "connecting":
             return
-        conn.state = "failed"
-        conn.error = f"did not finish starting within {conn.startup_timeout:g}s"
+        if conn.in_process is None:
+            conn.stderr_tail = read_tail(log_path(conn.name), conn.log_offset)
+        self._set_state(conn, "failed", f"did not finish starting within {conn.startup_timeout:g}s")
         if conn.proc is not None:
             conn.proc.grace = 0.0
         conn.ready.set()
 
-    def _fail(self, conn: _Conn, attempt: int, reason: str) -> None:
-        if conn.attempt != attempt:
-            return
-        if conn.state != "failed" or conn.error is None:
-            conn.error = reason
-        conn.state = "failed"
-        conn.ready.set()
+    def _set_state(self, conn: _Conn, state: State, error: str | None = None) -> None:
+        conn.state = state
+        conn.error = error
+        pulse, self._status_pulse = self._status_pulse, asyncio.Event()
+        pulse.set()
+        status = self.status(conn.name)
+        for callback in list(self._status_listeners):
+            try:
+                callback(status)
+            except Exception:
+                logger.exception("MCP status listener failed")
 
     async def _run(self, conn: _Conn, attempt: int) -> None:
         started = time.perf_counter()
@@ -556,6 +585,7 @@ class McpManager:
         try:
             if conn.in_process is None:
                 log, offset = _open_log(conn.name)
+                conn.log_offset = offset
                 assert conn.config is not None
                 _note(log, f"starting {conn.config.transport} server: {conn.config.target}")
             with anyio.CancelScope() as scope:
@@ -564,6 +594,8 @@ class McpManager:
                 async with AsyncExitStack() as stack:
                     client = await stack.enter_async_context(self._client(conn, log, proc))
                     conn.pid = proc.process.pid if proc.process else None
+                    # Subscribe before listing, so no change can fall between the two.
+                    subscription = await self._subscribe(stack, conn, client)
                     await self._list_tools(conn, client)
                     scope.deadline = math.inf
                     if conn.attempt != attempt or conn.stop:
@@ -571,8 +603,8 @@ class McpManager:
                     conn.client = client
                     conn.protocol_version = client.protocol_version
                     conn.connect_seconds = time.perf_counter() - started
-                    conn.state = "connected"
                     conn.stderr_tail = ()
+                    self._set_state(conn, "connected")
                     conn.ready.set()
                     if log is not None:
                         _note(
@@ -581,8 +613,8 @@ class McpManager:
                     self._bump()
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._refresher, conn, client)
-                        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                            tg.start_soon(self._listener, conn, client)
+                        if subscription is not None:
+                            tg.start_soon(self._follow, conn, client, subscription)
                         await conn.wake.wait()
                         tg.cancel_scope.cancel()
                     if conn.lost and not conn.stop:
@@ -592,22 +624,26 @@ class McpManager:
         except Exception as exc:
             reason = _describe(exc, conn.config)
         finally:
-            conn.client = None
-            conn.scope = None
-            if proc.process is not None and proc.process.returncode is not None and proc.exited:
+            if proc.exited and proc.process is not None and proc.process.returncode is not None:
                 code = proc.process.returncode
                 how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-                reason = f"{how}" + ("" if conn.state == "connected" else " while starting")
+                reason = how if conn.state == "connected" else f"{how} while starting"
+            tail = read_tail(log_path(conn.name), offset) if log is not None else ()
             if log is not None:
-                conn.stderr_tail = read_tail(log_path(conn.name), offset)
                 _note(log, f"stopped: {reason}" if reason else "stopped")
                 log.close()
-            if reason is not None and not conn.stop:
-                self._fail(conn, attempt, reason)
-            elif conn.attempt == attempt:
+            if conn.attempt == attempt:
+                conn.client = None
+                conn.scope = None
+                if log is not None:
+                    conn.stderr_tail = tail
                 if conn.stop:
-                    conn.state = "failed" if conn.state == "connecting" else conn.state
-                    conn.error = conn.error or ("stopped" if conn.state == "failed" else None)
+                    if conn.state == "connecting":
+                        self._set_state(conn, "failed", "stopped before it finished starting")
+                elif reason is not None:
+                    # A timeout already reported keeps its message.
+                    keep = conn.state == "failed" and conn.error is not None
+                    self._set_state(conn, "failed", conn.error if keep else reason)
                 conn.ready.set()
 
     def _client(self, conn: _Conn, log: IO[bytes] | None, proc: _Proc) -> Client:
@@ -687,22 +723,36 @@ class McpManager:
             if changed:
                 self._bump()
 
-    async def _listener(self, conn: _Conn, client: Client) -> None:
-        """2026-07-28: change events only come through a subscriptions/listen stream."""
-        from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+    async def _subscribe(
+        self, stack: AsyncExitStack, conn: _Conn, client: Client
+    ) -> Subscription | None:
+        """2026-07-28: change events only come through a ``subscriptions/listen`` stream."""
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return None  # older servers send notifications/tools/list_changed unasked
+        try:
+            subscription = await stack.enter_async_context(client.listen(tools_list_changed=True))
+        except (ListenNotSupportedError, SubscriptionLost, MCPError, TimeoutError) as exc:
+            logger.info("%s: no tool-list subscription: %s", conn.name, exc)
+            return None
+        return subscription if subscription.honored.tools_list_changed else None
 
-        for _ in range(3):
+    async def _follow(self, conn: _Conn, client: Client, subscription: Subscription) -> None:
+        try:
+            async for _event in subscription:
+                conn.refresh.set()
+            return
+        except SubscriptionLost:
+            pass
+        for _ in range(3):  # no replay after a lost stream: listen again, then refetch
             try:
-                async with client.listen(tools_list_changed=True) as subscription:
-                    if not subscription.honored.tools_list_changed:
-                        return
-                    async for _event in subscription:
+                async with client.listen(tools_list_changed=True) as again:
+                    conn.refresh.set()
+                    async for _event in again:
                         conn.refresh.set()
                 return
             except SubscriptionLost:
-                conn.refresh.set()  # no replay: refetch, then listen again
-            except (ListenNotSupportedError, MCPError, TimeoutError) as exc:
-                logger.info("%s: no tool-list subscription: %s", conn.name, exc)
+                continue
+            except (ListenNotSupportedError, MCPError, TimeoutError):
                 return
 
     async def _connected_client(self, conn: _Conn) -> Client | None:

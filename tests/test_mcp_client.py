@@ -1,0 +1,364 @@
+"""McpManager against real MCP servers: in-process, stdio subprocesses, streamable HTTP, and
+servers that fail in the ways real ones do."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.server.mcpserver import Context, MCPServer
+
+from caliban.mcp.client import McpManager, log_path
+from caliban.mcp.config import ServerConfig
+from caliban.mcp.tools import McpTool, convert_result, image_placeholder
+from caliban.messages import ImagePart, TextPart
+from caliban.tools.base import CallContext, ToolEnv
+
+pytestmark = pytest.mark.anyio
+
+SERVERS = Path(__file__).parent / "mcp_servers"
+GITHUB_CATALOG = Path(__file__).parents[2] / "shared" / "eval" / "catalog_github.json"
+
+
+def stdio(name: str, script: str, *args: str, **kw: Any) -> ServerConfig:
+    return ServerConfig(
+        name=name,
+        transport="stdio",
+        command=sys.executable,
+        args=(str(SERVERS / script), *args),
+        **kw,
+    )
+
+
+def logged_pids(server: str) -> dict[str, int]:
+    text = log_path(server).read_text(encoding="utf-8", errors="replace")
+    return {k: int(v) for k, v in re.findall(r"^(pid|child_pid)=(\d+)$", text, re.M)}
+
+
+def running(pid: int) -> bool:
+    """True while ``pid`` is a live process (a zombie waiting to be reaped is dead)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in (b"Z", b"X")
+
+
+def call_ctx() -> CallContext:
+    return CallContext(env=ToolEnv(cwd=Path.cwd(), project_root=Path.cwd()), call_id="c1")
+
+
+def tool(manager: McpManager, wire: str) -> McpTool:
+    return next(t for t in manager.tools() if t.name == wire)
+
+
+# ---------------------------------------------------------------------------- in-process
+
+
+def make_inproc() -> MCPServer:
+    server = MCPServer("notes")
+
+    @server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
+    def search_notes(query: str, limit: int = 5) -> str:
+        """Search the notes for a phrase."""
+        return f"found 2 notes for {query!r} (limit {limit})"
+
+    @server.tool()
+    def add_note(text: str) -> dict[str, Any]:
+        """Store a note and return its id."""
+        return {"id": 7, "text": text}
+
+    @server.tool()
+    async def enable_sharing(ctx: Context) -> str:
+        """Add the share_note tool."""
+
+        def share_note(note_id: int, email: str) -> str:
+            """Share a note with someone."""
+            return f"shared {note_id} with {email}"
+
+        server.add_tool(share_note)
+        await ctx.notify_tools_changed()
+        await ctx.session.send_tool_list_changed()
+        return "sharing enabled"
+
+    return server
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_in_process_server_lists_calls_and_follows_tool_changes(mode: Any) -> None:
+    changes: list[int] = []
+    async with McpManager(in_process={"notes": make_inproc()}, connect_mode=mode) as manager:
+        manager.on_change(changes.append)
+        with anyio.fail_after(10):
+            [status] = await manager.wait_ready()
+        assert status.state == "connected" and status.transport == "in-process"
+        assert status.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+        names = [t.name for t in manager.tools()]
+        assert names == [
+            "mcp__notes__search_notes",
+            "mcp__notes__add_note",
+            "mcp__notes__enable_sharing",
+        ]
+        search = tool(manager, "mcp__notes__search_notes")
+        assert search.read_only and not tool(manager, "mcp__notes__add_note").read_only
+        assert search.spec.description == "Search the notes for a phrase."
+        assert search.spec.input_schema["required"] == ["query"]
+        out = await search.call({"query": "tax"}, call_ctx())
+        assert not out.is_error and out.as_text == "found 2 notes for 'tax' (limit 5)"
+
+        version = manager.version
+        await tool(manager, "mcp__notes__enable_sharing").call({}, call_ctx())
+        with anyio.fail_after(5):
+            await manager.wait_for_change(version)
+        assert manager.tools()[-1].name == "mcp__notes__share_note"
+        assert changes and changes[-1] == manager.version
+        shared = await manager.call_tool("notes", "share_note", {"note_id": 7, "email": "a@b.c"})
+        assert shared.as_text == "shared 7 with a@b.c"
+
+
+async def test_protocol_errors_and_unknown_servers_become_error_results() -> None:
+    async with McpManager(in_process={"notes": make_inproc()}) as manager:
+        await manager.wait_ready(10)
+        missing = await manager.call_tool("notes", "no_such_tool", {})
+        assert missing.is_error and "no_such_tool" in missing.as_text
+        bad_args = await manager.call_tool("notes", "search_notes", {"limit": "x"})
+        assert bad_args.is_error
+        unknown = await manager.call_tool("elsewhere", "x", {})
+        assert unknown.is_error and "Unknown MCP server 'elsewhere'" in unknown.as_text
+
+
+async def test_start_does_not_wait_and_disabled_servers_stay_down() -> None:
+    disabled = stdio("off", "catalog_server.py", disabled=True)
+    manager = McpManager([disabled], in_process={"notes": make_inproc()})
+    manager.start()
+    assert [s.state for s in manager.statuses()] == ["disabled", "connecting"]
+    try:
+        with anyio.fail_after(10):
+            statuses = await manager.wait_ready()
+        assert [s.state for s in statuses] == ["disabled", "connected"]
+        result = await manager.call_tool("off", "list_buckets", {})
+        assert result.is_error and "disabled" in result.as_text
+        assert not log_path("off").exists()
+    finally:
+        await manager.aclose()
+
+
+# ---------------------------------------------------------------------------- results
+
+
+def test_results_convert_text_images_resources_and_structured_content() -> None:
+    result = types.CallToolResult(
+        content=[
+            types.TextContent(text="line one"),
+            types.TextContent(text="line two"),
+            types.ImageContent(data="aGVsbG8=", mime_type="image/png"),
+            types.AudioContent(data="AAAA", mime_type="audio/wav"),
+            types.EmbeddedResource(
+                resource=types.BlobResourceContents(
+                    uri="file:///r.bin", mime_type="application/zip", blob="AAAAAAAA"
+                )
+            ),
+        ]
+    )
+    out = convert_result(result)
+    text, image, rest = out.content
+    assert text == TextPart(text="line one\nline two")
+    assert image == ImagePart(media_type="image/png", data="aGVsbG8=")
+    assert rest == TextPart(
+        text="[audio audio/wav, 3 B]\n[resource file:///r.bin application/zip, 6 B]"
+    )
+    assert image_placeholder(image) == "[image image/png, 5 B]"
+    assert out.summary == "4 lines, 1 image"
+
+    structured = convert_result(types.CallToolResult(content=[], structured_content={"n": 3}))
+    assert structured.as_text == '{\n  "n": 3\n}'
+    failed = convert_result(types.CallToolResult(content=[], is_error=True))
+    assert failed.is_error and failed.as_text == "(error, no details)"
+
+
+# ---------------------------------------------------------------------------- subprocesses
+
+
+@pytest.mark.slow
+async def test_stdio_catalog_servers_connect_list_and_call() -> None:
+    configs = [
+        stdio("catalog", "catalog_server.py", tool_timeout=0.5),
+        stdio("github", "catalog_server.py", "--catalog", str(GITHUB_CATALOG)),
+    ]
+    async with McpManager(configs) as manager:
+        with anyio.fail_after(20):
+            catalog, github = await manager.wait_ready()
+        assert catalog.state == github.state == "connected"
+        assert catalog.tool_count == 40 and github.tool_count == 117
+        assert catalog.tool_chars > 10_000 and github.tool_chars > 100_000
+        assert catalog.pid == logged_pids("catalog")["pid"]
+        tools = manager.tools()
+        assert [t.server for t in tools] == ["catalog"] * 40 + ["github"] * 117
+        assert len({t.name for t in tools}) == 157
+        assert all(len(t.name) <= 64 for t in tools)
+
+        issue = await tool(manager, "mcp__catalog__get_issue").call({"issue": "PLAT-1"}, call_ctx())
+        assert '"arguments": {"issue": "PLAT-1"}' in issue.as_text and not issue.is_error
+        chart = await manager.call_tool("catalog", "render_chart", {"values": [1, 2]})
+        assert isinstance(chart.content[1], ImagePart)
+        page = await manager.call_tool("catalog", "get_doc_page", {"page": "runbook"})
+        assert page.as_text == "# runbook\n\nBody."
+        failed = await manager.call_tool("catalog", "fail_validation", {"reason": "bad date"})
+        assert failed.is_error and failed.as_text == "bad date"
+        slow = await tool(manager, "mcp__catalog__wait_seconds").call({"seconds": 30}, call_ctx())
+        assert slow.is_error and "timed out after 0.5s" in slow.as_text
+        gh = await manager.call_tool("github", "list_issues", {"owner": "o", "repo": "r"})
+        assert '"server": "github"' in gh.as_text
+
+
+@pytest.mark.slow
+async def test_failing_servers_are_reported_and_the_others_start(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    configs = [
+        stdio("broken", "exit_at_once.py"),
+        stdio("hung", "hang_on_initialize.py", startup_timeout=1.0),
+        ServerConfig(name="missing", transport="stdio", command="caliban-no-such-server"),
+        stdio("catalog", "catalog_server.py"),
+    ]
+    manager = McpManager(configs)
+    manager.start()
+    try:
+        with anyio.fail_after(8):
+            broken, hung, missing, catalog = await manager.wait_ready()
+        assert catalog.state == "connected"
+        assert broken.state == "failed"
+        assert broken.error == "exited with code 3 while starting"
+        assert broken.stderr_tail[-2:] == (
+            "fatal: environment variable EXAMPLE_API_TOKEN is not set",
+            "hint: export EXAMPLE_API_TOKEN=... and restart",
+        )
+        assert hung.state == "failed"
+        assert hung.error == "did not finish starting within 1s"
+        assert hung.stderr_tail[-1] == "loading a very large index..."
+        assert missing.state == "failed" and "command not found" in (missing.error or "")
+        result = await manager.call_tool("broken", "anything", {})
+        assert result.is_error and "EXAMPLE_API_TOKEN" in result.as_text
+    finally:
+        with anyio.fail_after(10):
+            await manager.aclose()
+    hung_pids = logged_pids("hung")
+    assert not running(hung_pids["pid"]) and not running(hung_pids["child_pid"])
+    # Server stderr goes to the log files, never to the terminal.
+    assert "EXAMPLE_API_TOKEN" not in capfd.readouterr().err
+
+
+@pytest.mark.slow
+async def test_no_server_process_or_child_survives_aclose() -> None:
+    async with McpManager([stdio("catalog", "catalog_server.py", "--spawn-child")]) as manager:
+        with anyio.fail_after(10):
+            [status] = await manager.wait_ready()
+        pids = logged_pids("catalog")
+        assert status.pid == pids["pid"]
+        assert running(pids["pid"]) and running(pids["child_pid"])
+    assert not running(pids["pid"]) and not running(pids["child_pid"])
+
+
+@pytest.mark.slow
+async def test_a_server_that_crashes_mid_call_is_restarted_on_the_next_call() -> None:
+    async with McpManager([stdio("crashy", "crash_mid_call.py")]) as manager:
+        with anyio.fail_after(10):
+            await manager.wait_ready()
+        first_pid = int((await manager.call_tool("crashy", "whoami", {})).as_text)
+        with anyio.fail_after(10):
+            crashed = await manager.call_tool("crashy", "crash", {})
+        assert crashed.is_error and "closed the connection" in crashed.as_text
+        assert "restart it on the next call" in crashed.as_text
+        with anyio.fail_after(10):
+            status = await manager.wait_for_state("crashy", "failed")
+        assert status.error == "exited with code 70"
+        assert status.stderr_tail[-1] == "segfault-like crash in native extension"
+        assert [t.tool_name for t in manager.tools()] == ["whoami", "crash"]  # still callable
+        with anyio.fail_after(10):
+            again = await tool(manager, "mcp__crashy__whoami").call({}, call_ctx())
+        assert not again.is_error and int(again.as_text) != first_pid
+        assert manager.status("crashy").state == "connected"
+        assert not running(first_pid)
+
+
+@pytest.mark.slow
+async def test_stdio_tool_list_changes_refresh_the_tools() -> None:
+    async with McpManager([stdio("changing", "list_changed.py")]) as manager:
+        with anyio.fail_after(10):
+            await manager.wait_ready()
+        assert [t.tool_name for t in manager.tools()] == ["status", "unlock"]
+        version = manager.version
+        await manager.call_tool("changing", "unlock", {})
+        with anyio.fail_after(5):
+            await manager.wait_for_change(version)
+        assert [t.tool_name for t in manager.tools()] == ["status", "unlock", "deploy_preview"]
+        deployed = await manager.call_tool("changing", "deploy_preview", {"branch": "feat-x"})
+        assert deployed.as_text == "preview of feat-x deployed"
+
+
+# ---------------------------------------------------------------------------- HTTP
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    """The catalog server on streamable HTTP, requiring ``Authorization: Bearer s3cret``."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVERS / "catalog_server.py"), "--http", str(port)],
+        env={**os.environ, "CATALOG_REQUIRE_TOKEN": "s3cret"},
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while True:  # bounded: until it listens, exits, or 15 s pass
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("the HTTP test server did not start listening")
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+async def test_streamable_http_server_with_configured_headers(http_server: str) -> None:
+    good = ServerConfig(
+        name="docs",
+        transport="http",
+        url=http_server,
+        headers={"Authorization": "Bearer s3cret"},
+    )
+    bad = ServerConfig(name="noauth", transport="http", url=http_server, startup_timeout=5)
+    async with McpManager([good, bad]) as manager:
+        with anyio.fail_after(15):
+            docs, noauth = await manager.wait_ready()
+        assert docs.state == "connected" and docs.tool_count == 40
+        assert noauth.state == "failed" and noauth.error
+        result = await manager.call_tool("docs", "search_docs", {"query": "on-call"})
+        assert '"tool": "search_docs"' in result.as_text
