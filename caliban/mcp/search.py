@@ -200,8 +200,8 @@ def _undouble(s: str) -> str:
 @lru_cache(maxsize=65536)
 def _split_chunk(chunk: str) -> tuple[str, ...]:
     """Lower-case words of one alphanumeric run; camelCase also yields the joined word."""
-    if not chunk.isascii():
-        return (chunk.lower(),)
+    if not chunk.isascii() or len(chunk) > 64:
+        return (chunk.lower(),)  # long runs are data (hashes, base64), not identifiers
     parts = [p.lower() for p in _CAMEL.findall(chunk)] or [chunk.lower()]
     if sum(len(p) > 1 for p in parts) > 1 and not chunk.isupper() and not chunk.islower():
         # "GitHub" is also "github", "JavaScript" also "javascript": index both readings
@@ -488,7 +488,8 @@ _MAX_ENUM_VALUES: Final = 24
 _MAX_PREFIX_RELATIVES: Final = 32
 _PUNCT: Final = ".,;:!?'\"`()[]{}<>"
 # a word that names a tool rather than says something: read_file, get-sum, getFileInfo
-_IDENTIFIER: Final = re.compile(r"\w+(?:[_\-]\w+|__\w+)+|[a-z]+(?:[A-Z][a-z0-9]*)+")
+# (alphanumeric runs joined by "_", "__" or "-": unambiguous, so no catastrophic backtracking)
+_IDENTIFIER: Final = re.compile(r"[^\W_]+(?:(?:__?|-)[^\W_]+)+|[a-z]+(?:[A-Z][a-z0-9]*)+")
 _URL: Final = re.compile(
     r"(?:https?://|www\.)\S+|[\w-]+(?:\.[\w-]+)*\.(?:com|org|net|io|dev|ai|app|co|edu|gov)(?:/\S*)?",
     re.IGNORECASE,
