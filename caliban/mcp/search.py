@@ -824,7 +824,7 @@ class ToolIndex(Generic[D]):
         return SearchResult(query=query, mode="keywords", hits=hits)
 
     def _parse(self, text: str) -> _Query:
-        """Weighted query terms (with expansions), required terms and the raw words."""
+        """Weighted query terms (with expansions), required terms and tool-name-like words."""
         p = self._params
         weights: dict[str, float] = {}
 
