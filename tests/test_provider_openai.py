@@ -18,7 +18,7 @@ from caliban.providers.base import (
     TextDelta,
     ToolCallStarted,
 )
-from caliban.providers.openai import OpenAIProvider
+from caliban.providers.openai import OpenAIProvider, build_params
 from caliban.providers.retry import RetryPolicy
 
 pytestmark = pytest.mark.anyio
@@ -143,13 +143,28 @@ async def test_history_translation(
 
 
 async def test_official_endpoint_uses_max_completion_tokens() -> None:
-    from caliban.providers.openai import build_params
-
     request = ProviderRequest(model="gpt-5.5", system="", messages=(Message.user("hi"),), tools=())
-    params = build_params(request, official=True)
+    params = build_params(request)
     assert params["max_completion_tokens"] == 16_384 and "max_tokens" not in params
     assert params["messages"] == [{"role": "user", "content": "hi"}]  # no empty system message
     assert "tools" not in params
+    for url in (None, "https://api.openai.com/v1"):
+        assert OpenAIProvider(api_key="k", base_url=url).token_limit_key == "max_completion_tokens"
+
+
+async def test_server_rejecting_max_tokens_is_asked_again_with_max_completion_tokens(
+    provider: OpenAIProvider, fake_model_server: FakeModelServer
+) -> None:
+    rejection = {
+        "status": 400,
+        "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        "Use 'max_completion_tokens' instead.",
+    }
+    fake_model_server.add(rejection, {"text": "one"}, {"text": "two"})
+    assert (await run(provider))[1].message.text == "one"
+    assert (await run(provider))[1].message.text == "two"
+    limits = [sorted(k for k in body if k.startswith("max_")) for body in fake_model_server.bodies]
+    assert limits == [["max_tokens"], ["max_completion_tokens"], ["max_completion_tokens"]]
 
 
 async def test_cached_tokens_become_cache_reads(

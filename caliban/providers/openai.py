@@ -11,7 +11,9 @@ Translation notes:
   carry text only, so images from a tool result follow in a ``user`` message, with a note in
   the tool message saying so.
 - Requests to OpenAI itself send ``max_completion_tokens``; requests to another base URL send
-  the older ``max_tokens``, which every compatible server understands.
+  the older ``max_tokens``, which every compatible server understands. A server that rejects
+  ``max_tokens`` in favour of ``max_completion_tokens`` (a proxy in front of OpenAI) is asked
+  again with the other name, which is then kept for the rest of the session.
 - When a server sends no ``usage``, it is estimated from the characters sent and received.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,21 +50,28 @@ DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 # ---------------------------------------------------------------------------- request
 
 
-def build_params(request: ProviderRequest, *, official: bool = True) -> dict[str, Any]:
-    """The Chat Completions request body (streaming, with usage) for ``request``.
-
-    ``official`` is False for a custom base URL: the token limit goes in ``max_tokens``.
-    """
+def build_params(
+    request: ProviderRequest, *, token_limit_key: str = "max_completion_tokens"
+) -> dict[str, Any]:
+    """The Chat Completions request body (streaming, with usage) for ``request``."""
     params: dict[str, Any] = {
         "model": request.model,
         "messages": wire_messages(request.system, request.messages),
         "stream": True,
         "stream_options": {"include_usage": True},
-        ("max_completion_tokens" if official else "max_tokens"): request.max_tokens,
+        token_limit_key: request.max_tokens,
     }
     if request.tools:
         params["tools"] = [wire_tool(tool) for tool in request.tools]
     return params
+
+
+def is_openai_endpoint(base_url: str | None) -> bool:
+    """True for OpenAI's own API (no base URL, or one on api.openai.com)."""
+    if base_url is None:
+        return True
+    host = urllib.parse.urlsplit(base_url).hostname or ""
+    return host == "api.openai.com"
 
 
 def wire_tool(tool: ToolSpec) -> dict[str, Any]:
@@ -166,6 +176,9 @@ class OpenAIProvider:
         self.retry = retry
         self.timeout = timeout
         self._client: AsyncOpenAI | None = None
+        self.token_limit_key = (
+            "max_completion_tokens" if is_openai_endpoint(base_url) else "max_tokens"
+        )
         self._lock = threading.Lock()
 
     def warm_up(self) -> None:
@@ -200,7 +213,7 @@ class OpenAIProvider:
             return self._client
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
-        params = build_params(request, official=self.base_url is None)
+        params = build_params(request, token_limit_key=self.token_limit_key)
         return with_retries(
             lambda: self._attempt(params),
             provider=self.name,
@@ -211,9 +224,18 @@ class OpenAIProvider:
         )
 
     async def _attempt(self, params: dict[str, Any]) -> AsyncGenerator[ProviderEvent, None]:
+        import openai
+
         client = self._get_client()
         accumulator = ChatStreamAccumulator()
-        stream = await client.chat.completions.create(**params)
+        try:
+            stream = await client.chat.completions.create(**params)
+        except openai.BadRequestError as exc:
+            if "max_tokens" not in params or "max_completion_tokens" not in str(exc):
+                raise
+            self.token_limit_key = "max_completion_tokens"
+            params["max_completion_tokens"] = params.pop("max_tokens")
+            stream = await client.chat.completions.create(**params)
         async with stream:
             async for chunk in stream:
                 for shown in accumulator.feed(chunk.to_dict()):
