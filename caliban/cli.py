@@ -16,6 +16,7 @@ from typer import _click as click  # typer >= 0.29 vendors click; its types are 
 from typer.core import TyperGroup, TyperOption
 
 from caliban import __version__
+from caliban.agents_cli import agents_app
 
 EXIT_USAGE = 2
 EXIT_CONFIG = 78
@@ -94,6 +95,7 @@ app = typer.Typer(
 )
 config_app = typer.Typer(help="Read and change settings (config.toml).", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+app.add_typer(agents_app, name="agents")
 
 
 def _version(value: bool) -> None:

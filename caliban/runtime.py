@@ -52,10 +52,12 @@ async def open_session(
     Headless sessions wait for MCP servers before the first request (the model should see
     their tools); interactive ones do not, so the prompt appears at once.
     """
+    from caliban.agents import list_agents
     from caliban.mcp.client import McpManager
     from caliban.mcp.config import load_mcp_config
     from caliban.permissions import PermissionPolicy, deny_approver, make_authorize
     from caliban.providers.select import create_provider, resolve_provider
+    from caliban.tools.agent import session_agent_tool
     from caliban.tools.builtin import builtin_tools
 
     loaded = load_config(options.cwd, overrides=cli_overrides(options))
@@ -88,8 +90,10 @@ async def open_session(
         config=loaded,
         mcp=manager,
     )
+    agent_definitions, agent_warnings = list_agents(options.cwd)
+    session.tools.append(session_agent_tool(session, agent_definitions))
     try:
-        for text in [*loaded.warnings, *mcp_config.problems]:
+        for text in [*loaded.warnings, *mcp_config.problems, *agent_warnings]:
             session.emit(Notice(level="warning", text=text))
         if not interactive:
             await manager.wait_ready()
