@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -307,6 +308,35 @@ def find_rg() -> str:
 
 RG_BASE_ARGS = ("--no-config", "--hidden", "--no-require-git", "--glob", "!.git")
 """Search hidden files too, but never inside .git; honour .gitignore even outside a git repo."""
+
+
+@contextlib.contextmanager
+def glob_filter(globs: list[str]) -> Iterator[list[str]]:
+    """rg arguments keeping only files that match ``globs`` (``!glob`` excludes).
+
+    ``rg --glob`` would also pull in files that .gitignore excludes (its globs override
+    ignore rules), so the globs go into an ignore file instead: "ignore everything except
+    directories and these", which .gitignore still outranks. Globs are matched relative to
+    rg's working directory.
+    """
+    args: list[str] = []
+    include: list[str] = []
+    for glob in globs:
+        if glob.startswith("!"):
+            args += ["--glob", glob]
+        elif glob:
+            include.append(glob)
+    if not include:
+        yield args
+        return
+    fd, name = tempfile.mkstemp(prefix="caliban-glob-", suffix=".ignore")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write("*\n!*/\n" + "".join(f"!{glob}\n" for glob in include))
+        yield [*args, "--ignore-file", name]
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -37,7 +37,9 @@ class GlobInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     pattern: str = Field(
-        min_length=1, description='The glob pattern to match files against, e.g. "**/*.py".'
+        min_length=1,
+        pattern=r"^[^\n]*$",
+        description='The glob pattern to match files against, e.g. "**/*.py".',
     )
     path: str | None = Field(
         default=None,
@@ -82,11 +84,12 @@ class Glob(BuiltinTool[GlobInput]):
                 "directory as path (or Read the file)."
             )
         try:
-            result = await _files.run_rg(
-                ["--files", *_files.RG_BASE_ARGS, "--glob", pattern],
-                cwd=directory,
-                keep=1_000_000,
-            )
+            with _files.glob_filter([pattern]) as filter_args:
+                result = await _files.run_rg(
+                    ["--files", *_files.RG_BASE_ARGS, *filter_args],
+                    cwd=directory,
+                    keep=1_000_000,
+                )
         except _files.RipgrepMissing as exc:
             return ToolOutput.error(str(exc))
         if result.returncode not in (0, 1) and not result.lines:

@@ -118,7 +118,7 @@ def split_globs(value: str) -> list[str]:
     for char in value:
         depth += char == "{"
         depth -= char == "}"
-        if char in ", \t" and depth <= 0:
+        if char in ", \t\n" and depth <= 0:
             if current:
                 globs.append(current)
             current = ""
@@ -152,14 +152,21 @@ class Grep(BuiltinTool[GrepInput]):
         elif run_in != cwd:
             command.append(str(target))
         try:
-            result = await _files.run_rg(
-                command,
-                cwd=run_in,
-                keep=MAX_KEPT_LINES if args.output_mode == "content" else 1_000_000,
-            )
+            with _files.glob_filter(split_globs(args.glob or "")) as filter_args:
+                result = await _files.run_rg(
+                    [*filter_args, *command],
+                    cwd=run_in,
+                    keep=MAX_KEPT_LINES if args.output_mode == "content" else 1_000_000,
+                )
         except _files.RipgrepMissing as exc:
             return ToolOutput.error(str(exc))
         if result.returncode == 2 and not result.lines:
+            if "No files were searched" in result.stderr:
+                return ToolOutput.text(
+                    f"No files to search in {shown}: none match the glob/type filter (files "
+                    ".gitignore excludes are never searched).",
+                    summary="no files",
+                )
             return ToolOutput.error(_rg_error(args.pattern, result.stderr))
         if not result.lines:
             note = " (the search timed out)" if result.timed_out else ""
@@ -205,8 +212,6 @@ def _rg_arguments(args: GrepInput) -> list[str]:
         command.append("-i")
     if args.multiline:
         command += ["-U", "--multiline-dotall"]
-    for glob in split_globs(args.glob or ""):
-        command += ["--glob", glob]
     if args.type:
         command += ["--type", args.type]
     match args.output_mode:
