@@ -13,6 +13,7 @@ from fake_model_server import FakeModelServer
 from caliban.messages import ImagePart, Message, TextPart, ToolCall, ToolResult, ToolSpec, Usage
 from caliban.providers.base import (
     ApiRetry,
+    ProviderError,
     ProviderRequest,
     ResponseDone,
     TextDelta,
@@ -258,3 +259,13 @@ async def test_generated_ids_round_trip_in_the_next_request(
     await run(provider, Message.user("hi"), first.message, follow_up)
     sent = fake_model_server.requests[1].body["messages"]
     assert sent[2]["tool_calls"][0]["id"] == call.id and sent[3]["tool_call_id"] == call.id
+
+
+async def test_malformed_chunk_is_retried_then_reported(
+    provider: OpenAIProvider, fake_model_server: FakeModelServer
+) -> None:
+    fake_model_server.add({"sse": ["{not json"]}, {"text": "clean"})
+    assert (await run(provider))[1].message.text == "clean"
+    fake_model_server.add(*[{"sse": ["{not json"]}] * 4)
+    with pytest.raises(ProviderError, match="after 4 attempts: malformed response from the server"):
+        await run(provider)

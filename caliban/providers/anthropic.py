@@ -12,6 +12,7 @@ earlier conversation from the cache and only the new turn is billed at the full 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from caliban.providers.retry import (
     RetryPolicy,
     classify_status,
     connection_failure,
+    malformed_failure,
     with_retries,
 )
 
@@ -313,6 +315,8 @@ def classify(exc: Exception) -> Failure | None:
             )
         case anthropic.APIConnectionError() | httpx2.RequestError() | IncompleteStream():
             return connection_failure(exc)
+        case json.JSONDecodeError():
+            return malformed_failure(exc)
         case anthropic.APIError():
             return Failure(kind="fatal", summary=exc.message)
     return None

@@ -36,6 +36,7 @@ from caliban.providers.retry import (
     RetryPolicy,
     classify_status,
     connection_failure,
+    malformed_failure,
     one_line,
     with_retries,
 )
@@ -263,6 +264,8 @@ def classify(exc: Exception) -> Failure | None:
             )
         case openai.APIConnectionError() | httpx2.RequestError() | IncompleteStream():
             return connection_failure(exc)
+        case json.JSONDecodeError():
+            return malformed_failure(exc)
         case openai.APIError():  # an error object sent inside the stream
             return _stream_error(exc.body, exc.message)
     return None

@@ -150,6 +150,13 @@ def connection_failure(exc: BaseException) -> Failure:
     return Failure(kind="transient", summary=f"connection error: {text or name}")
 
 
+def malformed_failure(exc: ValueError) -> Failure:
+    """A response that is not what the API promises (broken JSON in the stream)."""
+    return Failure(
+        kind="transient", summary=f"malformed response from the server: {one_line(str(exc))}"
+    )
+
+
 def one_line(text: str, limit: int = 300) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
