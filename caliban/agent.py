@@ -18,6 +18,7 @@ from caliban.events import (
     ApiRetryEvent,
     AssistantDelta,
     AssistantMessage,
+    HistoryAppended,
     ToolFinished,
     ToolResultsMessage,
     ToolStarted,
@@ -120,8 +121,7 @@ class Agent:
     async def run(self, prompt: str | Message) -> RunResult:
         """Send ``prompt`` and loop until the model answers without calling a tool."""
         message = Message.user(prompt) if isinstance(prompt, str) else prompt
-        self._append(message)
-        self.emit(UserPrompt(message=message, parent_tool_use_id=self.parent_id))
+        self._append(message, UserPrompt(message=message, parent_tool_use_id=self.parent_id))
         usage = Usage()
         continued = False
         for turn in range(1, self.max_turns + 1):
@@ -138,8 +138,10 @@ class Agent:
                 )
             results = await self._dispatch(calls)
             tool_message = Message(role="user", parts=tuple(results))
-            self._append(tool_message)
-            self.emit(ToolResultsMessage(message=tool_message, parent_tool_use_id=self.parent_id))
+            self._append(
+                tool_message,
+                ToolResultsMessage(message=tool_message, parent_tool_use_id=self.parent_id),
+            )
         return RunResult(
             subtype="error_max_turns",
             text=self._last_text(),
@@ -148,8 +150,11 @@ class Agent:
             error=f"Reached the maximum number of turns ({self.max_turns}).",
         )
 
-    def _append(self, message: Message) -> None:
+    def _append(self, message: Message, event: AgentEvent | None = None) -> None:
+        """Every history change goes through here and is announced, so a transcript built
+        from the events always matches the history."""
         self.conversation.messages.append(message)
+        self.emit(event or HistoryAppended(message=message, parent_tool_use_id=self.parent_id))
 
     def _last_text(self) -> str:
         for message in reversed(self.conversation.messages):
@@ -179,16 +184,16 @@ class Agent:
                     case ToolCallStarted():
                         pass
                     case ResponseDone():
-                        self._append(event.message)
                         self.conversation.usage += event.usage
                         self.conversation.last_usage = event.usage
-                        self.emit(
+                        self._append(
+                            event.message,
                             AssistantMessage(
                                 message=event.message,
                                 usage=event.usage,
                                 model=request.model,
                                 parent_tool_use_id=self.parent_id,
-                            )
+                            ),
                         )
                         return event
         except asyncio.CancelledError:

@@ -58,6 +58,31 @@ class ToolResultsMessage:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class HistoryAppended:
+    """A message appended to history without an event of its own: the partial reply or the
+    "interrupted" tool results kept on cancellation, or the continue-prompt after a reply
+    was cut off at the token limit. With the events above, every append is announced."""
+
+    message: Message
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelChanged:
+    """The session switched models (``/model``); later prompts use ``model``."""
+
+    model: str
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConversationCleared:
+    """The session started a new, empty conversation (``/clear``)."""
+
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ApiRetryEvent:
     attempt: int
     max_attempts: int
@@ -93,6 +118,9 @@ AgentEvent = (
     | ToolStarted
     | ToolFinished
     | ToolResultsMessage
+    | HistoryAppended
+    | ModelChanged
+    | ConversationCleared
     | ApiRetryEvent
     | ActivationChanged
     | Notice

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from caliban.agent import Agent, Authorize, Conversation, RunResult, allow_all
 from caliban.config import LoadedConfig, Settings
-from caliban.events import AgentEvent
+from caliban.events import AgentEvent, ConversationCleared, ModelChanged
 from caliban.messages import Message
 from caliban.providers.base import Provider
 from caliban.toolbox import StaticToolbox, Toolbox
@@ -82,6 +82,12 @@ class Session:
         """Run one prompt to completion on this session's conversation."""
         return await self.agent().run(prompt)
 
+    def set_model(self, model: str) -> None:
+        """Use ``model`` from the next prompt on (``/model``); the transcript records it."""
+        self.model = model
+        self.emit(ModelChanged(model=model))
+
     def clear(self) -> None:
         """Start a new conversation (``/clear``)."""
         self.conversation = Conversation()
+        self.emit(ConversationCleared())

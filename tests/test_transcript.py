@@ -1,0 +1,156 @@
+"""Transcripts: every history append is announced, written as one JSON line, and locked."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from caliban.agent import CONTINUE_PROMPT, INTERRUPTED, Agent
+from caliban.events import (
+    AgentEvent,
+    AssistantMessage,
+    HistoryAppended,
+    ToolResultsMessage,
+    ToolStarted,
+    UserPrompt,
+)
+from caliban.messages import Message, TextPart, ToolResult, Usage
+from caliban.providers.base import ProviderEvent, ProviderRequest, ResponseDone, TextDelta
+from caliban.providers.scripted import HANG, ScriptedProvider, reply, tool_call
+from caliban.toolbox import StaticToolbox
+from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput
+
+pytestmark = pytest.mark.anyio
+
+
+class SleepInput(BaseModel):
+    seconds: float = 0.0
+
+
+class Sleep(BuiltinTool[SleepInput]):
+    name = "Sleep"
+    description = "Sleep, then say so."
+    input_model = SleepInput
+    read_only = True
+
+    async def run(self, args: SleepInput, ctx: CallContext) -> ToolOutput:
+        await asyncio.sleep(args.seconds)
+        return ToolOutput.text(f"slept {args.seconds}")
+
+
+def make_agent(provider: Any, events: list[AgentEvent]) -> Agent:
+    return Agent(
+        provider=provider,
+        model="test-model",
+        system_prompt="You are a test.",
+        toolbox=StaticToolbox([Sleep()]),
+        env=ToolEnv(cwd=Path.cwd(), project_root=Path.cwd()),
+        emit=events.append,
+    )
+
+
+def history_from_events(events: list[AgentEvent]) -> list[Message]:
+    """What a transcript reader rebuilds: every announced append, in order."""
+    appended = (UserPrompt, AssistantMessage, ToolResultsMessage, HistoryAppended)
+    return [e.message for e in events if isinstance(e, appended)]
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+async def test_every_append_of_a_normal_run_is_announced() -> None:
+    events: list[AgentEvent] = []
+    provider = ScriptedProvider([reply("Sleeping.", tool_call("Sleep", {})), "Done."])
+    agent = make_agent(provider, events)
+    await agent.run("go")
+    assert len(agent.conversation.messages) == 4
+    assert history_from_events(events) == agent.conversation.messages
+    assert not any(isinstance(e, HistoryAppended) for e in events)
+
+
+async def test_cancel_mid_tool_announces_the_interrupted_results() -> None:
+    events: list[AgentEvent] = []
+    provider = ScriptedProvider([reply("Sleeping.", tool_call("Sleep", {"seconds": 30}))])
+    agent = make_agent(provider, events)
+    with anyio.fail_after(5):
+        task = asyncio.ensure_future(agent.run("go"))
+        while not any(isinstance(e, ToolStarted) for e in events):
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    last = events[-1]
+    assert isinstance(last, HistoryAppended)
+    [result] = last.message.parts
+    assert isinstance(result, ToolResult) and result.is_error and result.text == INTERRUPTED
+    assert history_from_events(events) == agent.conversation.messages
+
+
+async def test_cancel_mid_stream_announces_the_partial_reply() -> None:
+    events: list[AgentEvent] = []
+
+    class PartialThenHang:
+        name = "partial"
+
+        async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+            yield TextDelta(text="Half an ans")
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        def warm_up(self) -> None:
+            pass
+
+    agent = make_agent(PartialThenHang(), events)
+    with anyio.fail_after(5):
+        task = asyncio.ensure_future(agent.run("go"))
+        while len(events) < 2:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert isinstance(events[-1], HistoryAppended)
+    assert events[-1].message == Message(role="assistant", parts=(TextPart(text="Half an ans"),))
+    assert history_from_events(events) == agent.conversation.messages
+
+
+async def test_continue_prompt_after_max_tokens_is_announced() -> None:
+    events: list[AgentEvent] = []
+
+    class CutOffOnce:
+        name = "cutoff"
+        calls = 0
+
+        async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+            self.calls += 1
+            stop = "max_tokens" if self.calls == 1 else "end_turn"
+            yield ResponseDone(message=reply(f"part {self.calls}"), usage=Usage(), stop_reason=stop)
+
+        def warm_up(self) -> None:
+            pass
+
+    agent = make_agent(CutOffOnce(), events)
+    result = await agent.run("write a lot")
+    assert result.text == "part 2"
+    continued = [e for e in events if isinstance(e, HistoryAppended)]
+    assert [e.message for e in continued] == [Message.user(CONTINUE_PROMPT)]
+    assert history_from_events(events) == agent.conversation.messages
+
+
+async def test_hang_provider_cancel_before_any_text_appends_nothing_more() -> None:
+    events: list[AgentEvent] = []
+    agent = make_agent(ScriptedProvider([HANG]), events)
+    with anyio.fail_after(5):
+        task = asyncio.ensure_future(agent.run("go"))
+        while not events:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert agent.conversation.messages == [Message.user("go")]
+    assert history_from_events(events) == agent.conversation.messages
