@@ -1,0 +1,193 @@
+"""The Bash tool: output, exit codes, cd persistence, timeouts and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from caliban.tools import bash as bash_module
+from caliban.tools.base import CallContext, ToolEnv, ToolOutput
+from caliban.tools.bash import Bash
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> ToolEnv:
+    return ToolEnv(cwd=tmp_path, project_root=tmp_path)
+
+
+async def run(env: ToolEnv, command: str, **args: Any) -> ToolOutput:
+    with anyio.fail_after(30):
+        return await Bash().call({"command": command, **args}, CallContext(env=env, call_id="b"))
+
+
+def is_gone(pid: int) -> bool:
+    """Dead, or a zombie waiting for a parent that may never reap it."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, IndexError):
+        return True
+
+
+async def wait_until(check: Any) -> None:
+    """Poll another process's state (there is no event to wait on), for at most 10 s."""
+    with anyio.fail_after(10):
+        while not check():  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+
+async def test_output_and_summary(env: ToolEnv) -> None:
+    out = await run(env, "echo hello; echo world")
+    assert not out.is_error
+    assert out.as_text == "hello\nworld"
+    assert out.summary == "exit 0 · 2 lines"
+
+
+async def test_stdout_and_stderr_are_interleaved(env: ToolEnv) -> None:
+    out = await run(env, "echo one; echo two >&2; echo three")
+    assert out.as_text == "one\ntwo\nthree"
+
+
+async def test_non_zero_exit_is_a_result(env: ToolEnv) -> None:
+    out = await run(env, "echo partial; ls /definitely/not/here; exit 3")
+    assert out.is_error
+    lines = out.as_text.splitlines()
+    assert lines[0] == "partial"
+    assert "No such file or directory" in lines[1]
+    assert lines[-1] == "[exit code 3]"
+    assert out.summary == "exit 3 · 2 lines"
+
+
+async def test_no_output(env: ToolEnv) -> None:
+    out = await run(env, "true")
+    assert out.as_text == "(no output)" and out.summary == "exit 0 · 0 lines"
+
+
+async def test_cd_persists_between_calls(env: ToolEnv) -> None:
+    (env.cwd / "sub" / "deeper").mkdir(parents=True)
+    out = await run(env, "cd sub/deeper && echo moved")
+    assert env.cwd == (env.project_root / "sub" / "deeper").resolve()
+    assert out.as_text == f"moved\n[working directory is now {env.cwd}]"
+    assert (await run(env, "pwd")).as_text == str(env.cwd)
+    await run(env, "cd ..; exit 1")  # the directory sticks even when the command fails
+    assert env.cwd == (env.project_root / "sub").resolve()
+
+
+async def test_a_deleted_working_directory_falls_back_to_the_project(env: ToolEnv) -> None:
+    gone = env.project_root / "gone"
+    gone.mkdir()
+    env.cwd = gone
+    gone.rmdir()
+    out = await run(env, "pwd")
+    assert out.as_text.splitlines() == [
+        str(env.project_root),
+        f"[the working directory {gone} no longer exists; ran in {env.project_root}]",
+    ]
+    assert env.cwd == env.project_root
+
+
+async def test_stdin_is_empty(env: ToolEnv) -> None:
+    out = await run(env, "cat; read -r line || echo no-input")
+    assert out.as_text == "no-input"
+
+
+async def test_long_output_is_cut_in_the_middle(env: ToolEnv) -> None:
+    out = await run(env, "for i in $(seq 1 20000); do echo line-$i; done")
+    text = out.as_text
+    assert len(text) < 30_400
+    assert text.startswith("line-1\nline-2\n")
+    assert text.endswith("line-19999\nline-20000")
+    total = sum(len(f"line-{i}\n") for i in range(1, 20001))
+    cut = total - 30_000
+    assert f"[… {cut:,} characters (" in text
+    assert f"cut from the middle of the output: {total:,} characters in all." in text
+    assert out.summary == "exit 0 · 20,000 lines"
+
+
+async def test_timeout_kills_the_whole_process_group(env: ToolEnv) -> None:
+    pidfile = env.cwd / "pid"
+    out = await run(env, f"sleep 300 & echo $! > {pidfile}; echo started; wait", timeout=500)
+    assert out.is_error
+    assert out.as_text.startswith("started\n[Command timed out after 0.5 s and was killed")
+    assert out.summary == "timed out after 0.5 s"
+    pid = int(pidfile.read_text())
+    await wait_until(lambda: is_gone(pid))
+
+
+async def test_timeout_escalates_to_sigkill(env: ToolEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bash_module, "KILL_GRACE_S", 0.2)
+    pidfile = env.cwd / "pid"
+    command = f"trap '' TERM; echo $$ > {pidfile}; while :; do sleep 0.05; done"
+    out = await run(env, command, timeout=300)
+    assert "timed out" in out.as_text
+    pid = int(pidfile.read_text())
+    await wait_until(lambda: is_gone(pid))
+
+
+async def test_cancellation_kills_the_whole_process_group(env: ToolEnv) -> None:
+    pidfile = env.cwd / "pid"
+    ctx = CallContext(env=env, call_id="b")
+    task = asyncio.ensure_future(
+        Bash().call({"command": f"sleep 300 & echo $! > {pidfile}; wait"}, ctx)
+    )
+    await wait_until(lambda: pidfile.exists() and pidfile.read_text().strip())
+    pid = int(pidfile.read_text())
+    assert not is_gone(pid)
+    task.cancel()
+    with anyio.fail_after(10), pytest.raises(asyncio.CancelledError):
+        await task
+    await wait_until(lambda: is_gone(pid))
+
+
+async def test_background_jobs_do_not_hang_the_call(
+    env: ToolEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bash_module, "DRAIN_S", 0.1)
+    pidfile = env.cwd / "pid"
+    out = await run(env, f"sleep 300 & echo $! > {pidfile}; echo started")
+    try:
+        assert out.as_text.startswith("started\n[a background process still holds the output")
+        assert not out.is_error
+    finally:
+        os.kill(int(pidfile.read_text()), 9)
+
+
+async def test_killed_by_a_signal(env: ToolEnv) -> None:
+    out = await run(env, "kill -TERM $$")
+    assert out.is_error
+    assert out.as_text.endswith("[killed by signal SIGTERM]")
+
+
+async def test_timeout_validation(env: ToolEnv) -> None:
+    out = await Bash().call(
+        {"command": "ls", "timeout": 900_000}, CallContext(env=env, call_id="b")
+    )
+    assert out.is_error
+    assert out.as_text == (
+        "Invalid input for Bash:\n- timeout: Input should be less than or equal to 600000"
+    )
+
+
+async def test_pagers_are_disabled(env: ToolEnv) -> None:
+    out = await run(env, 'echo "$PAGER $GIT_PAGER"')
+    assert out.as_text == "cat cat"
+
+
+def test_schema_and_subject() -> None:
+    schema = Bash().spec.input_schema
+    assert schema["required"] == ["command"]
+    [timeout, _null] = schema["properties"]["timeout"]["anyOf"]
+    assert timeout == {"type": "integer", "minimum": 1, "maximum": 600_000}
+    assert Bash().permission_subject({"command": "  git status \n"}) == "git status"
+    assert shutil.which("bash") is not None
