@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from caliban.agent import CONTINUE_PROMPT, INTERRUPTED, Agent
 from caliban.events import (
     AgentEvent,
+    AssistantDelta,
     AssistantMessage,
     HistoryAppended,
     ToolResultsMessage,
@@ -44,14 +45,31 @@ class Sleep(BuiltinTool[SleepInput]):
         return ToolOutput.text(f"slept {args.seconds}")
 
 
-def make_agent(provider: Any, events: list[AgentEvent]) -> Agent:
+class Recorder(list[AgentEvent]):
+    """Collects events; ``wait_for(kind)`` returns once one of that kind arrived."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived = asyncio.Event()
+
+    def __call__(self, event: AgentEvent) -> None:
+        self.append(event)
+        self.arrived.set()
+
+    async def wait_for(self, kind: type[Any]) -> None:
+        while not any(isinstance(e, kind) for e in self):
+            self.arrived.clear()
+            await self.arrived.wait()
+
+
+def make_agent(provider: Any, events: Recorder) -> Agent:
     return Agent(
         provider=provider,
         model="test-model",
         system_prompt="You are a test.",
         toolbox=StaticToolbox([Sleep()]),
         env=ToolEnv(cwd=Path.cwd(), project_root=Path.cwd()),
-        emit=events.append,
+        emit=events,
     )
 
 
@@ -65,7 +83,7 @@ def history_from_events(events: list[AgentEvent]) -> list[Message]:
 
 
 async def test_every_append_of_a_normal_run_is_announced() -> None:
-    events: list[AgentEvent] = []
+    events = Recorder()
     provider = ScriptedProvider([reply("Sleeping.", tool_call("Sleep", {})), "Done."])
     agent = make_agent(provider, events)
     await agent.run("go")
@@ -75,13 +93,12 @@ async def test_every_append_of_a_normal_run_is_announced() -> None:
 
 
 async def test_cancel_mid_tool_announces_the_interrupted_results() -> None:
-    events: list[AgentEvent] = []
+    events = Recorder()
     provider = ScriptedProvider([reply("Sleeping.", tool_call("Sleep", {"seconds": 30}))])
     agent = make_agent(provider, events)
     with anyio.fail_after(5):
         task = asyncio.ensure_future(agent.run("go"))
-        while not any(isinstance(e, ToolStarted) for e in events):
-            await asyncio.sleep(0.01)
+        await events.wait_for(ToolStarted)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -93,7 +110,7 @@ async def test_cancel_mid_tool_announces_the_interrupted_results() -> None:
 
 
 async def test_cancel_mid_stream_announces_the_partial_reply() -> None:
-    events: list[AgentEvent] = []
+    events = Recorder()
 
     class PartialThenHang:
         name = "partial"
@@ -109,8 +126,7 @@ async def test_cancel_mid_stream_announces_the_partial_reply() -> None:
     agent = make_agent(PartialThenHang(), events)
     with anyio.fail_after(5):
         task = asyncio.ensure_future(agent.run("go"))
-        while len(events) < 2:
-            await asyncio.sleep(0.01)
+        await events.wait_for(AssistantDelta)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -120,7 +136,7 @@ async def test_cancel_mid_stream_announces_the_partial_reply() -> None:
 
 
 async def test_continue_prompt_after_max_tokens_is_announced() -> None:
-    events: list[AgentEvent] = []
+    events = Recorder()
 
     class CutOffOnce:
         name = "cutoff"
@@ -143,12 +159,11 @@ async def test_continue_prompt_after_max_tokens_is_announced() -> None:
 
 
 async def test_hang_provider_cancel_before_any_text_appends_nothing_more() -> None:
-    events: list[AgentEvent] = []
+    events = Recorder()
     agent = make_agent(ScriptedProvider([HANG]), events)
     with anyio.fail_after(5):
         task = asyncio.ensure_future(agent.run("go"))
-        while not events:
-            await asyncio.sleep(0.01)
+        await events.wait_for(UserPrompt)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
