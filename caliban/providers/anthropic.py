@@ -12,6 +12,7 @@ earlier conversation from the cache and only the new turn is billed at the full 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
@@ -252,8 +253,6 @@ class AnthropicProvider:
 
     async def prepare(self) -> None:
         """:meth:`warm_up` in a worker thread."""
-        import asyncio
-
         await asyncio.to_thread(self.warm_up)
 
     async def aclose(self) -> None:

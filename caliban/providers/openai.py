@@ -19,6 +19,7 @@ Translation notes:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import urllib.parse
@@ -188,8 +189,6 @@ class OpenAIProvider:
 
     async def prepare(self) -> None:
         """:meth:`warm_up` in a worker thread."""
-        import asyncio
-
         await asyncio.to_thread(self.warm_up)
 
     async def aclose(self) -> None:

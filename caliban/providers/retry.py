@@ -167,7 +167,7 @@ def _fatal_message(provider: str, failure: Failure, model: str) -> str:
     if failure.status == 404:
         message += f" (check the model name '{model}' and the base URL)"
     elif failure.status == 413:
-        message += " (the request is too large: shorten the conversation with /compact or /clear)"
+        message += " (the request is too large: start a new conversation with /clear)"
     return message
 
 
