@@ -415,8 +415,8 @@ def decide(
     if mode == "acceptEdits" and writes_path is not None:
         return Decision(behavior="allow", reason="acceptEdits mode allows edits in the project")
     if kind == "mcp":
-        return Decision(behavior="ask", reason=f"MCP tools ask first in {mode} mode")
-    return Decision(behavior="ask", reason=f"{tool_name} asks first in {mode} mode")
+        return Decision(behavior="ask", reason=f"{mode} mode asks before MCP tools run")
+    return Decision(behavior="ask", reason=f"{mode} mode asks before {tool_name} runs")
 
 
 def _within(path: Path, root: Path) -> bool:
@@ -552,7 +552,8 @@ class PermissionRequest:
     input: Mapping[str, Any]
     subject: str | None
     reason: str
-    """Why it asks (e.g. "Bash asks first in default mode")."""
+    """Why it asks, to follow "caliban asks because …" (e.g. "default mode asks before Bash
+    runs")."""
     preview: str
     """Plain text to show: a diff, a command, or the input."""
     suggestion: str
@@ -640,16 +641,16 @@ class PermissionPolicy:
         *,
         project_root: Path,
         mode: PermissionMode | None = None,
-        allowed_tools: Iterable[str] = (),
-        disallowed_tools: Iterable[str] = (),
+        allowed: Iterable[str] = (),
+        disallowed: Iterable[str] = (),
     ) -> PermissionPolicy:
         """The policy from ``[permissions]`` plus ``--permission-mode``, ``--allowed-tools``
         and ``--disallowed-tools``; raises :class:`ConfigError` for a malformed rule."""
         try:
             rules = PermissionRules.parse(
-                allow=[*settings.allow, *allowed_tools],
+                allow=[*settings.allow, *allowed],
                 ask=settings.ask,
-                deny=[*settings.deny, *disallowed_tools],
+                deny=[*settings.deny, *disallowed],
             )
         except RuleError as exc:
             raise ConfigError(f"permissions: {exc}") from None

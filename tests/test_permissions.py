@@ -347,8 +347,8 @@ def test_policy_from_settings_and_flags(tmp_path: Path) -> None:
     policy = PermissionPolicy.from_settings(
         settings,
         project_root=tmp_path,
-        allowed_tools=["Bash(npm test*)"],
-        disallowed_tools=["mcp__slack"],
+        allowed=["Bash(npm test*)"],
+        disallowed=["mcp__slack"],
     )
     assert policy.mode == "acceptEdits"
     assert [r.text for r in policy.rules.allow] == ["Read", "Bash(npm test*)"]
@@ -463,7 +463,7 @@ async def test_headless_denial_says_how_to_allow(tmp_path: Path) -> None:
     authorize = make_authorize(PermissionPolicy(project_root=tmp_path), deny_approver)
     reason = await authorize(Bash(), {"command": "npm test"}, _ctx(tmp_path))
     assert reason == (
-        "Running `npm test` requires approval (Bash asks first in default mode); caliban is "
+        "Running `npm test` requires approval (default mode asks before Bash runs); caliban is "
         "running headless (-p). Allow it with --allowed-tools 'Bash(npm test*)' or a "
         "[permissions] allow rule."
     )
@@ -474,7 +474,7 @@ async def test_headless_denial_says_how_to_allow(tmp_path: Path) -> None:
 
 async def test_headless_allows_what_rules_allow(tmp_path: Path) -> None:
     policy = PermissionPolicy.from_settings(
-        PermissionsSettings(), project_root=tmp_path, allowed_tools=["Bash(npm test*)"]
+        PermissionsSettings(), project_root=tmp_path, allowed=["Bash(npm test*)"]
     )
     authorize = make_authorize(policy, deny_approver)
     assert await authorize(Bash(), {"command": "npm test"}, _ctx(tmp_path)) is None
@@ -554,7 +554,7 @@ async def test_ask_request_carries_a_diff_preview(tmp_path: Path) -> None:
     [request] = approver.requests
     assert request.tool_name == "Edit" and request.kind == "builtin"
     assert request.subject == str(tmp_path / "a.py")
-    assert request.reason == "Edit asks first in default mode"
+    assert request.reason == "default mode asks before Edit runs"
     assert request.suggestion == "Edit(./*)"
     assert request.preview.splitlines() == [
         "--- a/a.py",
