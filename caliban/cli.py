@@ -17,6 +17,7 @@ from typer.core import TyperGroup, TyperOption
 
 from caliban import __version__
 from caliban.agents_cli import agents_app
+from caliban.mcp.cli import mcp_app
 
 EXIT_USAGE = 2
 EXIT_CONFIG = 78
@@ -96,6 +97,7 @@ app = typer.Typer(
 config_app = typer.Typer(help="Read and change settings (config.toml).", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 app.add_typer(agents_app, name="agents")
+app.add_typer(mcp_app, name="mcp")
 
 
 def _version(value: bool) -> None:
@@ -190,8 +192,9 @@ def root(
         from caliban.headless import run_headless
 
         raise typer.Exit(run_headless(options))
-    _err("caliban: the interactive session is not available yet; use `caliban -p PROMPT`.")
-    raise typer.Exit(EXIT_USAGE)
+    from caliban.repl.app import run_interactive
+
+    raise typer.Exit(run_interactive(options))
 
 
 def _split_rules(values: list[str] | None) -> tuple[str, ...]:

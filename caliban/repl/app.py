@@ -1,0 +1,335 @@
+"""The interactive session: a prompt-toolkit prompt driving a :class:`~caliban.session.Session`.
+
+:func:`run_interactive` is what ``caliban`` (no ``-p``) runs. The prompt appears at once: MCP
+servers connect in the background and the provider SDK loads in a worker thread. Each
+prompt runs as an asyncio task; Ctrl-C (SIGINT, the terminal is not in raw mode while a
+turn runs) cancels it and the session goes on with the partial answer kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.application import create_app_session
+from prompt_toolkit.formatted_text import StyleAndTextTuples
+from prompt_toolkit.history import FileHistory, History
+from prompt_toolkit.input import Input
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.output import Output
+from prompt_toolkit.styles import Style
+from rich.console import Console
+from rich.text import Text
+
+from caliban import __version__, paths
+from caliban.cli import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
+from caliban.messages import Message
+from caliban.repl.approve import TerminalApprover
+from caliban.repl.attach import attach
+from caliban.repl.commands import CommandContext, ExitRepl, parse_command, run_command
+from caliban.repl.complete import ReplCompleter
+from caliban.repl.render import ELBOW, Renderer
+from caliban.repl.toolbar import toolbar_text
+from caliban.session import Session
+
+EXIT_ARM_SECONDS = 2.0
+"""A second Ctrl-C on an empty prompt within this many seconds exits."""
+
+STYLE = Style.from_dict(
+    {
+        "rule": "#5f5f5f",
+        "prompt": "bold",
+        "continuation": "#5f5f5f",
+        "bottom-toolbar": "noreverse #8a8a8a",
+        "bottom-toolbar.text": "",
+        "hint": "#d7af00",
+    }
+)
+
+
+def run_interactive(options: CliOptions) -> int:
+    """``caliban`` on a terminal: the REPL. Returns the exit code."""
+    if not sys.stdin.isatty():
+        print(
+            "caliban: stdin is not a terminal, so there is no interactive session; "
+            "run `caliban -p PROMPT` (or pipe the prompt: `echo PROMPT | caliban -p`).",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:
+        return asyncio.run(run_repl(options))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+async def run_repl(
+    options: CliOptions,
+    *,
+    console: Console | None = None,
+    input: Input | None = None,
+    output: Output | None = None,
+    history: History | None = None,
+) -> int:
+    """Open a session for ``options`` and run the REPL on it until the user exits."""
+    from caliban.runtime import open_session
+
+    console = console or Console(highlight=False)
+    renderer = Renderer(console, cwd=options.cwd)
+    approver = TerminalApprover(console, cwd=options.cwd)
+    with create_app_session(input=input, output=output):
+        async with open_session(
+            options, approver=approver, listeners=[renderer], interactive=True
+        ) as session:
+            repl = Repl(
+                session,
+                console=console,
+                renderer=renderer,
+                approver=approver,
+                input=input,
+                output=output,
+                history=history,
+            )
+            return await repl.run(first_prompt=options.prompt)
+
+
+class Repl:
+    """The read-eval-print loop over one session. Input and output are injectable for tests."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        console: Console,
+        renderer: Renderer,
+        approver: TerminalApprover | None = None,
+        input: Input | None = None,
+        output: Output | None = None,
+        history: History | None = None,
+    ) -> None:
+        self.session = session
+        self.console = console
+        self.renderer = renderer
+        self.approver = approver
+        self._real_terminal = input is None
+        self._turn: asyncio.Task[object] | None = None
+        self._exit_armed_until = 0.0
+        if approver is not None:
+            approver.pause = self.paused
+            approver.on_interrupt = self.interrupt
+        self.prompt: PromptSession[str] = PromptSession(
+            message=self._message,
+            history=history if history is not None else _file_history(),
+            completer=ReplCompleter(session.cwd),
+            complete_while_typing=True,
+            key_bindings=self._key_bindings(),
+            bottom_toolbar=self._toolbar,
+            prompt_continuation=lambda width, line, wrap: [("class:continuation", "  ")],
+            style=STYLE,
+            refresh_interval=0.5,
+            reserve_space_for_menu=6,
+            input=input,
+            output=output,
+        )
+
+    # -- the loop
+
+    async def run(self, *, first_prompt: str | None = None) -> int:
+        """Prompt, run, repeat; returns the exit code when the user leaves."""
+        self._welcome()
+        if first_prompt:
+            await self.submit(first_prompt)
+        while True:
+            try:
+                text = await self.prompt.prompt_async()
+            except EOFError:
+                break
+            except KeyboardInterrupt:
+                continue
+            try:
+                await self.submit(text)
+            except ExitRepl:
+                break
+        return 0
+
+    async def submit(self, text: str) -> None:
+        """Handle one line of input: a slash command or a prompt for the model."""
+        text = text.strip()
+        if not text:
+            return
+        if parse_command(text) is not None:
+            await run_command(text, CommandContext(session=self.session, console=self.console))
+            return
+        message, attachments, problems = attach(text, self.session.cwd)
+        for attachment in attachments:
+            self.console.print(
+                Text(f"  {ELBOW}  Attached @{attachment.path} ({attachment.note})", style="dim")
+            )
+        for problem in problems:
+            self.console.print(Text(f"  ⚠  {problem}", style="yellow"))
+        await self.run_turn(message if attachments else text)
+
+    async def run_turn(self, prompt: str | Message) -> None:
+        """Run one prompt to the end, or until Ctrl-C (:meth:`interrupt`) cancels it."""
+        self.renderer.begin_turn()
+        task: asyncio.Task[object] = asyncio.create_task(self.session.run(prompt))
+        self._turn = task
+        try:
+            with self._sigint_interrupts(), self._no_echo():
+                await asyncio.wait({task})
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            self._turn = None
+            self.renderer.end_turn()
+        if task.cancelled():
+            self.renderer.interrupted()
+            return
+        if (exc := task.exception()) is not None:
+            self.renderer.error(_describe_error(exc))
+            return
+        error = getattr(task.result(), "error", None)
+        if error:
+            self.renderer.error(str(error))
+
+    def interrupt(self) -> None:
+        """Cancel the running turn (Ctrl-C); nothing happens at the prompt."""
+        if self._turn is not None and not self._turn.done():
+            self._turn.cancel()
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Lend the terminal to a permission prompt in the middle of a turn."""
+        with self.renderer.suspended():
+            yield
+        if self._turn is not None:
+            # prompt-toolkit removed our SIGINT handler when its prompt ended.
+            self._add_sigint_handler()
+
+    # -- prompt pieces
+
+    def _message(self) -> StyleAndTextTuples:
+        width = self.prompt.app.output.get_size().columns
+        return [("class:rule", "─" * max(10, width) + "\n"), ("class:prompt", "> ")]
+
+    def _toolbar(self) -> StyleAndTextTuples:
+        hint = None
+        if time.monotonic() < self._exit_armed_until:
+            hint = "Press Ctrl-C again to exit"
+        text = toolbar_text(self.session)
+        if hint:
+            return [("class:hint", f" {hint}"), ("", f"   {text}")]
+        return [("", f" {text}")]
+
+    def _key_bindings(self) -> KeyBindings:
+        bindings = KeyBindings()
+
+        @bindings.add("escape", "enter")
+        @bindings.add("c-j")
+        def _newline(event: KeyPressEvent) -> None:
+            event.current_buffer.insert_text("\n")
+
+        @bindings.add("enter")
+        def _enter(event: KeyPressEvent) -> None:
+            buffer = event.current_buffer
+            state = buffer.complete_state
+            if state is not None and state.current_completion is not None:
+                buffer.complete_state = None  # the chosen completion is already in the text
+                if not buffer.text.startswith("/"):
+                    return
+            before = buffer.document.text_before_cursor
+            if before.endswith("\\") and not before.endswith("\\\\"):
+                buffer.delete_before_cursor(1)
+                buffer.insert_text("\n")
+                return
+            buffer.validate_and_handle()
+
+        @bindings.add("c-c")
+        def _ctrl_c(event: KeyPressEvent) -> None:
+            buffer = event.current_buffer
+            if buffer.text:
+                buffer.reset()
+                self._exit_armed_until = 0.0
+            elif time.monotonic() < self._exit_armed_until:
+                event.app.exit(exception=EOFError())
+            else:
+                self._exit_armed_until = time.monotonic() + EXIT_ARM_SECONDS
+            event.app.invalidate()
+
+        return bindings
+
+    def _welcome(self) -> None:
+        title = Text("✻ ", style="bold magenta")
+        title.append(f"caliban {__version__}", style="bold")
+        title.append(f"  {self.session.model} ({self.session.provider.name})", style="dim")
+        title.append(f"  {_home(self.session.cwd)}", style="dim")
+        self.console.print(title)
+        self.console.print(
+            Text(
+                "  /help for commands · @path attaches a file · Alt-Enter for a new line · "
+                "Ctrl-C interrupts · Ctrl-D exits",
+                style="dim",
+            )
+        )
+
+    # -- signals and the terminal while a turn runs
+
+    def _add_sigint_handler(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self.interrupt)
+
+    @contextlib.contextmanager
+    def _sigint_interrupts(self) -> Iterator[None]:
+        self._add_sigint_handler()
+        try:
+            yield
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+
+    @contextlib.contextmanager
+    def _no_echo(self) -> Iterator[None]:
+        """Keys typed during a turn are not echoed into the output (they stay typed-ahead)."""
+        if not self._real_terminal or not sys.stdin.isatty():
+            yield
+            return
+        try:
+            import termios
+        except ImportError:
+            yield
+            return
+        fd = sys.stdin.fileno()
+        saved = termios.tcgetattr(fd)
+        quiet = termios.tcgetattr(fd)
+        quiet[3] &= ~termios.ECHO
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+        try:
+            yield
+        finally:
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+
+def _file_history() -> History:
+    path = paths.state_dir() / "history"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileHistory(str(path))
+
+
+def _home(path: Path) -> str:
+    text, home = str(path), str(Path.home())
+    return "~" + text[len(home) :] if text == home or text.startswith(home + os.sep) else text
+
+
+def _describe_error(exc: BaseException) -> str:
+    from caliban.providers.base import ProviderError
+
+    if isinstance(exc, ProviderError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"

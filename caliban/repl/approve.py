@@ -1,0 +1,240 @@
+"""The interactive approver: asks the user, inline, whether a tool call may run.
+
+It shows what the call would do (a coloured diff for Edit and Write, the command for Bash,
+the input otherwise), why caliban asks, and three answers::
+
+    1. Yes
+    2. Yes, and don't ask again for Bash(git status*) this session
+    3. No, and tell caliban what to do differently
+
+Keys ``1``/``2``/``3`` answer at once (also ``y``, ``a``, ``n``; Esc is "No"); the arrows and
+Enter work too. "No" asks for an optional instruction, which the model reads. Ctrl-C
+refuses and interrupts the whole turn.
+
+On a terminal the question is a transient prompt-toolkit dialog: once answered it
+disappears and the renderer's line for the tool call (with its diff or output) takes its
+place. Elsewhere (tests, a console that is not a terminal) the request is printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.application import Application, get_app_session
+from prompt_toolkit.formatted_text import ANSI, StyleAndTextTuples
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.layout import FormattedTextControl, HSplit, Layout, Window
+from prompt_toolkit.styles import Style
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.text import Text
+
+from caliban.permissions import PermissionAnswer, PermissionRequest, user_denial
+from caliban.repl.render import ELBOW, display_name, head_tail, relative, shorten
+
+Choice = Literal["once", "session", "deny"]
+DIALOG_STYLE = Style.from_dict({"selected": "bold #5fafff", "question": "bold"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Decision:
+    choice: Choice
+    said: str | None = None
+    """What the user typed after choosing "No"."""
+    interrupted: bool = False
+
+
+@contextlib.contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def preview_text(preview: str, *, max_lines: int) -> Text:
+    """A preview with diff lines coloured (``+`` green, ``-`` red, ``@@`` cyan), cut to fit."""
+    out = Text()
+    half = max(1, max_lines // 2)
+    lines = head_tail(preview.rstrip("\n").splitlines(), half, half)
+    for index, line in enumerate(lines):
+        if index:
+            out.append("\n")
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        elif line.startswith("@@"):
+            style = "cyan"
+        elif line.startswith("… +"):
+            style = "dim"
+        else:
+            style = ""
+        out.append(line, style=style)
+    return out
+
+
+def title(request: PermissionRequest, cwd: Path | None) -> str:
+    """``Bash command``, ``Edit caliban/cli.py``, ``github - search (MCP)``."""
+    match request.tool_name:
+        case "Bash":
+            return "Bash command"
+        case "Edit" | "Write" if request.subject:
+            return f"{request.tool_name} {relative(request.subject, cwd)}"
+        case _:
+            subject = f"({shorten(relative(request.subject, cwd), 60)})" if request.subject else ""
+            return f"{display_name(request.tool_name)}{subject}"
+
+
+class TerminalApprover:
+    """An ``Approver`` that asks at the terminal, one question at a time.
+
+    The REPL sets :attr:`pause` (hide the spinner while asking) and :attr:`on_interrupt`
+    (cancel the turn on Ctrl-C).
+    """
+
+    def __init__(self, console: Console, *, cwd: Path | None = None) -> None:
+        self.console = console
+        self.cwd = cwd
+        self.pause: Callable[[], AbstractContextManager[None]] = _nothing
+        self.on_interrupt: Callable[[], None] = lambda: None
+        self._lock = asyncio.Lock()
+
+    async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
+        async with self._lock:
+            with self.pause():
+                decision = await self.ask(request)
+        if decision.interrupted:
+            self.on_interrupt()
+        match decision.choice:
+            case "once":
+                return PermissionAnswer.allow_once()
+            case "session":
+                return PermissionAnswer.allow_session(request.suggestion)
+            case "deny":
+                return PermissionAnswer.deny(user_denial(request.tool_name, decision.said))
+
+    async def ask(self, request: PermissionRequest) -> Decision:
+        """Show the request and read the answer."""
+        options: list[tuple[Choice, str]] = [("once", "Yes")]
+        if request.suggestion:
+            options.append(
+                ("session", f"Yes, and don't ask again for {request.suggestion} this session")
+            )
+        options.append(("deny", "No, and tell caliban what to do differently (esc)"))
+        rows = get_app_session().output.get_size().rows
+        panel = self._panel(request, max_preview=max(4, rows - len(options) - 9))
+        on_terminal = self.console.is_terminal
+        if not on_terminal:
+            self.console.print(panel)
+        try:
+            choice = await choose(
+                options, header=self._ansi(panel) if on_terminal else None
+            )
+        except (KeyboardInterrupt, EOFError):
+            self.console.print(Text(f"  {ELBOW}  Refused; interrupting.", style="red"))
+            return Decision(choice="deny", interrupted=True)
+        if choice == "session":
+            self.console.print(
+                Text(f"  ✓ {request.suggestion} allowed for the rest of this session", style="dim")
+            )
+        if choice != "deny":
+            return Decision(choice=choice)
+        try:
+            said = await PromptSession[str]().prompt_async(
+                [("", "  What should caliban do instead? (Enter to just refuse) ")]
+            )
+        except (KeyboardInterrupt, EOFError):
+            return Decision(choice="deny", interrupted=True)
+        return Decision(choice="deny", said=said.strip() or None)
+
+    def _panel(self, request: PermissionRequest, *, max_preview: int) -> RenderableType:
+        parts: list[RenderableType] = []
+        if request.preview.strip():
+            parts.append(preview_text(request.preview, max_lines=max_preview))
+        parts.append(Text(f"caliban asks because {request.reason}", style="dim"))
+        return Panel(
+            Group(*parts),
+            title=Text(title(request, self.cwd), style="bold"),
+            title_align="left",
+            border_style="yellow",
+            expand=True,
+        )
+
+    def _ansi(self, renderable: RenderableType) -> ANSI:
+        columns = get_app_session().output.get_size().columns
+        buffer = io.StringIO()
+        system = self.console.color_system
+        Console(
+            file=buffer,
+            width=columns,
+            force_terminal=True,
+            color_system="truecolor" if system == "truecolor" else "256" if system else None,
+        ).print(renderable)
+        return ANSI(buffer.getvalue())
+
+
+async def choose(options: Sequence[tuple[Choice, str]], *, header: ANSI | None = None) -> Choice:
+    """A transient numbered menu; raises KeyboardInterrupt on Ctrl-C."""
+    selected = 0
+
+    def fragments() -> StyleAndTextTuples:
+        lines: StyleAndTextTuples = [("class:question", " Do you want to proceed?\n")]
+        for index, (_, label) in enumerate(options):
+            if index == selected:
+                lines.append(("class:selected", f" ❯ {index + 1}. {label}\n"))
+            else:
+                lines.append(("", f"   {index + 1}. {label}\n"))
+        return lines
+
+    keys = KeyBindings()
+
+    @keys.add("up")
+    def _up(event: KeyPressEvent) -> None:
+        nonlocal selected
+        selected = (selected - 1) % len(options)
+
+    @keys.add("down")
+    @keys.add("tab")
+    def _down(event: KeyPressEvent) -> None:
+        nonlocal selected
+        selected = (selected + 1) % len(options)
+
+    @keys.add("enter")
+    def _accept(event: KeyPressEvent) -> None:
+        event.app.exit(result=options[selected][0])
+
+    @keys.add("c-c")
+    @keys.add("c-d")
+    def _interrupt(event: KeyPressEvent) -> None:
+        event.app.exit(exception=KeyboardInterrupt())
+
+    shortcuts: dict[str, Choice] = {"y": "once", "n": "deny", "escape": "deny"}
+    if any(choice == "session" for choice, _ in options):
+        shortcuts["a"] = "session"
+    for number, (choice, _) in enumerate(options, start=1):
+        shortcuts[str(number)] = choice
+    for key, choice in shortcuts.items():
+
+        def pick(event: KeyPressEvent, choice: Choice = choice) -> None:
+            event.app.exit(result=choice)
+
+        keys.add(key)(pick)
+
+    body = Window(FormattedTextControl(fragments, focusable=True, show_cursor=False))
+    windows = [Window(FormattedTextControl(header), dont_extend_height=True)] if header else []
+    app: Application[Choice] = Application(
+        layout=Layout(HSplit([*windows, body])),
+        key_bindings=keys,
+        style=DIALOG_STYLE,
+        erase_when_done=True,
+        full_screen=False,
+    )
+    return await app.run_async()

@@ -1,0 +1,308 @@
+"""Slash commands: one registry, filled by the :func:`command` decorator.
+
+A handler receives a :class:`CommandContext` (the session and the console) and the text
+after the command name. ``/exit`` raises :class:`ExitRepl`. Data about the session comes
+from :mod:`caliban.repl.info`, so wiring a new session attribute is a change there.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from caliban.repl.info import (
+    agent_definitions,
+    config_rows,
+    context_report,
+    format_cost,
+    format_tokens,
+    mcp_servers,
+    offered_and_deferred,
+    session_cost,
+)
+from caliban.session import Session
+from caliban.tokens import estimate_json_tokens
+
+
+class ExitRepl(Exception):
+    """Leave the REPL (``/exit``)."""
+
+
+@dataclass(kw_only=True)
+class CommandContext:
+    session: Session
+    console: Console
+
+
+Handler = Callable[[CommandContext, str], Awaitable[None]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Command:
+    name: str
+    description: str
+    handler: Handler
+    usage: str = ""
+    aliases: tuple[str, ...] = ()
+
+
+COMMANDS: dict[str, Command] = {}
+"""Every slash command by name, in registration order (the order ``/help`` shows)."""
+ALIASES: dict[str, str] = {}
+
+_COMMAND_LINE = re.compile(r"/([A-Za-z][\w-]*)(?:\s+(.*))?", re.DOTALL)
+
+
+def command(
+    name: str, description: str, *, usage: str = "", aliases: tuple[str, ...] = ()
+) -> Callable[[Handler], Handler]:
+    """Register the decorated coroutine as ``/name``."""
+
+    def register(handler: Handler) -> Handler:
+        COMMANDS[name] = Command(
+            name=name, description=description, handler=handler, usage=usage, aliases=aliases
+        )
+        for alias in aliases:
+            ALIASES[alias] = name
+        return handler
+
+    return register
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """``"/model  opus"`` → ``("model", "opus")``; ``None`` when ``text`` is not a command
+    (a prompt starting with a path such as ``/etc/hosts is wrong`` is not one)."""
+    match = _COMMAND_LINE.fullmatch(text.strip())
+    if match is None:
+        return None
+    return match.group(1), (match.group(2) or "").strip()
+
+
+def find_command(name: str) -> Command | None:
+    return COMMANDS.get(ALIASES.get(name, name))
+
+
+async def run_command(text: str, ctx: CommandContext) -> None:
+    """Run the slash command in ``text``; an unknown one prints a hint."""
+    parsed = parse_command(text)
+    found = find_command(parsed[0]) if parsed else None
+    if parsed is None or found is None:
+        name = text.split()[0] if text.split() else text
+        ctx.console.print(Text(f"unknown command {name} — type /help", style="yellow"))
+        return
+    await found.handler(ctx, parsed[1])
+
+
+def _dim(text: str) -> Text:
+    return Text(text, style="dim")
+
+
+def _home(path: str) -> str:
+    home = str(Path.home())
+    return "~" + path[len(home) :] if path.startswith(home + "/") else path
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+@command("help", "Show commands and keys", aliases=("?",))
+async def _help(ctx: CommandContext, arg: str) -> None:
+    table = Table.grid(padding=(0, 3))
+    table.add_column(style="bold")
+    table.add_column()
+    for cmd in COMMANDS.values():
+        table.add_row(f"/{cmd.name}" + (f" {cmd.usage}" if cmd.usage else ""), cmd.description)
+    ctx.console.print(table)
+    ctx.console.print()
+    keys = Table.grid(padding=(0, 3))
+    keys.add_column(style="bold")
+    keys.add_column()
+    for key, what in (
+        ("Enter", "send"),
+        ("Alt-Enter, or \\ at the end", "new line"),
+        ("@path", "attach a file (Tab completes paths)"),
+        ("Ctrl-C", "interrupt the answer; clear the line; twice on an empty line: exit"),
+        ("Ctrl-D", "exit"),
+        ("Up / Down", "history"),
+    ):
+        keys.add_row(key, what)
+    ctx.console.print(keys)
+
+
+@command("clear", "Start a new conversation (frees the context)")
+async def _clear(ctx: CommandContext, arg: str) -> None:
+    ctx.session.clear()
+    ctx.console.print(_dim("Conversation cleared. The next prompt starts afresh."))
+
+
+@command("context", "Show what fills the context window")
+async def _context(ctx: CommandContext, arg: str) -> None:
+    report = context_report(ctx.session)
+    window = report.window
+    used = sum(n for _, n in report.categories)
+    colors = ("cyan", "magenta", "blue", "green", "yellow", "red")
+    width = 50
+    bar = Text()
+    for (_, tokens), color in zip(report.categories, colors, strict=False):
+        cells = math.ceil(tokens * width / window)  # a category that is there shows
+        bar.append("█" * cells, style=color)
+    bar.append("░" * max(0, width - len(bar.plain)), style="dim")
+    estimated = "~" if report.estimated else ""
+    title = Text(f"Context {estimated}{format_tokens(used)}/{format_tokens(window)} tokens ")
+    title.append(f"({used * 100 / window:.1f}%)", style="dim")
+    ctx.console.print(title)
+    ctx.console.print(bar)
+    table = Table.grid(padding=(0, 2))
+    table.add_column()
+    table.add_column()
+    table.add_column(justify="right")
+    table.add_column(justify="right", style="dim")
+    for (label, tokens), color in zip(report.categories, colors, strict=False):
+        table.add_row(
+            Text("█", style=color), label, format_tokens(tokens), f"{tokens * 100 / window:.1f}%"
+        )
+    free = max(0, window - used)
+    table.add_row(
+        Text("░", style="dim"), "Free space", format_tokens(free), f"{free * 100 / window:.1f}%"
+    )
+    ctx.console.print(table)
+    if report.estimated:
+        ctx.console.print(_dim("Estimated offline (about 4 characters a token)."))
+    if report.measured is not None:
+        measured = format_tokens(report.measured)
+        ctx.console.print(_dim(f"Last request, as reported by the provider: {measured} tokens."))
+    if (activation := report.activation) is not None:
+        names = ", ".join(activation.active) or "none"
+        ctx.console.print(f"MCP active: {len(activation.active)}/{activation.cap} ({names})")
+
+
+@command("model", "Show or switch the model", usage="[name]")
+async def _model(ctx: CommandContext, arg: str) -> None:
+    session = ctx.session
+    if not arg:
+        line = Text("Model: ")
+        line.append(session.model, style="bold")
+        line.append(f" (provider: {session.provider.name})")
+        ctx.console.print(line)
+        ctx.console.print(_dim("Switch with /model NAME."))
+        return
+    previous, session.model = session.model, arg
+    line = Text(f"Model: {previous} → ")
+    line.append(arg, style="bold")
+    line.append(" (from the next prompt)")
+    ctx.console.print(line)
+
+
+@command("mcp", "Show MCP servers, their status and tools")
+async def _mcp(ctx: CommandContext, arg: str) -> None:
+    servers = mcp_servers(ctx.session)
+    if not servers:
+        ctx.console.print(
+            _dim("No MCP servers in this session. Add one with `caliban mcp add` (see docs).")
+        )
+        return
+    table = Table(box=None, padding=(0, 2), show_edge=False)
+    table.add_column("server", style="bold")
+    table.add_column("status")
+    table.add_column("transport", style="dim")
+    table.add_column("tools", justify="right")
+    table.add_column("~tokens", justify="right", style="dim")
+    table.add_column("")
+    styles = {"connected": "green", "failed": "red", "disabled": "dim"}
+    for server in servers:
+        table.add_row(
+            server.name,
+            Text(server.state, style=styles.get(server.state, "yellow")),
+            server.transport,
+            str(server.tools),
+            format_tokens(server.tool_tokens),
+            Text(server.detail, style="red"),
+        )
+    ctx.console.print(table)
+
+
+@command("tools", "List the tools offered to the model")
+async def _tools(ctx: CommandContext, arg: str) -> None:
+    offered, deferred = offered_and_deferred(ctx.session)
+    table = Table(box=None, padding=(0, 2), show_edge=False)
+    table.add_column("tool", style="bold")
+    table.add_column("kind")
+    table.add_column("~tokens", justify="right", style="dim")
+    for tool in offered:
+        tokens = estimate_json_tokens(tool.spec.as_dict())
+        table.add_row(tool.name, tool.kind, format_tokens(tokens))
+    ctx.console.print(table)
+    summary = f"{len(offered)} tool{'s' if len(offered) != 1 else ''} on the wire"
+    if deferred:
+        plural = "s" if deferred != 1 else ""
+        summary += f"; {deferred} deferred MCP tool{plural} (ToolSearch finds them)"
+    ctx.console.print(_dim(summary))
+
+
+@command("agents", "List the sub-agents caliban can delegate to")
+async def _agents(ctx: CommandContext, arg: str) -> None:
+    agents = agent_definitions(ctx.session)
+    if agents is None:
+        ctx.console.print(_dim("Sub-agent definitions are not available in this build yet."))
+        return
+    if not agents:
+        ctx.console.print(_dim("No sub-agents defined (.caliban/agents/*.md)."))
+        return
+    table = Table.grid(padding=(0, 3))
+    table.add_column(style="bold")
+    table.add_column()
+    for name, description in agents:
+        table.add_row(name, description)
+    ctx.console.print(table)
+
+
+@command("config", "Show effective settings and where each comes from")
+async def _config(ctx: CommandContext, arg: str) -> None:
+    rows = config_rows(ctx.session)
+    if rows is None:
+        ctx.console.print(_dim("This session has no configuration files loaded."))
+        return
+    table = Table(box=None, padding=(0, 2), show_edge=False)
+    table.add_column("key", style="bold")
+    table.add_column("value")
+    table.add_column("from", style="dim")
+    for key, value, origin in rows:
+        table.add_row(key, value, _home(origin))
+    ctx.console.print(table)
+    ctx.console.print(_dim("Change with `caliban config set KEY VALUE` (or --global)."))
+
+
+@command("cost", "Show tokens and cost of this session")
+async def _cost(ctx: CommandContext, arg: str) -> None:
+    usage = ctx.session.conversation.usage
+    table = Table.grid(padding=(0, 3))
+    table.add_column()
+    table.add_column(justify="right")
+    table.add_row("Input", f"{usage.input_tokens:,}")
+    table.add_row("Output", f"{usage.output_tokens:,}")
+    table.add_row("Cache read", f"{usage.cache_read_tokens:,}")
+    table.add_row("Cache write", f"{usage.cache_write_tokens:,}")
+    cost = session_cost(ctx.session)
+    table.add_row("Cost", format_cost(cost) if cost is not None else "unknown (no price list)")
+    ctx.console.print(table)
+    ctx.console.print(_dim(f"Model {ctx.session.model} · session {ctx.session.id}"))
+
+
+@command("resume", "Resume an earlier session")
+async def _resume(ctx: CommandContext, arg: str) -> None:
+    ctx.console.print(
+        "Resuming from inside the REPL is not available yet: exit and run "
+        "`caliban --resume` (or `caliban --continue` for the newest session)."
+    )
+
+
+@command("exit", "Leave caliban", aliases=("quit",))
+async def _exit(ctx: CommandContext, arg: str) -> None:
+    raise ExitRepl

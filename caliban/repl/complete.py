@@ -1,0 +1,73 @@
+"""Completion at the prompt: slash commands (with their descriptions) and ``@path`` mentions."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+
+from caliban.repl.commands import COMMANDS
+
+MAX_PATH_COMPLETIONS = 200
+SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", ".mypy_cache"})
+
+
+class ReplCompleter(Completer):
+    """``/` completes command names; ``@`` completes paths relative to ``cwd``."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+
+    def get_completions(
+        self, document: Document, complete_event: CompleteEvent
+    ) -> Iterable[Completion]:
+        before = document.text_before_cursor
+        if before.startswith("/") and not any(c.isspace() for c in before):
+            yield from self._commands(before[1:])
+            return
+        word = document.get_word_before_cursor(WORD=True)
+        if word.startswith("@"):
+            yield from self._paths(word[1:])
+
+    def _commands(self, typed: str) -> Iterable[Completion]:
+        for command in COMMANDS.values():
+            if command.name.startswith(typed):
+                yield Completion(
+                    f"/{command.name}",
+                    start_position=-(len(typed) + 1),
+                    display=f"/{command.name}",
+                    display_meta=command.description,
+                )
+
+    def _paths(self, typed: str) -> Iterable[Completion]:
+        folder, _, prefix = typed.rpartition("/")
+        if folder or typed.startswith("/"):
+            base = Path(os.path.expanduser(folder or "/"))
+            shown_folder = f"{folder}/"
+        else:
+            base, shown_folder = Path("."), ""
+        directory = base if base.is_absolute() else self.cwd / base
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: (not e.is_dir(), e.name))
+        except OSError:
+            return
+        count = 0
+        for entry in entries:
+            if not entry.name.startswith(prefix) or entry.name in SKIP_DIRS:
+                continue
+            if entry.name.startswith(".") and not prefix.startswith("."):
+                continue
+            is_dir = entry.is_dir()
+            name = entry.name + ("/" if is_dir else "")
+            yield Completion(
+                shown_folder + name,
+                start_position=-len(typed),
+                display=name,
+                display_meta="directory" if is_dir else "",
+            )
+            count += 1
+            if count >= MAX_PATH_COMPLETIONS:
+                return

@@ -1,0 +1,589 @@
+"""The terminal renderer: agent events in, rich output out.
+
+:class:`Renderer` is a session listener. It streams the assistant's markdown (completed
+blocks are printed for good, the block still being written is shown in a live region under
+a spinner), shows each tool call compactly (``● Read(caliban/cli.py)`` / ``⎿  120 lines``),
+Edit and Write as a coloured diff, Bash with the head and tail of its output, and a
+sub-agent's tool calls indented under its ``Agent`` call.
+
+The console is injected. On a terminal the live region (spinner, partial block) is a rich
+``Live``; elsewhere (tests, pipes) only finished output is printed, so it can be asserted on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import difflib
+import json
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.live import Live
+from rich.markdown import Heading, Markdown
+from rich.padding import Padding
+from rich.segment import Segment
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from caliban.events import (
+    ActivationChanged,
+    AgentEvent,
+    ApiRetryEvent,
+    AssistantDelta,
+    AssistantMessage,
+    Notice,
+    ToolFinished,
+    ToolResultsMessage,
+    ToolStarted,
+    UserPrompt,
+)
+from caliban.messages import ToolCall
+
+BULLET = "●"
+ELBOW = "⎿"
+SNAPSHOT_LIMIT = 512 * 1024
+"""Files larger than this are not snapshotted for diffs (bytes)."""
+DIFF_MAX_LINES = 40
+OUTPUT_HEAD = 6
+OUTPUT_TAIL = 6
+ARG_WIDTH = 80
+REFRESH_PER_SECOND = 12
+EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write"})
+PRIMARY_ARGS = ("file_path", "command", "pattern", "query", "url", "description", "path")
+
+
+# ---------------------------------------------------------------------------- markdown blocks
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def split_blocks(text: str) -> tuple[list[str], str]:
+    """Split streamed markdown into finished blocks and the block still being written.
+
+    A block ends at a blank line outside a code fence once a line starting at column 0
+    follows (an indented line may continue a list item), or at a closing fence. Each
+    finished block renders on its own exactly as it would inside the whole text.
+    """
+    blocks: list[str] = []
+    *complete, partial = text.split("\n")
+    current: list[str] = []
+    fence: str | None = None
+
+    def flush() -> None:
+        block = "\n".join(current).strip("\n")
+        if block.strip():
+            blocks.append(block)
+        current.clear()
+
+    def after_blank() -> bool:
+        return bool(current) and not current[-1].strip()
+
+    for line in complete:
+        if fence is not None:
+            current.append(line)
+            stripped = line.strip()
+            if stripped.startswith(fence) and not stripped.strip(fence[0]):
+                fence = None
+                flush()
+            continue
+        if line[:1].strip() and after_blank():
+            flush()
+        if match := _FENCE.match(line):
+            flush()
+            fence = match.group(1)
+        current.append(line)
+    if fence is None and partial[:1].strip() and after_blank():
+        flush()
+    rest = "\n".join([*current, partial])
+    return blocks, rest if rest.strip() else ""
+
+
+class _LeftHeading(Heading):
+    LEVEL_ALIGN = dict.fromkeys(("h1", "h2", "h3", "h4", "h5", "h6"), "left")
+
+
+class _Markdown(Markdown):
+    """Markdown with every heading left-aligned (a centred h1 looks lost in a transcript)."""
+
+    elements = {**Markdown.elements, "heading_open": _LeftHeading}  # noqa: RUF012
+
+
+class _Trimmed:
+    """A renderable without its leading and trailing blank lines."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = console.render_lines(self.renderable, options, pad=False)
+        blank = [not "".join(segment.text for segment in line).strip() for line in lines]
+        start = blank.index(False) if False in blank else len(lines)
+        end = len(lines) - blank[::-1].index(False) if False in blank else start
+        for line in lines[start:end]:
+            yield from line
+            yield Segment.line()
+
+
+def markdown_block(text: str, *, first: bool) -> RenderableType:
+    """One finished markdown block: the first of a message behind a bullet, later ones
+    indented under it with a blank line between."""
+    markdown = _Trimmed(_Markdown(text.strip("\n")))
+    if not first:
+        return Padding(markdown, (1, 0, 0, 2))
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=1, no_wrap=True)
+    grid.add_column()
+    grid.add_row(Text(BULLET), markdown)
+    return grid
+
+
+class _Tail:
+    """The bottom ``max_lines`` of a renderable (the live region must fit the screen)."""
+
+    def __init__(self, renderable: RenderableType, max_lines: int) -> None:
+        self.renderable = renderable
+        self.max_lines = max_lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = console.render_lines(self.renderable, options, pad=False)
+        for line in lines[-self.max_lines :]:
+            yield from line
+            yield Segment.line()
+
+
+# ---------------------------------------------------------------------------- tool display
+
+
+def display_name(name: str) -> str:
+    """``mcp__github__search_issues`` → ``github - search_issues (MCP)``."""
+    if name.startswith("mcp__"):
+        server, _, tool = name[5:].partition("__")
+        return f"{server} - {tool} (MCP)"
+    return name
+
+
+def shorten(text: str, width: int = ARG_WIDTH) -> str:
+    first, *more = text.strip().splitlines() or [""]
+    if more:
+        first += " …"
+    return first if len(first) <= width else first[: width - 1] + "…"
+
+
+def describe_call(call: ToolCall, cwd: Path | None = None) -> str:
+    """``Read(caliban/cli.py)``: the tool and its most telling argument."""
+    args = call.arguments
+    for key in PRIMARY_ARGS:
+        value = args.get(key)
+        if isinstance(value, str) and value:
+            if key in ("file_path", "path"):
+                value = relative(value, cwd)
+            return f"{display_name(call.name)}({shorten(value)})"
+    shown = ", ".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+    return f"{display_name(call.name)}({shorten(shown)})"
+
+
+def relative(path: str, cwd: Path | None) -> str:
+    if cwd is None:
+        return path
+    with contextlib.suppress(ValueError):
+        return str(Path(path).relative_to(cwd)) if Path(path).is_absolute() else path
+    return path
+
+
+def count_lines(text: str) -> int:
+    return len(text.splitlines())
+
+
+def head_tail(lines: list[str], head: int = OUTPUT_HEAD, tail: int = OUTPUT_TAIL) -> list[str]:
+    """The first and last lines, with a marker for what was cut."""
+    if len(lines) <= head + tail + 1:
+        return lines
+    return [*lines[:head], f"… +{len(lines) - head - tail} lines", *lines[-tail:]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DiffLine:
+    kind: str
+    """``+``, ``-``, `` `` (context) or ``…`` (a gap between hunks)."""
+    number: int | None
+    text: str
+
+
+def diff_lines(before: str, after: str, *, context: int = 2) -> tuple[list[DiffLine], int, int]:
+    """The changed lines of ``before`` → ``after`` with line numbers, and the +/- counts."""
+    old, new = before.splitlines(), after.splitlines()
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    lines: list[DiffLine] = []
+    added = removed = 0
+    for index, group in enumerate(matcher.get_grouped_opcodes(context)):
+        if index:
+            lines.append(DiffLine(kind="…", number=None, text=""))
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                lines.extend(DiffLine(kind=" ", number=j + 1, text=new[j]) for j in range(j1, j2))
+                continue
+            if tag in ("replace", "delete"):
+                removed += i2 - i1
+                lines.extend(DiffLine(kind="-", number=i + 1, text=old[i]) for i in range(i1, i2))
+            if tag in ("replace", "insert"):
+                added += j2 - j1
+                lines.extend(DiffLine(kind="+", number=j + 1, text=new[j]) for j in range(j1, j2))
+    return lines, added, removed
+
+
+def render_diff(lines: list[DiffLine], *, indent: int, max_lines: int = DIFF_MAX_LINES) -> Text:
+    """Diff lines as coloured text (``  12 - old`` red, ``  12 + new`` green)."""
+    out = Text()
+    width = max((len(str(line.number)) for line in lines if line.number), default=1)
+    pad = " " * indent
+    for line in lines[:max_lines]:
+        if line.kind == "…":
+            out.append(f"{pad}{'':>{width}}   ⋮\n", style="dim")
+            continue
+        style = {"+": "green", "-": "red"}.get(line.kind, "dim")
+        out.append(f"{pad}{line.number:>{width}} {line.kind} {line.text}\n", style=style)
+    if len(lines) > max_lines:
+        out.append(f"{pad}… +{len(lines) - max_lines} more diff lines\n", style="dim")
+    out.rstrip()
+    return out
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        if path.stat().st_size > SNAPSHOT_LIMIT:
+            return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+# ---------------------------------------------------------------------------- the renderer
+
+
+@dataclass(kw_only=True)
+class _Running:
+    call: ToolCall
+    depth: int
+    started: float
+
+
+class Renderer:
+    """Renders agent events to ``console``. Call it with each event (it is a listener)."""
+
+    def __init__(self, console: Console, *, cwd: Path | None = None) -> None:
+        self.console = console
+        self.cwd = cwd
+        self.live_enabled = console.is_terminal and not console.is_dumb_terminal
+        self._live: Live | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._spinner = Spinner("dots", style="cyan")
+        self._buffer = ""
+        self._blocks_printed = 0
+        self._turn_started = time.monotonic()
+        self._waiting = False
+        self._running: dict[str, _Running] = {}
+        self._depth: dict[str, int] = {}
+        self._header_printed: set[str] = set()
+        self._snapshots: dict[str, str | None] = {}
+
+    # -- turn lifecycle, driven by the REPL
+
+    def begin_turn(self) -> None:
+        """A prompt was submitted: show the spinner until the answer streams in."""
+        self._turn_started = time.monotonic()
+        self._waiting = True
+        self._start_live()
+
+    def end_turn(self) -> None:
+        """The prompt finished (or was cancelled): flush text, remove the live region."""
+        self._flush_text()
+        self._waiting = False
+        self._running.clear()
+        self._stop_live()
+
+    def interrupted(self) -> None:
+        self._flush_text()
+        message = f"  {ELBOW}  Interrupted · what should caliban do instead?"
+        self.console.print(Text(message, style="yellow"))
+
+    def error(self, text: str) -> None:
+        self._flush_text()
+        self.console.print()
+        self.console.print(Text(f"{BULLET} {text}", style="red"))
+
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """Remove the live region while something else uses the terminal (a permission prompt)."""
+        was_live = self._live is not None
+        self._flush_text()
+        self._stop_live()
+        try:
+            yield
+        finally:
+            if was_live:
+                self._start_live()
+
+    # -- events
+
+    def __call__(self, event: AgentEvent) -> None:
+        depth = self._depth_for(event.parent_tool_use_id)
+        parent = event.parent_tool_use_id
+        if parent and isinstance(event, ApiRetryEvent | ActivationChanged | Notice):
+            self._ensure_header(parent)
+        match event:
+            case UserPrompt():
+                if depth == 0:
+                    self._waiting = True
+            case AssistantDelta(text=text):
+                if depth == 0:
+                    self._waiting = False
+                    self._buffer += text
+                    self._commit_blocks(final=False)
+            case AssistantMessage():
+                if depth == 0:
+                    self._flush_text()
+            case ToolStarted(call=call):
+                self._tool_started(call, depth, event.parent_tool_use_id)
+            case ToolFinished():
+                self._tool_finished(event, depth)
+            case ToolResultsMessage():
+                if depth == 0:
+                    self._waiting = True
+            case ApiRetryEvent():
+                status = f" ({event.status})" if event.status else ""
+                self._line(
+                    depth,
+                    f"{ELBOW}  API error{status}: {shorten(event.error, 60)} · retrying in "
+                    f"{event.delay_s:.1f}s (attempt {event.attempt}/{event.max_attempts})",
+                    style="yellow dim",
+                )
+            case ActivationChanged():
+                text = f"MCP tools activated: {', '.join(event.activated) or 'none'}"
+                if event.evicted:
+                    text += f" (evicted {', '.join(event.evicted)})"
+                self._line(depth, f"{ELBOW}  {text}", style="dim")
+            case Notice(level=level, text=text):
+                style = {"info": "dim", "warning": "yellow", "error": "red"}[level]
+                mark = {"info": ELBOW, "warning": "⚠", "error": "✗"}[level]
+                self._line(depth, f"{mark}  {text}", style=style)
+            case _:
+                pass
+
+    # -- tools
+
+    def _depth_for(self, parent_id: str | None) -> int:
+        if parent_id is None:
+            return 0
+        return self._depth.get(parent_id, 0) + 1
+
+    def _tool_started(self, call: ToolCall, depth: int, parent_id: str | None) -> None:
+        self._flush_text()
+        self._depth[call.id] = depth
+        self._running[call.id] = _Running(call=call, depth=depth, started=time.monotonic())
+        if call.name in EDIT_TOOLS and isinstance(path := call.arguments.get("file_path"), str):
+            # Snapshot before the tool runs, so the finished call can show a real diff.
+            self._snapshots[call.id] = _read_text(self._resolve(path))
+        if parent_id is not None:
+            self._ensure_header(parent_id)
+
+    def _ensure_header(self, call_id: str) -> None:
+        """Show the header of a running call before output nested under it (its sub-agent)."""
+        running = self._running.get(call_id)
+        if running is not None and call_id not in self._header_printed:
+            self._header_printed.add(call_id)
+            self._print_header(running.call, running.depth)
+
+    def _print_header(self, call: ToolCall, depth: int) -> None:
+        if depth == 0:
+            self.console.print()  # a blank line between entries, as in a chat transcript
+        header = Text("    " * depth)
+        header.append(f"{BULLET} ", style="green" if depth == 0 else "dim green")
+        header.append(describe_call(call, self.cwd), style="bold" if depth == 0 else "dim")
+        self.console.print(header)
+
+    def _tool_finished(self, event: ToolFinished, depth: int) -> None:
+        self._flush_text()
+        call = event.call
+        self._running.pop(call.id, None)
+        before = self._snapshots.pop(call.id, None)
+        header_shown = call.id in self._header_printed
+        self._header_printed.discard(call.id)
+        if depth == 0:
+            if not header_shown:
+                self._print_header(call, depth)
+            self.console.print(self._result(event, before, depth))
+            return
+        # A sub-agent's calls are one compact line each.
+        failed = event.result.is_error
+        line = Text("    " * depth)
+        if header_shown:
+            line.append(f"  {ELBOW}  ", style="dim")
+        else:
+            line.append(f"{BULLET} ", style="red" if failed else "dim green")
+            line.append(describe_call(call, self.cwd), style="dim")
+            line.append(" · ", style="dim")
+        if failed:
+            line.append("error", style="red dim")
+        else:
+            line.append(self._summary(event), style="dim")
+        self.console.print(line)
+
+    def _summary(self, event: ToolFinished) -> str:
+        if event.summary:
+            return event.summary
+        text = event.result.text
+        if not text.strip():
+            return "(no output)"
+        n = count_lines(text)
+        return f"{n} line{'s' if n != 1 else ''}"
+
+    def _result(self, event: ToolFinished, before: str | None, depth: int) -> RenderableType:
+        pad = "    " * depth + "  "
+        first = f"{pad}{ELBOW}  "
+        cont = " " * len(first)
+        text = event.result.text
+        if event.result.is_error:
+            lines = head_tail(text.strip().splitlines() or ["(no message)"], 4, 2)
+            body = Text(f"{first}Error: {lines[0]}", style="red")
+            for line in lines[1:]:
+                body.append(f"\n{cont}{line}", style="red")
+            return body
+        call = event.call
+        if call.name in EDIT_TOOLS:
+            return self._edit_result(event, before, first, cont)
+        if call.name == "Bash":
+            lines = head_tail(text.rstrip("\n").splitlines())
+            if not lines:
+                return Text(f"{first}(no output)", style="dim")
+            body = Text(f"{first}{lines[0]}")
+            for line in lines[1:]:
+                body.append(f"\n{cont}{line}", style="dim" if line.startswith("… +") else "")
+            return body
+        return Text(f"{first}{self._summary(event)}", style="dim")
+
+    def _edit_result(
+        self, event: ToolFinished, before: str | None, first: str, cont: str
+    ) -> RenderableType:
+        args = event.call.arguments
+        path = args.get("file_path")
+        after = _read_text(self._resolve(path)) if isinstance(path, str) else None
+        old, new = args.get("old_string"), args.get("new_string")
+        if before is not None and after is not None:
+            lines, added, removed = diff_lines(before, after)
+        elif isinstance(old, str) and isinstance(new, str):
+            lines, added, removed = diff_lines(old, new)
+        elif isinstance(content := args.get("content"), str):
+            lines, added, removed = diff_lines("", content)
+        else:
+            return Text(f"{first}{self._summary(event)}", style="dim")
+        shown = relative(path, self.cwd) if isinstance(path, str) else "file"
+        verb = "Created" if before is None and event.call.name == "Write" else "Updated"
+        head = Text(f"{first}{verb} {shown}")
+        head.append(f" (+{added} -{removed})", style="dim")
+        if not lines:
+            return head
+        return Group(head, render_diff(lines, indent=len(cont)))
+
+    def _resolve(self, path: str) -> Path:
+        candidate = Path(path).expanduser()
+        if candidate.is_absolute() or self.cwd is None:
+            return candidate
+        return self.cwd / candidate
+
+    # -- text
+
+    def _line(self, depth: int, text: str, *, style: str) -> None:
+        self._flush_text()
+        self.console.print(Text("    " * depth + "  " + text, style=style))
+
+    def _commit_blocks(self, *, final: bool) -> None:
+        blocks, rest = split_blocks(self._buffer)
+        if final and rest:
+            blocks.append(rest)
+            rest = ""
+        if not blocks:
+            return
+        self._buffer = rest
+        for block in blocks:
+            self.console.print(self._block(block))
+
+    def _block(self, block: str) -> RenderableType:
+        first = self._blocks_printed == 0
+        if first:
+            self.console.print()
+        self._blocks_printed += 1
+        return markdown_block(block, first=first)
+
+    def _flush_text(self) -> None:
+        """Print whatever text is buffered; the next text starts a new message."""
+        if self._buffer.strip():
+            self._commit_blocks(final=True)
+        self._buffer = ""
+        self._blocks_printed = 0
+
+    # -- the live region (terminals only)
+
+    def _start_live(self) -> None:
+        if not self.live_enabled or self._live is not None:
+            return
+        # No auto-refresh thread: rich's refresher racing our prints from the event loop
+        # can move the cursor twice and overwrite lines. Refresh from the loop instead.
+        self._live = Live(
+            console=self.console,
+            get_renderable=self._live_renderable,
+            auto_refresh=False,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._live.start(refresh=True)
+        with contextlib.suppress(RuntimeError):  # no running loop: static live region
+            self._ticker = asyncio.get_running_loop().create_task(self._tick(self._live))
+
+    async def _tick(self, live: Live) -> None:
+        while True:
+            await asyncio.sleep(1 / REFRESH_PER_SECOND)
+            live.refresh()
+
+    def _stop_live(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def _live_renderable(self) -> RenderableType:
+        parts: list[RenderableType] = []
+        buffer = self._buffer
+        height = max(3, self.console.size.height - 4)
+        if buffer.strip():
+            parts.append(_Tail(markdown_block(buffer, first=not self._blocks_printed), height))
+        status = self._status_text()
+        if status is not None:
+            if parts:
+                parts.append(Text(""))
+            self._spinner.update(text=Text(status, style="cyan"))
+            parts.append(self._spinner)
+        return Group(*parts)
+
+    def _status_text(self) -> str | None:
+        elapsed = int(time.monotonic() - self._turn_started)
+        hint = f"({elapsed}s · ctrl-c to interrupt)"
+        running = [r for r in list(self._running.values()) if r.depth == 0]
+        if running:
+            what = describe_call(running[0].call, self.cwd)
+            more = f" +{len(running) - 1}" if len(running) > 1 else ""
+            return f"Running {shorten(what, 50)}{more}… {hint}"
+        if self._waiting:
+            return f"Thinking… {hint}"
+        if self._buffer:
+            return f"Writing… {hint}"
+        return None
+

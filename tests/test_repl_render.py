@@ -1,0 +1,262 @@
+"""The terminal renderer: agent events in, the text a user reads out."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from caliban.events import (
+    ActivationChanged,
+    ApiRetryEvent,
+    AssistantDelta,
+    AssistantMessage,
+    Notice,
+    ToolFinished,
+    ToolStarted,
+)
+from caliban.messages import Message, TextPart, ToolCall, ToolResult, Usage
+from caliban.providers.scripted import tool_call
+from caliban.repl.render import Renderer, describe_call, diff_lines, split_blocks
+
+
+def make_renderer(cwd: Path | None = None) -> tuple[Renderer, io.StringIO]:
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=False, color_system=None)
+    return Renderer(console, cwd=cwd), out
+
+
+def lines(out: io.StringIO) -> list[str]:
+    """The rendered lines, right-stripped, without blank ones."""
+    return [line.rstrip() for line in out.getvalue().splitlines() if line.strip()]
+
+
+def finished(
+    call: ToolCall,
+    text: str,
+    *,
+    summary: str | None = None,
+    error: bool = False,
+    parent: str | None = None,
+) -> ToolFinished:
+    result = ToolResult(tool_call_id=call.id, content=(TextPart(text=text),), is_error=error)
+    return ToolFinished(call=call, result=result, summary=summary, parent_tool_use_id=parent)
+
+
+def stream(renderer: Renderer, text: str, size: int = 7) -> None:
+    for i in range(0, len(text), size):
+        renderer(AssistantDelta(text=text[i : i + size]))
+
+
+def done(renderer: Renderer, text: str) -> None:
+    message = Message(role="assistant", parts=(TextPart(text=text),))
+    renderer(AssistantMessage(message=message, usage=Usage(), model="m"))
+
+
+# ---------------------------------------------------------------------------- markdown
+
+
+def test_split_blocks_keeps_fences_and_list_continuations_whole() -> None:
+    text = "Intro line.\n\n```py\na = 1\n\nb = 2\n```\n1. item\n\n   more of item\n\nNext para"
+    blocks, rest = split_blocks(text)
+    assert blocks == ["Intro line.", "```py\na = 1\n\nb = 2\n```", "1. item\n\n   more of item"]
+    assert rest == "Next para"
+
+
+def test_split_blocks_waits_for_the_next_block_to_start() -> None:
+    assert split_blocks("One.\n\n") == ([], "One.\n\n")
+    assert split_blocks("One.\n\nT") == (["One."], "T")
+    assert split_blocks("```\ncode\n") == ([], "```\ncode\n")
+
+
+def test_streamed_markdown_prints_finished_blocks_and_the_rest_at_the_end() -> None:
+    renderer, out = make_renderer()
+    text = "# Plan\n\nFirst **bold** step.\n\n- a\n- b\n\nLast words"
+    stream(renderer, text)
+    assert lines(out) == ["● Plan", "  First bold step.", "   • a", "   • b"]
+    done(renderer, text)
+    assert lines(out)[-1] == "  Last words"
+    assert "**" not in out.getvalue() and "#" not in out.getvalue()
+
+
+def test_text_of_a_second_message_starts_with_a_new_bullet() -> None:
+    renderer, out = make_renderer()
+    stream(renderer, "Looking.")
+    done(renderer, "Looking.")
+    stream(renderer, "Found it.")
+    done(renderer, "Found it.")
+    assert lines(out) == ["● Looking.", "● Found it."]
+
+
+# ---------------------------------------------------------------------------- tools
+
+
+def test_tool_call_shows_its_main_argument_and_summary(tmp_path: Path) -> None:
+    renderer, out = make_renderer(cwd=tmp_path)
+    call = tool_call("Read", {"file_path": str(tmp_path / "caliban" / "cli.py"), "limit": 5})
+    renderer(ToolStarted(call=call))
+    renderer(finished(call, "x\n" * 120, summary="120 lines"))
+    assert lines(out) == ["● Read(caliban/cli.py)", "  ⎿  120 lines"]
+
+
+def test_tool_result_without_summary_counts_lines() -> None:
+    renderer, out = make_renderer()
+    call = tool_call("Glob", {"pattern": "**/*.py"})
+    renderer(ToolStarted(call=call))
+    renderer(finished(call, "a.py\nb.py\n"))
+    assert lines(out) == ["● Glob(**/*.py)", "  ⎿  2 lines"]
+
+
+def test_edit_shows_a_diff_with_file_line_numbers(tmp_path: Path) -> None:
+    target = tmp_path / "x.py"
+    target.write_text("a\nb\nc\nd\ne\nf\ng\n")
+    renderer, out = make_renderer(cwd=tmp_path)
+    call = tool_call("Edit", {"file_path": "x.py", "old_string": "d", "new_string": "D\nD2"})
+    renderer(ToolStarted(call=call))
+    target.write_text("a\nb\nc\nD\nD2\ne\nf\ng\n")
+    renderer(finished(call, "ok", summary="1 replacement"))
+    assert lines(out) == [
+        "● Edit(x.py)",
+        "  ⎿  Updated x.py (+2 -1)",
+        "     2   b",
+        "     3   c",
+        "     4 - d",
+        "     4 + D",
+        "     5 + D2",
+        "     6   e",
+        "     7   f",
+    ]
+
+
+def test_write_of_a_new_file_shows_its_lines_as_added(tmp_path: Path) -> None:
+    renderer, out = make_renderer(cwd=tmp_path)
+    call = tool_call("Write", {"file_path": str(tmp_path / "new.py"), "content": "one\ntwo\n"})
+    renderer(ToolStarted(call=call))
+    (tmp_path / "new.py").write_text("one\ntwo\n")
+    renderer(finished(call, "ok"))
+    assert lines(out) == [
+        "● Write(new.py)",
+        "  ⎿  Created new.py (+2 -0)",
+        "     1 + one",
+        "     2 + two",
+    ]
+
+
+def test_edit_diff_falls_back_to_the_strings_when_the_file_is_unreadable(tmp_path: Path) -> None:
+    renderer, out = make_renderer(cwd=tmp_path)
+    call = tool_call("Edit", {"file_path": "gone.py", "old_string": "x = 1", "new_string": "x = 2"})
+    renderer(ToolStarted(call=call))
+    renderer(finished(call, "ok"))
+    assert lines(out)[-2:] == ["     1 - x = 1", "     1 + x = 2"]
+
+
+def test_bash_shows_the_command_and_the_head_and_tail_of_long_output() -> None:
+    renderer, out = make_renderer()
+    call = tool_call("Bash", {"command": "seq 1 40"})
+    renderer(ToolStarted(call=call))
+    renderer(finished(call, "\n".join(str(n) for n in range(1, 41))))
+    shown = lines(out)
+    assert shown[0] == "● Bash(seq 1 40)"
+    assert shown[1] == "  ⎿  1"
+    assert "     … +28 lines" in shown
+    assert shown[-1] == "     40"
+    assert "     20" not in shown
+
+
+def test_failed_tool_is_an_error_line() -> None:
+    renderer, out = make_renderer()
+    call = tool_call("mcp__github__search_issues", {"q": "bug"})
+    renderer(ToolStarted(call=call))
+    renderer(finished(call, "rate limited\ntry later", error=True))
+    assert lines(out) == [
+        '● github - search_issues (MCP)(q: "bug")',
+        "  ⎿  Error: rate limited",
+        "     try later",
+    ]
+
+
+def test_parallel_calls_each_get_their_own_result() -> None:
+    renderer, out = make_renderer()
+    first, second = tool_call("Grep", {"pattern": "foo"}), tool_call("Grep", {"pattern": "bar"})
+    renderer(ToolStarted(call=first))
+    renderer(ToolStarted(call=second))
+    renderer(finished(second, "", summary="0 matches"))
+    renderer(finished(first, "", summary="3 matches"))
+    assert lines(out) == ["● Grep(bar)", "  ⎿  0 matches", "● Grep(foo)", "  ⎿  3 matches"]
+
+
+def test_sub_agent_activity_is_indented_under_its_agent_call() -> None:
+    renderer, out = make_renderer()
+    agent = tool_call("Agent", {"description": "Find the parser", "prompt": "..."})
+    renderer(ToolStarted(call=agent))
+    inner = tool_call("Grep", {"pattern": "def parse"})
+    renderer(ToolStarted(call=inner, parent_tool_use_id=agent.id))
+    renderer(AssistantDelta(text="thinking out loud", parent_tool_use_id=agent.id))
+    renderer(finished(inner, "", summary="2 files", parent=agent.id))
+    retry = ApiRetryEvent(
+        attempt=1, max_attempts=4, delay_s=2.0, error="overloaded", status=529,
+        parent_tool_use_id=agent.id,
+    )
+    renderer(retry)
+    renderer(finished(agent, "report", summary="Done (1 tool use)"))
+    assert lines(out) == [
+        "● Agent(Find the parser)",
+        "    ● Grep(def parse) · 2 files",
+        "      ⎿  API error (529): overloaded · retrying in 2.0s (attempt 1/4)",
+        "  ⎿  Done (1 tool use)",
+    ]
+
+
+def test_notices_and_activation_changes() -> None:
+    renderer, out = make_renderer()
+    renderer(Notice(level="warning", text="server docs failed to start"))
+    renderer(
+        ActivationChanged(activated=("mcp__a__x",), evicted=("mcp__b__y",), active=("mcp__a__x",))
+    )
+    assert lines(out) == [
+        "  ⚠  server docs failed to start",
+        "  ⎿  MCP tools activated: mcp__a__x (evicted mcp__b__y)",
+    ]
+
+
+def test_text_before_a_tool_call_is_flushed_first() -> None:
+    renderer, out = make_renderer()
+    stream(renderer, "Let me check")  # no AssistantMessage yet (a cancelled stream)
+    call = tool_call("Read", {"file_path": "a.py"})
+    renderer(ToolStarted(call=call))
+    assert lines(out) == ["● Let me check"]
+
+
+def test_interrupted_and_error_lines() -> None:
+    renderer, out = make_renderer()
+    stream(renderer, "Half an ans")
+    renderer.end_turn()
+    renderer.interrupted()
+    renderer.error("API key rejected")
+    assert lines(out) == [
+        "● Half an ans",
+        "  ⎿  Interrupted · what should caliban do instead?",
+        "● API key rejected",
+    ]
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "shown"),
+    [
+        ("Bash", {"command": "git status\ngit diff"}, "Bash(git status …)"),
+        ("Grep", {"pattern": "x", "path": "src"}, "Grep(x)"),
+        ("Custom", {"n": 3}, "Custom(n: 3)"),
+    ],
+)
+def test_describe_call(name: str, arguments: dict[str, object], shown: str) -> None:
+    assert describe_call(ToolCall(id="1", name=name, arguments=arguments)) == shown
+
+
+def test_diff_lines_counts_changes() -> None:
+    _, added, removed = diff_lines("a\nb\nc\n", "a\nB\nc\nd\n")
+    assert (added, removed) == (2, 1)
