@@ -44,7 +44,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from caliban import __version__, paths
 from caliban.mcp.config import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig
 from caliban.mcp.tools import McpTool, convert_result, tool_from_sdk, unique_wire_names
-from caliban.tokens import json_size
+from caliban.tokens import estimate_json_tokens, json_size
 from caliban.tools.base import ToolOutput
 
 if TYPE_CHECKING:
@@ -80,6 +80,8 @@ class ServerStatus:
     tool_count: int = 0
     tool_chars: int = 0
     """Characters of its tool definitions as sent to the model (compact JSON)."""
+    tool_tokens: int = 0
+    """Estimated tokens of those definitions (:mod:`caliban.tokens`)."""
     protocol_version: str | None = None
     pid: int | None = None
     log_path: Path | None = None
@@ -338,6 +340,7 @@ class _Conn:
     client: Client | None = None
     tools: tuple[McpTool, ...] = ()
     tool_chars: int = 0
+    tool_tokens: int = 0
     protocol_version: str | None = None
     pid: int | None = None
     connect_seconds: float | None = None
@@ -528,6 +531,7 @@ class McpManager:
             stderr_tail=conn.stderr_tail,
             tool_count=len(conn.tools),
             tool_chars=conn.tool_chars,
+            tool_tokens=conn.tool_tokens,
             protocol_version=conn.protocol_version,
             pid=conn.pid,
             log_path=log_path(conn.name) if conn.transport == "stdio" else None,
@@ -708,6 +712,7 @@ class McpManager:
             return False
         conn.tools = tools
         conn.tool_chars = sum(json_size(t.spec.as_dict()) for t in tools)
+        conn.tool_tokens = sum(estimate_json_tokens(t.spec.as_dict()) for t in tools)
         return True
 
     async def _refresher(self, conn: _Conn, client: Client) -> None:

@@ -1,0 +1,343 @@
+"""``caliban mcp …``: list, add, remove and inspect MCP servers.
+
+Imported by :mod:`caliban.cli` at start-up, so it imports neither the MCP SDK nor the config
+machinery at module level; each command imports what it needs when it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import typer
+
+if TYPE_CHECKING:
+    from caliban.mcp.client import McpManager, ServerStatus
+    from caliban.mcp.config import McpConfig, ServerConfig
+
+EXIT_NOT_FOUND = 1
+EXIT_USAGE = 2
+
+mcp_app = typer.Typer(
+    help="Manage MCP servers (mcp.toml, and a project's .mcp.json).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+ScopeOption = Annotated[
+    Literal["user", "project"] | None,
+    typer.Option(
+        "--scope",
+        "-s",
+        metavar="SCOPE",
+        help="user (~/.config/caliban/mcp.toml) or project (.caliban/mcp.toml).",
+    ),
+]
+
+
+# ---------------------------------------------------------------------------- status rows
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatusRow:
+    """One line of ``caliban mcp list`` and of the REPL's ``/mcp``."""
+
+    name: str
+    transport: str
+    state: str
+    tools: int
+    chars: int
+    tokens: int
+    detail: tuple[str, ...] = ()
+    """Lines under the row: why it failed, its last stderr lines, where its log is."""
+
+
+def status_rows(statuses: Iterable[ServerStatus]) -> list[StatusRow]:
+    """Rows for a manager's statuses (``manager.statuses()``), failures explained."""
+    rows = []
+    for status in statuses:
+        detail: list[str] = []
+        if status.state == "failed":
+            detail.append(f"error: {status.error or 'unknown'}")
+            detail.extend(f"stderr: {line}" for line in status.stderr_tail[-5:])
+            if status.log_path is not None:
+                detail.append(f"log: {status.log_path}")
+        rows.append(
+            StatusRow(
+                name=status.name,
+                transport=status.transport,
+                state=status.state,
+                tools=status.tool_count,
+                chars=status.tool_chars,
+                tokens=status.tool_tokens,
+                detail=tuple(detail),
+            )
+        )
+    return rows
+
+
+def manager_rows(manager: McpManager) -> list[StatusRow]:
+    """:func:`status_rows` of every server of a running manager (for ``/mcp``)."""
+    return status_rows(manager.statuses())
+
+
+def format_rows(rows: list[StatusRow]) -> list[str]:
+    """A plain-text table: name, transport, status, tools, characters and ≈ tokens."""
+    header = ("NAME", "TRANSPORT", "STATUS", "TOOLS", "CHARS", "≈TOKENS")
+    cells = [header] + [
+        (
+            r.name,
+            r.transport,
+            r.state,
+            str(r.tools) if r.state == "connected" else "-",
+            f"{r.chars:,}" if r.state == "connected" else "-",
+            f"{r.tokens:,}" if r.state == "connected" else "-",
+        )
+        for r in rows
+    ]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
+    right = {3, 4, 5}
+
+    def line(cols: tuple[str, ...]) -> str:
+        parts = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cols, widths, strict=True))
+        ]
+        return "  ".join(parts).rstrip()
+
+    out = [line(header)]
+    for row, cols in zip(rows, cells[1:], strict=True):
+        out.append(line(cols))
+        out.extend(f"    {d}" for d in row.detail)
+    connected = [r for r in rows if r.state == "connected"]
+    if len(connected) > 1:
+        chars, tokens = sum(r.chars for r in connected), sum(r.tokens for r in connected)
+        tools = sum(r.tools for r in connected)
+        out.append(f"total: {tools} tools, {chars:,} characters, ≈{tokens:,} tokens")
+    return out
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _load() -> McpConfig:
+    from caliban.mcp.config import load_mcp_config
+
+    config = load_mcp_config(Path.cwd())
+    for problem in config.problems:
+        _err(f"caliban: mcp: error: {problem}")
+    for warning in config.warnings:
+        _err(f"caliban: mcp: warning: {warning}")
+    return config
+
+
+def _require(config: McpConfig, name: str) -> ServerConfig:
+    server = config.get(name)
+    if server is None:
+        known = ", ".join(s.name for s in config.servers) or "none"
+        _err(f"caliban: no MCP server named {name!r} (configured: {known})")
+        raise typer.Exit(EXIT_NOT_FOUND)
+    return server
+
+
+async def _connect(servers: list[ServerConfig]) -> tuple[list[ServerStatus], list[object]]:
+    from caliban.mcp.client import McpManager
+
+    manager = McpManager(servers)
+    try:
+        manager.start()
+        limit = max((s.startup_timeout for s in servers), default=0) + 1
+        statuses = await manager.wait_ready(timeout=limit)
+        return statuses, list(manager.tools())
+    finally:
+        await manager.aclose()
+
+
+def _pairs(values: list[str] | None, sep: str, what: str) -> dict[str, str]:
+    result = {}
+    for value in values or []:
+        key, found, val = value.partition(sep)
+        if not found or not key.strip():
+            _err(f"caliban: {what} must look like KEY{sep}VALUE, got {value!r}")
+            raise typer.Exit(EXIT_USAGE)
+        result[key.strip()] = val.strip() if sep == ":" else val
+    return result
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+@mcp_app.command("list")
+def mcp_list() -> None:
+    """Connect to every configured server (concurrently) and show its status and tools."""
+    config = _load()
+    if not config.servers:
+        print("No MCP servers configured. Add one with `caliban mcp add NAME -- COMMAND [ARGS]`")
+        print("or `caliban mcp add NAME --url URL` (see docs/mcp.md).")
+        return
+    statuses, _ = asyncio.run(_connect(list(config.servers)))
+    for text in format_rows(status_rows(statuses)):
+        print(text)
+
+
+@mcp_app.command("add")
+def mcp_add(
+    name: Annotated[str, typer.Argument(help="Server name: 1-32 of a-z, 0-9, '_' and '-'.")],
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[-- COMMAND [ARGS]...]", help="How to start a stdio server."),
+    ] = None,
+    url: Annotated[
+        str | None, typer.Option("--url", metavar="URL", help="Endpoint of an HTTP server.")
+    ] = None,
+    header: Annotated[
+        list[str] | None,
+        typer.Option("--header", "-H", metavar="K:V", help="HTTP header (repeatable)."),
+    ] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", "-e", metavar="K=V", help="Environment variable (repeatable)."),
+    ] = None,
+    transport: Annotated[
+        Literal["http", "sse"] | None,
+        typer.Option("--transport", "-t", metavar="KIND", help="http (default) or sse."),
+    ] = None,
+    scope: ScopeOption = None,
+) -> None:
+    """Add a server to the project's .caliban/mcp.toml (or the user file with --scope user).
+
+    stdio: caliban mcp add github -e GITHUB_TOKEN='${GITHUB_TOKEN}' -- npx -y PACKAGE
+
+    HTTP:  caliban mcp add docs --url http://127.0.0.1:8931/mcp -H 'Authorization: Bearer ${T}'
+    """
+    from caliban.mcp.config import add_server, entry_from_options, load_mcp_config, scope_path
+
+    if bool(command) == bool(url):
+        _err("caliban: give exactly one of `-- COMMAND [ARGS]` (stdio) or `--url URL` (HTTP)")
+        raise typer.Exit(EXIT_USAGE)
+    if command and (header or transport):
+        _err("caliban: --header and --transport apply to --url servers only")
+        raise typer.Exit(EXIT_USAGE)
+    if url and env:
+        _err("caliban: --env applies to stdio servers only")
+        raise typer.Exit(EXIT_USAGE)
+    entry = entry_from_options(
+        command=command or [],
+        url=url,
+        env=_pairs(env, "=", "--env"),
+        headers=_pairs(header, ":", "--header"),
+        transport=transport,
+    )
+    cwd = Path.cwd()
+    target = scope or "project"
+    path = scope_path(target, cwd)
+    replaced = add_server(path, name, entry)
+    kind = "stdio" if command else (transport or "http")
+    _err(f"{'Replaced' if replaced else 'Added'} {kind} server {name!r} in {path}")
+    effective = load_mcp_config(cwd).get(name)
+    if effective is not None and effective.source != path:
+        _err(f"note: {effective.where} also defines {name!r} and takes precedence")
+
+
+@mcp_app.command("remove")
+def mcp_remove(
+    name: Annotated[str, typer.Argument(help="Server name.")],
+    scope: ScopeOption = None,
+) -> None:
+    """Remove a server from the file that defines it (or from the --scope file)."""
+    from caliban.mcp.config import load_mcp_config, remove_server, scope_path
+
+    cwd = Path.cwd()
+    if scope is not None:
+        path = scope_path(scope, cwd)
+    else:
+        server = load_mcp_config(cwd).get(name)
+        if server is None or server.source is None:
+            _err(f"caliban: no MCP server named {name!r} is configured")
+            raise typer.Exit(EXIT_NOT_FOUND)
+        if server.scope == "mcp.json":
+            _err(
+                f"caliban: {name!r} comes from {server.source}, which caliban does not edit; "
+                f"remove it there, or turn it off with [server.{name}] disabled = true in "
+                ".caliban/mcp.toml"
+            )
+            raise typer.Exit(EXIT_NOT_FOUND)
+        path = server.source
+    if not remove_server(path, name):
+        _err(f"caliban: {name!r} is not defined in {path}")
+        raise typer.Exit(EXIT_NOT_FOUND)
+    _err(f"Removed {name!r} from {path}")
+    remaining = load_mcp_config(cwd).get(name)
+    if remaining is not None:
+        _err(f"note: {remaining.where} still defines {name!r}")
+
+
+@mcp_app.command("get")
+def mcp_get(name: Annotated[str, typer.Argument(help="Server name.")]) -> None:
+    """Show a server's configuration (as written, ${VAR}s unexpanded) and where it comes from."""
+    from caliban.mcp.client import log_path
+    from caliban.mcp.config import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT
+
+    server = _require(_load(), name)
+    raw = server.raw
+    print(server.name)
+    print(f"  source:    {server.where} ({server.scope})")
+    for path in server.overrides:
+        print(f"  overrides: {path}")
+    print(f"  transport: {server.transport}")
+    if server.transport == "stdio":
+        words = [str(raw.get("command", "")), *map(str, raw.get("args", []))]
+        print(f"  command:   {' '.join(words)}")
+        for key, value in dict(raw.get("env", {})).items():
+            print(f"  env:       {key}={value}")
+        if raw.get("cwd"):
+            print(f"  cwd:       {raw['cwd']} -> {server.cwd}")
+    else:
+        print(f"  url:       {raw.get('url', '')}")
+        for key, value in dict(raw.get("headers", {})).items():
+            print(f"  header:    {key}: {value}")
+    lazy = {
+        None: "follows tools.lazy_mcp",
+        True: "true (always lazy)",
+        False: "false (pinned eager)",
+    }
+    print(f"  lazy:      {lazy[server.lazy]}")
+    if server.disabled:
+        print("  disabled:  true")
+    timeouts = (server.startup_timeout, server.tool_timeout)
+    if timeouts != (DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT):
+        print(f"  timeouts:  startup {timeouts[0]:g}s, tool calls {timeouts[1]:g}s")
+    if server.transport == "stdio":
+        print(f"  log:       {log_path(server.name)}")
+
+
+@mcp_app.command("tools")
+def mcp_tools(name: Annotated[str, typer.Argument(help="Server name.")]) -> None:
+    """Connect to one server and list its tools with one-line descriptions."""
+    from caliban.mcp.tools import McpTool
+
+    server = _require(_load(), name)
+    statuses, tools = asyncio.run(_connect([server]))
+    [status] = statuses
+    if status.state != "connected":
+        for text in format_rows(status_rows(statuses)):
+            _err(text)
+        raise typer.Exit(EXIT_NOT_FOUND)
+    listed = [t for t in tools if isinstance(t, McpTool)]
+    width = max((len(t.name) for t in listed), default=0)
+    for tool in listed:
+        summary = (tool.description.strip().splitlines() or [""])[0]
+        marker = "  [read-only]" if tool.read_only else ""
+        print(f"{tool.name.ljust(width)}  {summary}{marker}".rstrip())
+    print(f"{len(listed)} tools, {status.tool_chars:,} characters, ≈{status.tool_tokens:,} tokens")
+
+
+__all__ = ["StatusRow", "format_rows", "manager_rows", "mcp_app", "status_rows"]
