@@ -17,7 +17,7 @@ import json
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from caliban.messages import (
     ImagePart,
@@ -125,7 +125,8 @@ def _block(part: Part) -> dict[str, Any]:
             if part.is_error:
                 block["is_error"] = True
             return block
-    raise TypeError(f"unexpected message part {part!r}")
+        case _:
+            assert_never(part)
 
 
 def _image(part: ImagePart) -> dict[str, Any]:
