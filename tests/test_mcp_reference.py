@@ -1,0 +1,154 @@
+"""The public reference MCP servers, through McpManager.
+
+Installed by ``.ci/install-reference-servers PREFIX``; the tests find them through
+``CALIBAN_REFERENCE_SERVERS=PREFIX`` and are skipped when it is unset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+
+from caliban.mcp.client import McpManager
+from caliban.mcp.config import ServerConfig
+from caliban.messages import ImagePart
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.reference_servers]
+
+ENV_VAR = "CALIBAN_REFERENCE_SERVERS"
+
+
+@pytest.fixture
+def prefix() -> Path:
+    value = os.environ.get(ENV_VAR)
+    if not value:
+        pytest.skip(
+            f"{ENV_VAR} is not set: run `.ci/install-reference-servers /tmp/refsrv` and "
+            f"`export {ENV_VAR}=/tmp/refsrv` to run the reference-server tests"
+        )
+    root = Path(value)
+    expected = [
+        root / "npm/node_modules/.bin/mcp-server-everything",
+        root / "npm/node_modules/.bin/mcp-server-filesystem",
+        root / "npm/node_modules/.bin/mcp-server-memory",
+        root / "venv/bin/mcp-server-time",
+        root / "venv/bin/mcp-server-git",
+    ]
+    missing = [str(p) for p in expected if not p.exists()]
+    assert not missing, f"{ENV_VAR}={root} lacks {missing}; run .ci/install-reference-servers"
+    return root
+
+
+def running(pid: int) -> bool:
+    """True while ``pid`` is a live process (a zombie waiting to be reaped is dead)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+def reference_servers(prefix: Path, work: Path) -> list[ServerConfig]:
+    npm = prefix / "npm/node_modules/.bin"
+    venv = prefix / "venv/bin"
+
+    def server(name: str, command: Path, *args: str, **env: str) -> ServerConfig:
+        return ServerConfig(
+            name=name,
+            transport="stdio",
+            command=str(command),
+            args=args,
+            env=env,
+            startup_timeout=30,
+            tool_timeout=30,
+        )
+
+    return [
+        server("everything", npm / "mcp-server-everything"),
+        server("filesystem", npm / "mcp-server-filesystem", str(work)),
+        server("memory", npm / "mcp-server-memory", MEMORY_FILE_PATH=str(work / "memory.jsonl")),
+        server("time", venv / "mcp-server-time", "--local-timezone", "UTC"),
+        server("git", venv / "mcp-server-git"),
+    ]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with one untracked file."""
+    path = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    (path / "new.txt").write_text("x")
+    return path
+
+
+async def test_all_reference_servers_connect_list_and_answer_a_call(
+    prefix: Path, tmp_path: Path, repo: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("remember the milk\n")
+
+    async with McpManager(reference_servers(prefix, work)) as manager:
+        with anyio.fail_after(60):
+            statuses = await manager.wait_ready()
+        assert {s.name: s.state for s in statuses} == dict.fromkeys(
+            ["everything", "filesystem", "memory", "time", "git"], "connected"
+        ), [(s.name, s.error, s.stderr_tail) for s in statuses]
+        counts = {s.name: s.tool_count for s in statuses}
+        assert all(n > 0 for n in counts.values()), counts
+        names = {t.name for t in manager.tools()}
+        for wire in (
+            "mcp__everything__echo",
+            "mcp__filesystem__list_directory",
+            "mcp__memory__create_entities",
+            "mcp__time__get_current_time",
+            "mcp__git__git_status",
+        ):
+            assert wire in names
+
+        echo = await manager.call_tool("everything", "echo", {"message": "hello caliban"})
+        assert echo.as_text == "Echo: hello caliban" and not echo.is_error
+
+        listing = await manager.call_tool("filesystem", "list_directory", {"path": str(work)})
+        assert "[FILE] notes.txt" in listing.as_text
+        outside = await manager.call_tool("filesystem", "read_text_file", {"path": "/etc/hostname"})
+        assert outside.is_error  # the server's own sandbox error comes back as a result
+
+        entity = {"name": "caliban", "entityType": "agent", "observations": ["uses MCP"]}
+        await manager.call_tool("memory", "create_entities", {"entities": [entity]})
+        graph = await manager.call_tool("memory", "read_graph", {})
+        assert json.loads(graph.as_text)["entities"][0]["name"] == "caliban"
+
+        now = await manager.call_tool("time", "get_current_time", {"timezone": "UTC"})
+        assert json.loads(now.as_text)["timezone"] == "UTC"
+
+        status = await manager.call_tool("git", "git_status", {"repo_path": str(repo)})
+        assert "new.txt" in status.as_text and not status.is_error
+
+        pids = [s.pid for s in statuses if s.pid is not None]
+        assert len(pids) == 5
+    assert not [pid for pid in pids if running(pid)]
+
+
+async def test_reference_content_types_and_annotations(prefix: Path, tmp_path: Path) -> None:
+    [everything] = reference_servers(prefix, tmp_path)[:1]
+    async with McpManager([everything]) as manager:
+        with anyio.fail_after(60):
+            await manager.wait_ready()
+        by_name = {t.tool_name: t for t in manager.tools()}
+        assert by_name["echo"].read_only and not by_name["toggle-simulated-logging"].read_only
+        image = await manager.call_tool("everything", "get-tiny-image", {})
+        assert any(isinstance(p, ImagePart) and p.media_type == "image/png" for p in image.content)
+        structured = await manager.call_tool(
+            "everything", "get-structured-content", {"location": "New York"}
+        )
+        assert "temperature" in json.loads(structured.as_text)
+        reference = await manager.call_tool(
+            "everything", "get-resource-reference", {"resourceType": "Text", "resourceId": 1}
+        )
+        assert "Resource 1" in reference.as_text
