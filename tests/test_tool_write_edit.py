@@ -104,6 +104,11 @@ async def test_write_keeps_mode_encoding_and_crlf(env: ToolEnv) -> None:
     assert script.read_bytes() == b"echo b\r\necho c\r\n"
     assert stat.S_IMODE(script.stat().st_mode) == 0o755
     assert latin.read_bytes() == "crème\n".encode("latin-1")
+    utf16 = env.cwd / "u16.txt"
+    utf16.write_bytes(codecs.BOM_UTF16_LE + "a\r\nb\r\n".encode("utf-16-le"))
+    await read(env, "u16.txt")
+    await write(env, "u16.txt", "x\ny\n")
+    assert utf16.read_bytes() == codecs.BOM_UTF16_LE + "x\r\ny\r\n".encode("utf-16-le")
     assert no_temp_files(env.cwd)
 
 

@@ -62,7 +62,8 @@ class Write(BuiltinTool[WriteInput]):
             except OSError as exc:
                 return ToolOutput.error(f"Cannot read {shown}: {exc.strerror or exc}")
             encoding = _files.detect_encoding(old, complete=True)
-            if b"\r\n" in old and b"\n" not in old.replace(b"\r\n", b""):
+            old_text = encoding.decode(old, errors="replace")
+            if "\r\n" in old_text and "\n" not in old_text.replace("\r\n", ""):
                 content = content.replace("\r\n", "\n").replace("\n", "\r\n")
         try:
             data = encoding.encode(content)
