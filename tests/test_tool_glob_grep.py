@@ -21,6 +21,14 @@ FILES_PER_DIR = 180
 IGNORED_FILES = 1000
 
 
+def _write(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)  # faster than write_text
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """10,000 files: 9,000 kept .py files, 1,000 under an ignored directory, and logs."""
@@ -33,10 +41,10 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
             body = f"def func_{d}_{f}():\n    return {f}\n"
             if f == 0:
                 body += "# NEEDLE here\n"
-            (directory / f"mod{f:03}.py").write_text(body)
+            _write(f"{directory}/mod{f:03}.py", body.encode())
     (root / "build").mkdir()
     for f in range(IGNORED_FILES - 2):
-        (root / "build" / f"gen{f:04}.py").write_text("# NEEDLE generated\n")
+        _write(f"{root}/build/gen{f:04}.py", b"# NEEDLE generated\n")
     (root / "debug.log").write_text("NEEDLE in a log\n")
     (root / "src" / "trace.log").write_text("NEEDLE in a log\n")
     newest = root / "src" / "pkg07" / "mod005.py"
