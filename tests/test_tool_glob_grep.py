@@ -103,6 +103,8 @@ async def test_glob_with_path_shows_paths_relative_to_cwd(tree: Path) -> None:
         "src/pkg03/mod001.py",
         "src/pkg03/mod002.py",
     ]
+    dotted = await glob(env, pattern="./src/pkg03/mod00[0-2].py")
+    assert len(dotted.as_text.splitlines()) == 3
     outside = ToolEnv(cwd=tree / "src" / "pkg01", project_root=tree)
     out = await glob(outside, pattern="mod000.py", path=str(tree / "src" / "pkg02"))
     assert out.as_text == str(tree / "src" / "pkg02" / "mod000.py")

@@ -324,7 +324,7 @@ def glob_filter(globs: list[str]) -> Iterator[list[str]]:
     for glob in globs:
         if glob.startswith("!"):
             args += ["--glob", glob]
-        elif glob:
+        elif glob := glob.removeprefix("./"):
             include.append(glob)
     if not include:
         yield args
