@@ -1,0 +1,641 @@
+"""Saved sessions: where transcripts live, listing them, loading one back, resuming it.
+
+Transcripts are ``data_dir()/sessions/<project-slug>/<session-id>.jsonl`` (see
+:mod:`caliban.transcript` for the writer and the line format). Loading replays the lines:
+history appends, usage, model switches, ``/clear`` and lazy-MCP activations. A line that is
+cut short or corrupt is skipped with a warning naming the file and line, and the history is
+repaired so the next request is well-formed (a tool call whose result was never written gets
+an "interrupted" error result).
+
+Integration is one call each: :func:`open_transcript` when a session opens (it handles
+``--continue`` / ``--resume`` too), :func:`resume_session` for ``/resume``, and
+:func:`close_transcript` when the session ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import sys
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+from caliban.agent import Conversation
+from caliban.errors import UsageError
+from caliban.events import HistoryAppended, ModelChanged, Notice
+from caliban.messages import Message, TextPart, ToolCall, ToolResult, Usage
+from caliban.paths import data_dir
+from caliban.serialize import message_from_json, usage_from_json
+from caliban.transcript import HISTORY_TYPES, Transcript, header_json, is_locked
+
+if TYPE_CHECKING:
+    from caliban.mcp.activation import McpActivationSet
+    from caliban.session import Session
+
+INTERRUPTED_BY_EXIT = (
+    "caliban stopped (closed or crashed) before this tool call finished; it may have run "
+    "partly. Check its effects before running it again."
+)
+"""The result given, on load, to a tool call whose result was never recorded."""
+
+_SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_SLUG_MAX = 100
+
+
+class SessionNotFound(UsageError):
+    """No saved session matches what was asked for (exit code 2)."""
+
+
+# ---------------------------------------------------------------------------- paths
+
+
+def sessions_dir() -> Path:
+    """Where every project's transcripts live: ``data_dir()/sessions``."""
+    return data_dir() / "sessions"
+
+
+def project_slug(root: Path) -> str:
+    """``root`` made into one safe, readable directory name: ``/work/main`` → ``-work-main``.
+
+    Every character other than letters, digits, ``_`` and ``-`` becomes ``-``. Long paths
+    keep their start and get a short hash so they stay unique.
+    """
+    text = str(root)
+    slug = _SLUG_UNSAFE.sub("-", text)
+    if len(slug) > _SLUG_MAX:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+        slug = f"{slug[: _SLUG_MAX - 13]}-{digest}"
+    return slug
+
+
+def project_sessions_dir(root: Path) -> Path:
+    """The directory holding the transcripts of the project at ``root``."""
+    return sessions_dir() / project_slug(root)
+
+
+def transcript_path(root: Path, session_id: str) -> Path:
+    """Where session ``session_id`` of the project at ``root`` is recorded."""
+    return project_sessions_dir(root) / f"{session_id}.jsonl"
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """``(line_number, record)`` for each non-blank line, or ``(n, why)`` when it is bad."""
+    with path.open("rb") as file:
+        data = file.read()
+    chunks = data.split(b"\n")
+    for number, raw in enumerate(chunks, start=1):
+        if not raw.strip():
+            continue
+        cut_short = number == len(chunks)  # no newline after it: the writer was stopped
+        try:
+            record = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            why = "it was cut short (the session ended mid-write)" if cut_short else str(exc)
+            yield number, why
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            yield number, "it is not a transcript record"
+            continue
+        yield number, record
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionSummary:
+    """What ``caliban sessions list`` and the resume picker show about a session."""
+
+    id: str
+    path: Path
+    project_root: str | None
+    created: str | None
+    updated: datetime
+    first_prompt: str
+    turns: int
+    """User prompts in the conversation a resume would restore."""
+    in_use: bool
+
+
+def summarize(path: Path) -> SessionSummary:
+    """A quick look at one transcript: header, first prompt and prompt count."""
+    header: dict[str, Any] = {}
+    prompts: list[str] = []
+    with path.open("rb") as file:
+        for raw in file:
+            # Only a few line types matter here; skip the big ones without parsing them.
+            if not raw.startswith(
+                (b'{"type":"header"', b'{"type":"user_prompt"', b'{"type":"clear"')
+            ):
+                continue
+            try:
+                record = json.loads(raw)
+                kind = record["type"]
+                if kind == "header":
+                    header = record
+                elif record.get("parent_tool_use_id") is not None:
+                    continue
+                elif kind == "clear":
+                    prompts = []
+                else:
+                    prompts.append(message_from_json(record["message"]).text)
+            except (ValueError, KeyError, TypeError):
+                continue
+    stat = path.stat()
+    return SessionSummary(
+        id=path.stem,
+        path=path,
+        project_root=_str_or_none(header.get("project_root")),
+        created=_str_or_none(header.get("created")),
+        updated=datetime.fromtimestamp(stat.st_mtime).astimezone(),
+        first_prompt=_one_line(prompts[0]) if prompts else "",
+        turns=len(prompts),
+        in_use=is_locked(path),
+    )
+
+
+def list_sessions(root: Path) -> list[SessionSummary]:
+    """The saved sessions of the project at ``root``, most recently active first."""
+    directory = project_sessions_dir(root)
+    if not directory.is_dir():
+        return []
+    summaries = []
+    for path in directory.glob("*.jsonl"):
+        try:
+            summary = summarize(path)
+        except OSError:
+            continue  # removed while we looked
+        # Two projects whose paths differ only in punctuation share a slug; keep ours.
+        if summary.project_root not in (None, str(root)):
+            continue
+        summaries.append(summary)
+    summaries.sort(key=lambda s: (s.updated, s.created or ""), reverse=True)
+    return summaries
+
+
+def find_session(root: Path, ref: str) -> SessionSummary:
+    """The session of this project whose id is ``ref`` or starts with it.
+
+    Raises :class:`SessionNotFound` with the recent ids (or the project the id belongs to)
+    when there is no single match.
+    """
+    ref = ref.strip()
+    sessions = list_sessions(root)
+    exact = [s for s in sessions if s.id == ref]
+    matches = exact or [s for s in sessions if ref and s.id.startswith(ref)]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        listed = ", ".join(s.id for s in matches[:5])
+        raise SessionNotFound(f"session id '{ref}' is ambiguous: it matches {listed}")
+    elsewhere = sorted(sessions_dir().glob(f"*/{_glob_safe(ref)}*.jsonl")) if ref else []
+    if elsewhere:
+        other = summarize(elsewhere[0])
+        raise SessionNotFound(
+            f"session {other.id} belongs to another project "
+            f"({other.project_root or elsewhere[0].parent.name}); run caliban there to resume it"
+        )
+    raise SessionNotFound(f"no session '{ref}' in this project ({root}). {_recent_hint(sessions)}")
+
+
+def newest_session(root: Path) -> SessionSummary:
+    """The most recently active session of this project (for ``--continue``)."""
+    sessions = list_sessions(root)
+    if not sessions:
+        raise SessionNotFound(
+            f"no saved session to continue in this project ({root}); "
+            "start one with `caliban` or `caliban -p PROMPT`"
+        )
+    return sessions[0]
+
+
+def remove_session(root: Path, ref: str) -> SessionSummary:
+    """Delete the transcript of session ``ref`` (an id or a unique prefix)."""
+    summary = find_session(root, ref)
+    if summary.in_use:
+        raise UsageError(f"session {summary.id} is in use by a running caliban; finish it first")
+    summary.path.unlink(missing_ok=True)
+    return summary
+
+
+def _recent_hint(sessions: Sequence[SessionSummary]) -> str:
+    if not sessions:
+        return "This project has no saved sessions."
+    recent = "; ".join(f"{s.id[:8]} {_clip(s.first_prompt, 30)!r}" for s in sessions[:5])
+    return f"Recent sessions: {recent} (see `caliban sessions list`)"
+
+
+def _glob_safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "?", text)
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionRecord:
+    """A transcript replayed: everything a resume restores."""
+
+    id: str
+    path: Path
+    header: Mapping[str, Any]
+    messages: tuple[Message, ...]
+    """The main conversation, repaired so that the next request is well-formed."""
+    repaired_tail: int = 0
+    """How many messages at the end of ``messages`` were added by the repair."""
+    turns: int = 0
+    """User prompts in the restored conversation."""
+    usage: Usage = field(default_factory=Usage)
+    last_usage: Usage | None = None
+    model: str | None = None
+    """The model in use when the session stopped."""
+    provider: str | None = None
+    activations: tuple[tuple[str, ...], ...] = ()
+    """The main agent's lazy-MCP activations, oldest first (each one ``activate`` call)."""
+    warnings: tuple[str, ...] = ()
+    """Lines skipped and repairs made, for the user to see."""
+
+
+def load_session(path: Path) -> SessionRecord:
+    """Replay the transcript at ``path``. Bad lines are skipped with a warning each."""
+    header: dict[str, Any] = {}
+    messages: list[Message] = []
+    usage, last_usage = Usage(), None
+    model: str | None = None
+    activations: list[tuple[str, ...]] = []
+    warnings: list[str] = []
+    prompts = 0
+    for number, record in _lines(path):
+        if isinstance(record, str):
+            warnings.append(f"{path}:{number}: skipped a line: {record}")
+            continue
+        try:
+            kind = record["type"]
+            main = record.get("parent_tool_use_id") is None
+            if kind == "header":
+                header = record
+                model = model or _str_or_none(record.get("model"))
+            elif kind in HISTORY_TYPES:
+                message = message_from_json(record["message"])
+                if kind == "assistant":
+                    # Sub-agents' usage counts too: the session's total includes them.
+                    turn_usage = usage_from_json(record.get("usage") or {})
+                    usage += turn_usage
+                    if main:
+                        last_usage = turn_usage
+                        model = _str_or_none(record.get("model")) or model
+                if main:
+                    messages.append(message)
+                    prompts += kind == "user_prompt"
+            elif kind == "model" and main:
+                model = str(record["model"])
+            elif kind == "clear" and main:
+                # /clear starts a new conversation and empties the activation set.
+                messages, usage, last_usage, prompts = [], Usage(), None, 0
+                activations = []
+            elif kind == "activation" and main:
+                activations.append(tuple(str(name) for name in record["activated"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            warnings.append(
+                f"{path}:{number}: skipped a malformed {record.get('type')} line ({exc})"
+            )
+    repaired, notes, tail = _repair(messages)
+    return SessionRecord(
+        id=path.stem,
+        path=path,
+        header=header,
+        messages=tuple(repaired),
+        repaired_tail=tail,
+        turns=prompts,
+        usage=usage,
+        last_usage=last_usage,
+        model=model,
+        provider=_str_or_none(header.get("provider")),
+        activations=tuple(activations),
+        warnings=tuple(warnings + [f"{path}: {note}" for note in notes]),
+    )
+
+
+def _has_results(message: Message) -> bool:
+    return any(isinstance(p, ToolResult) for p in message.parts)
+
+
+def _interrupted(calls: Iterable[ToolCall]) -> tuple[ToolResult, ...]:
+    text = (TextPart(text=INTERRUPTED_BY_EXIT),)
+    return tuple(ToolResult(tool_call_id=c.id, content=text, is_error=True) for c in calls)
+
+
+def repair_history(messages: Sequence[Message]) -> tuple[list[Message], list[str]]:
+    """Make ``messages`` a history every provider accepts; returns it and what was fixed.
+
+    Each assistant message with tool calls must be followed by a user message carrying a
+    result for every call: missing results become "interrupted" errors. Results whose call
+    is not in the preceding message (its line was lost) are dropped.
+    """
+    repaired, notes, _tail = _repair(messages)
+    return repaired, notes
+
+
+def _repair(messages: Sequence[Message]) -> tuple[list[Message], list[str], int]:
+    """:func:`repair_history`, also saying how many messages it appended at the end."""
+    repaired: list[Message] = []
+    notes: list[str] = []
+    pending: tuple[ToolCall, ...] = ()
+    for message in messages:
+        if pending and message.role == "user" and _has_results(message):
+            message = _complete(message, pending, notes)
+            pending = ()
+            repaired.append(message)
+            continue
+        if pending:
+            repaired.append(Message(role="user", parts=_interrupted(pending)))
+            notes.append(_interrupted_note(pending))
+            pending = ()
+        if message.role == "user" and _has_results(message):
+            kept = tuple(p for p in message.parts if not isinstance(p, ToolResult))
+            notes.append("dropped tool results whose tool call was lost")
+            if not kept:
+                continue
+            message = Message(role="user", parts=kept)
+        repaired.append(message)
+        pending = message.tool_calls if message.role == "assistant" else ()
+    if pending:
+        repaired.append(Message(role="user", parts=_interrupted(pending)))
+        notes.append(_interrupted_note(pending))
+        return repaired, notes, 1
+    return repaired, notes, 0
+
+
+def _complete(message: Message, calls: tuple[ToolCall, ...], notes: list[str]) -> Message:
+    results = {p.tool_call_id: p for p in message.parts if isinstance(p, ToolResult)}
+    missing = [c for c in calls if c.id not in results]
+    if unknown := set(results) - {c.id for c in calls}:
+        notes.append(f"dropped {len(unknown)} tool result(s) whose tool call was lost")
+    if missing:
+        notes.append(_interrupted_note(missing))
+    if not missing and not unknown:
+        return message
+    answers = {**results, **{r.tool_call_id: r for r in _interrupted(missing)}}
+    others = tuple(p for p in message.parts if not isinstance(p, ToolResult))
+    return Message(role="user", parts=(*(answers[c.id] for c in calls), *others))
+
+
+def _interrupted_note(calls: Sequence[ToolCall]) -> str:
+    names = ", ".join(c.name for c in calls)
+    return f"tool call(s) without a recorded result ({names}) marked as interrupted"
+
+
+def replay_activations(
+    activations: Iterable[Sequence[str]], *, cap: int, existing: Collection[str]
+) -> tuple[McpActivationSet, tuple[str, ...]]:
+    """Rebuild the activation set from recorded activations, in order, under ``cap``.
+
+    Returns the set and the names dropped from it because no such tool exists any more
+    (a server was removed or changed its tools).
+    """
+    from caliban.mcp.activation import McpActivationSet
+
+    current = McpActivationSet.empty(cap)
+    for names in activations:
+        current, _evicted = current.activate(names)
+    gone = tuple(name for name in current.in_activation_order() if name not in existing)
+    return current.without(gone), gone
+
+
+# ---------------------------------------------------------------------------- session wiring
+
+
+class _Cell(Protocol):
+    def get(self) -> McpActivationSet: ...
+
+    def swap(self, fn: Callable[[McpActivationSet], McpActivationSet]) -> McpActivationSet: ...
+
+
+def attach_transcript(session: Session) -> Transcript:
+    """Record ``session`` in a new transcript (created at its first prompt)."""
+    header = header_json(
+        session_id=session.id,
+        cwd=session.cwd,
+        project_root=session.env.project_root,
+        model=session.model,
+        provider=session.provider.name,
+    )
+    path = transcript_path(session.env.project_root, session.id)
+    transcript = Transcript.create(path, header=header, on_error=_warn_to(session))
+    _replace_transcript(session, transcript)
+    return transcript
+
+
+def close_transcript(session: Session) -> None:
+    """Stop recording ``session`` and release its transcript's lock."""
+    _replace_transcript(session, None)
+
+
+def current_transcript(session: Session) -> Transcript | None:
+    """The transcript recording ``session``, if any."""
+    return next((x for x in session.listeners if isinstance(x, Transcript)), None)
+
+
+def _replace_transcript(session: Session, transcript: Transcript | None) -> None:
+    for old in [x for x in session.listeners if isinstance(x, Transcript)]:
+        session.listeners.remove(old)
+        old.close()
+    if transcript is not None:
+        session.listeners.append(transcript)
+
+
+def _warn_to(session: Session) -> Callable[[str], None]:
+    return lambda text: session.emit(Notice(level="warning", text=text))
+
+
+async def resume_session(
+    session: Session, ref: str | None, *, restore_model: bool = True
+) -> SessionRecord:
+    """Resume saved session ``ref`` (an id or unique prefix; ``None``: the newest) into
+    ``session``, which from then on keeps appending to that session's transcript.
+
+    Raises :class:`SessionNotFound` or :class:`~caliban.transcript.SessionLocked` (both
+    usage errors, exit code 2) and leaves ``session`` untouched then.
+    """
+    root = session.env.project_root
+    summary = newest_session(root) if ref is None else find_session(root, ref)
+    try:
+        transcript = Transcript.reopen(summary.path, on_error=_warn_to(session))
+    except FileNotFoundError:
+        raise SessionNotFound(f"session {summary.id} was removed just now") from None
+    try:
+        record = load_session(summary.path)
+    except BaseException:
+        transcript.close()
+        raise
+    _replace_transcript(session, transcript)
+    await resume_into(session, record, restore_model=restore_model)
+    return record
+
+
+async def resume_into(
+    session: Session, record: SessionRecord, *, restore_model: bool = True
+) -> None:
+    """Restore ``record`` into ``session``: id, history, usage, model and activation set.
+
+    Warnings (skipped lines, repairs, MCP tools that are gone) are emitted as notices. With
+    recorded activations the MCP servers are waited for, to learn which tools still exist.
+    ``restore_model=False`` keeps the session's model (``--model`` was given).
+    """
+    session.id = record.id
+    kept = len(record.messages) - record.repaired_tail
+    session.conversation = Conversation(
+        messages=list(record.messages[:kept]), usage=record.usage, last_usage=record.last_usage
+    )
+    for message in record.messages[kept:]:
+        # Announced like any append, so the transcript records the repair once.
+        session.conversation.messages.append(message)
+        session.emit(HistoryAppended(message=message))
+    for warning in record.warnings:
+        session.emit(Notice(level="warning", text=warning))
+    same_provider = record.provider in (None, session.provider.name)
+    if restore_model and record.model and same_provider:
+        session.model = record.model
+    elif record.model != session.model:
+        session.emit(ModelChanged(model=session.model))
+    await _restore_activations(session, record)
+    when = datetime.fromtimestamp(record.path.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
+    session.emit(
+        Notice(
+            level="info",
+            text=f"Resumed session {record.id} ({_plural(record.turns, 'turn')}, "
+            f"last active {when}).",
+        )
+    )
+
+
+async def _restore_activations(session: Session, record: SessionRecord) -> None:
+    cell: _Cell | None = getattr(session, "activation", None)
+    if cell is None or not record.activations:
+        return
+    if session.mcp is not None:
+        await session.mcp.wait_ready()
+    existing = {tool.name for tool in session.mcp.tools()} if session.mcp is not None else set()
+    replayed, gone = replay_activations(record.activations, cap=cell.get().cap, existing=existing)
+    cell.swap(lambda _current: replayed)
+    if gone:
+        session.emit(
+            Notice(
+                level="warning",
+                text="MCP tools no longer available, dropped from the active set: "
+                + ", ".join(gone),
+            )
+        )
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+# ---------------------------------------------------------------------------- CLI entry
+
+
+def format_summary(summary: SessionSummary, width: int = 60) -> str:
+    """One line for lists and the picker: time, turns, first prompt."""
+    when = summary.updated.strftime("%Y-%m-%d %H:%M")
+    busy = "  (in use)" if summary.in_use else ""
+    prompt = _clip(summary.first_prompt, width) if summary.first_prompt else "(no prompt)"
+    return f"{when}  {_plural(summary.turns, 'turn'):>9}  {prompt}{busy}"
+
+
+def pick_session(
+    sessions: Sequence[SessionSummary],
+    *,
+    ask: Callable[[str], str] = input,
+    out: IO[str] | None = None,
+    limit: int = 20,
+) -> SessionSummary | None:
+    """A numbered list and a prompt; ``None`` when the user enters nothing."""
+    out = out or sys.stderr
+    shown = list(sessions[:limit])
+    for index, summary in enumerate(shown, start=1):
+        out.write(f"{index:>3}. {summary.id[:8]}  {format_summary(summary)}\n")
+    out.flush()
+    while True:
+        try:
+            answer = ask(f"Resume which session? [1-{len(shown)}, Enter to cancel] ").strip()
+        except EOFError:
+            return None
+        if not answer:
+            return None
+        if answer.isdigit() and 1 <= int(answer) <= len(shown):
+            return shown[int(answer) - 1]
+        matches = [s for s in shown if len(answer) >= 4 and s.id.startswith(answer)]
+        if len(matches) == 1:
+            return matches[0]
+        out.write(f"Enter a number from 1 to {len(shown)}, or a session id.\n")
+
+
+class _ResumeOptions(Protocol):
+    @property
+    def continue_session(self) -> bool: ...
+
+    @property
+    def resume(self) -> str | None: ...
+
+    @property
+    def model(self) -> str | None: ...
+
+
+async def open_transcript(
+    session: Session,
+    options: _ResumeOptions,
+    *,
+    interactive: bool,
+    ask: Callable[[str], str] = input,
+) -> SessionRecord | None:
+    """Start recording a freshly built session, resuming first when the flags ask to.
+
+    ``--continue`` resumes the project's newest session, ``--resume ID`` that one, and
+    ``--resume`` with no id shows the picker (interactive only; with ``-p`` it is a usage
+    error). Returns the resumed record, or ``None`` for a new session.
+    """
+    if options.continue_session and options.resume is not None:
+        raise UsageError("use either --continue or --resume, not both")
+    restore_model = options.model is None
+    if options.continue_session:
+        return await resume_session(session, None, restore_model=restore_model)
+    if options.resume is None:
+        attach_transcript(session)
+        return None
+    ref: str | None = options.resume.strip()
+    if not ref:
+        if not interactive:
+            raise UsageError(
+                "--resume needs a session ID with -p: pass one (see `caliban sessions list`) "
+                "or use -c to continue the newest session"
+            )
+        sessions = list_sessions(session.env.project_root)
+        if not sessions:
+            raise SessionNotFound(
+                f"no saved sessions in this project ({session.env.project_root}) to resume"
+            )
+        chosen = await asyncio.to_thread(pick_session, sessions, ask=ask)
+        if chosen is None:
+            session.emit(Notice(level="info", text="No session chosen; starting a new one."))
+            attach_transcript(session)
+            return None
+        ref = chosen.id
+    return await resume_session(session, ref, restore_model=restore_model)
