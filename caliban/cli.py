@@ -18,6 +18,7 @@ from typer.core import TyperGroup, TyperOption
 from caliban import __version__
 from caliban.agents_cli import agents_app
 from caliban.mcp.cli import mcp_app
+from caliban.sessions_cli import sessions_app
 
 EXIT_USAGE = 2
 EXIT_CONFIG = 78
@@ -97,6 +98,7 @@ app = typer.Typer(
 config_app = typer.Typer(help="Read and change settings (config.toml).", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 app.add_typer(agents_app, name="agents")
+app.add_typer(sessions_app, name="sessions")
 app.add_typer(mcp_app, name="mcp")
 
 
