@@ -370,7 +370,10 @@ def _child_activation(session: Session, definition: AgentDefinition) -> Activati
     start = current if definition.inherit_active_mcp else McpActivationSet.empty(current.cap)
     if definition.tools is not None:
         start = start.without(name for name in start.names() if not definition.allows(name))
-        known = {tool.name for tool in session.mcp.tools()} if session.mcp is not None else set()
+        # Tools of eager servers are always on the wire: activating them would waste slots.
+        eager = session.eager_servers
+        tools = session.mcp.tools() if session.mcp is not None else ()
+        known = {tool.name for tool in tools if tool.server not in eager}
         named = [name for name in definition.exact_tools if name in known]
         start, _evicted = start.activate(named)
     return ActivationCell(start)

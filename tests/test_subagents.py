@@ -12,6 +12,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -33,7 +34,7 @@ from caliban.events import (
 from caliban.mcp.activation import ActivationCell, McpActivationSet
 from caliban.mcp.tools import McpTool, wire_name
 from caliban.messages import ToolResult, Usage
-from caliban.providers.base import ProviderEvent, ProviderRequest
+from caliban.providers.base import ProviderEvent, ProviderRequest, TextDelta
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
 from caliban.session import Session
 from caliban.tools.agent import AgentTool, session_agent_tool
@@ -60,7 +61,8 @@ class Router:
         first = request.messages[0].text
         if first not in self.routes:
             raise AssertionError(f"no script for an agent whose prompt is {first!r}")
-        return self.routes[first].stream(request)
+        stream: AsyncIterator[ProviderEvent] = self.routes[first].stream(request)
+        return stream
 
 
 def _key(name: str) -> str:
@@ -151,8 +153,9 @@ class FakeDispatcher:
 class FakeMcp:
     """The part of McpManager a session reads: the current tools."""
 
-    def __init__(self, catalog: Mapping[str, Sequence[str]]) -> None:
+    def __init__(self, catalog: Mapping[str, Sequence[str]], *, eager: Sequence[str] = ()) -> None:
         self.dispatcher = FakeDispatcher()
+        self.eager = set(eager)
         self._tools = tuple(
             McpTool(
                 server=server,
@@ -172,8 +175,8 @@ class FakeMcp:
     def server_names(self) -> list[str]:
         return list(dict.fromkeys(t.server for t in self._tools))
 
-    def server_config(self, name: str) -> None:
-        return None
+    def server_config(self, name: str) -> Any:
+        return SimpleNamespace(lazy=False) if name in self.eager else None
 
     def statuses(self) -> list[Any]:
         return []
@@ -197,7 +200,7 @@ def make_session(
 ) -> Session:
     session = Session(
         settings=settings or Settings(),
-        provider=router,  # type: ignore[arg-type]
+        provider=router,
         model="parent-model",
         system_prompt="You are the parent.",
         env=ToolEnv(cwd=root, project_root=root),
@@ -466,7 +469,7 @@ class HangingModel:
         except asyncio.CancelledError:
             self.cancelled = True
             raise
-        yield  # pragma: no cover - makes this an async generator
+        yield TextDelta(text="")  # unreachable: makes this an async generator
 
 
 async def test_cancelling_the_parent_cancels_its_children(project: Path) -> None:
@@ -503,8 +506,8 @@ GL_CREATE = "mcp__gitlab__create_issue"
 GL_PIPES = "mcp__gitlab__list_pipelines"
 
 
-def lazy_session(router: Router, root: Path, **kw: Any) -> Session:
-    session = make_session(router, root, mcp=FakeMcp(CATALOG), settings=LAZY, **kw)
+def lazy_session(router: Router, root: Path, *, mcp: FakeMcp | None = None, **kw: Any) -> Session:
+    session = make_session(router, root, mcp=mcp or FakeMcp(CATALOG), settings=LAZY, **kw)
     assert session.activation is not None, "lazy_mcp = true must give the session a cell"
     return session
 
@@ -624,3 +627,20 @@ async def test_inherited_snapshot_is_the_same_value(project: Path) -> None:
     cells = [v for v in vars(child.toolbox).values() if isinstance(v, ActivationCell)]
     assert [cell.get() for cell in cells] == [snapshot]
     assert cells[0].get() is snapshot and cells[0] is not session.activation
+
+
+async def test_named_tools_of_eager_servers_take_no_activation_slot(project: Path) -> None:
+    from caliban.agents import build_child
+
+    named = AgentDefinition(
+        name="named",
+        description="d",
+        system_prompt="",
+        tools=(GL_PIPES, GH_PRS),
+        inherit_active_mcp=False,
+    )
+    session = lazy_session(Router(), project, mcp=FakeMcp(CATALOG, eager=["gitlab"]))
+    child = build_child(session, named, CallContext(env=session.env, call_id="c1"))
+    cells = [v for v in vars(child.toolbox).values() if isinstance(v, ActivationCell)]
+    assert [cell.get().names() for cell in cells] == [(GH_PRS,)]
+    assert [t.name for t in child.toolbox.offered()] == [GL_PIPES, GH_PRS]
