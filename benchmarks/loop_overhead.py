@@ -120,10 +120,9 @@ def headless_breakdown() -> None:
     walls, firsts = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(7):
-            server = fake_model_server.FakeModelServer()
+            server = fake_model_server.FakeModelServer([{"text": "Hello."}])
             server.start()
             try:
-                server.script(["Hello."])
                 env = {
                     **os.environ,
                     "ANTHROPIC_API_KEY": "bench",

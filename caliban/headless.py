@@ -82,7 +82,7 @@ class HeadlessPrinter:
                     self.line({"type": "system", "subtype": "api_retry", **info, "session_id": self.session_id})
                 else:
                     self.err.write(
-                        f"caliban: API error ({event.error}); retry {event.attempt}/"
+                        f"caliban: API error ({event.error}); attempt {event.attempt} of "
                         f"{event.max_attempts} in {event.delay_s:.1f}s\n"
                     )
             case Notice(level=level, text=text):

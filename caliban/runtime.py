@@ -22,6 +22,7 @@ from caliban.session import Listener, Session
 from caliban.tools.base import ToolEnv
 
 if TYPE_CHECKING:
+    from caliban.mcp.client import ServerStatus
     from caliban.permissions import Approver
 
 
@@ -57,6 +58,7 @@ async def open_session(
     from caliban.mcp.config import load_mcp_config
     from caliban.permissions import PermissionPolicy, deny_approver, make_authorize
     from caliban.providers.select import create_provider, resolve_provider
+    from caliban.sessions import close_transcript, open_transcript
     from caliban.tools.agent import session_agent_tool
     from caliban.tools.builtin import builtin_tools
 
@@ -69,7 +71,7 @@ async def open_session(
     root = project_root(options.cwd)
     mcp_config = load_mcp_config(options.cwd)
     manager = McpManager(mcp_config.servers)
-    await manager.start()
+    manager.start()
 
     policy = PermissionPolicy.from_settings(
         settings.permissions,
@@ -93,18 +95,31 @@ async def open_session(
     agent_definitions, agent_warnings = list_agents(options.cwd)
     session.tools.append(session_agent_tool(session, agent_definitions))
     try:
-        for text in [*loaded.warnings, *mcp_config.problems, *agent_warnings]:
+        await open_transcript(session, options, interactive=interactive)  # -c / --resume
+        for text in [*loaded.warnings, *mcp_config.problems, *mcp_config.warnings, *agent_warnings]:
             session.emit(Notice(level="warning", text=text))
         if not interactive:
             await manager.wait_ready()
             for status in manager.statuses():
                 if status.state == "failed":
-                    session.emit(Notice(level="warning", text=status.describe()))
+                    session.emit(Notice(level="warning", text=describe_failure(status)))
             await warm_up
         yield session
     finally:
+        close_transcript(session)
         warm_up.cancel()
         await manager.aclose()
+        await provider.aclose()
+
+
+def describe_failure(status: ServerStatus) -> str:
+    """One notice for a server that did not start: name, reason, its last stderr lines."""
+    text = f"MCP server '{status.name}' is unavailable: {status.error or status.state}"
+    if status.stderr_tail:
+        text += "\n  stderr: " + "\n          ".join(status.stderr_tail)
+    if status.log_path:
+        text += f"\n  log: {status.log_path}"
+    return text
 
 
 def session_init_info(session: Session) -> dict[str, Any]:

@@ -80,6 +80,8 @@ class CapturedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+    received_at: float = 0.0
+    """``time.time()`` when the request arrived (for start-up benchmarks)."""
 
     @property
     def api(self) -> str:
@@ -320,6 +322,7 @@ class _Handler(BaseHTTPRequestHandler):
             path=self.path,
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
+            received_at=time.time(),
         )
         owner = self.server.owner
         step = owner._next(request)

@@ -1,0 +1,268 @@
+"""`caliban -p` end to end: the real executable, the real SDKs, the fake model server.
+
+Both providers run the same scenarios (issue 3): a text reply; one tool call; two parallel
+tool calls; a 429 then success; a 401; max turns; SIGINT. stream-json lines are checked
+against the documented shapes (docs/headless.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_model_server import FakeModelServer
+
+pytestmark = pytest.mark.slow
+PROVIDERS = ["anthropic", "openai"]
+
+
+def caliban_env(server: FakeModelServer, provider: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    if provider == "anthropic":
+        env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.anthropic_base_url)
+    else:
+        env.update(OPENAI_API_KEY="test-key", OPENAI_BASE_URL=server.openai_base_url)
+    return env
+
+
+def run(
+    server: FakeModelServer, provider: str, cwd: Path, *args: str, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "caliban", "-p", *args],
+        cwd=cwd,
+        env=caliban_env(server, provider),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def lines(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+RESULT_KEYS = {
+    "type",
+    "subtype",
+    "is_error",
+    "result",
+    "num_turns",
+    "duration_ms",
+    "session_id",
+    "usage",
+    "total_cost_usd",
+}
+
+
+def check_stream_shapes(objs: list[dict[str, Any]]) -> None:
+    """Every line has the documented shape: init first, result last, messages between."""
+    init, *middle, result = objs
+    assert init["type"] == "system" and init["subtype"] == "init"
+    assert {"session_id", "cwd", "model", "tools", "mcp_servers", "permission_mode"} <= init.keys()
+    assert isinstance(init["tools"], list) and "Read" in init["tools"]
+    for obj in middle:
+        assert obj["type"] in ("assistant", "user", "system"), obj
+        assert obj["session_id"] == init["session_id"]
+        if obj["type"] == "system":
+            assert obj["subtype"] == "api_retry" and {"attempt", "retry_delay_ms"} <= obj.keys()
+            continue
+        message = obj["message"]
+        assert message["role"] == obj["type"] and "parent_tool_use_id" in obj
+        for block in message["content"]:
+            assert block["type"] in ("text", "tool_use", "tool_result", "image")
+    assert RESULT_KEYS <= result.keys() and result["type"] == "result"
+    assert result["session_id"] == init["session_id"]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_text_reply_in_every_format(
+    fake_model_server: FakeModelServer, provider: str, project: Path
+) -> None:
+    fake_model_server.add(
+        {"text": "Hello from the model."}, {"text": "Hi again."}, {"text": "Third."}
+    )
+    text = run(fake_model_server, provider, project, "say hello")
+    assert (text.returncode, text.stdout) == (0, "Hello from the model.\n")
+    assert text.stderr == ""
+
+    as_json = run(fake_model_server, provider, project, "--output-format", "json", "again")
+    [result] = lines(as_json.stdout)
+    assert RESULT_KEYS <= result.keys()
+    assert (result["subtype"], result["is_error"], result["result"], result["num_turns"]) == (
+        "success",
+        False,
+        "Hi again.",
+        1,
+    )
+    assert result["usage"]["output_tokens"] == 5
+
+    streamed = run(fake_model_server, provider, project, "--output-format", "stream-json", "x")
+    objs = lines(streamed.stdout)
+    check_stream_shapes(objs)
+    assert [o["type"] for o in objs] == ["system", "assistant", "result"]
+    # The prompt really went to the model, after the system prompt.
+    body = fake_model_server.requests[0].body
+    assert "say hello" in json.dumps(body["messages"])
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_prompt_from_stdin(
+    fake_model_server: FakeModelServer, provider: str, project: Path
+) -> None:
+    fake_model_server.add({"text": "ok"})
+    result = run(fake_model_server, provider, project, "what is this?", stdin="piped context\n")
+    assert result.returncode == 0
+    sent = json.dumps(fake_model_server.requests[0].body["messages"])
+    assert sent.index("piped context") < sent.index("what is this?")
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_one_and_two_parallel_tool_calls(
+    fake_model_server: FakeModelServer, provider: str, project: Path
+) -> None:
+    (project / "notes.txt").write_text("alpha\nbeta\n")
+    (project / "todo.txt").write_text("gamma\n")
+    fake_model_server.add(
+        {
+            "text": "Reading.",
+            "tool_calls": [{"name": "Read", "arguments": {"file_path": "notes.txt"}}],
+        },
+        {
+            "tool_calls": [
+                {"name": "Read", "arguments": {"file_path": "todo.txt"}},
+                {"name": "Glob", "arguments": {"pattern": "*.txt"}},
+            ]
+        },
+        {"text": "Both files read."},
+    )
+    result = run(
+        fake_model_server, provider, project, "--output-format", "stream-json", "read them"
+    )
+    assert result.returncode == 0, result.stderr
+    objs = lines(result.stdout)
+    check_stream_shapes(objs)
+    assert [o["type"] for o in objs] == [
+        "system",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "result",
+    ]
+    first_results = objs[2]["message"]["content"]
+    assert "alpha" in json.dumps(first_results)
+    parallel = objs[4]["message"]["content"]
+    assert [b["type"] for b in parallel] == ["tool_result", "tool_result"]
+    assert "gamma" in json.dumps(parallel[0]) and "notes.txt" in json.dumps(parallel[1])
+    assert objs[-1]["num_turns"] == 3 and objs[-1]["result"] == "Both files read."
+    # The model saw the tool results on the next request.
+    assert "alpha" in json.dumps(fake_model_server.requests[1].body["messages"])
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_429_is_retried_and_reported(
+    fake_model_server: FakeModelServer, provider: str, project: Path
+) -> None:
+    fake_model_server.add(
+        {"status": 429, "retry_after": 0, "message": "slow down"}, {"text": "made it"}
+    )
+    result = run(fake_model_server, provider, project, "--output-format", "stream-json", "go")
+    assert result.returncode == 0, result.stderr
+    objs = lines(result.stdout)
+    check_stream_shapes(objs)
+    retries = [o for o in objs if o.get("subtype") == "api_retry"]
+    assert len(retries) == 1 and retries[0]["error_status"] == 429
+    assert objs[-1]["result"] == "made it"
+
+    fake_model_server.add({"status": 429, "retry_after": 0}, {"text": "text mode"})
+    plain = run(fake_model_server, provider, project, "go")
+    assert plain.stdout == "text mode\n" and "attempt 2 of 4" in plain.stderr
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_401_says_which_key_to_set(
+    fake_model_server: FakeModelServer, provider: str, project: Path
+) -> None:
+    fake_model_server.add({"status": 401, "message": "invalid x-api-key"})
+    result = run(fake_model_server, provider, project, "--output-format", "json", "go")
+    assert result.returncode == 1
+    env_var = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
+    assert f"invalid API key for {provider}: set {env_var}" in result.stderr
+    assert "Traceback" not in result.stderr
+    [obj] = lines(result.stdout)
+    assert obj["is_error"] and obj["subtype"] == "error_during_execution"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_max_turns(fake_model_server: FakeModelServer, provider: str, project: Path) -> None:
+    call = {"tool_calls": [{"name": "Glob", "arguments": {"pattern": "*"}}]}
+    fake_model_server.add(call, call)
+    result = run(
+        fake_model_server, provider, project, "--max-turns", "2", "--output-format", "json", "loop"
+    )
+    assert result.returncode == 1
+    [obj] = lines(result.stdout)
+    assert (obj["subtype"], obj["is_error"], obj["num_turns"]) == ("error_max_turns", True, 2)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_sigint_cancels_and_exits_130(
+    fake_model_server: FakeModelServer, provider: str, project: Path
+) -> None:
+    fake_model_server.add({"hang": True, "text": "thinking"})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "caliban", "-p", "--output-format", "json", "wait"],
+        cwd=project,
+        env=caliban_env(fake_model_server, provider),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not fake_model_server.requests and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling another process: no event to wait on
+    assert fake_model_server.requests, "caliban never sent its request"
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=15)
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    [obj] = lines(stdout)
+    assert obj["is_error"]
+
+
+def test_no_prompt_is_a_usage_error(project: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "caliban", "-p"],
+        cwd=project,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2 and "needs a prompt" in result.stderr
+
+
+def test_no_key_no_base_url_exits_78_with_instructions(project: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "caliban", "-p", "hi"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 78
+    assert "ANTHROPIC_API_KEY" in result.stderr and "base_url" in result.stderr
+    assert "Traceback" not in result.stderr
