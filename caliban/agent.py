@@ -8,6 +8,8 @@ UI, headless output and transcript follow along. The loop imports none of them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import difflib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -240,24 +242,42 @@ class Agent:
     async def _call_tool(self, call: ToolCall) -> ToolOutput:
         tool = self.toolbox.find(call.name)
         if tool is None:
-            available = ", ".join(sorted(self.toolbox.names()))
-            return ToolOutput.error(f"Unknown tool '{call.name}'. Available tools: {available}")
+            return ToolOutput.error(_unknown_tool(call.name, self.toolbox))
         if (raw := call.invalid_arguments) is not None:
             return ToolOutput.error(
                 f"{call.name} did not run: its arguments were not a valid JSON object "
                 f"({raw[:500]!r}). Call it again with a JSON object matching its schema."
             )
-        ctx = CallContext(env=self.env, call_id=call.id, emit=self.emit)
+        ctx = CallContext(env=self.env, call_id=call.id, emit=self._emit_own)
         if (reason := await self.authorize(tool, call.arguments, ctx)) is not None:
             return ToolOutput.error(f"Permission denied for {call.name}: {reason}")
         if (event := self.toolbox.note_call(call.name)) is not None:
-            self.emit(event)
+            self._emit_own(event)
         try:
             return await tool.call(call.arguments, ctx)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a tool failure is a result the model reads
             return ToolOutput.error(f"{call.name} failed: {type(exc).__name__}: {exc}")
+
+    def _emit_own(self, event: AgentEvent) -> None:
+        """Emit an event of this agent's tools or toolbox (e.g. a sub-agent's ToolSearch
+        activation), stamped with this agent's parent id unless it already carries one."""
+        if self.parent_id is not None and event.parent_tool_use_id is None:
+            event = dataclasses.replace(event, parent_tool_use_id=self.parent_id)
+        self.emit(event)
+
+
+def _unknown_tool(name: str, toolbox: Toolbox) -> str:
+    offered = [tool.name for tool in toolbox.offered()]
+    text = f"Unknown tool '{name}'. Available tools: {', '.join(sorted(offered))}"
+    # Lazy MCP loading keeps most tools off the wire; naming them all could cost thousands
+    # of tokens, so only the count and the closest names.
+    if hidden := sorted(set(toolbox.names()) - set(offered)):
+        text += f". {len(hidden)} more tools are not loaded (ToolSearch finds them)"
+        if close := difflib.get_close_matches(name, hidden, n=3):
+            text += f"; closest names: {', '.join(close)}"
+    return text
 
 
 def _error_result(call_id: str, text: str) -> ToolResult:

@@ -1,0 +1,273 @@
+"""What fills the model's context window: the data behind ``/context``.
+
+:func:`context_report` estimates, for the request the session would send next, the tokens of
+each part — the system prompt (and, with lazy MCP loading, the deferred paragraph in it), the
+built-in tool definitions, the MCP tool definitions on the wire and the messages — against
+the model's context window, and how much lazy loading saves: what an eager request would
+carry in MCP tool definitions now versus this one. The REPL renders it (``/context``); headless
+``--output-format json`` puts :meth:`ContextReport.as_dict` under ``"context"``.
+
+Estimates are offline (:mod:`caliban.tokens`: ``ceil(characters / 4)`` of the text, and of
+the compact JSON of each tool definition and tool call), so they are close to, not equal to,
+what a provider's tokenizer counts. Where the provider reported usage for the latest request,
+that figure is shown next to them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from caliban.messages import ImagePart, Message, TextPart, ToolCall, ToolResult, Usage
+from caliban.tokens import CHARS_PER_TOKEN_TEXT, estimate_json_tokens, estimate_tokens
+from caliban.tools.base import Tool
+
+if TYPE_CHECKING:
+    from caliban.session import Session
+
+__all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
+    "IMAGE_TOKENS",
+    "ContextReport",
+    "context_report",
+    "format_context_report",
+    "format_tokens",
+    "message_tokens",
+    "tool_tokens",
+]
+
+DEFAULT_CONTEXT_WINDOW = 200_000
+IMAGE_TOKENS = 1_600
+"""Rough tokens for one image (Anthropic bills ~1.15 megapixels at about this much)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextReport:
+    """Token estimates of the next request, by part, and the lazy-MCP state."""
+
+    model: str
+    window: int
+    """The model's context window in tokens."""
+    system_tokens: int
+    """The whole system prompt, deferred paragraph included."""
+    deferred_paragraph_tokens: int
+    builtin_tool_tokens: int
+    """Built-in tool definitions (ToolSearch included)."""
+    tool_search_tokens: int
+    mcp_tool_tokens: int
+    """MCP tool definitions on the wire."""
+    message_tokens: int
+    measured: int | None = None
+    """Context tokens the provider reported for the latest request."""
+    last_usage: Usage | None = None
+    lazy: bool = False
+    cap: int | None = None
+    active: tuple[str, ...] = ()
+    """Active lazily loaded MCP tools, most recently used first."""
+    deferred_tools: int = 0
+    deferred_servers: int = 0
+    mcp_tools_total: int = 0
+    """MCP tools this agent may use (on the wire or not)."""
+    eager_mcp_tokens: int = 0
+    """MCP tool definitions an eager request (lazy loading off) would carry now."""
+    estimated: bool = True
+
+    @property
+    def categories(self) -> tuple[tuple[str, int], ...]:
+        """(label, tokens) in display order; free space is not a category."""
+        return (
+            ("System prompt", self.system_tokens),
+            ("Built-in tools", self.builtin_tool_tokens),
+            ("MCP tools", self.mcp_tool_tokens),
+            ("Messages", self.message_tokens),
+        )
+
+    @property
+    def total(self) -> int:
+        return sum(tokens for _, tokens in self.categories)
+
+    @property
+    def lazy_mcp_tokens(self) -> int:
+        """What MCP tools cost this request: their definitions on the wire plus, when lazy,
+        the ToolSearch definition and the deferred paragraph."""
+        overhead = self.tool_search_tokens + self.deferred_paragraph_tokens if self.lazy else 0
+        return self.mcp_tool_tokens + overhead
+
+    @property
+    def saved_percent(self) -> float:
+        """Share of the eager MCP definition tokens this request does not carry."""
+        if self.eager_mcp_tokens <= 0:
+            return 0.0
+        return max(0.0, 100.0 * (1 - self.lazy_mcp_tokens / self.eager_mcp_tokens))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data (headless ``"context"``)."""
+        mcp: dict[str, Any] = {
+            "lazy": self.lazy,
+            "tools": self.mcp_tools_total,
+            "eager_definition_tokens": self.eager_mcp_tokens,
+            "request_definition_tokens": self.lazy_mcp_tokens,
+            "saved_percent": round(self.saved_percent, 1),
+        }
+        if self.lazy:
+            mcp |= {
+                "active": list(self.active),
+                "cap": self.cap,
+                "deferred_tools": self.deferred_tools,
+                "deferred_servers": self.deferred_servers,
+            }
+        return {
+            "model": self.model,
+            "context_window": self.window,
+            "estimated_tokens": self.total,
+            "categories": {
+                "system_prompt": self.system_tokens,
+                "deferred_paragraph": self.deferred_paragraph_tokens,
+                "builtin_tools": self.builtin_tool_tokens,
+                "mcp_tools": self.mcp_tool_tokens,
+                "messages": self.message_tokens,
+            },
+            "last_request_tokens": self.measured,
+            "mcp": mcp,
+        }
+
+
+def tool_tokens(tools: Sequence[Tool]) -> int:
+    """Estimated tokens of these tools' definitions (compact JSON, as sent)."""
+    return sum(estimate_json_tokens(tool.spec.as_dict()) for tool in tools)
+
+
+def message_tokens(message: Message) -> int:
+    """An offline estimate of one message's tokens."""
+    total = 0
+    for part in message.parts:
+        match part:
+            case TextPart(text=text):
+                total += estimate_tokens(text)
+            case ToolCall(name=name, arguments=arguments):
+                total += estimate_tokens(name) + estimate_json_tokens(dict(arguments))
+            case ToolResult(content=content):
+                for item in content:
+                    if isinstance(item, TextPart):
+                        total += estimate_tokens(item.text)
+                    else:
+                        total += IMAGE_TOKENS
+            case ImagePart():
+                total += IMAGE_TOKENS
+    return total
+
+
+def _context_window(session: Session) -> int:
+    from caliban.providers.select import context_window
+
+    try:
+        window = context_window(session.provider.name, session.model)
+    except Exception:  # an unknown provider name must not break /context
+        return DEFAULT_CONTEXT_WINDOW
+    return window if window > 0 else DEFAULT_CONTEXT_WINDOW
+
+
+def context_report(session: Session) -> ContextReport:
+    """Estimate what the session's next request would carry (see the module docstring)."""
+    from caliban.mcp.wire import LazyToolbox
+
+    toolbox = session.toolbox()
+    offered = toolbox.offered()
+    addendum = toolbox.system_addendum()
+    system = f"{session.system_prompt}\n\n{addendum}" if addendum else session.system_prompt
+    builtin = [tool for tool in offered if tool.kind != "mcp"]
+    on_wire = [tool for tool in offered if tool.kind == "mcp"]
+    all_mcp = session.mcp.tools() if session.mcp is not None else ()
+    usage = session.conversation.last_usage
+    lazy = isinstance(toolbox, LazyToolbox)
+    fields: dict[str, Any] = {}
+    if isinstance(toolbox, LazyToolbox):
+        deferred = toolbox.deferred()
+        active = toolbox.activation.get()
+        fields = {
+            "cap": active.cap,
+            "active": active.names(),
+            "deferred_tools": len(deferred),
+            "deferred_servers": len({getattr(t, "server", "") for t in deferred}),
+            "tool_search_tokens": tool_tokens([toolbox.tool_search]) if deferred else 0,
+        }
+    return ContextReport(
+        model=session.model,
+        window=_context_window(session),
+        system_tokens=estimate_tokens(system),
+        deferred_paragraph_tokens=estimate_tokens(addendum),
+        builtin_tool_tokens=tool_tokens(builtin),
+        tool_search_tokens=fields.pop("tool_search_tokens", 0),
+        mcp_tool_tokens=tool_tokens(on_wire),
+        message_tokens=sum(message_tokens(m) for m in session.conversation.messages),
+        measured=usage.context_tokens if usage is not None else None,
+        last_usage=usage,
+        lazy=lazy,
+        mcp_tools_total=len(all_mcp),
+        eager_mcp_tokens=tool_tokens(all_mcp),
+        **fields,
+    )
+
+
+def format_tokens(n: int) -> str:
+    """``1234`` → ``1.2k``; ``1234567`` → ``1.2M``."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def format_context_report(report: ContextReport) -> str:
+    """The report as plain text, one fact a line."""
+    window = report.window
+    used = report.total
+
+    def share(n: int) -> str:
+        return f"{n * 100 / window:.1f}%" if window else "?"
+
+    lines = [
+        f"Context: ~{format_tokens(used)} of {format_tokens(window)} tokens ({share(used)}) "
+        f"for {report.model}",
+    ]
+    rows = list(report.categories)
+    rows.append(("Free space", max(0, window - used)))
+    for label, tokens in rows:
+        line = f"  {label:<16}{format_tokens(tokens):>8}  {share(tokens):>6}"
+        if label == "System prompt" and report.deferred_paragraph_tokens:
+            line += f"  (deferred paragraph {format_tokens(report.deferred_paragraph_tokens)})"
+        if label == "Built-in tools" and report.tool_search_tokens:
+            line += f"  (ToolSearch {format_tokens(report.tool_search_tokens)})"
+        lines.append(line)
+    per_token = f"{CHARS_PER_TOKEN_TEXT:g}"
+    lines.append(f"Estimated offline: about {per_token} characters a token.")
+    if report.last_usage is not None and report.measured is not None:
+        usage = report.last_usage
+        cached = usage.cache_read_tokens + usage.cache_write_tokens
+        detail = f" ({cached:,} of them cache reads/writes)" if cached else ""
+        lines.append(
+            f"Last request, as reported by the provider: {report.measured:,} tokens{detail}."
+        )
+    if report.lazy:
+        names = ", ".join(report.active) or "none"
+        lines.append(f"MCP active: {len(report.active)}/{report.cap} ({names})")
+        servers = report.deferred_servers
+        lines.append(
+            f"MCP deferred: {report.deferred_tools} tools on {servers} "
+            f"server{'s' if servers != 1 else ''}"
+        )
+        lines.append(
+            f"MCP tool definitions: {format_tokens(report.eager_mcp_tokens)} tokens if sent "
+            f"eagerly, {format_tokens(report.lazy_mcp_tokens)} in this request "
+            f"(ToolSearch and the deferred paragraph included): "
+            f"{math.floor(report.saved_percent)}% saved"
+        )
+    elif report.mcp_tools_total:
+        lines.append(
+            f"MCP tools: {report.mcp_tools_total}, all sent with every request "
+            f"({format_tokens(report.eager_mcp_tokens)} tokens); tools.lazy_mcp = true "
+            "keeps them off the wire until ToolSearch finds them."
+        )
+    return "\n".join(lines)

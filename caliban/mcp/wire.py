@@ -1,0 +1,513 @@
+"""Lazy MCP loading in the agent loop: which tools go on the wire each turn.
+
+:class:`LazyToolbox` implements :class:`caliban.toolbox.Toolbox` for a session (or sub-agent)
+with ``tools.lazy_mcp`` on. Every turn it offers, in this order:
+
+1. the built-in tools, in their fixed order;
+2. ``ToolSearch``, when at least one MCP tool is deferred;
+3. the tools of eager servers (``lazy = false`` in ``mcp.toml``), in catalog order;
+4. the active MCP tools, in the order they were first activated.
+
+So a turn that activates nothing sends exactly the tool list of the turn before and the
+provider's prompt cache stays valid. The filter only shapes the outgoing request; the history
+is never touched. While something is deferred, :meth:`LazyToolbox.system_addendum` returns the
+*deferred paragraph*: what ToolSearch is for and a compact, budgeted manifest of the deferred
+tools. Deferred tools stay callable by their full name: the call runs (after the normal
+permission check) and activates the tool (:meth:`LazyToolbox.note_call`).
+
+The activation set lives in an :class:`~caliban.mcp.activation.ActivationCell` the toolbox is
+given and changes only through ``cell.update`` / ``cell.swap``, so parallel tool calls of one
+turn never lose an update. Everything derived from the catalog (the split into eager and lazy
+tools, the search index) is computed once per catalog version; the per-turn result once per
+activation change.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from caliban.events import ActivationChanged, AgentEvent
+from caliban.mcp.activation import ActivationCell, McpActivationSet
+from caliban.mcp.tools import split_wire_name
+from caliban.messages import TextPart, ToolSpec
+from caliban.tokens import estimate_tokens
+from caliban.tools.base import CallContext, Tool, ToolKind, ToolOutput
+from caliban.tools.toolsearch import (
+    MAX_RESULTS,
+    TOOL_SEARCH_NAME,
+    Match,
+    SearchOutcome,
+    ToolSearch,
+)
+
+if TYPE_CHECKING:
+    from caliban.mcp.search import ToolIndex
+
+__all__ = [
+    "MANIFEST_BUDGET_TOKENS",
+    "CatalogCache",
+    "DeferredTool",
+    "LazyToolbox",
+    "McpDoc",
+    "deferred_paragraph",
+    "index_tools",
+]
+
+MANIFEST_BUDGET_TOKENS = 1_000
+"""About how many tokens the list of deferred tool names in the system prompt may take."""
+
+PARAGRAPH_HEADER = "# Deferred MCP tools"
+PARAGRAPH = (
+    "{count} more MCP {tools} from {servers} {server_word} {are} available but not loaded: "
+    "{their} definitions are not in your tool list. To use one, first call ToolSearch with "
+    'keywords for the task ("create pull request"), "select:<name>" for exact names, or '
+    '"+word" to require a word. It returns the matching tools with their input schemas and '
+    "loads them; loaded tools stay available for the rest of the session. You can also call "
+    "a deferred tool directly by its full name, mcp__<server>__<tool>."
+)
+MANIFEST_INTRO = "Deferred tools by server (server (count): tool names):"
+
+
+# ---------------------------------------------------------------------------- search docs
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpDoc:
+    """An MCP tool as :class:`caliban.mcp.search.ToolIndex` sees it; ``target`` is the tool."""
+
+    name: str
+    server: str
+    tool: str
+    description: str
+    input_schema: Mapping[str, Any] = field(compare=False)
+    target: Tool = field(compare=False, repr=False)
+
+    @classmethod
+    def of(cls, tool: Tool) -> McpDoc:
+        """Adapt any tool object (``McpTool`` or a test double) for the index."""
+        server, bare = _server_and_tool(tool)
+        spec = tool.spec
+        return cls(
+            name=tool.name,
+            server=server,
+            tool=getattr(tool, "tool_name", None) or bare,
+            description=spec.description,
+            input_schema=spec.input_schema,
+            target=tool,
+        )
+
+
+def _server_and_tool(tool: Tool) -> tuple[str, str]:
+    """The server's name and the tool's short name, as shown in the manifest."""
+    parts = split_wire_name(tool.name)
+    server = getattr(tool, "server", None) or (parts[0] if parts else "")
+    return str(server), parts[1] if parts else tool.name
+
+
+def index_tools(tools: Sequence[Tool]) -> ToolIndex[McpDoc]:
+    """A search index over ``tools`` (what ToolSearch and ``caliban mcp search`` rank)."""
+    from caliban.mcp.search import ToolIndex
+
+    return ToolIndex.build(McpDoc.of(tool) for tool in tools)
+
+
+# ---------------------------------------------------------------------------- the paragraph
+
+
+def _manifest_groups(deferred: Sequence[Tool]) -> list[tuple[str, list[str]]]:
+    groups: dict[str, list[str]] = {}
+    for tool in deferred:
+        parts = split_wire_name(tool.name)
+        server, short = parts if parts else (_server_and_tool(tool)[0] or "?", tool.name)
+        groups.setdefault(server, []).append(short)
+    return list(groups.items())
+
+
+def _manifest_lines(groups: Sequence[tuple[str, list[str]]], shown: int) -> list[str]:
+    lines = []
+    for server, names in groups:
+        if len(names) <= shown:
+            lines.append(f"- {server} ({len(names)}): {', '.join(names)}")
+        elif shown == 0:
+            lines.append(f"- {server} ({len(names)})")
+        else:
+            rest = len(names) - shown
+            lines.append(
+                f"- {server} ({len(names)}): {', '.join(names[:shown])}, … and {rest} more"
+            )
+    return lines
+
+
+def _fits(lines: Sequence[str], budget: int) -> bool:
+    return estimate_tokens("\n".join(lines)) <= budget
+
+
+def _manifest(deferred: Sequence[Tool], budget: int) -> list[str]:
+    """Per server its tool count and names; the first names only when over ``budget``."""
+    groups = _manifest_groups(deferred)
+    longest = max((len(names) for _, names in groups), default=0)
+    if _fits(full := _manifest_lines(groups, longest), budget):
+        return full
+    low, high = 0, longest  # the most names per server that fit: binary search
+    while low < high:
+        mid = (low + high + 1) // 2
+        if _fits(_manifest_lines(groups, mid), budget):
+            low = mid
+        else:
+            high = mid - 1
+    lines = _manifest_lines(groups, low)
+    if low > 0 or _fits(lines, budget):
+        return lines
+    # Too many servers for even their counts: as many as fit, then a summary line.
+    kept: list[str] = []
+    for i, line in enumerate(lines):
+        rest = groups[i:]
+        tail = f"- … and {len(rest)} more servers ({sum(len(n) for _, n in rest)} tools)"
+        if not _fits([*kept, line, tail], budget):
+            return [*kept, tail]
+        kept.append(line)
+    return kept
+
+
+def deferred_paragraph(deferred: Sequence[Tool], *, budget: int = MANIFEST_BUDGET_TOKENS) -> str:
+    """The system-prompt paragraph announcing ``deferred`` tools ('' when there are none).
+
+    Deterministic: the same tools in the same order give the same text, so prompt caches hold.
+    The manifest (per server: name, tool count, tool names) is kept within about ``budget``
+    tokens; beyond it each server lists its first names and "… and N more".
+    """
+    if not deferred:
+        return ""
+    manifest = _manifest(deferred, budget)
+    servers = len(_manifest_groups(deferred))
+    count = len(deferred)
+    text = PARAGRAPH.format(
+        count=count,
+        tools="tool" if count == 1 else "tools",
+        servers=servers,
+        server_word="server" if servers == 1 else "servers",
+        are="is" if count == 1 else "are",
+        their="its" if count == 1 else "their",
+    )
+    return "\n".join([PARAGRAPH_HEADER, text, MANIFEST_INTRO, *manifest])
+
+
+# ---------------------------------------------------------------------------- deferred calls
+
+
+class DeferredTool:
+    """A deferred MCP tool called by name: runs it, and on an error result adds its schema.
+
+    The model never saw the schema of a tool it calls without searching first, so when the
+    server rejects the arguments the result says what they should be.
+    """
+
+    def __init__(self, tool: Tool) -> None:
+        self.tool = tool
+
+    @property
+    def name(self) -> str:
+        return self.tool.name
+
+    @property
+    def kind(self) -> ToolKind:
+        return self.tool.kind
+
+    @property
+    def read_only(self) -> bool:
+        return self.tool.read_only
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self.tool.spec
+
+    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
+        return self.tool.permission_subject(arguments)
+
+    async def call(self, arguments: Mapping[str, Any], ctx: CallContext) -> ToolOutput:
+        output = await self.tool.call(arguments, ctx)
+        if not output.is_error:
+            return output
+        schema = json.dumps(self.spec.input_schema, ensure_ascii=False, separators=(",", ":"))
+        hint = TextPart(
+            text=f"{self.name} is now loaded. Its input schema: {schema}\n"
+            "If the arguments were wrong, call it again with arguments matching the schema."
+        )
+        return ToolOutput(content=(*output.content, hint), is_error=True, summary=output.summary)
+
+
+# ---------------------------------------------------------------------------- the catalog
+
+
+class _Catalog:
+    """One version of the MCP catalog, split for the wire filter; the index is built on demand."""
+
+    def __init__(
+        self,
+        source: Sequence[Tool],
+        version: Hashable,
+        tools: Sequence[Tool],
+        eager: frozenset[str],
+    ) -> None:
+        self.source = source
+        self.version = version
+        self.eager_servers = eager
+        self.by_name: dict[str, Tool] = {}
+        eager_tools: list[Tool] = []
+        lazy: list[Tool] = []
+        for tool in tools:
+            if tool.name in self.by_name:
+                continue
+            self.by_name[tool.name] = tool
+            server = getattr(tool, "server", None) or _server_and_tool(tool)[0]
+            (eager_tools if server in eager else lazy).append(tool)
+        self.eager = tuple(eager_tools)
+        self.lazy = tuple(lazy)
+        self.lazy_by_name = {tool.name: tool for tool in lazy}
+        self._index: ToolIndex[McpDoc] | None = None
+
+    def index(self) -> ToolIndex[McpDoc]:
+        if self._index is None:
+            self._index = index_tools(self.lazy)
+        return self._index
+
+
+class CatalogCache:
+    """Shares the catalog split and its search index between the toolboxes of one session.
+
+    A session builds a new toolbox for every prompt; without this, each would rebuild the
+    index on its first search. Only toolboxes without an ``allow`` filter may share one.
+    """
+
+    def __init__(self) -> None:
+        self._catalog: _Catalog | None = None
+
+    def get(
+        self, source: Sequence[Tool], version: Hashable, eager: frozenset[str]
+    ) -> _Catalog | None:
+        catalog = self._catalog
+        if catalog is None or catalog.eager_servers != eager:
+            return None
+        if catalog.source is source or (version is not None and version == catalog.version):
+            return catalog
+        return None
+
+    def put(self, catalog: _Catalog) -> None:
+        self._catalog = catalog
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Wire:
+    """What one catalog version and one activation set put on the wire."""
+
+    catalog: _Catalog
+    order: tuple[str, ...]
+    offered: tuple[Tool, ...]
+    active: tuple[Tool, ...]
+    addendum: str
+
+
+# ---------------------------------------------------------------------------- the toolbox
+
+
+class LazyToolbox:
+    """Built-in tools always; MCP tools only once found (or pinned eager). See the module doc.
+
+    ``mcp_tools`` returns the current MCP tools (``McpManager.tools``); ``version`` (optional)
+    returns a value that changes whenever they do (``McpManager.version``) — without it the
+    returned sequence's identity is the version. ``allow`` limits which MCP tools this toolbox
+    may ever offer, find or search (a sub-agent's allowlist). ``cache`` shares catalog work
+    across the toolboxes of a session (only without ``allow``).
+    """
+
+    def __init__(
+        self,
+        *,
+        builtins: Sequence[Tool],
+        mcp_tools: Callable[[], Sequence[Tool]],
+        activation: ActivationCell,
+        eager_servers: frozenset[str],
+        allow: Callable[[str], bool] | None = None,
+        version: Callable[[], Hashable] | None = None,
+        cache: CatalogCache | None = None,
+    ) -> None:
+        self.builtins = tuple(builtins)
+        self.activation = activation
+        self.eager_servers = eager_servers
+        self.tool_search = ToolSearch(self)
+        self._by_builtin_name = {tool.name: tool for tool in self.builtins}
+        self._mcp_tools = mcp_tools
+        self._version = version
+        self._allow = allow
+        self._cache = cache if allow is None else None
+        self._catalog: _Catalog | None = None
+        self._wire: _Wire | None = None
+
+    # -- state
+
+    def catalog(self) -> _Catalog:
+        """The current catalog, rebuilt only when the MCP tool list changed."""
+        source = self._mcp_tools()
+        version = self._version() if self._version is not None else None
+        catalog = self._catalog
+        if catalog is not None and (
+            catalog.source is source or (version is not None and version == catalog.version)
+        ):
+            return catalog
+        cached = self._cache.get(source, version, self.eager_servers) if self._cache else None
+        if cached is None:
+            allowed = source if self._allow is None else [t for t in source if self._allow(t.name)]
+            cached = _Catalog(source, version, allowed, self.eager_servers)
+            if self._cache is not None:
+                self._cache.put(cached)
+        self._catalog = cached
+        return cached
+
+    def _current(self) -> _Wire:
+        catalog = self.catalog()
+        order = self.activation.get().activation_order
+        wire = self._wire
+        if wire is not None and wire.catalog is catalog and wire.order == order:
+            return wire
+        lazy = catalog.lazy_by_name
+        active = tuple(lazy[name] for name in order if name in lazy)
+        if len(active) == len(catalog.lazy):
+            deferred: tuple[Tool, ...] = ()
+        else:
+            on = {tool.name for tool in active}
+            deferred = tuple(tool for tool in catalog.lazy if tool.name not in on)
+        search: tuple[Tool, ...] = (self.tool_search,) if deferred else ()
+        self._wire = _Wire(
+            catalog=catalog,
+            order=order,
+            offered=(*self.builtins, *search, *catalog.eager, *active),
+            active=active,
+            addendum=deferred_paragraph(deferred),
+        )
+        return self._wire
+
+    # -- the Toolbox protocol
+
+    def offered(self) -> tuple[Tool, ...]:
+        """Built-ins, ToolSearch (if anything is deferred), eager servers' tools, active tools."""
+        return self._current().offered
+
+    def system_addendum(self) -> str:
+        """The deferred paragraph, or '' when no MCP tool is deferred."""
+        return self._current().addendum
+
+    def find(self, name: str) -> Tool | None:
+        """Any callable tool; a deferred MCP tool comes wrapped in :class:`DeferredTool`."""
+        if (builtin := self._by_builtin_name.get(name)) is not None:
+            return builtin
+        if name == TOOL_SEARCH_NAME:
+            return self.tool_search
+        catalog = self.catalog()
+        tool = catalog.by_name.get(name)
+        if tool is not None and name in catalog.lazy_by_name and name not in self.activation.get():
+            return DeferredTool(tool)
+        return tool
+
+    def note_call(self, name: str) -> AgentEvent | None:
+        """Activate a deferred tool that is about to run, or refresh an active one's recency."""
+        if name not in self.catalog().lazy_by_name:
+            return None
+
+        def step(
+            current: McpActivationSet,
+        ) -> tuple[McpActivationSet, tuple[tuple[str, ...], McpActivationSet] | None]:
+            if name in current:
+                return current.touch(name), None
+            new, evicted = current.activate((name,))
+            return new, (evicted, new)
+
+        changed = self.activation.update(step)
+        if changed is None:
+            return None
+        evicted, new = changed
+        return ActivationChanged(activated=(name,), evicted=evicted, active=new.names())
+
+    def names(self) -> list[str]:
+        """Every callable name: built-ins, ToolSearch and every allowed MCP tool."""
+        return [*self._by_builtin_name, TOOL_SEARCH_NAME, *self.catalog().by_name]
+
+    # -- ToolSearch
+
+    def deferred(self) -> tuple[Tool, ...]:
+        """The lazily loaded MCP tools not on the wire now, in catalog order."""
+        catalog = self.catalog()
+        active = self.activation.get()
+        return tuple(tool for tool in catalog.lazy if tool.name not in active)
+
+    def search_tools(self, query: str, max_results: int) -> SearchOutcome:
+        """Rank the lazily loaded tools for ``query``, activate the hits, describe them."""
+        catalog = self.catalog()
+        index = catalog.index()
+        cap = self.activation.get().cap
+        limit = min(max_results, MAX_RESULTS, cap)
+        result = index.search(query, limit)
+        # select: of an eager server's tool: nothing to load, it is always on the wire
+        pinned = [catalog.by_name[n] for n in result.missing_names if n in catalog.by_name]
+        missing = tuple(
+            (name, index.closest_names(name, 3))
+            for name in result.missing_names
+            if name not in catalog.by_name
+        )
+        if not result.hits and not pinned:
+            return SearchOutcome(
+                query=query, missing=missing, no_match=_no_match(query, index, missing)
+            )
+        tools = [hit.doc.target for hit in result.hits]
+        names = [tool.name for tool in tools]
+
+        def step(
+            current: McpActivationSet,
+        ) -> tuple[McpActivationSet, tuple[McpActivationSet, McpActivationSet, tuple[str, ...]]]:
+            new, evicted = current.activate(names)
+            return new, (current, new, evicted)
+
+        before, after, evicted = self.activation.update(step)
+        newly = tuple(name for name in names if name not in before)
+        event = (
+            ActivationChanged(activated=newly, evicted=evicted, active=after.names())
+            if newly or evicted
+            else None
+        )
+        matches = tuple(
+            Match(
+                name=tool.name,
+                description=tool.spec.description,
+                input_schema=tool.spec.input_schema,
+                newly_activated=tool.name not in before,
+            )
+            for tool in [*tools, *pinned]
+        )
+        limited = limit if result.mode == "keywords" and max_results > limit else None
+        return SearchOutcome(
+            query=query,
+            matches=matches,
+            evicted=evicted,
+            missing=missing,
+            limited_to=limited,
+            event=event,
+        )
+
+
+def _no_match(
+    query: str, index: ToolIndex[McpDoc], missing: tuple[tuple[str, tuple[str, ...]], ...]
+) -> str:
+    from caliban.mcp.search import format_no_match
+
+    text = format_no_match(query, index)
+    if not missing:
+        return text
+    # select: name each missing name with its own suggestions instead of one blended line
+    lines = text.splitlines()
+    body = [
+        f"Not found: {name}." + (f" Closest: {', '.join(close)}." if close else "")
+        for name, close in missing
+    ]
+    return "\n".join([lines[0], *body, lines[-1]])

@@ -1,0 +1,157 @@
+"""Test doubles for lazy MCP loading: MCP tools with a recording dispatcher, a fake manager
+and a session builder. Shared by test_wire, test_toolsearch, test_lazy_loop, test_context."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from caliban.config import Settings
+from caliban.events import AgentEvent
+from caliban.mcp.tools import McpTool, wire_name
+from caliban.providers.base import Provider
+from caliban.session import Session
+from caliban.tools.base import BuiltinTool, CallContext, Tool, ToolEnv, ToolOutput
+
+
+class EchoInput(BaseModel):
+    text: str = ""
+
+
+class Echo(BuiltinTool[EchoInput]):
+    name = "Echo"
+    description = "Echo the text back."
+    input_model = EchoInput
+    read_only = True
+
+    async def run(self, args: EchoInput, ctx: CallContext) -> ToolOutput:
+        return ToolOutput.text(f"echo: {args.text}")
+
+
+class Note(BuiltinTool[EchoInput]):
+    name = "Note"
+    description = "Write a note."
+    input_model = EchoInput
+
+    async def run(self, args: EchoInput, ctx: CallContext) -> ToolOutput:
+        return ToolOutput.text("noted")
+
+
+class Dispatcher:
+    """Records calls; a call whose arguments lack ``q`` fails like a server's validation."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> ToolOutput:
+        self.calls.append((server, tool, dict(arguments)))
+        if "q" not in arguments:
+            return ToolOutput.error(f"{tool}: missing required argument 'q'")
+        return ToolOutput.text(f"{server}.{tool}({json.dumps(dict(arguments))})")
+
+
+def schema(tool: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"q": {"type": "string", "description": f"What {tool} works on."}},
+        "required": ["q"],
+    }
+
+
+def make_tools(
+    catalog: Mapping[str, Sequence[str]], dispatcher: Dispatcher | None = None
+) -> tuple[McpTool, ...]:
+    dispatcher = dispatcher or Dispatcher()
+    return tuple(
+        McpTool(
+            server=server,
+            tool_name=tool,
+            name=wire_name(server, tool),
+            description=f"{tool.replace('_', ' ').capitalize()} on {server}.",
+            input_schema=schema(tool),
+            dispatcher=dispatcher,
+        )
+        for server, tools in catalog.items()
+        for tool in tools
+    )
+
+
+class FakeMcp:
+    """The part of McpManager a session reads, with per-server ``lazy`` flags."""
+
+    def __init__(
+        self,
+        catalog: Mapping[str, Sequence[str]],
+        *,
+        lazy: Mapping[str, bool | None] | None = None,
+    ) -> None:
+        self.dispatcher = Dispatcher()
+        self.lazy = dict(lazy or {})
+        self.servers = list(catalog)
+        self._tools = make_tools(catalog, self.dispatcher)
+        self.version = 0
+
+    def tools(self) -> tuple[McpTool, ...]:
+        return self._tools
+
+    def set_catalog(self, catalog: Mapping[str, Sequence[str]]) -> None:
+        """A server's tool list changed (a new tuple, as McpManager returns)."""
+        self._tools = make_tools(catalog, self.dispatcher)
+        self.servers = list(dict.fromkeys([*self.servers, *catalog]))
+        self.version += 1
+
+    def server_names(self) -> list[str]:
+        return list(self.servers)
+
+    def server_config(self, name: str) -> Any:
+        class Config:
+            lazy = self.lazy.get(name)
+
+        return Config()
+
+    def statuses(self) -> list[Any]:
+        return []
+
+
+CATALOG: dict[str, list[str]] = {
+    "github": ["create_issue", "search_issues", "list_pull_requests", "merge_pull_request"],
+    "gitlab": ["create_issue", "list_pipelines"],
+    "time": ["get_current_time", "convert_time"],
+}
+
+
+def lazy_settings(lazy: bool | str = True, cap: int = 24) -> Settings:
+    return Settings.model_validate({"tools": {"lazy_mcp": lazy, "max_active_schemas": cap}})
+
+
+def make_session(
+    provider: Provider,
+    root: Path,
+    *,
+    mcp: FakeMcp | None = None,
+    settings: Settings | None = None,
+    tools: Sequence[Tool] | None = None,
+    events: list[AgentEvent] | None = None,
+    **kw: Any,
+) -> Session:
+    return Session(
+        settings=settings or lazy_settings(),
+        provider=provider,
+        model="test-model",
+        system_prompt="You are a test.",
+        env=ToolEnv(cwd=root, project_root=root),
+        tools=list(tools) if tools is not None else [Echo(), Note()],
+        mcp=mcp if mcp is not None else FakeMcp(CATALOG),  # type: ignore[arg-type]
+        listeners=[events.append] if events is not None else [],
+        **kw,
+    )
