@@ -158,6 +158,19 @@ async def test_start_does_not_wait_and_disabled_servers_stay_down() -> None:
         await manager.aclose()
 
 
+async def test_wire_names_stay_distinct_across_servers() -> None:
+    first, second = MCPServer("a"), MCPServer("a__b")
+    first.add_tool(lambda: "from a", name="b__c", description="tool b__c of a")
+    second.add_tool(lambda: "from a__b", name="c", description="tool c of a__b")
+    async with McpManager(in_process={"a": first, "a__b": second}) as manager:
+        with anyio.fail_after(10):
+            await manager.wait_ready()
+        one, two = manager.tools()
+        assert one.name == "mcp__a__b__c"
+        assert two.name.startswith("mcp__a__b__c_") and len(two.name) == len(one.name) + 9
+        assert (await two.call({}, call_ctx())).as_text == "from a__b"
+
+
 # ---------------------------------------------------------------------------- results
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -43,7 +44,13 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from caliban import __version__, paths
 from caliban.mcp.config import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig
-from caliban.mcp.tools import McpTool, convert_result, tool_from_sdk, unique_wire_names
+from caliban.mcp.tools import (
+    McpTool,
+    convert_result,
+    hashed_name,
+    tool_from_sdk,
+    unique_wire_names,
+)
 from caliban.tokens import estimate_json_tokens, json_size
 from caliban.tools.base import ToolOutput
 
@@ -510,8 +517,17 @@ class McpManager:
         A server that died keeps its last tool list, so calling one of its tools reconnects.
         """
         if self._tools_cache is None or self._tools_cache[0] != self._version:
-            tools = tuple(t for conn in self._conns.values() for t in conn.tools)
-            self._tools_cache = (self._version, tools)
+            tools: list[McpTool] = []
+            seen: set[str] = set()
+            for conn in self._conns.values():
+                for tool in conn.tools:
+                    if tool.name in seen:  # server "a" tool "b__c" vs server "a__b" tool "c"
+                        tool = dataclasses.replace(
+                            tool, name=hashed_name(tool.name, tool.server, tool.tool_name)
+                        )
+                    seen.add(tool.name)
+                    tools.append(tool)
+            self._tools_cache = (self._version, tuple(tools))
         return self._tools_cache[1]
 
     def server_names(self) -> list[str]:

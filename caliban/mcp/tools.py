@@ -9,6 +9,7 @@ it without paying for the SDK import.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -50,13 +51,18 @@ def _hashed(stem: str, original: str) -> str:
     return f"{stem[: MAX_NAME - _HASH_CHARS - 1]}_{digest}"
 
 
+def hashed_name(name: str, server: str, tool: str) -> str:
+    """``name`` made distinct: shortened if need be, then ``_`` and a hash of the original."""
+    return _hashed(name, f"{PREFIX}{server}__{tool}")
+
+
 def unique_wire_names(server: str, tools: list[str]) -> list[str]:
     """Wire names for one server's tools; names that collide after sanitising get a hash."""
     names = [wire_name(server, tool) for tool in tools]
     seen: set[str] = set()
     for i, (tool, name) in enumerate(zip(tools, names, strict=True)):
         if name in seen:
-            names[i] = _hashed(name, f"{PREFIX}{server}__{tool}")
+            names[i] = hashed_name(name, server, tool)
         seen.add(names[i])
     return names
 
@@ -105,7 +111,7 @@ class McpTool:
         """From the server's ``readOnlyHint`` annotation; False when absent."""
         return bool((self.annotations or {}).get("readOnlyHint", False))
 
-    @property
+    @functools.cached_property
     def spec(self) -> ToolSpec:
         return ToolSpec(
             name=self.name, description=self.description, input_schema=self.input_schema
@@ -237,6 +243,7 @@ __all__ = [
     "McpDispatcher",
     "McpTool",
     "convert_result",
+    "hashed_name",
     "image_placeholder",
     "media_placeholder",
     "sanitize",
