@@ -481,7 +481,7 @@ class LazyToolbox:
                 name=tool.name,
                 description=tool.spec.description,
                 input_schema=tool.spec.input_schema,
-                newly_activated=tool.name not in before,
+                newly_activated=tool.name in newly,
             )
             for tool in [*tools, *pinned]
         )

@@ -1,0 +1,170 @@
+"""The ToolSearch tool: its input, its answer, and what it activates."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from lazy_fakes import CATALOG, Echo, make_tools
+
+from caliban.events import ActivationChanged, AgentEvent
+from caliban.mcp.activation import ActivationCell, McpActivationSet
+from caliban.mcp.wire import LazyToolbox
+from caliban.permissions import PermissionRules, decide
+from caliban.tools.base import CallContext, ToolEnv, ToolOutput
+from caliban.tools.toolsearch import ToolSearch
+
+pytestmark = pytest.mark.anyio
+
+GH_CREATE = "mcp__github__create_issue"
+GH_SEARCH = "mcp__github__search_issues"
+GL_CREATE = "mcp__gitlab__create_issue"
+GL_PIPES = "mcp__gitlab__list_pipelines"
+TIME_NOW = "mcp__time__get_current_time"
+
+
+def toolbox(cap: int = 24, eager: frozenset[str] = frozenset()) -> LazyToolbox:
+    tools = make_tools(CATALOG)
+    return LazyToolbox(
+        builtins=[Echo()],
+        mcp_tools=lambda: tools,
+        activation=ActivationCell(McpActivationSet.empty(cap)),
+        eager_servers=eager,
+    )
+
+
+async def search(
+    box: LazyToolbox, events: list[AgentEvent] | None = None, **arguments: object
+) -> ToolOutput:
+    sink = events if events is not None else []
+    ctx = CallContext(
+        env=ToolEnv(cwd=Path.cwd(), project_root=Path.cwd()), call_id="c1", emit=sink.append
+    )
+    return await box.tool_search.call(arguments, ctx)
+
+
+def test_claude_code_input_shape() -> None:
+    spec = ToolSearch(toolbox()).spec
+    assert spec.name == "ToolSearch"
+    assert spec.input_schema["required"] == ["query"]
+    props = spec.input_schema["properties"]
+    assert set(props) == {"query", "max_results"}
+    assert props["max_results"]["default"] == 5 and props["max_results"]["maximum"] == 25
+
+
+def test_read_only_so_allowed_in_plan_mode(tmp_path: Path) -> None:
+    tool = toolbox().tool_search
+    assert tool.read_only and tool.kind == "builtin"
+    for mode in ("plan", "default"):
+        decision = decide(
+            tool.name,
+            None,
+            read_only=tool.read_only,
+            kind=tool.kind,
+            mode=mode,  # type: ignore[arg-type]
+            rules=PermissionRules(),
+            project_root=tmp_path,
+            writes_path=None,
+        )
+        assert decision.behavior == "allow", mode
+
+
+async def test_result_lists_name_description_schema_and_activates() -> None:
+    box = toolbox()
+    events: list[AgentEvent] = []
+    output = await search(box, events, query="list pipelines", max_results=1)
+    assert not output.is_error and output.summary == "1 tool"
+    text = output.as_text
+    assert text.startswith("Found 1 MCP tool for 'list pipelines'. It is loaded: call by name.")
+    assert f"\n\n{GL_PIPES} (newly activated)\nList pipelines on gitlab.\n" in text
+    schema = json.loads(text.split("Input schema: ", 1)[1].splitlines()[0])
+    assert schema["required"] == ["q"] and "What list_pipelines" in json.dumps(schema)
+    assert box.activation.get().names() == (GL_PIPES,)
+    assert events == [ActivationChanged(activated=(GL_PIPES,), evicted=(), active=(GL_PIPES,))]
+
+
+async def test_already_active_is_marked_and_announces_nothing() -> None:
+    box = toolbox()
+    await search(box, query=f"select:{GH_CREATE}")
+    events: list[AgentEvent] = []
+    output = await search(box, events, query=f"select:{GH_CREATE},{GL_CREATE}")
+    assert f"{GH_CREATE} (already active)" in output.as_text
+    assert f"{GL_CREATE} (newly activated)" in output.as_text
+    assert events == [
+        ActivationChanged(activated=(GL_CREATE,), evicted=(), active=(GH_CREATE, GL_CREATE))
+    ]
+    events.clear()
+    await search(box, events, query=f"select:{GL_CREATE}")
+    assert events == []
+
+
+async def test_eviction_line_when_the_cap_forces_it() -> None:
+    box = toolbox(cap=2)
+    await search(box, query=f"select:{GH_CREATE},{GH_SEARCH}")
+    events: list[AgentEvent] = []
+    output = await search(box, events, query=f"select:{GL_PIPES}")
+    assert output.as_text.endswith(f"\n\nEvicted (least recently used): {GH_SEARCH}")
+    assert box.activation.get().names() == (GL_PIPES, GH_CREATE)
+    assert events[0] == ActivationChanged(
+        activated=(GL_PIPES,), evicted=(GH_SEARCH,), active=(GL_PIPES, GH_CREATE)
+    )
+
+
+async def test_no_match_names_the_servers() -> None:
+    output = await search(toolbox(eager=frozenset({"time"})), query="kubernetes pods")
+    assert not output.is_error and output.summary == "no match"
+    assert output.as_text == (
+        "No MCP tools matched 'kubernetes pods'.\nServers: github (4 tools), gitlab (2 tools)"
+    )
+
+
+async def test_select_bare_name_and_missing_names() -> None:
+    box = toolbox()
+    output = await search(box, query="select:create_issue,list_pipeline")
+    text = output.as_text
+    assert f"{GH_CREATE} (newly activated)" in text and f"{GL_CREATE} (newly activated)" in text
+    assert f"Not found: list_pipeline. Closest: {GL_PIPES}, " in text
+    assert GL_PIPES not in box.activation.get()
+
+
+async def test_select_of_only_missing_names() -> None:
+    output = await search(toolbox(), query="select:mcp__github__create_isue")
+    assert output.as_text.splitlines() == [
+        "No MCP tools matched 'select:mcp__github__create_isue'.",
+        f"Not found: mcp__github__create_isue. Closest: {GH_CREATE}, {GL_CREATE}, {GH_SEARCH}.",
+        "Servers: github (4 tools), gitlab (2 tools), time (2 tools)",
+    ]
+
+
+async def test_select_of_an_eager_tool_says_it_is_there() -> None:
+    box = toolbox(eager=frozenset({"time"}))
+    output = await search(box, query=f"select:{TIME_NOW}")
+    assert f"{TIME_NOW} (already active)" in output.as_text
+    assert len(box.activation.get()) == 0  # eager tools never count toward the cap
+
+
+async def test_max_results_bounds() -> None:
+    box = toolbox()
+    for bad in (0, 26, "many"):
+        output = await search(box, query="issue", max_results=bad)
+        assert output.is_error and "max_results" in output.as_text
+    assert (await search(box, query="")).is_error
+    output = await search(box, query="issue", max_results=1)
+    assert output.as_text.count("(newly activated)") == 1
+    output = await search(toolbox(), query="issue")
+    assert output.as_text.count("(newly activated)") == 3  # all issue tools; default is 5
+
+
+async def test_max_results_is_limited_to_the_cap() -> None:
+    box = toolbox(cap=2)
+    output = await search(box, query="create issue pipelines", max_results=10)
+    assert output.as_text.count(" activated)") == 2
+    assert "At most 2 results" in output.as_text
+    assert len(box.activation.get()) == 2
+
+
+async def test_required_word() -> None:
+    output = await search(toolbox(), query="+gitlab create issue")
+    assert f"{GL_CREATE} (newly activated)" in output.as_text
+    assert GH_CREATE not in output.as_text
