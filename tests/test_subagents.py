@@ -40,11 +40,7 @@ from caliban.session import Session
 from caliban.tools.agent import AgentTool, session_agent_tool
 from caliban.tools.base import BuiltinTool, CallContext, Tool, ToolEnv, ToolOutput
 
-pytestmark = [
-    pytest.mark.anyio,
-    # TEMPORARY until the lazy-loading seam (Session.make_toolbox) lands.
-    pytest.mark.skipif(not hasattr(Session, "make_toolbox"), reason="needs Session.make_toolbox"),
-]
+pytestmark = pytest.mark.anyio
 
 PARENT = "parent task"
 

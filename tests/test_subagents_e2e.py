@@ -12,14 +12,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = [
-    pytest.mark.slow,
-    # TEMPORARY until the lazy-loading seam (caliban.mcp.wire) lands.
-    pytest.mark.skipif(
-        not (Path(__file__).parents[1] / "caliban" / "mcp" / "wire.py").exists(),
-        reason="needs caliban.mcp.wire",
-    ),
-]
+pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent
 CATALOG_SERVER = HERE / "mcp_servers" / "catalog_server.py"
