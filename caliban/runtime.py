@@ -96,7 +96,14 @@ async def open_session(
     session.tools.append(session_agent_tool(session, agent_definitions))
     try:
         await open_transcript(session, options, interactive=interactive)  # -c / --resume
-        for text in [*loaded.warnings, *mcp_config.problems, *mcp_config.warnings, *agent_warnings]:
+        lazy_warning = session.lazy_policy.warning if session.lazy_policy else None
+        for text in [
+            *loaded.warnings,
+            *mcp_config.problems,
+            *mcp_config.warnings,
+            *agent_warnings,
+            *([lazy_warning] if lazy_warning else []),
+        ]:
             session.emit(Notice(level="warning", text=text))
         if not interactive:
             await manager.wait_ready()
@@ -135,8 +142,8 @@ def session_init_info(session: Session) -> dict[str, Any]:
 
 
 def result_extra(session: Session) -> dict[str, Any]:
-    """Extra fields for the headless JSON result."""
-    return {}
+    """Extra fields for the headless JSON result: ``context`` (see :mod:`caliban.context`)."""
+    return {"context": session.context_report().as_dict()}
 
 
 def describe_config(loaded: LoadedConfig) -> list[tuple[str, str]]:
