@@ -8,6 +8,7 @@ to stderr, never stdout. Exit codes: 0 success, 1 error during execution, 2 usag
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import signal
 import sys
@@ -170,7 +171,10 @@ async def _run(options: CliOptions, prompt: str, printer: HeadlessPrinter) -> in
         async with open_session(options, listeners=[printer], interactive=False) as session:
             printer.session_id = session.id
             printer.init(**session_init_info(session))
+            before = session.conversation.usage
             result = await session.run(prompt)
+            # The session's usage also counts sub-agents; the run's only the main agent.
+            result = dataclasses.replace(result, usage=session.conversation.usage - before)
             _finish(printer, session.model, result, extra=result_extra(session))
             return EXIT_OK if result.subtype == "success" else EXIT_ERROR
     except asyncio.CancelledError:
