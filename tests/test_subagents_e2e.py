@@ -120,6 +120,9 @@ def test_child_messages_carry_parent_tool_use_id_in_stream_json(
     assert lines[-1]["type"] == "result" and lines[-1]["result"] == (
         "CI is red: the deploy pipeline fails."
     )
+    # The result's usage counts the child's two requests too (3 parent + 2 child).
+    assert lines[-1]["usage"]["input_tokens"] == 4 * 10 + 300
+    assert lines[-1]["usage"]["output_tokens"] == 4 * 5 + 9
 
     requests = fake_model_server.requests
     assert len(requests) == 5
