@@ -97,10 +97,11 @@ class ContextReport:
 
     @property
     def saved_percent(self) -> float:
-        """Share of the eager MCP definition tokens this request does not carry."""
+        """Share of the eager MCP definition tokens this request does not carry (negative
+        when a small catalog costs more lazily: ToolSearch and the paragraph are not free)."""
         if self.eager_mcp_tokens <= 0:
             return 0.0
-        return max(0.0, 100.0 * (1 - self.lazy_mcp_tokens / self.eager_mcp_tokens))
+        return 100.0 * (1 - self.lazy_mcp_tokens / self.eager_mcp_tokens)
 
     def as_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data (headless ``"context"``)."""
@@ -258,11 +259,16 @@ def format_context_report(report: ContextReport) -> str:
             f"MCP deferred: {report.deferred_tools} tools on {servers} "
             f"server{'s' if servers != 1 else ''}"
         )
+        extra = report.lazy_mcp_tokens - report.eager_mcp_tokens
+        verdict = (
+            f"{math.floor(report.saved_percent)}% saved"
+            if extra <= 0
+            else f"{extra} tokens more than sending them all"
+        )
         lines.append(
             f"MCP tool definitions: {format_tokens(report.eager_mcp_tokens)} tokens if sent "
             f"eagerly, {format_tokens(report.lazy_mcp_tokens)} in this request "
-            f"(ToolSearch and the deferred paragraph included): "
-            f"{math.floor(report.saved_percent)}% saved"
+            f"(ToolSearch and the deferred paragraph included): {verdict}"
         )
     elif report.mcp_tools_total:
         lines.append(
