@@ -854,7 +854,7 @@ def _route_sdk_logging() -> None:
     except OSError:
         handler = logging.NullHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    for name in ("mcp", "caliban.mcp"):
+    for name in ("mcp", __name__):
         target = logging.getLogger(name)
         if not target.handlers:
             target.addHandler(handler)
