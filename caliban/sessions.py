@@ -476,6 +476,8 @@ async def resume_session(
     """
     root = session.env.project_root
     summary = newest_session(root) if ref is None else find_session(root, ref)
+    if (current := current_transcript(session)) is not None and current.path == summary.path:
+        raise UsageError(f"session {summary.id} is the current session")
     try:
         transcript = Transcript.reopen(summary.path, on_error=_warn_to(session))
     except FileNotFoundError:

@@ -556,3 +556,20 @@ async def test_cancelled_turn_is_on_disk_before_cancellation_returns(project: Pa
     assert list(record.messages) == session.conversation.messages
     assert record.warnings == ()
     close_transcript(session)
+
+
+async def test_resume_inside_a_running_session_switches_files(project: Path) -> None:
+    """What ``/resume`` does in the REPL: the old transcript is released, the new one taken."""
+    earlier = await make_saved(project, ("earlier work",), 1_700_000_000)
+    session = await recorded_session(project, "now", "later", prompts=("current work",))
+    current = transcript_path(project, session.id)
+    with pytest.raises(UsageError, match="is the current session"):
+        await resume_session(session, session.id)
+    await resume_session(session, earlier)
+    assert session.id == earlier
+    assert [m.text for m in session.conversation.messages] == ["earlier work", "ok"]
+    assert not is_locked(current) and is_locked(transcript_path(project, earlier))
+    await session.run("more")
+    close_transcript(session)
+    assert load_session(transcript_path(project, earlier)).turns == 2
+    assert load_session(current).turns == 1
