@@ -101,6 +101,12 @@ def test_remove_refuses_mcp_json_entries(project: Path) -> None:
     assert code == 0 and f"source:    {project / '.mcp.json'}:1 (mcp.json)" in out
 
 
+def test_tools_of_a_disabled_server_says_so(project: Path) -> None:
+    project_mcp_path(project).write_text('[server.off]\ncommand = "x"\ndisabled = true\n')
+    code, _, err = run("tools", "off")
+    assert code == 1 and "'off' is disabled" in err
+
+
 def test_list_with_nothing_configured_says_how_to_add(project: Path) -> None:
     code, out, _ = run("list")
     assert code == 0 and "No MCP servers configured" in out and "caliban mcp add" in out

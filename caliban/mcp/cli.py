@@ -325,6 +325,9 @@ def mcp_tools(name: Annotated[str, typer.Argument(help="Server name.")]) -> None
     from caliban.mcp.tools import McpTool
 
     server = _require(_load(), name)
+    if server.disabled:
+        _err(f"caliban: {name!r} is disabled ({server.where}); set disabled = false to use it")
+        raise typer.Exit(EXIT_NOT_FOUND)
     statuses, tools = asyncio.run(_connect([server]))
     [status] = statuses
     if status.state != "connected":
@@ -341,3 +344,34 @@ def mcp_tools(name: Annotated[str, typer.Argument(help="Server name.")]) -> None
 
 
 __all__ = ["StatusRow", "format_rows", "manager_rows", "mcp_app", "status_rows"]
+
+
+# ---------------------------------------------------------------------------- search (lazy MCP)
+
+
+@mcp_app.command("search")
+def mcp_search(
+    query: Annotated[str, typer.Argument(help='Keywords, "select:name1,name2" or "+word".')],
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=100, help="Most tools to show.")
+    ] = 5,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+) -> None:
+    """Rank the configured servers' tools as ToolSearch would, without a model."""
+    import json
+
+    from caliban.mcp.wire import format_search, search_catalog
+
+    config = _load()
+    if not config.servers:
+        _err("caliban: no MCP servers configured (see `caliban mcp add`)")
+        raise typer.Exit(EXIT_NOT_FOUND)
+    statuses, tools = asyncio.run(_connect(list(config.servers)))
+    failed = [s for s in statuses if s.state == "failed"]
+    if failed:
+        for text in format_rows(status_rows(failed)):
+            _err(text)
+    data = search_catalog(tools, query, limit)  # type: ignore[arg-type]
+    print(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_search(data))
+    if not data["results"]:
+        raise typer.Exit(EXIT_NOT_FOUND)
