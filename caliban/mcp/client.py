@@ -596,6 +596,9 @@ class McpManager:
                 logger.exception("MCP status listener failed")
 
     async def _run(self, conn: _Conn, attempt: int) -> None:
+        if conn.stop:  # closed before this task got to run
+            conn.ready.set()
+            return
         started = time.perf_counter()
         log: IO[bytes] | None = None
         offset = 0
