@@ -14,11 +14,13 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.application import create_app_session
+from prompt_toolkit.application import create_app_session, get_app_session, run_in_terminal
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.history import FileHistory, History
 from prompt_toolkit.input import Input
@@ -30,6 +32,7 @@ from rich.text import Text
 
 from caliban import __version__, paths
 from caliban.cli import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
+from caliban.events import AgentEvent
 from caliban.messages import Message
 from caliban.repl.approve import TerminalApprover
 from caliban.repl.attach import attach
@@ -37,7 +40,9 @@ from caliban.repl.commands import CommandContext, ExitRepl, parse_command, run_c
 from caliban.repl.complete import ReplCompleter
 from caliban.repl.render import ELBOW, Renderer
 from caliban.repl.toolbar import toolbar_text
-from caliban.session import Session
+
+if TYPE_CHECKING:
+    from caliban.session import Session
 
 EXIT_ARM_SECONDS = 2.0
 """A second Ctrl-C on an empty prompt within this many seconds exits."""
@@ -69,6 +74,16 @@ def run_interactive(options: CliOptions) -> int:
         return EXIT_INTERRUPTED
 
 
+Opener = Callable[..., AbstractAsyncContextManager["Session"]]
+"""``caliban.runtime.open_session``'s shape (injectable for tests)."""
+
+
+def _import_open_session() -> Opener:
+    from caliban.runtime import open_session
+
+    return open_session
+
+
 async def run_repl(
     options: CliOptions,
     *,
@@ -76,27 +91,92 @@ async def run_repl(
     input: Input | None = None,
     output: Output | None = None,
     history: History | None = None,
+    opener: Opener | None = None,
 ) -> int:
-    """Open a session for ``options`` and run the REPL on it until the user exits."""
-    from caliban.runtime import open_session
+    """Run the REPL for ``options`` until the user exits; returns the exit code.
 
+    The prompt is drawn first. The session opens meanwhile in a background task, with its
+    heavy imports (settings models, provider selection, the MCP SDK) in a worker thread, so
+    typing can start while caliban loads; a prompt submitted early waits for it.
+    """
     console = console or Console(highlight=False)
     renderer = Renderer(console, cwd=options.cwd)
     approver = TerminalApprover(console, cwd=options.cwd)
     with create_app_session(input=input, output=output):
-        async with open_session(
-            options, approver=approver, listeners=[renderer], interactive=True
-        ) as session:
-            repl = Repl(
-                session,
-                console=console,
-                renderer=renderer,
-                approver=approver,
-                input=input,
-                output=output,
-                history=history,
-            )
-            return await repl.run(first_prompt=options.prompt)
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[Session] = loop.create_future()
+        repl = Repl(
+            ready,
+            cwd=options.cwd,
+            console=console,
+            renderer=renderer,
+            approver=approver,
+            input=input,
+            output=output,
+            history=history,
+        )
+        host = _SessionHost(options, opener, ready, approver=approver, listener=repl.listener)
+        try:
+            return await repl.run(first_prompt=options.prompt, when_shown=host.start)
+        finally:
+            await host.close()
+
+
+class _SessionHost:
+    """Holds the session open in its own task: an async context manager must be entered
+    and left in one task, and the REPL's task must not wait for it to open."""
+
+    def __init__(
+        self,
+        options: CliOptions,
+        opener: Opener | None,
+        ready: asyncio.Future[Session],
+        *,
+        approver: TerminalApprover,
+        listener: Callable[[AgentEvent], None],
+    ) -> None:
+        self._closing = asyncio.Event()
+        self._ready = ready
+        self._args = (options, opener, approver, listener)
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(*self._args))
+
+    async def _run(
+        self,
+        options: CliOptions,
+        opener: Opener | None,
+        approver: TerminalApprover,
+        listener: Callable[[AgentEvent], None],
+    ) -> None:
+        try:
+            if opener is None:
+                opener = await asyncio.to_thread(_import_open_session)
+            async with opener(
+                options, approver=approver, listeners=[listener], interactive=True
+            ) as session:
+                self._ready.set_result(session)
+                await self._closing.wait()
+        except Exception as exc:
+            if self._ready.done():
+                raise
+            self._ready.set_exception(exc)
+
+    async def close(self) -> None:
+        self._closing.set()
+        if self._task is None:
+            return
+        if not self._ready.done():
+            self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            if not self._task.cancelled():
+                raise
+        if self._ready.done() and not self._ready.cancelled():
+            self._ready.exception()  # retrieved: the REPL has reported it already
 
 
 class Repl:
@@ -104,8 +184,9 @@ class Repl:
 
     def __init__(
         self,
-        session: Session,
+        session: Session | asyncio.Future[Session],
         *,
+        cwd: Path | None = None,
         console: Console,
         renderer: Renderer,
         approver: TerminalApprover | None = None,
@@ -113,7 +194,14 @@ class Repl:
         output: Output | None = None,
         history: History | None = None,
     ) -> None:
-        self.session = session
+        if isinstance(session, asyncio.Future):
+            self._ready = session
+        else:
+            self._ready = asyncio.get_running_loop().create_future()
+            self._ready.set_result(session)
+        self._ready.add_done_callback(self._session_opened)
+        self.cwd = cwd if cwd is not None else self._ready.result().cwd
+        self._pending_output: set[asyncio.Future[None]] = set()
         self.console = console
         self.renderer = renderer
         self.approver = approver
@@ -126,7 +214,7 @@ class Repl:
         self.prompt: PromptSession[str] = PromptSession(
             message=self._message,
             history=history if history is not None else _file_history(),
-            completer=ReplCompleter(session.cwd),
+            completer=ReplCompleter(self.cwd),
             complete_while_typing=True,
             key_bindings=self._key_bindings(),
             bottom_toolbar=self._toolbar,
@@ -138,16 +226,56 @@ class Repl:
             output=output,
         )
 
+    # -- the session
+
+    @property
+    def session(self) -> Session:
+        """The session (only once open: see :meth:`wait_for_session`)."""
+        return self._ready.result()
+
+    async def wait_for_session(self) -> Session:
+        return await asyncio.shield(self._ready)
+
+    def _session_opened(self, ready: asyncio.Future[Session]) -> None:
+        if ready.cancelled() or (failure := ready.exception()) is None:
+            return
+        if self.prompt.app.is_running:  # e.g. no API key: leave the prompt, report it
+            self.prompt.app.exit(exception=failure)
+
+    def listener(self, event: AgentEvent) -> None:
+        """The session's listener: render, above the prompt when one is on the screen
+        (a notice from MCP start-up while the user types)."""
+        app = get_app_session().app
+        if app is None or not app.is_running:
+            self.renderer(event)
+            return
+        shown = asyncio.ensure_future(run_in_terminal(lambda: self.renderer(event)))
+        self._pending_output.add(shown)
+        shown.add_done_callback(self._pending_output.discard)
+
     # -- the loop
 
-    async def run(self, *, first_prompt: str | None = None) -> int:
-        """Prompt, run, repeat; returns the exit code when the user leaves."""
+    async def run(
+        self, *, first_prompt: str | None = None, when_shown: Callable[[], None] | None = None
+    ) -> int:
+        """Prompt, run, repeat; returns the exit code when the user leaves.
+
+        ``when_shown`` is called once the first prompt is on the screen (the session host
+        starts loading then, so its imports do not delay the prompt).
+        """
         self._welcome()
         if first_prompt:
+            if when_shown is not None:
+                when_shown()
+                when_shown = None
             await self.submit(first_prompt)
         while True:
+            pre_run = None
+            if when_shown is not None:
+                pre_run = _soon(when_shown)  # after the first draw of the prompt
+                when_shown = None
             try:
-                text = await self.prompt.prompt_async()
+                text = await self.prompt.prompt_async(pre_run=pre_run)
             except EOFError:
                 break
             except KeyboardInterrupt:
@@ -163,10 +291,11 @@ class Repl:
         text = text.strip()
         if not text:
             return
+        session = await self.wait_for_session()
         if parse_command(text) is not None:
-            await run_command(text, CommandContext(session=self.session, console=self.console))
+            await run_command(text, CommandContext(session=session, console=self.console))
             return
-        message, attachments, problems = attach(text, self.session.cwd)
+        message, attachments, problems = attach(text, session.cwd)
         for attachment in attachments:
             self.console.print(
                 Text(f"  {ELBOW}  Attached @{attachment.path} ({attachment.note})", style="dim")
@@ -223,7 +352,12 @@ class Repl:
         hint = None
         if time.monotonic() < self._exit_armed_until:
             hint = "Press Ctrl-C again to exit"
-        text = toolbar_text(self.session)
+        if not self._ready.done():
+            text = "starting…"
+        elif self._ready.cancelled() or self._ready.exception() is not None:
+            text = "could not start"
+        else:
+            text = toolbar_text(self.session)
         if hint:
             return [("class:hint", f" {hint}"), ("", f"   {text}")]
         return [("", f" {text}")]
@@ -268,8 +402,7 @@ class Repl:
     def _welcome(self) -> None:
         title = Text("✻ ", style="bold magenta")
         title.append(f"caliban {__version__}", style="bold")
-        title.append(f"  {self.session.model} ({self.session.provider.name})", style="dim")
-        title.append(f"  {_home(self.session.cwd)}", style="dim")
+        title.append(f"  {_home(self.cwd)}", style="dim")
         self.console.print(title)
         self.console.print(
             Text(
@@ -314,6 +447,13 @@ class Repl:
             yield
         finally:
             termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+
+def _soon(callback: Callable[[], None]) -> Callable[[], None]:
+    def schedule() -> None:
+        asyncio.get_running_loop().call_soon(callback)
+
+    return schedule
 
 
 def _file_history() -> History:

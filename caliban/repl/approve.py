@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import Application, get_app_session
@@ -37,8 +37,10 @@ from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from caliban.permissions import PermissionAnswer, PermissionRequest, user_denial
 from caliban.repl.render import ELBOW, display_name, head_tail, relative, shorten
+
+if TYPE_CHECKING:
+    from caliban.permissions import PermissionAnswer, PermissionRequest
 
 Choice = Literal["once", "session", "deny"]
 DIALOG_STYLE = Style.from_dict({"selected": "bold #5fafff", "question": "bold"})
@@ -108,6 +110,8 @@ class TerminalApprover:
         self._lock = asyncio.Lock()
 
     async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
+        from caliban.permissions import PermissionAnswer, user_denial
+
         async with self._lock:
             with self.pause():
                 decision = await self.ask(request)

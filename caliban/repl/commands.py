@@ -12,6 +12,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -23,12 +24,15 @@ from caliban.repl.info import (
     context_report,
     format_cost,
     format_tokens,
+    mcp_activation,
     mcp_servers,
     offered_and_deferred,
     session_cost,
 )
-from caliban.session import Session
 from caliban.tokens import estimate_json_tokens
+
+if TYPE_CHECKING:
+    from caliban.session import Session
 
 
 class ExitRepl(Exception):
@@ -193,7 +197,8 @@ async def _model(ctx: CommandContext, arg: str) -> None:
         ctx.console.print(line)
         ctx.console.print(_dim("Switch with /model NAME."))
         return
-    previous, session.model = session.model, arg
+    previous = session.model
+    session.set_model(arg)
     line = Text(f"Model: {previous} → ")
     line.append(arg, style="bold")
     line.append(" (from the next prompt)")
@@ -204,28 +209,33 @@ async def _model(ctx: CommandContext, arg: str) -> None:
 async def _mcp(ctx: CommandContext, arg: str) -> None:
     servers = mcp_servers(ctx.session)
     if not servers:
-        ctx.console.print(
-            _dim("No MCP servers in this session. Add one with `caliban mcp add` (see docs).")
-        )
+        hint = "Add one with `caliban mcp add` (see docs/mcp.md)."
+        ctx.console.print(_dim(f"No MCP servers in this session. {hint}"))
         return
     table = Table(box=None, padding=(0, 2), show_edge=False)
     table.add_column("server", style="bold")
-    table.add_column("status")
     table.add_column("transport", style="dim")
+    table.add_column("status")
     table.add_column("tools", justify="right")
     table.add_column("~tokens", justify="right", style="dim")
-    table.add_column("")
     styles = {"connected": "green", "failed": "red", "disabled": "dim"}
     for server in servers:
+        connected = server.state == "connected"
         table.add_row(
             server.name,
-            Text(server.state, style=styles.get(server.state, "yellow")),
             server.transport,
-            str(server.tools),
-            format_tokens(server.tool_tokens),
-            Text(server.detail, style="red"),
+            Text(server.state, style=styles.get(server.state, "yellow")),
+            str(server.tools) if connected else "-",
+            format_tokens(server.tokens) if connected else "-",
         )
     ctx.console.print(table)
+    for server in servers:
+        for line in server.detail:
+            ctx.console.print(Text(f"  {server.name}: {line}", style="red"))
+    if (activation := mcp_activation(ctx.session)) is not None:
+        names = ", ".join(activation.active) or "none"
+        count = f"{len(activation.active)}/{activation.cap}"
+        ctx.console.print(f"Lazy loading: {count} active ({names})")
 
 
 @command("tools", "List the tools offered to the model")
@@ -248,19 +258,18 @@ async def _tools(ctx: CommandContext, arg: str) -> None:
 
 @command("agents", "List the sub-agents caliban can delegate to")
 async def _agents(ctx: CommandContext, arg: str) -> None:
-    agents = agent_definitions(ctx.session)
-    if agents is None:
-        ctx.console.print(_dim("Sub-agent definitions are not available in this build yet."))
-        return
-    if not agents:
-        ctx.console.print(_dim("No sub-agents defined (.caliban/agents/*.md)."))
-        return
-    table = Table.grid(padding=(0, 3))
-    table.add_column(style="bold")
-    table.add_column()
-    for name, description in agents:
-        table.add_row(name, description)
+    agents, problems = agent_definitions(ctx.session)
+    table = Table(box=None, padding=(0, 2), show_edge=False)
+    table.add_column("agent", style="bold", no_wrap=True)
+    table.add_column("description", ratio=1)
+    table.add_column("from", style="dim", overflow="fold")
+    for agent in agents:
+        first = agent.description.strip().splitlines()[0] if agent.description.strip() else ""
+        table.add_row(agent.name, first, _home(agent.source_label))
     ctx.console.print(table)
+    for problem in problems:
+        ctx.console.print(Text(f"⚠ {problem}", style="yellow"))
+    ctx.console.print(_dim("Define more in .caliban/agents/NAME.md (see docs/subagents.md)."))
 
 
 @command("config", "Show effective settings and where each comes from")
@@ -270,9 +279,9 @@ async def _config(ctx: CommandContext, arg: str) -> None:
         ctx.console.print(_dim("This session has no configuration files loaded."))
         return
     table = Table(box=None, padding=(0, 2), show_edge=False)
-    table.add_column("key", style="bold")
-    table.add_column("value")
-    table.add_column("from", style="dim")
+    table.add_column("key", style="bold", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    table.add_column("from", style="dim", overflow="fold")
     for key, value, origin in rows:
         table.add_row(key, value, _home(origin))
     ctx.console.print(table)

@@ -9,14 +9,17 @@ not available the accessors say so (``None`` or an empty list) rather than inven
 from __future__ import annotations
 
 import contextlib
-import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from caliban.messages import ImagePart, Message, TextPart, ToolCall, ToolResult
 from caliban.pricing import cost_usd
-from caliban.session import Session
-from caliban.tokens import CHARS_PER_TOKEN_TEXT, estimate_json_tokens, estimate_tokens
+from caliban.tokens import estimate_json_tokens, estimate_tokens
+
+if TYPE_CHECKING:
+    from caliban.agents import AgentDefinition
+    from caliban.mcp.cli import StatusRow
+    from caliban.session import Session
 
 DEFAULT_CONTEXT_WINDOW = 200_000
 IMAGE_TOKENS = 1_600
@@ -65,33 +68,13 @@ def session_cost(session: Session) -> float | None:
 # ---------------------------------------------------------------------------- MCP
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ServerInfo:
-    name: str
-    transport: str
-    state: str
-    """``connecting``, ``connected``, ``failed`` or ``disabled``."""
-    tools: int
-    tool_tokens: int
-    """Estimated tokens of its tool definitions."""
-    detail: str = ""
-
-
-def mcp_servers(session: Session) -> list[ServerInfo]:
+def mcp_servers(session: Session) -> list[StatusRow]:
     """Configured MCP servers and their state; empty when the session has no MCP manager."""
     if session.mcp is None:
         return []
-    return [
-        ServerInfo(
-            name=status.name,
-            transport=status.transport,
-            state=status.state,
-            tools=status.tool_count,
-            tool_tokens=math.ceil(status.tool_chars / CHARS_PER_TOKEN_TEXT),
-            detail=status.error or "",
-        )
-        for status in session.mcp.statuses()
-    ]
+    from caliban.mcp.cli import manager_rows
+
+    return manager_rows(session.mcp)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -103,7 +86,7 @@ class Activation:
 def mcp_activation(session: Session) -> Activation | None:
     """The lazy-MCP activation set, or ``None`` when lazy loading is off for this session."""
     holder: Any = getattr(session, "activation", None)
-    if holder is None:
+    if holder is None or not getattr(session, "lazy", True):
         return None
     current = holder.get() if callable(getattr(holder, "get", None)) else holder
     return Activation(active=tuple(current.names), cap=int(current.cap))
@@ -210,13 +193,8 @@ def config_rows(session: Session) -> list[tuple[str, str, str]] | None:
     return rows
 
 
-def agent_definitions(session: Session) -> list[tuple[str, str]] | None:
-    """(name, description) of the sub-agents available, or ``None`` before ``caliban.agents``."""
-    try:
-        import caliban.agents as agents  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return None
-    loader: Any = getattr(agents, "load_agents", None)
-    if loader is None:
-        return None
-    return [(a.name, getattr(a, "description", "")) for a in loader(session.cwd)]
+def agent_definitions(session: Session) -> tuple[list[AgentDefinition], list[str]]:
+    """The sub-agents the ``Agent`` tool can start, and problems met reading their files."""
+    from caliban.agents import list_agents
+
+    return list_agents(session.cwd)

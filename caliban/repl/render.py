@@ -15,16 +15,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import functools
 import json
 import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
-from rich.markdown import Heading, Markdown
 from rich.padding import Padding
 from rich.segment import Segment
 from rich.spinner import Spinner
@@ -44,6 +45,9 @@ from caliban.events import (
     UserPrompt,
 )
 from caliban.messages import ToolCall
+
+if TYPE_CHECKING:
+    from rich.markdown import Markdown
 
 BULLET = "●"
 ELBOW = "⎿"
@@ -104,14 +108,20 @@ def split_blocks(text: str) -> tuple[list[str], str]:
     return blocks, rest if rest.strip() else ""
 
 
-class _LeftHeading(Heading):
-    LEVEL_ALIGN = dict.fromkeys(("h1", "h2", "h3", "h4", "h5", "h6"), "left")
+@functools.cache
+def _markdown_class() -> type[Markdown]:
+    """rich's Markdown with every heading left-aligned (a centred h1 looks lost in a
+    transcript). Built on first use: rich.markdown pulls in markdown-it and pygments,
+    which the prompt does not need to appear."""
+    from rich.markdown import Heading, Markdown
 
+    class LeftHeading(Heading):
+        LEVEL_ALIGN = dict.fromkeys(("h1", "h2", "h3", "h4", "h5", "h6"), "left")
 
-class _Markdown(Markdown):
-    """Markdown with every heading left-aligned (a centred h1 looks lost in a transcript)."""
+    class LeftMarkdown(Markdown):
+        elements = {**Markdown.elements, "heading_open": LeftHeading}  # noqa: RUF012
 
-    elements = {**Markdown.elements, "heading_open": _LeftHeading}  # noqa: RUF012
+    return LeftMarkdown
 
 
 class _Trimmed:
@@ -133,7 +143,7 @@ class _Trimmed:
 def markdown_block(text: str, *, first: bool) -> RenderableType:
     """One finished markdown block: the first of a message behind a bullet, later ones
     indented under it with a blank line between."""
-    markdown = _Trimmed(_Markdown(text.strip("\n")))
+    markdown = _Trimmed(_markdown_class()(text.strip("\n")))
     if not first:
         return Padding(markdown, (1, 0, 0, 2))
     grid = Table.grid(padding=(0, 1))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from caliban.repl.info import (
     context_used,
     context_window,
@@ -11,7 +13,9 @@ from caliban.repl.info import (
     mcp_servers,
     session_cost,
 )
-from caliban.session import Session
+
+if TYPE_CHECKING:
+    from caliban.session import Session
 
 
 def toolbar_items(session: Session) -> list[str]:
@@ -25,19 +29,24 @@ def toolbar_items(session: Session) -> list[str]:
     items = [session.model, context]
     if (activation := mcp_activation(session)) is not None:
         items.append(f"MCP {len(activation.active)}/{activation.cap}")
-    servers = mcp_servers(session)
-    pending = [s for s in servers if s.state == "connecting"]
-    failed = [s for s in servers if s.state == "failed"]
-    if pending:
-        items.append(f"MCP servers starting {len(servers) - len(pending)}/{len(servers)}")
-    if failed:
-        items.append(f"{len(failed)} MCP server{'s' if len(failed) > 1 else ''} failed (/mcp)")
+    servers = [s for s in mcp_servers(session) if s.state != "disabled"]
+    if servers:
+        connected = sum(s.state == "connected" for s in servers)
+        text = f"servers {connected}/{len(servers)}"
+        if any(s.state == "connecting" for s in servers):
+            text += " starting…"
+        if failed := sum(s.state == "failed" for s in servers):
+            text += f" ({failed} failed: /mcp)"
+        items.append(text)
     if (cost := session_cost(session)) is not None:
         items.append(format_cost(cost))
     return items
 
 
 def toolbar_text(session: Session, hint: str | None = None) -> str:
-    """One line: ``claude-sonnet-4-5 · ctx 24.1k/200k (12%) · MCP 3/24 · $0.0123``."""
+    """One line: ``claude-sonnet-4-5 · ctx 24.1k/200k (12%) · MCP 3/24 · servers 5/5 · $0.0123``.
+
+    ``MCP 3/24`` (active/cap) shows while lazy MCP loading is on.
+    """
     text = " · ".join(toolbar_items(session))
     return f"{hint}   {text}" if hint else text

@@ -1,0 +1,423 @@
+"""The REPL driven through prompt-toolkit pipe input, against the scripted provider.
+
+Keys go in through ``create_pipe_input()``; what a user reads is captured from a rich
+console writing to a string. Everything typed is sent up front: prompt-toolkit keeps keys
+that arrive while a turn runs as type-ahead for the next prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from prompt_toolkit.application import create_app_session
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import InMemoryHistory
+from prompt_toolkit.input import PipeInput, create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
+
+from caliban.config import Settings, load_config
+from caliban.messages import TextPart, Usage
+from caliban.permissions import PermissionPolicy, make_authorize
+from caliban.providers.scripted import HANG, ScriptedProvider, reply, tool_call
+from caliban.repl.app import Repl, run_interactive
+from caliban.repl.approve import TerminalApprover
+from caliban.repl.commands import COMMANDS, parse_command
+from caliban.repl.complete import ReplCompleter
+from caliban.repl.render import Renderer
+from caliban.repl.toolbar import toolbar_text
+from caliban.session import Session
+from caliban.tools.base import ToolEnv
+from caliban.tools.builtin import builtin_tools
+
+pytestmark = pytest.mark.anyio
+
+ENTER = "\r"
+ALT_ENTER = "\x1b\r"
+CTRL_C = "\x03"
+CTRL_D = "\x04"
+MODEL = "claude-sonnet-4-5"
+
+
+@dataclass
+class Harness:
+    repl: Repl
+    session: Session
+    provider: ScriptedProvider
+    input: PipeInput
+    out: io.StringIO
+
+    @property
+    def lines(self) -> list[str]:
+        """What the user saw, right-stripped, blank lines dropped."""
+        return [line.rstrip() for line in self.out.getvalue().splitlines() if line.strip()]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def sent(self, request: int) -> str:
+        """All text of the last user message of request ``request``."""
+        message = self.provider.requests[request].messages[-1]
+        return "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
+
+    async def run(self, keys: str, *, limit: float = 10) -> int:
+        self.input.send_text(keys)
+        with anyio.fail_after(limit):
+            return await self.repl.run()
+
+
+@asynccontextmanager
+async def harness(
+    steps: list[Any],
+    cwd: Path,
+    *,
+    usage: Usage | None = None,
+    ask: bool = False,
+    **session_args: Any,
+) -> AsyncIterator[Harness]:
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=False, color_system=None)
+    provider = ScriptedProvider(steps, usage=usage)
+    renderer = Renderer(console, cwd=cwd)
+    approver = TerminalApprover(console, cwd=cwd)
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        session = Session(
+            settings=Settings(),
+            provider=provider,
+            model=MODEL,
+            system_prompt="You are a test.",
+            env=ToolEnv(cwd=cwd, project_root=cwd),
+            tools=builtin_tools(),
+            listeners=[renderer],
+            **session_args,
+        )
+        if ask:
+            policy = PermissionPolicy(project_root=cwd)
+            session.authorize = make_authorize(policy, approver)
+        repl = Repl(
+            session,
+            console=console,
+            renderer=renderer,
+            approver=approver,
+            input=pipe,
+            output=DummyOutput(),
+            history=InMemoryHistory(),
+        )
+        yield Harness(repl=repl, session=session, provider=provider, input=pipe, out=out)
+
+
+async def wait_until(condition: Callable[[], bool], limit: float = 5) -> None:
+    """Poll ``condition`` (what the user would see) until it holds, for at most ``limit`` s."""
+    with anyio.fail_after(limit):
+        while not condition():  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+
+
+# ---------------------------------------------------------------------------- prompts
+
+
+async def test_prompt_is_answered_and_ctrl_d_exits(project: Path) -> None:
+    async with harness(["# Hi\n\nThe answer is **42**."], project) as h:
+        code = await h.run("what is it?" + ENTER + CTRL_D)
+    assert code == 0
+    assert h.sent(0) == "what is it?"
+    assert h.lines[-2:] == ["● Hi", "  The answer is 42."]
+
+
+async def test_alt_enter_and_trailing_backslash_make_new_lines(project: Path) -> None:
+    async with harness(["ok"], project) as h:
+        await h.run("one" + ALT_ENTER + "two\\" + ENTER + "three" + ENTER + CTRL_D)
+    assert h.sent(0) == "one\ntwo\nthree"
+
+
+async def test_tool_calls_are_rendered_between_text(project: Path) -> None:
+    (project / "notes.txt").write_text("alpha\nbeta\n")
+    steps = [reply("Reading.", tool_call("Read", {"file_path": "notes.txt"})), "Two lines."]
+    async with harness(steps, project) as h:
+        await h.run("read notes" + ENTER + CTRL_D)
+    assert h.lines[-4:] == ["● Reading.", "● Read(notes.txt)", "  ⎿  2 lines", "● Two lines."]
+
+
+async def test_at_path_attaches_the_file(project: Path) -> None:
+    (project / "src").mkdir()
+    (project / "src" / "app.py").write_text("print('hi')\n")
+    async with harness(["Seen."], project) as h:
+        await h.run("explain @src/app.py please" + ENTER + CTRL_D)
+    sent = h.sent(0)
+    assert sent.startswith("explain @src/app.py please\n")
+    assert '<file path="src/app.py">\nprint(\'hi\')\n</file>' in sent
+    assert "  ⎿  Attached @src/app.py (1 line)" in h.lines
+
+
+async def test_provider_error_is_shown_and_the_session_goes_on(project: Path) -> None:
+    from caliban.providers.base import ProviderError
+
+    def fail(request: Any) -> str:
+        raise ProviderError("invalid x-api-key: check ANTHROPIC_API_KEY")
+
+    async with harness([fail, "Back."], project) as h:
+        await h.run("hi" + ENTER + "again" + ENTER + CTRL_D)
+    assert "● invalid x-api-key: check ANTHROPIC_API_KEY" in h.lines
+    assert h.lines[-1] == "● Back."
+
+
+# ---------------------------------------------------------------------------- Ctrl-C
+
+
+async def test_ctrl_c_cancels_the_turn_and_the_session_continues(project: Path) -> None:
+    async with harness([HANG, "Recovered."], project) as h:
+        h.input.send_text("long task" + ENTER)
+        task = asyncio.ensure_future(h.repl.run())
+        await wait_until(lambda: len(h.provider.requests) == 1)
+        h.repl.interrupt()
+        await wait_until(lambda: "Interrupted" in h.out.getvalue())
+        h.input.send_text("go on" + ENTER + CTRL_D)
+        with anyio.fail_after(5):
+            assert await task == 0
+    assert "  ⎿  Interrupted · what should caliban do instead?" in h.lines
+    assert h.lines[-1] == "● Recovered."
+    assert h.sent(1) == "go on"
+
+
+async def test_ctrl_c_keeps_the_streamed_text(project: Path) -> None:
+    gate = asyncio.Event()
+
+    class Slow(ScriptedProvider):
+        async def stream(self, request: Any) -> Any:
+            async for event in super().stream(request):
+                yield event
+                if len(self.requests) == 1:
+                    gate.set()
+                    await asyncio.Event().wait()
+
+    async with harness([], project) as h:
+        h.session.provider = h.provider = Slow(["Partial answer that never ends", "Next."])
+        h.input.send_text("start" + ENTER)
+        task = asyncio.ensure_future(h.repl.run())
+        with anyio.fail_after(5):
+            await gate.wait()
+        h.repl.interrupt()
+        await wait_until(lambda: "Interrupted" in h.out.getvalue())
+        h.input.send_text("more" + ENTER + CTRL_D)
+        with anyio.fail_after(5):
+            await task
+        history = h.provider.requests[1].messages
+    assert history[1].role == "assistant" and history[1].text == "Partial "
+    assert "● Partial" in h.lines
+
+
+async def test_ctrl_c_at_the_prompt_clears_the_line_and_twice_exits(project: Path) -> None:
+    async with harness(["Only this."], project) as h:
+        code = await h.run("discard me" + CTRL_C + "keep me" + ENTER + CTRL_C + CTRL_C)
+    assert code == 0
+    assert len(h.provider.requests) == 1
+    assert h.sent(0) == "keep me"
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+async def test_help_lists_every_command(project: Path) -> None:
+    async with harness([], project) as h:
+        await h.run("/help" + ENTER + CTRL_D)
+    names = ["help", "clear", "context", "model", "mcp", "tools", "agents", "config", "cost"]
+    names += ["resume", "exit"]
+    for name in names:
+        assert any(line.startswith(f"/{name}") for line in h.lines), name
+
+
+async def test_unknown_command(project: Path) -> None:
+    async with harness([], project) as h:
+        await h.run("/frobnicate now" + ENTER + CTRL_D)
+    assert h.lines[-1] == "unknown command /frobnicate — type /help"
+
+
+async def test_a_path_is_a_prompt_not_a_command(project: Path) -> None:
+    async with harness(["It is a file."], project) as h:
+        await h.run("/etc/hosts looks wrong" + ENTER + CTRL_D)
+    assert h.sent(0) == "/etc/hosts looks wrong"
+
+
+async def test_clear_starts_a_new_conversation(project: Path) -> None:
+    async with harness(["First.", "Second."], project) as h:
+        await h.run("one" + ENTER + "/clear" + ENTER + "two" + ENTER + CTRL_D)
+    assert [m.text for m in h.provider.requests[1].messages] == ["two"]
+    assert "Conversation cleared. The next prompt starts afresh." in h.lines
+
+
+async def test_model_shows_and_switches(project: Path) -> None:
+    async with harness(["ok"], project) as h:
+        await h.run("/model" + ENTER + "/model claude-opus-4-1" + ENTER + "hi" + ENTER + CTRL_D)
+    assert f"Model: {MODEL} (provider: scripted)" in h.lines
+    assert f"Model: {MODEL} → claude-opus-4-1 (from the next prompt)" in h.lines
+    assert h.provider.requests[0].model == "claude-opus-4-1"
+
+
+async def test_cost_shows_tokens_cost_and_session_id(project: Path) -> None:
+    usage = Usage(input_tokens=1000, output_tokens=200, cache_read_tokens=5000)
+    async with harness(["ok"], project, usage=usage) as h:
+        await h.run("hi" + ENTER + "/cost" + ENTER + CTRL_D)
+    rows = {line.split()[0]: line.split()[-1] for line in h.lines}
+    assert rows["Input"] == "1,000" and rows["Output"] == "200" and rows["Cost"] == "$0.0075"
+    assert f"Model {MODEL} · session {h.session.id}" in h.lines
+
+
+async def test_context_shows_categories_and_free_space(project: Path) -> None:
+    usage = Usage(input_tokens=12_000)
+    async with harness(["ok"], project, usage=usage) as h:
+        await h.run("hello there" + ENTER + "/context" + ENTER + CTRL_D)
+    labels = [line[1:].rsplit(None, 2)[0].strip() for line in h.lines if line[:2] in ("█ ", "░ ")]
+    assert labels == ["System prompt", "Built-in tools", "MCP tools", "Messages", "Free space"]
+    assert any(line.startswith("Context ~") and "/200k tokens" in line for line in h.lines)
+    assert "Last request, as reported by the provider: 12k tokens." in h.lines
+
+
+async def test_tools_lists_the_tools_on_the_wire(project: Path) -> None:
+    async with harness([], project) as h:
+        await h.run("/tools" + ENTER + CTRL_D)
+    names = [line.split()[0] for line in h.lines if line.split()[-1].isdigit()]
+    assert names == ["Read", "Write", "Edit", "Glob", "Grep", "Bash"]
+    assert "6 tools on the wire" in h.lines
+
+
+async def test_config_shows_each_setting_and_its_origin(project: Path) -> None:
+    (project / ".caliban" / "config.toml").write_text("max_turns = 7\n")
+    loaded = load_config(project)
+    async with harness([], project, config=loaded) as h:
+        await h.run("/config" + ENTER + CTRL_D)
+    rows = {line.split()[0]: line.split()[1:] for line in h.lines if line.startswith("  ")}
+    assert rows["max_turns"][0] == "7"
+    folded = re.sub(r"\s+", "", h.text)  # a long path wraps inside its column
+    assert f"max_turns7{project / '.caliban' / 'config.toml'}" in folded
+    assert rows["model"] == ["(unset)", "default"]
+
+
+async def test_mcp_without_servers_and_resume_and_exit(project: Path) -> None:
+    async with harness([], project) as h:
+        code = await h.run("/mcp" + ENTER + "/resume" + ENTER + "/exit" + ENTER)
+    assert code == 0
+    assert any("No MCP servers in this session" in line for line in h.lines)
+    assert any("caliban --resume" in line for line in h.lines)
+
+
+def test_parse_command() -> None:
+    assert parse_command("/model  opus ") == ("model", "opus")
+    assert parse_command("/help") == ("help", "")
+    assert parse_command("/src/main.py is broken") is None
+    assert parse_command("hello /help") is None
+
+
+# ---------------------------------------------------------------------------- permissions
+
+
+async def test_permission_yes_runs_the_command(project: Path) -> None:
+    steps = [reply(tool_call("Bash", {"command": "echo approved-run"})), "Ran it."]
+    async with harness(steps, project, ask=True) as h:
+        await h.run("run it" + ENTER + "1" + CTRL_D)
+    text = h.text
+    assert "Bash command" in text and "$ echo approved-run" in text
+    assert "caliban asks because" in text
+    assert "● Bash(echo approved-run)\n  ⎿  approved-run" in text
+    assert h.lines[-1] == "● Ran it."
+
+
+async def test_permission_no_with_a_reason_tells_the_model(project: Path) -> None:
+    steps = [reply(tool_call("Bash", {"command": "rm -rf build"})), "Understood."]
+    async with harness(steps, project, ask=True) as h:
+        await h.run("clean" + ENTER + "3" + "use make clean instead" + ENTER + CTRL_D)
+    [result] = [p for p in h.provider.requests[1].messages[-1].parts if not isinstance(p, TextPart)]
+    assert result.is_error  # type: ignore[union-attr]
+    assert "The user said: use make clean instead" in result.text  # type: ignore[union-attr]
+    assert not (project / "build").exists()
+
+
+async def test_permission_dont_ask_again_for_the_session(project: Path) -> None:
+    steps = [
+        reply(tool_call("Bash", {"command": "echo one"})),
+        reply(tool_call("Bash", {"command": "echo one more"})),
+        "Both ran.",
+    ]
+    async with harness(steps, project, ask=True) as h:
+        await h.run("go" + ENTER + "2" + CTRL_D)
+    text = h.text
+    assert text.count("Do you want to proceed?") <= 1
+    assert text.count("Bash command") == 1
+    assert "✓ Bash(echo one*) allowed for the rest of this session" in text
+    assert "  ⎿  one more" in h.lines
+
+
+async def test_ctrl_c_at_a_permission_prompt_interrupts_the_turn(project: Path) -> None:
+    steps = [reply(tool_call("Bash", {"command": "echo never"})), "After."]
+    async with harness(steps, project, ask=True) as h:
+        await h.run("go" + ENTER + CTRL_C + "next" + ENTER + CTRL_D)
+    assert "  ⎿  Interrupted · what should caliban do instead?" in h.lines
+    assert "never" not in "".join(line for line in h.lines if line.startswith("  ⎿  n"))
+    assert h.lines[-1] == "● After."
+
+
+# ---------------------------------------------------------------------------- pieces
+
+
+def completions(text: str, cwd: Path) -> list[tuple[str, str]]:
+    completer = ReplCompleter(cwd)
+    found = completer.get_completions(Document(text), CompleteEvent(text_inserted=True))
+    return [(c.text, c.display_meta_text) for c in found]
+
+
+def test_slash_completion_has_descriptions(tmp_path: Path) -> None:
+    assert completions("/co", tmp_path) == [
+        ("/context", COMMANDS["context"].description),
+        ("/config", COMMANDS["config"].description),
+        ("/cost", COMMANDS["cost"].description),
+    ]
+    assert completions("/model x", tmp_path) == []
+
+
+def test_at_path_completion(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "main.py").write_text("")
+    (tmp_path / "setup.cfg").write_text("")
+    (tmp_path / ".hidden").write_text("")
+    assert [text for text, _ in completions("look at @s", tmp_path)] == ["src/", "setup.cfg"]
+    assert completions("look at @src/m", tmp_path) == [("src/main.py", "")]
+
+
+async def test_toolbar_shows_model_context_and_cost(project: Path) -> None:
+    async with harness(["ok"], project, usage=Usage(input_tokens=50_000, output_tokens=100)) as h:
+        assert toolbar_text(h.session) == f"{MODEL} · ctx 0/200k · $0.0000"
+        await h.run("hi" + ENTER + CTRL_D)
+        assert toolbar_text(h.session) == f"{MODEL} · ctx 50k/200k (25%) · $0.1515"
+
+
+async def test_history_is_saved_in_the_state_dir(project: Path, isolated_dirs: Path) -> None:
+    from caliban.repl.app import _file_history
+
+    history = _file_history()
+    history.append_string("remember me")
+    assert "remember me" in (isolated_dirs / "state" / "history").read_text()
+
+
+def test_without_a_terminal_it_says_to_use_p(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from caliban.cli import CliOptions
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    options = CliOptions(
+        prompt=None, print_mode=False, output_format="text", model=None, provider=None,
+        max_turns=None, permission_mode=None, allowed_tools=(), disallowed_tools=(),
+        continue_session=False, resume=None, cwd=project,
+    )
+    assert run_interactive(options) == 2
+    assert "caliban -p" in capsys.readouterr().err
