@@ -168,3 +168,27 @@ async def test_required_word() -> None:
     output = await search(toolbox(), query="+gitlab create issue")
     assert f"{GL_CREATE} (newly activated)" in output.as_text
     assert GH_CREATE not in output.as_text
+
+
+# ---------------------------------------------------------------------------- caliban mcp search
+
+
+def test_search_catalog_ranks_without_activating() -> None:
+    from caliban.mcp.wire import format_search, search_catalog
+
+    tools = make_tools(CATALOG)
+    data = search_catalog(tools, "list pipelines", 2)
+    assert data["mode"] == "keywords" and data["searched"] == 8
+    assert data["results"][0]["name"] == GL_PIPES and len(data["results"]) <= 2
+    assert data["results"][0]["server"] == "gitlab" and data["results"][0]["score"] > 0
+    text = format_search(data)
+    assert text.startswith(f" 1. {GL_PIPES}  ") and " score " in text.splitlines()[0]
+    assert "\n    List pipelines on gitlab.\n" in text and text.endswith("(8 tools searched)")
+
+    selected = search_catalog(tools, "select:create_issue,nope", 1)
+    assert [r["name"] for r in selected["results"]] == [GH_CREATE, GL_CREATE]
+    assert selected["missing"] == ["nope"]
+    assert "selected" in format_search(selected) and "Not found: nope" in format_search(selected)
+
+    none = search_catalog(tools, "kubernetes", 5)
+    assert none["results"] == [] and format_search(none).startswith("No MCP tools matched")

@@ -53,7 +53,9 @@ __all__ = [
     "LazyToolbox",
     "McpDoc",
     "deferred_paragraph",
+    "format_search",
     "index_tools",
+    "search_catalog",
 ]
 
 MANIFEST_BUDGET_TOKENS = 1_000
@@ -511,3 +513,57 @@ def _no_match(
         for name, close in missing
     ]
     return "\n".join([lines[0], *body, lines[-1]])
+
+
+# ---------------------------------------------------------------------------- mcp search
+
+
+def search_catalog(tools: Sequence[Tool], query: str, limit: int) -> dict[str, Any]:
+    """Rank ``tools`` for ``query`` as ToolSearch would, activating nothing.
+
+    Returns JSON-ready data: ``results`` (best first, each with ``name``, ``server``,
+    ``tool``, ``score`` and ``description``), ``missing`` (``select:`` names that matched
+    nothing), ``searched`` (the catalog size) and, when nothing matched, ``no_match`` (the
+    text ToolSearch would answer with).
+    """
+    from caliban.mcp.search import format_no_match
+
+    index = index_tools(tools)
+    result = index.search(query, limit)
+    data: dict[str, Any] = {
+        "query": query,
+        "mode": result.mode,
+        "searched": len(index),
+        "results": [
+            {
+                "name": hit.doc.name,
+                "server": hit.doc.server,
+                "tool": hit.doc.tool,
+                "score": round(hit.score, 3),
+                "description": hit.doc.description,
+            }
+            for hit in result.hits
+        ],
+        "missing": list(result.missing_names),
+    }
+    if not result.hits:
+        data["no_match"] = format_no_match(query, index)
+    return data
+
+
+def format_search(data: Mapping[str, Any]) -> str:
+    """:func:`search_catalog`'s data as text: one numbered hit a line, its description under."""
+    if not data["results"]:
+        return str(data.get("no_match") or f"No MCP tools matched '{data['query']}'.")
+    lines = []
+    width = max(len(hit["name"]) for hit in data["results"])
+    for rank, hit in enumerate(data["results"], start=1):
+        score = f"score {hit['score']:.2f}" if data["mode"] == "keywords" else "selected"
+        lines.append(f"{rank:>2}. {hit['name'].ljust(width)}  {score}")
+        summary = (hit["description"].strip().splitlines() or [""])[0]
+        if summary:
+            lines.append(f"    {summary[:200]}")
+    for name in data["missing"]:
+        lines.append(f"Not found: {name}")
+    lines.append(f"({data['searched']} tools searched)")
+    return "\n".join(lines)

@@ -1,0 +1,168 @@
+"""Lazy MCP loading end to end: the real ``caliban`` executable, the real SDKs, the fake model
+server and the 40-tool stdio catalog server configured in a project's ``.caliban/mcp.toml``.
+
+For both providers: turn 1 carries ToolSearch and the deferred paragraph but no catalog tool;
+the model searches; turn 2 carries the found tool's schema; the model calls it; the result
+flows back. With ``lazy_mcp = false`` every catalog tool is sent and nothing is added.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_model_server import FakeModelServer
+
+pytestmark = pytest.mark.slow
+PROVIDERS = ["anthropic", "openai"]
+SERVERS = Path(__file__).parent / "mcp_servers"
+GET_ISSUE = "mcp__catalog__get_issue"
+
+
+def configure(project: Path, *, lazy: bool | None) -> None:
+    (project / ".caliban" / "mcp.toml").write_text(
+        "[server.catalog]\n"
+        f"command = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(str(SERVERS / 'catalog_server.py'))}]\n"
+    )
+    if lazy is not None:
+        config = f"[tools]\nlazy_mcp = {'true' if lazy else 'false'}\n"
+        (project / ".caliban" / "config.toml").write_text(config)
+
+
+def caliban(
+    *args: str, cwd: Path, server: FakeModelServer | None = None, provider: str = "anthropic"
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    if server is not None and provider == "anthropic":
+        env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.anthropic_base_url)
+    elif server is not None:
+        env.update(OPENAI_API_KEY="test-key", OPENAI_BASE_URL=server.openai_base_url)
+    return subprocess.run(
+        [sys.executable, "-m", "caliban", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def tools_sent(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Tool name → JSON Schema, in the order sent (Anthropic or OpenAI shape)."""
+    out = {}
+    for tool in body.get("tools", []):
+        if "function" in tool:
+            out[tool["function"]["name"]] = tool["function"]["parameters"]
+        else:
+            out[tool["name"]] = tool["input_schema"]
+    return out
+
+
+def system_sent(body: dict[str, Any]) -> str:
+    if "system" in body:
+        return "".join(block["text"] for block in body["system"])
+    first = body["messages"][0]
+    return str(first["content"]) if first["role"] == "system" else ""
+
+
+def catalog_schema(tool: str) -> dict[str, Any]:
+    sys.path.insert(0, str(SERVERS))
+    try:
+        from catalog_server import CATALOG
+    finally:
+        sys.path.remove(str(SERVERS))
+    return next(t["inputSchema"] for t in CATALOG if t["name"] == tool)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_search_then_call_a_deferred_tool(
+    fake_model_server: FakeModelServer, provider: str, project: Path
+) -> None:
+    configure(project, lazy=True)
+    fake_model_server.add(
+        {
+            "text": "Let me find a tool.",
+            "tool_calls": [
+                {"name": "ToolSearch", "arguments": {"query": "fetch one issue with its comments"}}
+            ],
+        },
+        {"tool_calls": [{"name": GET_ISSUE, "arguments": {"issue": "PLAT-7"}}]},
+        {"text": "PLAT-7 is open."},
+    )
+    done = caliban(
+        "-p",
+        "--output-format",
+        "json",
+        "--allowed-tools",
+        "mcp__catalog",
+        "what is PLAT-7?",
+        cwd=project,
+        server=fake_model_server,
+        provider=provider,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["result"] == "PLAT-7 is open." and result["num_turns"] == 3
+
+    first, second, third = (r.body for r in fake_model_server.requests)
+    offered = tools_sent(first)
+    assert "ToolSearch" in offered and not [n for n in offered if n.startswith("mcp__")]
+    system = system_sent(first)
+    assert "# Deferred MCP tools\n40 more MCP tools from 1 server are available" in system
+    assert "- catalog (40): create_issue, get_issue, search_issues" in system
+
+    found = json.dumps(second["messages"][-1])
+    assert f"{GET_ISSUE} (newly activated)" in found
+    assert tools_sent(second)[GET_ISSUE] == catalog_schema("get_issue")
+    activated = found.count("(newly activated)")
+    assert f"{40 - activated} more MCP tools" in system_sent(second)
+    assert len([n for n in tools_sent(second) if n.startswith("mcp__")]) == activated
+
+    answer = json.dumps(third["messages"][-1])
+    assert '\\"tool\\": \\"get_issue\\"' in answer and "PLAT-7" in answer
+    assert list(tools_sent(third)) == list(tools_sent(second))
+
+    context = result["context"]["mcp"]
+    assert context["lazy"] is True and GET_ISSUE in context["active"]
+    assert context["deferred_tools"] == 40 - len(context["active"])
+    assert context["saved_percent"] > 50
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_lazy_off_sends_every_tool_and_no_paragraph(
+    fake_model_server: FakeModelServer, provider: str, project: Path
+) -> None:
+    from caliban.paths import project_root
+    from caliban.prompts import system_prompt
+
+    configure(project, lazy=False)
+    fake_model_server.add({"text": "eager"})
+    eager = caliban("-p", "hi", cwd=project, server=fake_model_server, provider=provider)
+    assert eager.returncode == 0, eager.stderr
+    [body] = (r.body for r in fake_model_server.requests)
+    sent = list(tools_sent(body))
+    assert "ToolSearch" not in sent and len(sent) > 40
+    assert all(not n.startswith("mcp__") for n in sent[:-40])
+    assert all(n.startswith("mcp__catalog__") for n in sent[-40:])
+    assert tools_sent(body)[GET_ISSUE] == catalog_schema("get_issue")
+    assert system_sent(body) == system_prompt(project, project_root(project))
+
+
+def test_mcp_search_command(project: Path) -> None:
+    configure(project, lazy=None)
+    found = caliban("mcp", "search", "run a sql query against the analytics db", cwd=project)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.splitlines()[0].startswith(" 1. mcp__catalog__run_sql_query ")
+    assert found.stdout.rstrip().endswith("(40 tools searched)")
+
+    missing = caliban("mcp", "search", "kubernetes", "--json", cwd=project)
+    assert missing.returncode == 1
+    data = json.loads(missing.stdout)
+    assert data["results"] == [] and data["searched"] == 40
+    assert data["no_match"].startswith("No MCP tools matched 'kubernetes'.")
