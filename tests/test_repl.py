@@ -47,6 +47,7 @@ ALT_ENTER = "\x1b\r"
 CTRL_C = "\x03"
 CTRL_D = "\x04"
 MODEL = "claude-sonnet-4-5"
+LAZY = {"tools": {"lazy_mcp": True}}
 
 
 @dataclass
@@ -92,8 +93,8 @@ async def harness(
     renderer = Renderer(console, cwd=cwd)
     approver = TerminalApprover(console, cwd=cwd)
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        session_args.setdefault("settings", Settings())
         session = Session(
-            settings=Settings(),
             provider=provider,
             model=MODEL,
             system_prompt="You are a test.",
@@ -398,6 +399,18 @@ async def test_toolbar_shows_model_context_and_cost(project: Path) -> None:
         assert toolbar_text(h.session) == f"{MODEL} · ctx 0/200k · $0.0000"
         await h.run("hi" + ENTER + CTRL_D)
         assert toolbar_text(h.session) == f"{MODEL} · ctx 50k/200k (25%) · $0.1515"
+
+
+async def test_lazy_mcp_shows_in_the_toolbar_and_context_and_clear_resets_it(
+    project: Path,
+) -> None:
+    async with harness([], project, settings=Settings.model_validate(LAZY)) as h:
+        assert h.session.activation is not None
+        h.session.activation.activate(["mcp__docs__search", "mcp__github__list_issues"])
+        assert " · MCP 2/24 · " in toolbar_text(h.session)
+        await h.run("/context" + ENTER + "/clear" + ENTER + CTRL_D)
+        assert " · MCP 0/24 · " in toolbar_text(h.session)
+    assert "MCP active: 2/24 (mcp__docs__search, mcp__github__list_issues)" in h.lines
 
 
 async def test_history_is_saved_in_the_state_dir(project: Path, isolated_dirs: Path) -> None:

@@ -406,8 +406,7 @@ class Repl:
         self.console.print(title)
         self.console.print(
             Text(
-                "  /help for commands · @path attaches a file · Alt-Enter for a new line · "
-                "Ctrl-C interrupts · Ctrl-D exits",
+                "  /help for commands · @ attaches files · Ctrl-C interrupts · Ctrl-D exits",
                 style="dim",
             )
         )

@@ -149,42 +149,65 @@ async def _clear(ctx: CommandContext, arg: str) -> None:
 @command("context", "Show what fills the context window")
 async def _context(ctx: CommandContext, arg: str) -> None:
     report = context_report(ctx.session)
-    window = report.window
-    used = sum(n for _, n in report.categories)
+    window = max(1, report.window)
+    used = report.total
+
+    def share(n: int) -> str:
+        return f"{n * 100 / window:.1f}%"
+
     colors = ("cyan", "magenta", "blue", "green", "yellow", "red")
     width = 50
     bar = Text()
     for (_, tokens), color in zip(report.categories, colors, strict=False):
-        cells = math.ceil(tokens * width / window)  # a category that is there shows
-        bar.append("█" * cells, style=color)
+        bar.append("█" * math.ceil(tokens * width / window), style=color)  # present: visible
     bar.append("░" * max(0, width - len(bar.plain)), style="dim")
-    estimated = "~" if report.estimated else ""
-    title = Text(f"Context {estimated}{format_tokens(used)}/{format_tokens(window)} tokens ")
-    title.append(f"({used * 100 / window:.1f}%)", style="dim")
+    title = Text(f"Context ~{format_tokens(used)}/{format_tokens(window)} tokens ")
+    title.append(f"({share(used)}) for {report.model}", style="dim")
     ctx.console.print(title)
     ctx.console.print(bar)
     table = Table.grid(padding=(0, 2))
-    table.add_column()
-    table.add_column()
-    table.add_column(justify="right")
-    table.add_column(justify="right", style="dim")
+    for justify in ("left", "left", "right", "right", "left"):
+        table.add_column(justify=justify)
+    notes = {
+        "System prompt": report.deferred_paragraph_tokens
+        and f"deferred paragraph {format_tokens(report.deferred_paragraph_tokens)}",
+        "Built-in tools": report.tool_search_tokens
+        and f"ToolSearch {format_tokens(report.tool_search_tokens)}",
+    }
     for (label, tokens), color in zip(report.categories, colors, strict=False):
-        table.add_row(
-            Text("█", style=color), label, format_tokens(tokens), f"{tokens * 100 / window:.1f}%"
-        )
+        note = Text(notes.get(label) or "", style="dim")
+        table.add_row(Text("█", style=color), label, format_tokens(tokens), share(tokens), note)
     free = max(0, window - used)
-    table.add_row(
-        Text("░", style="dim"), "Free space", format_tokens(free), f"{free * 100 / window:.1f}%"
-    )
+    table.add_row(Text("░", style="dim"), "Free space", format_tokens(free), share(free), "")
     ctx.console.print(table)
     if report.estimated:
         ctx.console.print(_dim("Estimated offline (about 4 characters a token)."))
     if report.measured is not None:
         measured = format_tokens(report.measured)
         ctx.console.print(_dim(f"Last request, as reported by the provider: {measured} tokens."))
-    if (activation := report.activation) is not None:
-        names = ", ".join(activation.active) or "none"
-        ctx.console.print(f"MCP active: {len(activation.active)}/{activation.cap} ({names})")
+    if report.lazy:
+        names = ", ".join(report.active) or "none"
+        ctx.console.print(f"MCP active: {len(report.active)}/{report.cap} ({names})")
+        servers = report.deferred_servers
+        ctx.console.print(
+            f"MCP deferred: {report.deferred_tools} tools on {servers} "
+            f"server{'s' if servers != 1 else ''} (ToolSearch finds them)"
+        )
+        saved = report.saved_percent
+        verdict = f"{math.floor(saved)}% saved" if saved >= 0 else "more than sending them all"
+        ctx.console.print(
+            _dim(
+                f"MCP tool definitions: {format_tokens(report.eager_mcp_tokens)} if sent "
+                f"eagerly, {format_tokens(report.lazy_mcp_tokens)} in this request: {verdict}"
+            )
+        )
+    elif report.mcp_tools_total:
+        ctx.console.print(
+            _dim(
+                f"MCP tools: {report.mcp_tools_total}, all sent with every request; "
+                "tools.lazy_mcp = true keeps them off the wire until ToolSearch finds them."
+            )
+        )
 
 
 @command("model", "Show or switch the model", usage="[name]")

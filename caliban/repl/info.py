@@ -12,18 +12,15 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from caliban.messages import ImagePart, Message, TextPart, ToolCall, ToolResult
 from caliban.pricing import cost_usd
-from caliban.tokens import estimate_json_tokens, estimate_tokens
 
 if TYPE_CHECKING:
     from caliban.agents import AgentDefinition
+    from caliban.context import ContextReport
     from caliban.mcp.cli import StatusRow
     from caliban.session import Session
 
 DEFAULT_CONTEXT_WINDOW = 200_000
-IMAGE_TOKENS = 1_600
-"""Rough tokens for one image (Anthropic bills ~1.15 megapixels at about this much)."""
 
 
 def format_tokens(n: int) -> str:
@@ -84,12 +81,11 @@ class Activation:
 
 
 def mcp_activation(session: Session) -> Activation | None:
-    """The lazy-MCP activation set, or ``None`` when lazy loading is off for this session."""
-    holder: Any = getattr(session, "activation", None)
-    if holder is None or not getattr(session, "lazy", True):
+    """The lazy-MCP activation set, or ``None`` while lazy loading is off."""
+    if session.activation is None or not session.lazy:
         return None
-    current = holder.get() if callable(getattr(holder, "get", None)) else holder
-    return Activation(active=tuple(current.names), cap=int(current.cap))
+    current = session.activation.get()
+    return Activation(active=current.names(), cap=current.cap)
 
 
 def offered_and_deferred(session: Session) -> tuple[list[Any], int]:
@@ -102,78 +98,9 @@ def offered_and_deferred(session: Session) -> tuple[list[Any], int]:
 # ---------------------------------------------------------------------------- /context
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ContextReport:
-    categories: tuple[tuple[str, int], ...]
-    """(label, tokens), in display order; free space is not a category."""
-    window: int
-    measured: int | None
-    """Context tokens the provider reported at the latest request, if any."""
-    estimated: bool
-    activation: Activation | None = None
-
-
 def context_report(session: Session) -> ContextReport:
-    """What fills the context window.
-
-    A session that can measure this itself (``session.context_report()``, with
-    ``categories``, ``window`` and optionally ``measured``) is asked first; otherwise the
-    parts are estimated offline with :mod:`caliban.tokens`.
-    """
-    own = getattr(session, "context_report", None)
-    if callable(own):
-        report: Any = own()
-        return ContextReport(
-            categories=tuple((str(label), int(n)) for label, n in report.categories),
-            window=int(report.window),
-            measured=getattr(report, "measured", None),
-            estimated=bool(getattr(report, "estimated", False)),
-            activation=mcp_activation(session),
-        )
-    toolbox = session.toolbox()
-    system = session.system_prompt
-    if addendum := toolbox.system_addendum():
-        system = f"{system}\n\n{addendum}"
-    builtin = mcp = 0
-    for tool in toolbox.offered():
-        tokens = estimate_json_tokens(tool.spec.as_dict())
-        if tool.kind == "mcp":
-            mcp += tokens
-        else:
-            builtin += tokens
-    categories = [
-        ("System prompt", estimate_tokens(system)),
-        ("Built-in tools", builtin),
-        ("MCP tools", mcp),
-        ("Messages", sum(message_tokens(m) for m in session.conversation.messages)),
-    ]
-    return ContextReport(
-        categories=tuple(categories),
-        window=context_window(session),
-        measured=context_used(session),
-        estimated=True,
-        activation=mcp_activation(session),
-    )
-
-
-def message_tokens(message: Message) -> int:
-    """An offline estimate of one message's tokens."""
-    total = 0
-    for part in message.parts:
-        match part:
-            case TextPart(text=text):
-                total += estimate_tokens(text)
-            case ToolCall(name=name, arguments=arguments):
-                total += estimate_tokens(name) + estimate_json_tokens(dict(arguments))
-            case ToolResult(content=content):
-                for item in content:
-                    if isinstance(item, TextPart):
-                        total += estimate_tokens(item.text)
-                    else:
-                        total += IMAGE_TOKENS
-            case ImagePart():
-                total += IMAGE_TOKENS
-    return total
+    """What fills the context window of the next request (``caliban.context``)."""
+    return session.context_report()
 
 
 # ---------------------------------------------------------------------------- /config, /agents
