@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from prompt_toolkit.application import create_app_session
+from prompt_toolkit.application import create_app_session, get_app_session
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import InMemoryHistory
@@ -30,7 +30,7 @@ from caliban.config import Settings, load_config
 from caliban.messages import TextPart, Usage
 from caliban.permissions import PermissionPolicy, make_authorize
 from caliban.providers.scripted import HANG, ScriptedProvider, reply, tool_call
-from caliban.repl.app import Repl, run_interactive
+from caliban.repl.app import Repl, run_interactive, run_repl
 from caliban.repl.approve import TerminalApprover
 from caliban.repl.commands import COMMANDS, parse_command
 from caliban.repl.complete import ReplCompleter
@@ -171,6 +171,69 @@ async def test_provider_error_is_shown_and_the_session_goes_on(project: Path) ->
         await h.run("hi" + ENTER + "again" + ENTER + CTRL_D)
     assert "● invalid x-api-key: check ANTHROPIC_API_KEY" in h.lines
     assert h.lines[-1] == "● Back."
+
+
+# ---------------------------------------------------------------------------- start-up
+
+
+def cli_options(cwd: Path, prompt: str | None = None) -> Any:
+    from caliban.cli import CliOptions
+
+    return CliOptions(
+        prompt=prompt, print_mode=False, output_format="text", model=None, provider=None,
+        max_turns=None, permission_mode=None, allowed_tools=(), disallowed_tools=(),
+        continue_session=False, resume=None, cwd=cwd,
+    )
+
+
+async def test_the_prompt_is_up_before_the_session_opens(project: Path) -> None:
+    gate = anyio.Event()
+    seen: dict[str, bool] = {}
+    provider = ScriptedProvider(["Ready now."])
+
+    @asynccontextmanager
+    async def opener(options: Any, **kwargs: Any) -> AsyncIterator[Session]:
+        app = get_app_session().app
+        seen["prompt_up"] = app is not None and app.is_running
+        await gate.wait()
+        yield Session(
+            settings=Settings(), provider=provider, model=MODEL, system_prompt="t",
+            env=ToolEnv(cwd=project, project_root=project), tools=[],
+            listeners=list(kwargs["listeners"]),
+        )
+
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=False, color_system=None)
+    with create_pipe_input() as pipe:
+        pipe.send_text("early question" + ENTER)
+        task = asyncio.ensure_future(
+            run_repl(cli_options(project), console=console, input=pipe, output=DummyOutput(),
+                     history=InMemoryHistory(), opener=opener)
+        )
+        await wait_until(lambda: "prompt_up" in seen)
+        assert provider.requests == []  # the typed prompt waits for the session
+        gate.set()
+        await wait_until(lambda: "Ready now." in out.getvalue())
+        pipe.send_text(CTRL_D)
+        with anyio.fail_after(5):
+            assert await task == 0
+    assert seen["prompt_up"]
+    assert [m.text for m in provider.requests[0].messages] == ["early question"]
+
+
+async def test_a_config_error_at_start_up_leaves_the_prompt_and_is_raised(project: Path) -> None:
+    from caliban.config import ConfigError
+
+    @asynccontextmanager
+    async def opener(options: Any, **kwargs: Any) -> AsyncIterator[Session]:
+        raise ConfigError("no API key: set ANTHROPIC_API_KEY")
+        yield  # pragma: no cover
+
+    console = Console(file=io.StringIO(), width=100, force_terminal=False, color_system=None)
+    with create_pipe_input() as pipe, pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
+        with anyio.fail_after(5):
+            await run_repl(cli_options(project), console=console, input=pipe,
+                           output=DummyOutput(), history=InMemoryHistory(), opener=opener)
 
 
 # ---------------------------------------------------------------------------- Ctrl-C
@@ -424,13 +487,6 @@ async def test_history_is_saved_in_the_state_dir(project: Path, isolated_dirs: P
 def test_without_a_terminal_it_says_to_use_p(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from caliban.cli import CliOptions
-
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    options = CliOptions(
-        prompt=None, print_mode=False, output_format="text", model=None, provider=None,
-        max_turns=None, permission_mode=None, allowed_tools=(), disallowed_tools=(),
-        continue_session=False, resume=None, cwd=project,
-    )
-    assert run_interactive(options) == 2
+    assert run_interactive(cli_options(project)) == 2
     assert "caliban -p" in capsys.readouterr().err

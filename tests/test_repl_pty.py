@@ -1,0 +1,111 @@
+"""The real ``caliban`` executable in a pseudo-terminal, against the fake model server.
+
+What a user does in a terminal: type a prompt and see the streamed answer, approve a
+command, run ``/context``, interrupt a long answer with Ctrl-C and carry on, leave with
+Ctrl-D.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pexpect = pytest.importorskip("pexpect")
+
+pytestmark = pytest.mark.slow
+
+CALIBAN = Path(sys.executable).parent / "caliban"
+WAIT = 30  # seconds; generous for a loaded 2-core CI machine, and never waited in full
+
+
+def spawn(project: Path, server: Any) -> Any:
+    env = {
+        **os.environ,
+        "ANTHROPIC_API_KEY": "test",
+        "ANTHROPIC_BASE_URL": server.url,
+        "TERM": "xterm-256color",
+    }
+    return pexpect.spawn(
+        str(CALIBAN),
+        cwd=str(project),
+        env=env,
+        dimensions=(40, 120),
+        encoding="utf-8",
+        timeout=WAIT,
+    )
+
+
+def expect_prompt(child: Any) -> None:
+    child.expect("─{20}")  # the rule above the input line
+    child.expect(">")
+
+
+def test_a_session_in_a_terminal(project: Path, fake_model_server: Any) -> None:
+    (project / ".git").mkdir()
+    fake_model_server.add(
+        {"text": "Hello from the fake model.", "chunk_delay": 0.01},
+        {
+            "text": "Running it.",
+            "tool_calls": [{"name": "Bash", "arguments": {"command": "echo pty-ok"}}],
+        },
+        {"text": "It printed pty-ok."},
+        {"hang": True, "text": "Once upon a time"},
+        {"text": "Carrying on."},
+    )
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+
+        child.send("say hello\r")
+        child.expect("Hello from the fake model.")
+        expect_prompt(child)
+
+        child.send("run echo\r")
+        child.expect("Do you want to proceed?")
+        child.send("1")
+        child.expect("pty-ok")
+        child.expect("It printed pty-ok.")
+        expect_prompt(child)
+
+        child.send("/context\r")
+        child.expect("Free space")
+        expect_prompt(child)
+
+        child.send("tell me a long story\r")
+        child.expect("Once upon a time")
+        child.sendintr()  # Ctrl-C: SIGINT, the terminal is not in raw mode during a turn
+        child.expect("Interrupted")
+        expect_prompt(child)
+
+        child.send("go on\r")
+        child.expect("Carrying on.")
+        expect_prompt(child)
+
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    history = fake_model_server.bodies[-1]["messages"]
+    assert "Once upon a time" in json.dumps(history[-2])  # the interrupted answer is kept
+    assert "go on" in json.dumps(history[-1])
+
+
+def test_without_a_terminal_caliban_says_to_use_p(project: Path) -> None:
+    import subprocess
+
+    result = subprocess.run(
+        [str(CALIBAN)],
+        cwd=project,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
+    assert result.returncode == 2
+    assert "caliban -p" in result.stderr
