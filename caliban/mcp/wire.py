@@ -33,7 +33,7 @@ from caliban.events import ActivationChanged, AgentEvent
 from caliban.mcp.activation import ActivationCell, McpActivationSet
 from caliban.mcp.tools import split_wire_name
 from caliban.messages import TextPart, ToolSpec
-from caliban.tokens import estimate_tokens
+from caliban.tokens import CHARS_PER_TOKEN_TEXT
 from caliban.tools.base import CallContext, Tool, ToolKind, ToolOutput
 from caliban.tools.toolsearch import (
     MAX_RESULTS,
@@ -63,12 +63,11 @@ MANIFEST_BUDGET_TOKENS = 1_000
 
 PARAGRAPH_HEADER = "# Deferred MCP tools"
 PARAGRAPH = (
-    "{count} more MCP {tools} from {servers} {server_word} {are} available but not loaded: "
-    "{their} definitions are not in your tool list. To use one, first call ToolSearch with "
-    'keywords for the task ("create pull request"), "select:<name>" for exact names, or '
-    '"+word" to require a word. It returns the matching tools with their input schemas and '
-    "loads them; loaded tools stay available for the rest of the session. You can also call "
-    "a deferred tool directly by its full name, mcp__<server>__<tool>."
+    "{count} more MCP {tools} from {servers} {server_word} {are} available but not loaded. To "
+    'use one, call ToolSearch first (keywords for the task, "select:<name>" for exact names, '
+    '"+word" to require a word): it returns the matching tools with their input schemas and '
+    "loads them for the rest of the session. A deferred tool can also be called directly by "
+    "its full name, mcp__<server>__<tool>."
 )
 MANIFEST_INTRO = "Deferred tools by server (server (count): tool names):"
 
@@ -119,59 +118,96 @@ def index_tools(tools: Sequence[Tool]) -> ToolIndex[McpDoc]:
 # ---------------------------------------------------------------------------- the paragraph
 
 
-def _manifest_groups(deferred: Sequence[Tool]) -> list[tuple[str, list[str]]]:
-    groups: dict[str, list[str]] = {}
-    for tool in deferred:
-        parts = split_wire_name(tool.name)
-        server, short = parts if parts else (_server_and_tool(tool)[0] or "?", tool.name)
-        groups.setdefault(server, []).append(short)
-    return list(groups.items())
+class _Group:
+    """One server's deferred tool names, with the sizes the manifest budget needs."""
+
+    __slots__ = ("cumulative", "header", "names", "server")
+
+    def __init__(self, server: str, names: Sequence[str]) -> None:
+        self.server = server
+        self.names = tuple(names)
+        self.header = f"- {server} ({len(self.names)})"
+        # cumulative[k]: characters of ", ".join(names[:k])
+        cumulative = [0]
+        for i, name in enumerate(self.names):
+            cumulative.append(cumulative[-1] + len(name) + (2 if i else 0))
+        self.cumulative = tuple(cumulative)
+
+    def size(self, shown: int) -> int:
+        """Characters of this group's manifest line with at most ``shown`` names."""
+        count = len(self.names)
+        if shown <= 0:
+            return len(self.header)
+        if shown >= count:
+            return len(self.header) + 2 + self.cumulative[count]
+        return len(self.header) + 2 + self.cumulative[shown] + len(f", … and {count - shown} more")
+
+    def line(self, shown: int) -> str:
+        count = len(self.names)
+        if shown <= 0:
+            return self.header
+        if shown >= count:
+            return f"{self.header}: {', '.join(self.names)}"
+        return f"{self.header}: {', '.join(self.names[:shown])}, … and {count - shown} more"
 
 
-def _manifest_lines(groups: Sequence[tuple[str, list[str]]], shown: int) -> list[str]:
-    lines = []
-    for server, names in groups:
-        if len(names) <= shown:
-            lines.append(f"- {server} ({len(names)}): {', '.join(names)}")
-        elif shown == 0:
-            lines.append(f"- {server} ({len(names)})")
-        else:
-            rest = len(names) - shown
-            lines.append(
-                f"- {server} ({len(names)}): {', '.join(names[:shown])}, … and {rest} more"
-            )
-    return lines
+def _groups(tools: Sequence[Tool]) -> list[_Group]:
+    by_server: dict[str, list[str]] = {}
+    for tool in tools:
+        server, short = _manifest_key(tool)
+        by_server.setdefault(server, []).append(short)
+    return [_Group(server, names) for server, names in by_server.items()]
 
 
-def _fits(lines: Sequence[str], budget: int) -> bool:
-    return estimate_tokens("\n".join(lines)) <= budget
+def _manifest_key(tool: Tool) -> tuple[str, str]:
+    """(server, short name) as the model must combine them: ``mcp__<server>__<short>``."""
+    parts = split_wire_name(tool.name)
+    return parts if parts else (_server_and_tool(tool)[0] or "?", tool.name)
 
 
-def _manifest(deferred: Sequence[Tool], budget: int) -> list[str]:
+def _chars(groups: Sequence[_Group], shown: int) -> int:
+    return sum(g.size(shown) for g in groups) + max(len(groups) - 1, 0)
+
+
+def _manifest(groups: Sequence[_Group], budget: int) -> list[str]:
     """Per server its tool count and names; the first names only when over ``budget``."""
-    groups = _manifest_groups(deferred)
-    longest = max((len(names) for _, names in groups), default=0)
-    if _fits(full := _manifest_lines(groups, longest), budget):
-        return full
+    limit = budget * CHARS_PER_TOKEN_TEXT  # estimate_tokens(text) <= budget
+    longest = max((len(g.names) for g in groups), default=0)
     low, high = 0, longest  # the most names per server that fit: binary search
     while low < high:
         mid = (low + high + 1) // 2
-        if _fits(_manifest_lines(groups, mid), budget):
+        if _chars(groups, mid) <= limit:
             low = mid
         else:
             high = mid - 1
-    lines = _manifest_lines(groups, low)
-    if low > 0 or _fits(lines, budget):
-        return lines
+    if low > 0 or _chars(groups, 0) <= limit:
+        return [g.line(low) for g in groups]
     # Too many servers for even their counts: as many as fit, then a summary line.
     kept: list[str] = []
-    for i, line in enumerate(lines):
+    used = 0
+    for i, group in enumerate(groups):
         rest = groups[i:]
-        tail = f"- … and {len(rest)} more servers ({sum(len(n) for _, n in rest)} tools)"
-        if not _fits([*kept, line, tail], budget):
+        tail = f"- … and {len(rest)} more servers ({sum(len(g.names) for g in rest)} tools)"
+        if used + len(group.header) + 1 + len(tail) > limit:
             return [*kept, tail]
-        kept.append(line)
+        kept.append(group.header)
+        used += len(group.header) + 1
     return kept
+
+
+def _paragraph(groups: Sequence[_Group], budget: int) -> str:
+    count = sum(len(g.names) for g in groups)
+    if not count:
+        return ""
+    servers = len(groups)
+    text = PARAGRAPH.format(
+        count=count,
+        tools="tool" if count == 1 else "tools",
+        servers=servers,
+        server_word="server" if servers == 1 else "servers",
+        are="is" if count == 1 else "are",
+    )
+    return "\n".join([PARAGRAPH_HEADER, text, MANIFEST_INTRO, *_manifest(groups, budget)])
 
 
 def deferred_paragraph(deferred: Sequence[Tool], *, budget: int = MANIFEST_BUDGET_TOKENS) -> str:
@@ -181,20 +217,7 @@ def deferred_paragraph(deferred: Sequence[Tool], *, budget: int = MANIFEST_BUDGE
     The manifest (per server: name, tool count, tool names) is kept within about ``budget``
     tokens; beyond it each server lists its first names and "… and N more".
     """
-    if not deferred:
-        return ""
-    manifest = _manifest(deferred, budget)
-    servers = len(_manifest_groups(deferred))
-    count = len(deferred)
-    text = PARAGRAPH.format(
-        count=count,
-        tools="tool" if count == 1 else "tools",
-        servers=servers,
-        server_word="server" if servers == 1 else "servers",
-        are="is" if count == 1 else "are",
-        their="its" if count == 1 else "their",
-    )
-    return "\n".join([PARAGRAPH_HEADER, text, MANIFEST_INTRO, *manifest])
+    return _paragraph(_groups(deferred), budget)
 
 
 # ---------------------------------------------------------------------------- deferred calls
@@ -270,6 +293,39 @@ class _Catalog:
         self.lazy = tuple(lazy)
         self.lazy_by_name = {tool.name: tool for tool in lazy}
         self._index: ToolIndex[McpDoc] | None = None
+        # The manifest of the whole lazy catalog, per server; an activation only refilters
+        # the groups of the few servers whose tools are active.
+        self.groups = _groups(self.lazy)
+        position = {server: i for i, server in enumerate(g.server for g in self.groups)}
+        self.group_of = {tool.name: position[_manifest_key(tool)[0]] for tool in self.lazy}
+        self.short_name = {tool.name: _manifest_key(tool)[1] for tool in self.lazy}
+        self._filtered: dict[tuple[int, frozenset[str]], _Group] = {}
+
+    def paragraph(self, active: Sequence[Tool]) -> str:
+        """The deferred paragraph when ``active`` (lazy tools) are on the wire."""
+        if not active:
+            return _paragraph(self.groups, MANIFEST_BUDGET_TOKENS)
+        hidden: dict[int, set[str]] = {}
+        for tool in active:
+            hidden.setdefault(self.group_of[tool.name], set()).add(self.short_name[tool.name])
+        groups = []
+        for i, group in enumerate(self.groups):
+            if i in hidden:
+                group = self._without(i, frozenset(hidden[i]))
+            if group.names:
+                groups.append(group)
+        return _paragraph(groups, MANIFEST_BUDGET_TOKENS)
+
+    def _without(self, i: int, hidden: frozenset[str]) -> _Group:
+        key = (i, hidden)
+        group = self._filtered.get(key)
+        if group is None:
+            if len(self._filtered) > 512:  # one activation changes one or two groups
+                self._filtered.clear()
+            source = self.groups[i]
+            group = _Group(source.server, [n for n in source.names if n not in hidden])
+            self._filtered[key] = group
+        return group
 
     def index(self) -> ToolIndex[McpDoc]:
         if self._index is None:
@@ -376,18 +432,13 @@ class LazyToolbox:
             return wire
         lazy = catalog.lazy_by_name
         active = tuple(lazy[name] for name in order if name in lazy)
-        if len(active) == len(catalog.lazy):
-            deferred: tuple[Tool, ...] = ()
-        else:
-            on = {tool.name for tool in active}
-            deferred = tuple(tool for tool in catalog.lazy if tool.name not in on)
-        search: tuple[Tool, ...] = (self.tool_search,) if deferred else ()
+        search: tuple[Tool, ...] = (self.tool_search,) if len(active) < len(lazy) else ()
         self._wire = _Wire(
             catalog=catalog,
             order=order,
             offered=(*self.builtins, *search, *catalog.eager, *active),
             active=active,
-            addendum=deferred_paragraph(deferred),
+            addendum=catalog.paragraph(active),
         )
         return self._wire
 

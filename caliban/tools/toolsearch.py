@@ -39,16 +39,10 @@ DEFAULT_MAX_RESULTS = 5
 MAX_RESULTS = 25
 
 DESCRIPTION = """\
-Finds and loads deferred MCP tools. Tools listed under "Deferred MCP tools" in the system \
-prompt are not in your tool list until loaded; call this first to use one.
-
-Query forms:
-- keywords describing the task: "create pull request", "current time in a time zone"
-- "select:name1,name2" loads exact tools by name (full mcp__server__tool or the bare tool name)
-- "+word" requires a word: "+github issue comment"
-
-Returns each match's name, description and input schema. Matches are loaded and stay \
-callable for the rest of the session."""
+Loads deferred MCP tools (listed under "Deferred MCP tools" in the system prompt) so you can \
+call them. Query: keywords for the task ("create pull request"); "select:name1,name2" for exact \
+names (mcp__server__tool or the bare tool name); "+word" to require a word. Returns each \
+match's name, description and input schema; matches stay loaded for the rest of the session."""
 
 
 class ToolSearchInput(BaseModel):
