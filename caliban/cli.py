@@ -6,6 +6,8 @@ import what they need when they run.
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,9 @@ from caliban.sessions_cli import sessions_app
 EXIT_USAGE = 2
 EXIT_CONFIG = 78
 EXIT_INTERRUPTED = 130
+
+_session_ran = False
+"""Set once a session (interactive or -p) has run, so ``main`` may exit fast."""
 
 OutputFormat = Literal["text", "json", "stream-json"]
 PermissionModeName = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
@@ -190,6 +195,8 @@ def root(
         resume=resume,
         cwd=Path.cwd(),
     )
+    global _session_ran
+    _session_ran = True
     if print_mode:
         from caliban.headless import run_headless
 
@@ -342,16 +349,31 @@ def main(argv: list[str] | None = None) -> None:
     if args in (["--version"], ["-V"]):
         print(f"caliban {__version__}")
         return
+    code = _dispatch(args)
+    if _session_ran:
+        # The session closed everything it opened (servers, transcript, HTTP clients).
+        # Skip the interpreter's teardown of the SDKs' modules, which takes ~0.5 s.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def _dispatch(args: list[str]) -> int:
     from caliban.errors import ConfigError, UsageError
 
     try:
         app(args=_normalise_resume(args), prog_name="caliban", standalone_mode=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except ConfigError as exc:
         _err(f"caliban: config error: {exc}")
-        sys.exit(EXIT_CONFIG)
+        return EXIT_CONFIG
     except UsageError as exc:
         _err(f"caliban: {exc}")
-        sys.exit(EXIT_USAGE)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         _err("caliban: interrupted")
-        sys.exit(EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
+    return 0
