@@ -110,7 +110,8 @@ def headless_breakdown() -> None:
                 [
                     python,
                     "-c",
-                    "from pathlib import Path; from caliban.config import load_config; load_config(Path.cwd())",
+                    "from pathlib import Path; from caliban.config import load_config; "
+                    "load_config(Path.cwd())",
                 ]
             ),
         ),

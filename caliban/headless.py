@@ -54,7 +54,15 @@ class HeadlessPrinter:
         self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
         self.out.flush()
 
-    def init(self, *, cwd: str, model: str, tools: list[str], mcp_servers: list[dict[str, str]], permission_mode: str) -> None:
+    def init(
+        self,
+        *,
+        cwd: str,
+        model: str,
+        tools: list[str],
+        mcp_servers: list[dict[str, str]],
+        permission_mode: str,
+    ) -> None:
         if self.output_format == "stream-json":
             self.line(
                 {
@@ -80,7 +88,14 @@ class HeadlessPrinter:
                     "error": event.error,
                 }
                 if self.output_format == "stream-json":
-                    self.line({"type": "system", "subtype": "api_retry", **info, "session_id": self.session_id})
+                    self.line(
+                        {
+                            "type": "system",
+                            "subtype": "api_retry",
+                            **info,
+                            "session_id": self.session_id,
+                        }
+                    )
                 else:
                     self.err.write(
                         f"caliban: API error ({event.error}); attempt {event.attempt} of "
@@ -144,7 +159,10 @@ def run_headless(options: CliOptions) -> int:
     """Entry point for ``caliban -p``; returns the exit code."""
     prompt = read_prompt(options, sys.stdin)
     if prompt is None:
-        print("caliban: -p needs a prompt: pass it as an argument or pipe it on stdin", file=sys.stderr)
+        print(
+            "caliban: -p needs a prompt: pass it as an argument or pipe it on stdin",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     printer = HeadlessPrinter(output_format=options.output_format, out=sys.stdout, err=sys.stderr)
     return asyncio.run(_run(options, prompt, printer))
@@ -208,6 +226,11 @@ def _fail(printer: HeadlessPrinter, session: Any, message: str, subtype: str) ->
     usage = session.conversation.usage if session is not None else Usage()
     model = session.model if session is not None else ""
     turns = sum(1 for m in session.conversation.messages if m.role == "assistant") if session else 0
-    printer.result(subtype=subtype, text="", num_turns=turns, usage=usage, cost=cost_usd(model, usage), extra={"error": message})
-
-
+    printer.result(
+        subtype=subtype,
+        text="",
+        num_turns=turns,
+        usage=usage,
+        cost=cost_usd(model, usage),
+        extra={"error": message},
+    )

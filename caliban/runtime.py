@@ -64,7 +64,9 @@ async def open_session(
 
     loaded = load_config(options.cwd, overrides=cli_overrides(options))
     settings = loaded.settings
-    choice = resolve_provider(settings, provider=options.provider, model=options.model, environ=os.environ)
+    choice = resolve_provider(
+        settings, provider=options.provider, model=options.model, environ=os.environ
+    )
     provider = create_provider(choice)
     warm_up = asyncio.create_task(asyncio.to_thread(provider.warm_up))
 
@@ -150,4 +152,6 @@ def describe_config(loaded: LoadedConfig) -> list[tuple[str, str]]:
     """Effective settings with the file each came from (for ``/config``)."""
     from caliban.config import all_keys, get_value
 
-    return [(f"{key} = {get_value(loaded.settings, key)!r}", loaded.origin(key)) for key in all_keys()]
+    return [
+        (f"{key} = {get_value(loaded.settings, key)!r}", loaded.origin(key)) for key in all_keys()
+    ]

@@ -79,7 +79,7 @@ def check_stream_shapes(objs: list[dict[str, Any]]) -> None:
         assert message["role"] == obj["type"] and "parent_tool_use_id" in obj
         for block in message["content"]:
             assert block["type"] in ("text", "tool_use", "tool_result", "image")
-    assert RESULT_KEYS <= result.keys() and result["type"] == "result"
+    assert result.keys() >= RESULT_KEYS and result["type"] == "result"
     assert result["session_id"] == init["session_id"]
 
 
@@ -96,7 +96,7 @@ def test_text_reply_in_every_format(
 
     as_json = run(fake_model_server, provider, project, "--output-format", "json", "again")
     [result] = lines(as_json.stdout)
-    assert RESULT_KEYS <= result.keys()
+    assert result.keys() >= RESULT_KEYS
     assert (result["subtype"], result["is_error"], result["result"], result["num_turns"]) == (
         "success",
         False,
