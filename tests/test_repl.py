@@ -367,12 +367,33 @@ async def test_config_shows_each_setting_and_its_origin(project: Path) -> None:
     assert rows["model"] == ["(unset)", "default"]
 
 
-async def test_mcp_without_servers_and_resume_and_exit(project: Path) -> None:
+async def test_mcp_without_servers_and_resume_without_sessions_and_exit(project: Path) -> None:
     async with harness([], project) as h:
         code = await h.run("/mcp" + ENTER + "/resume" + ENTER + "/exit" + ENTER)
     assert code == 0
     assert any("No MCP servers in this session" in line for line in h.lines)
-    assert any("caliban --resume" in line for line in h.lines)
+    assert "No saved sessions in this project yet." in h.lines
+
+
+async def test_resume_lists_and_restores_a_saved_session(project: Path) -> None:
+    from caliban.sessions import attach_transcript, close_transcript
+
+    async with harness(["Noted."], project) as h:
+        attach_transcript(h.session)
+        await h.run("remember the number 7" + ENTER + CTRL_D)
+        close_transcript(h.session)
+        saved = h.session.id
+    async with harness(["It was 7."], project) as h:
+        await h.run("/resume" + ENTER + "/resume 1" + ENTER + "which number?" + ENTER + CTRL_D)
+        assert h.session.id == saved
+    listed = [line for line in h.lines if line.startswith("  1. ")]
+    assert listed and listed[0].split()[1] == saved[:8] and "remember the number 7" in listed[0]
+    assert any(line.startswith(f"  ⎿  Resumed session {saved}") for line in h.lines)
+    assert [m.text for m in h.provider.requests[0].messages] == [
+        "remember the number 7",
+        "Noted.",
+        "which number?",
+    ]
 
 
 def test_parse_command() -> None:

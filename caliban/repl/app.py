@@ -117,6 +117,11 @@ async def run_repl(
         )
         host = _SessionHost(options, opener, ready, approver=approver, listener=repl.listener)
         try:
+            if options.resume == "":
+                # The resume picker reads the terminal itself: open the session first.
+                host.start()
+                await asyncio.wait({ready})
+                ready.result()  # a failure (no such session) ends here
             return await repl.run(first_prompt=options.prompt, when_shown=host.start)
         finally:
             await host.close()
@@ -270,6 +275,8 @@ class Repl:
                 when_shown = None
             await self.submit(first_prompt)
         while True:
+            if self._ready.done() and not self._ready.cancelled():
+                self._ready.result()  # the session failed to open: raise why
             pre_run = None
             if when_shown is not None:
                 pre_run = _soon(when_shown)  # after the first draw of the prompt
@@ -346,7 +353,7 @@ class Repl:
 
     def _message(self) -> StyleAndTextTuples:
         width = self.prompt.app.output.get_size().columns
-        return [("class:rule", "─" * max(10, width) + "\n"), ("class:prompt", "> ")]
+        return [("", "\n"), ("class:rule", "─" * max(10, width) + "\n"), ("class:prompt", "> ")]
 
     def _toolbar(self) -> StyleAndTextTuples:
         hint = None

@@ -182,7 +182,7 @@ class TerminalApprover:
             force_terminal=True,
             color_system="truecolor" if system == "truecolor" else "256" if system else None,
         ).print(renderable)
-        return ANSI(buffer.getvalue())
+        return ANSI("\n" + buffer.getvalue())
 
 
 async def choose(options: Sequence[tuple[Choice, str]], *, header: ANSI | None = None) -> Choice:

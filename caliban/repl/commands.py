@@ -61,6 +61,7 @@ COMMANDS: dict[str, Command] = {}
 """Every slash command by name, in registration order (the order ``/help`` shows)."""
 ALIASES: dict[str, str] = {}
 
+RESUME_LIST = 20
 _COMMAND_LINE = re.compile(r"/([A-Za-z][\w-]*)(?:\s+(.*))?", re.DOTALL)
 
 
@@ -327,12 +328,40 @@ async def _cost(ctx: CommandContext, arg: str) -> None:
     ctx.console.print(_dim(f"Model {ctx.session.model} · session {ctx.session.id}"))
 
 
-@command("resume", "Resume an earlier session")
+@command("resume", "Resume an earlier session of this project", usage="[N | ID]")
 async def _resume(ctx: CommandContext, arg: str) -> None:
-    ctx.console.print(
-        "Resuming from inside the REPL is not available yet: exit and run "
-        "`caliban --resume` (or `caliban --continue` for the newest session)."
-    )
+    from caliban.errors import UsageError
+    from caliban.sessions import format_summary, list_sessions, resume_session
+
+    session = ctx.session
+    sessions = list_sessions(session.env.project_root)
+    if not arg:
+        if not sessions:
+            ctx.console.print(_dim("No saved sessions in this project yet."))
+            return
+        for number, summary in enumerate(sessions[:RESUME_LIST], start=1):
+            current = "  (this session)" if summary.id == session.id else ""
+            line = Text(f"{number:>3}. ", style="dim")
+            line.append(summary.id[:8], style="bold")
+            line.append(f"  {format_summary(summary)}{current}")
+            ctx.console.print(line)
+        ctx.console.print(_dim("Resume one with /resume N or /resume ID."))
+        return
+    ref = arg
+    if arg.isdigit() and len(arg) <= 3:
+        if not 1 <= int(arg) <= min(len(sessions), RESUME_LIST):
+            ctx.console.print(Text(f"No session number {arg}: see /resume.", style="yellow"))
+            return
+        ref = sessions[int(arg) - 1].id
+    try:
+        record = await resume_session(session, ref)
+    except UsageError as exc:
+        ctx.console.print(Text(str(exc), style="yellow"))
+        return
+    prompts = (m.text for m in reversed(record.messages) if m.role == "user" and m.text.strip())
+    last_prompt = next(prompts, "")
+    if last_prompt:
+        ctx.console.print(Text(f"> {last_prompt.strip().splitlines()[0][:200]}", style="dim"))
 
 
 @command("exit", "Leave caliban", aliases=("quit",))
