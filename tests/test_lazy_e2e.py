@@ -24,7 +24,7 @@ SERVERS = Path(__file__).parent / "mcp_servers"
 GET_ISSUE = "mcp__catalog__get_issue"
 
 
-def configure(project: Path, *, lazy: bool | None) -> None:
+def configure(project: Path, *, lazy: bool | None, cap: int | None = None) -> None:
     (project / ".caliban" / "mcp.toml").write_text(
         "[server.catalog]\n"
         f"command = {json.dumps(sys.executable)}\n"
@@ -32,6 +32,8 @@ def configure(project: Path, *, lazy: bool | None) -> None:
     )
     if lazy is not None:
         config = f"[tools]\nlazy_mcp = {'true' if lazy else 'false'}\n"
+        if cap is not None:
+            config += f"max_active_schemas = {cap}\n"
         (project / ".caliban" / "config.toml").write_text(config)
 
 
@@ -134,17 +136,22 @@ def test_search_then_call_a_deferred_tool(
     assert context["saved_percent"] > 50
 
 
-@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize(
+    ("provider", "cap"), [("anthropic", None), ("openai", None), ("openai", 0)]
+)
 def test_lazy_off_sends_every_tool_and_no_paragraph(
-    fake_model_server: FakeModelServer, provider: str, project: Path
+    fake_model_server: FakeModelServer, provider: str, cap: int | None, project: Path
 ) -> None:
+    """lazy_mcp = false, or lazy_mcp = true with max_active_schemas = 0 (a warning)."""
     from caliban.paths import project_root
     from caliban.prompts import system_prompt
 
-    configure(project, lazy=False)
+    configure(project, lazy=cap is not None, cap=cap)
     fake_model_server.add({"text": "eager"})
     eager = caliban("-p", "hi", cwd=project, server=fake_model_server, provider=provider)
     assert eager.returncode == 0, eager.stderr
+    warned = "tools.max_active_schemas = 0 turns lazy MCP loading off" in eager.stderr
+    assert warned == (cap == 0)
     [body] = (r.body for r in fake_model_server.requests)
     sent = list(tools_sent(body))
     assert "ToolSearch" not in sent and len(sent) > 40

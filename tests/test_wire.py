@@ -83,6 +83,7 @@ def test_toolsearch_leaves_when_nothing_is_deferred() -> None:
     box.activation.activate([TIME_NOW, TIME_CONVERT])
     assert names(box)[:2] == ["Echo", "Note"] and "ToolSearch" not in names(box)
     assert box.system_addendum() == ""
+    assert "ToolSearch" not in box.names() and len(box.names()) == len(box.offered())
 
 
 def test_only_eager_servers_means_no_toolsearch_and_no_paragraph() -> None:

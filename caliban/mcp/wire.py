@@ -484,8 +484,9 @@ class LazyToolbox:
         return ActivationChanged(activated=(name,), evicted=evicted, active=new.names())
 
     def names(self) -> list[str]:
-        """Every callable name: built-ins, ToolSearch and every allowed MCP tool."""
-        return [*self._by_builtin_name, TOOL_SEARCH_NAME, *self.catalog().by_name]
+        """Every callable name: built-ins, ToolSearch (while offered), every allowed MCP tool."""
+        search = [TOOL_SEARCH_NAME] if self.tool_search in self.offered() else []
+        return [*self._by_builtin_name, *search, *self.catalog().by_name]
 
     # -- ToolSearch
 
