@@ -388,7 +388,9 @@ async def test_resume_lists_and_restores_a_saved_session(project: Path) -> None:
         assert h.session.id == saved
     listed = [line for line in h.lines if line.startswith("  1. ")]
     assert listed and listed[0].split()[1] == saved[:8] and "remember the number 7" in listed[0]
-    assert any(line.startswith(f"  ⎿  Resumed session {saved}") for line in h.lines)
+    resumed = next(i for i, line in enumerate(h.lines) if "Resumed session" in line)
+    assert h.lines[resumed].startswith(f"  ⎿  Resumed session {saved}")
+    assert h.lines[resumed + 1 : resumed + 3] == ["> remember the number 7", "● Noted."]
     assert [m.text for m in h.provider.requests[0].messages] == [
         "remember the number 7",
         "Noted.",

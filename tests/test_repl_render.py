@@ -260,3 +260,26 @@ def test_describe_call(name: str, arguments: dict[str, object], shown: str) -> N
 def test_diff_lines_counts_changes() -> None:
     _, added, removed = diff_lines("a\nb\nc\n", "a\nB\nc\nd\n")
     assert (added, removed) == (2, 1)
+
+
+def test_replay_shows_the_end_of_a_resumed_conversation() -> None:
+    renderer, out = make_renderer()
+    history = []
+    for n in range(1, 5):
+        history += [
+            Message.user(f"question {n}"),
+            Message(role="assistant", parts=(TextPart(text=f"Answer **{n}**."),)),
+        ]
+    history[-1] = Message(
+        role="assistant",
+        parts=(TextPart(text="Checking."), tool_call("Read", {"file_path": "a.py"})),
+    )
+    renderer.replay(history, prompts=2)
+    assert lines(out) == [
+        "  … 4 earlier messages",
+        "> question 3",
+        "● Answer 3.",
+        "> question 4",
+        "● Checking.",
+        "● Read(a.py)",
+    ]

@@ -108,6 +108,7 @@ async def run_repl(
         repl = Repl(
             ready,
             cwd=options.cwd,
+            resumed=options.continue_session or options.resume is not None,
             console=console,
             renderer=renderer,
             approver=approver,
@@ -192,6 +193,7 @@ class Repl:
         session: Session | asyncio.Future[Session],
         *,
         cwd: Path | None = None,
+        resumed: bool = False,
         console: Console,
         renderer: Renderer,
         approver: TerminalApprover | None = None,
@@ -204,6 +206,7 @@ class Repl:
         else:
             self._ready = asyncio.get_running_loop().create_future()
             self._ready.set_result(session)
+        self._resumed = resumed
         self._ready.add_done_callback(self._session_opened)
         self.cwd = cwd if cwd is not None else self._ready.result().cwd
         self._pending_output: set[asyncio.Future[None]] = set()
@@ -242,19 +245,27 @@ class Repl:
         return await asyncio.shield(self._ready)
 
     def _session_opened(self, ready: asyncio.Future[Session]) -> None:
-        if ready.cancelled() or (failure := ready.exception()) is None:
+        if ready.cancelled():
             return
-        if self.prompt.app.is_running:  # e.g. no API key: leave the prompt, report it
-            self.prompt.app.exit(exception=failure)
+        if (failure := ready.exception()) is not None:
+            if self.prompt.app.is_running:  # e.g. no API key: leave the prompt, report it
+                self.prompt.app.exit(exception=failure)
+            return
+        if self._resumed:  # --continue / --resume: show where the conversation was
+            messages = list(ready.result().conversation.messages)
+            self._show(lambda: self.renderer.replay(messages))
 
     def listener(self, event: AgentEvent) -> None:
         """The session's listener: render, above the prompt when one is on the screen
         (a notice from MCP start-up while the user types)."""
+        self._show(lambda: self.renderer(event))
+
+    def _show(self, render: Callable[[], None]) -> None:
         app = get_app_session().app
         if app is None or not app.is_running:
-            self.renderer(event)
+            render()
             return
-        shown = asyncio.ensure_future(run_in_terminal(lambda: self.renderer(event)))
+        shown = asyncio.ensure_future(run_in_terminal(render))
         self._pending_output.add(shown)
         shown.add_done_callback(self._pending_output.discard)
 
@@ -300,7 +311,10 @@ class Repl:
             return
         session = await self.wait_for_session()
         if parse_command(text) is not None:
-            await run_command(text, CommandContext(session=session, console=self.console))
+            context = CommandContext(
+                session=session, console=self.console, replay=self.renderer.replay
+            )
+            await run_command(text, context)
             return
         message, attachments, problems = attach(text, session.cwd)
         for attachment in attachments:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +32,7 @@ from caliban.repl.info import (
 from caliban.tokens import estimate_json_tokens
 
 if TYPE_CHECKING:
+    from caliban.messages import Message
     from caliban.session import Session
 
 
@@ -43,6 +44,8 @@ class ExitRepl(Exception):
 class CommandContext:
     session: Session
     console: Console
+    replay: Callable[[Sequence[Message]], None] | None = None
+    """Shows the end of a conversation (after ``/resume``)."""
 
 
 Handler = Callable[[CommandContext, str], Awaitable[None]]
@@ -354,14 +357,12 @@ async def _resume(ctx: CommandContext, arg: str) -> None:
             return
         ref = sessions[int(arg) - 1].id
     try:
-        record = await resume_session(session, ref)
+        await resume_session(session, ref)
     except UsageError as exc:
         ctx.console.print(Text(str(exc), style="yellow"))
         return
-    prompts = (m.text for m in reversed(record.messages) if m.role == "user" and m.text.strip())
-    last_prompt = next(prompts, "")
-    if last_prompt:
-        ctx.console.print(Text(f"> {last_prompt.strip().splitlines()[0][:200]}", style="dim"))
+    if ctx.replay is not None:
+        ctx.replay(session.conversation.messages)
 
 
 @command("exit", "Leave caliban", aliases=("quit",))

@@ -19,7 +19,7 @@ import functools
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,7 +44,7 @@ from caliban.events import (
     ToolStarted,
     UserPrompt,
 )
-from caliban.messages import ToolCall
+from caliban.messages import Message, ToolCall
 
 if TYPE_CHECKING:
     from rich.markdown import Markdown
@@ -321,6 +321,27 @@ class Renderer:
         self._flush_text()
         message = f"  {ELBOW}  Interrupted · what should caliban do instead?"
         self.console.print(Text(message, style="yellow"))
+
+    def replay(self, messages: Sequence[Message], *, prompts: int = 3) -> None:
+        """Show the end of a resumed conversation: its last ``prompts`` user prompts and
+        what followed each, compactly (text as markdown, tool calls as one line)."""
+        starts = [i for i, m in enumerate(messages) if m.role == "user" and m.text.strip()]
+        if not starts:
+            return
+        first = starts[-prompts] if len(starts) >= prompts else starts[0]
+        if first:
+            self.console.print(Text(f"  … {first} earlier messages", style="dim"))
+        for message in messages[first:]:
+            if message.role == "user":
+                if message.text.strip():
+                    self.console.print()
+                    self.console.print(Text(f"> {shorten(message.text, 200)}", style="dim"))
+                continue
+            if message.text.strip():
+                self.console.print()
+                self.console.print(markdown_block(message.text, first=True))
+            for call in message.tool_calls:
+                self.console.print(Text(f"{BULLET} {describe_call(call, self.cwd)}", style="dim"))
 
     def error(self, text: str) -> None:
         self._flush_text()
