@@ -299,6 +299,7 @@ async def test_help_lists_every_command(project: Path) -> None:
     names += ["resume", "exit"]
     for name in names:
         assert any(line.startswith(f"/{name}") for line in h.lines), name
+    assert any(line.startswith("/model [name]   ") for line in h.lines)  # not eaten as markup
 
 
 async def test_unknown_command(project: Path) -> None:

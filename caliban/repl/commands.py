@@ -126,7 +126,8 @@ async def _help(ctx: CommandContext, arg: str) -> None:
     table.add_column(style="bold")
     table.add_column()
     for cmd in COMMANDS.values():
-        table.add_row(f"/{cmd.name}" + (f" {cmd.usage}" if cmd.usage else ""), cmd.description)
+        usage = f" {cmd.usage}" if cmd.usage else ""
+        table.add_row(Text(f"/{cmd.name}{usage}"), Text(cmd.description))
     ctx.console.print(table)
     ctx.console.print()
     keys = Table.grid(padding=(0, 3))
@@ -140,7 +141,7 @@ async def _help(ctx: CommandContext, arg: str) -> None:
         ("Ctrl-D", "exit"),
         ("Up / Down", "history"),
     ):
-        keys.add_row(key, what)
+        keys.add_row(Text(key), Text(what))
     ctx.console.print(keys)
 
 
@@ -191,11 +192,13 @@ async def _context(ctx: CommandContext, arg: str) -> None:
         ctx.console.print(_dim(f"Last request, as reported by the provider: {measured} tokens."))
     if report.lazy:
         names = ", ".join(report.active) or "none"
-        ctx.console.print(f"MCP active: {len(report.active)}/{report.cap} ({names})")
+        ctx.console.print(Text(f"MCP active: {len(report.active)}/{report.cap} ({names})"))
         servers = report.deferred_servers
         ctx.console.print(
-            f"MCP deferred: {report.deferred_tools} tools on {servers} "
-            f"server{'s' if servers != 1 else ''} (ToolSearch finds them)"
+            Text(
+                f"MCP deferred: {report.deferred_tools} tools on {servers} "
+                f"server{'s' if servers != 1 else ''} (ToolSearch finds them)"
+            )
         )
         saved = report.saved_percent
         verdict = f"{math.floor(saved)}% saved" if saved >= 0 else "more than sending them all"
@@ -262,7 +265,7 @@ async def _mcp(ctx: CommandContext, arg: str) -> None:
     if (activation := mcp_activation(ctx.session)) is not None:
         names = ", ".join(activation.active) or "none"
         count = f"{len(activation.active)}/{activation.cap}"
-        ctx.console.print(f"Lazy loading: {count} active ({names})")
+        ctx.console.print(Text(f"Lazy loading: {count} active ({names})"))
 
 
 @command("tools", "List the tools offered to the model")
@@ -274,7 +277,7 @@ async def _tools(ctx: CommandContext, arg: str) -> None:
     table.add_column("~tokens", justify="right", style="dim")
     for tool in offered:
         tokens = estimate_json_tokens(tool.spec.as_dict())
-        table.add_row(tool.name, tool.kind, format_tokens(tokens))
+        table.add_row(Text(tool.name), tool.kind, format_tokens(tokens))
     ctx.console.print(table)
     summary = f"{len(offered)} tool{'s' if len(offered) != 1 else ''} on the wire"
     if deferred:
@@ -292,7 +295,7 @@ async def _agents(ctx: CommandContext, arg: str) -> None:
     table.add_column("from", style="dim", overflow="fold")
     for agent in agents:
         first = agent.description.strip().splitlines()[0] if agent.description.strip() else ""
-        table.add_row(agent.name, first, _home(agent.source_label))
+        table.add_row(Text(agent.name), Text(first), Text(_home(agent.source_label)))
     ctx.console.print(table)
     for problem in problems:
         ctx.console.print(Text(f"⚠ {problem}", style="yellow"))
@@ -310,7 +313,7 @@ async def _config(ctx: CommandContext, arg: str) -> None:
     table.add_column("value", overflow="fold")
     table.add_column("from", style="dim", overflow="fold")
     for key, value, origin in rows:
-        table.add_row(key, value, _home(origin))
+        table.add_row(key, Text(value), Text(_home(origin)))
     ctx.console.print(table)
     ctx.console.print(_dim("Change with `caliban config set KEY VALUE` (or --global)."))
 
