@@ -595,7 +595,10 @@ class Renderer:
         buffer = self._buffer
         height = max(3, self.console.size.height - 4)
         if buffer.strip():
-            parts.append(_Tail(markdown_block(buffer, first=not self._blocks_printed), height))
+            first = not self._blocks_printed
+            if first:
+                parts.append(Text(""))  # where the blank line before a message will be
+            parts.append(_Tail(markdown_block(buffer, first=first), height))
         status = self._status_text()
         if status is not None:
             if parts:
