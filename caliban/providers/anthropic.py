@@ -12,9 +12,7 @@ earlier conversation from the cache and only the new turn is billed at the full 
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, assert_never
@@ -29,6 +27,7 @@ from caliban.messages import (
     ToolSpec,
     Usage,
 )
+from caliban.providers._sdk import SdkProvider
 from caliban.providers.accumulate import parse_arguments
 from caliban.providers.base import (
     ProviderEvent,
@@ -226,7 +225,7 @@ class MessagesStreamAccumulator:
 # ---------------------------------------------------------------------------- provider
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkProvider["AsyncAnthropic"]):
     """Streams responses from the Anthropic Messages API (or a compatible endpoint)."""
 
     name = "anthropic"
@@ -240,42 +239,24 @@ class AnthropicProvider:
         retry: RetryPolicy = DEFAULT_RETRY,
         timeout: float = 600.0,
     ) -> None:
+        super().__init__()
         self.api_key = api_key
         self.base_url = base_url
         self.key_env = key_env
         self.retry = retry
         self.timeout = timeout
-        self._client: AsyncAnthropic | None = None
-        self._lock = threading.Lock()
 
-    def warm_up(self) -> None:
-        """Import the SDK and create the client now (safe to call from a worker thread)."""
-        self._get_client()
+    def _create_client(self) -> AsyncAnthropic:
+        import anthropic
 
-    async def prepare(self) -> None:
-        """:meth:`warm_up` in a worker thread."""
-        await asyncio.to_thread(self.warm_up)
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections (before the event loop ends); a later request reopens."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            await client.close()
-
-    def _get_client(self) -> AsyncAnthropic:
-        with self._lock:
-            if self._client is None:
-                import anthropic
-
-                self._client = anthropic.AsyncAnthropic(
-                    api_key=self.api_key,
-                    base_url=self.base_url,
-                    max_retries=0,  # we retry ourselves, with events the user sees
-                    timeout=self.timeout,
-                )
-                self._client.messages  # noqa: B018  (imports the resource module now)
-            return self._client
+        client = anthropic.AsyncAnthropic(
+            api_key=self.api_key,
+            base_url=self.base_url,
+            max_retries=0,  # we retry ourselves, with events the user sees
+            timeout=self.timeout,
+        )
+        client.messages  # noqa: B018  (imports the resource module now, off the hot path)
+        return client
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         params = build_params(request)
@@ -289,7 +270,7 @@ class AnthropicProvider:
         )
 
     async def _attempt(self, params: dict[str, Any]) -> AsyncGenerator[ProviderEvent, None]:
-        client = self._get_client()
+        client = self.client()
         accumulator = MessagesStreamAccumulator()
         stream = await client.messages.create(**params, stream=True)
         async with stream:

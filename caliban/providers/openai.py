@@ -19,14 +19,13 @@ Translation notes:
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from caliban.messages import ImagePart, Message, TextPart, ToolResult, ToolSpec, Usage
+from caliban.providers._sdk import SdkProvider
 from caliban.providers.accumulate import ChatStreamAccumulator
 from caliban.providers.base import ProviderEvent, ProviderRequest, ResponseDone
 from caliban.providers.history import normalize
@@ -158,7 +157,7 @@ def estimate_usage(params: Mapping[str, Any], message: Message) -> Usage:
 # ---------------------------------------------------------------------------- provider
 
 
-class OpenAIProvider:
+class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
     """Streams responses from OpenAI or an OpenAI-compatible Chat Completions endpoint."""
 
     name = "openai"
@@ -172,45 +171,27 @@ class OpenAIProvider:
         retry: RetryPolicy = DEFAULT_RETRY,
         timeout: float = 600.0,
     ) -> None:
+        super().__init__()
         self.api_key = api_key
         self.base_url = base_url
         self.key_env = key_env
         self.retry = retry
         self.timeout = timeout
-        self._client: AsyncOpenAI | None = None
         self.token_limit_key = (
             "max_completion_tokens" if is_openai_endpoint(base_url) else "max_tokens"
         )
-        self._lock = threading.Lock()
 
-    def warm_up(self) -> None:
-        """Import the SDK and create the client now (safe to call from a worker thread)."""
-        self._get_client()
+    def _create_client(self) -> AsyncOpenAI:
+        import openai
 
-    async def prepare(self) -> None:
-        """:meth:`warm_up` in a worker thread."""
-        await asyncio.to_thread(self.warm_up)
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections (before the event loop ends); a later request reopens."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            await client.close()
-
-    def _get_client(self) -> AsyncOpenAI:
-        with self._lock:
-            if self._client is None:
-                import openai
-
-                self._client = openai.AsyncOpenAI(
-                    api_key=self.api_key,
-                    base_url=self.base_url,
-                    max_retries=0,  # we retry ourselves, with events the user sees
-                    timeout=self.timeout,
-                )
-                self._client.chat.completions  # noqa: B018  (imports the resource module now)
-            return self._client
+        client = openai.AsyncOpenAI(
+            api_key=self.api_key,
+            base_url=self.base_url,
+            max_retries=0,  # we retry ourselves, with events the user sees
+            timeout=self.timeout,
+        )
+        client.chat.completions  # noqa: B018  (imports the resource module now, off the hot path)
+        return client
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         params = build_params(request, token_limit_key=self.token_limit_key)
@@ -226,7 +207,7 @@ class OpenAIProvider:
     async def _attempt(self, params: dict[str, Any]) -> AsyncGenerator[ProviderEvent, None]:
         import openai
 
-        client = self._get_client()
+        client = self.client()
         accumulator = ChatStreamAccumulator()
         try:
             stream = await client.chat.completions.create(**params)
