@@ -250,11 +250,11 @@ def _target(scope_global: bool) -> Path:
 
 
 def _show(value: Any) -> str:
-    from caliban.config import _toml_value
+    from caliban.config import toml_value
 
     if value is None:
         return "(unset)"
-    return _toml_value(value)
+    return toml_value(value)
 
 
 GlobalFlag = Annotated[

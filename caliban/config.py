@@ -374,13 +374,13 @@ def _edit(path: Path, key: str, value: Any) -> None:
     except ValidationError as exc:
         message = _validation_message(None, exc)
         raise ConfigError(f"not written: {message}") from None
-    if text is None or not _has_comments(text):
+    if text is None or not has_comments(text):
         new_text = tomli_w.dumps(_prune_empty(expected))
         atomic_write_text(path, new_text)
         return
     edited = _edit_preserving_comments(text, key, value)
-    if edited is None or _parse_or_none(edited) != _prune_empty(expected):
-        shown = "" if value is _MISSING else f" = {_toml_value(value)}"
+    if edited is None or parse_toml_or_none(edited) != _prune_empty(expected):
+        shown = "" if value is _MISSING else f" = {toml_value(value)}"
         raise ConfigError(
             f"{path} has comments that caliban would lose by rewriting it, so it was not "
             f"changed. Edit it by hand: {'remove' if value is _MISSING else 'set'} "
@@ -416,18 +416,21 @@ def _prune_empty(data: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _parse_or_none(text: str) -> dict[str, Any] | None:
+def parse_toml_or_none(text: str) -> dict[str, Any] | None:
+    """Parsed TOML, or ``None`` when ``text`` is not valid TOML."""
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return None
 
 
-def _has_comments(text: str) -> bool:
+def has_comments(text: str) -> bool:
+    """Whether rewriting ``text`` with tomli-w could lose a comment (any ``#`` counts)."""
     return any("#" in line for line in text.splitlines())
 
 
-def _toml_value(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """``value`` written as a TOML value (``true``, ``"x"``, ``["a", "b"]``)."""
     return tomli_w.dumps({"v": value}).split("=", 1)[1].strip()
 
 
@@ -448,11 +451,11 @@ def _edit_preserving_comments(text: str, key: str, value: Any) -> str | None:
             comment = re.search(r"\s+#[^\"']*$", old.rstrip("\r\n"))
             ending = "\r\n" if old.endswith("\r\n") else "\n"
             tail = comment.group(0) if comment else ""
-            lines[line_no - 1] = f"{indent}{name} = {_toml_value(value)}{tail}{ending}"
+            lines[line_no - 1] = f"{indent}{name} = {toml_value(value)}{tail}{ending}"
         return "".join(lines)
     if value is _MISSING:
         return None
-    assignment = f"{leaf} = {_toml_value(value)}\n"
+    assignment = f"{leaf} = {toml_value(value)}\n"
     if not tables:
         first_table = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("[")), None)
         index = len(lines) if first_table is None else first_table

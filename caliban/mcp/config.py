@@ -24,7 +24,6 @@ import difflib
 import json
 import os
 import re
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +33,13 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from caliban import paths
-from caliban.config import ConfigError, find_key_line, read_toml
+from caliban.config import (
+    ConfigError,
+    find_key_line,
+    has_comments,
+    parse_toml_or_none,
+    read_toml,
+)
 from caliban.fsutil import atomic_write_text
 
 MCP_FILE = "mcp.toml"
@@ -486,26 +491,15 @@ def _drop_server_blocks(text: str, name: str) -> str:
     return result + "\n" if result and not result.endswith("\n") else result
 
 
-def _parse_or_none(text: str) -> dict[str, Any] | None:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return None
-
-
-def _has_comments(text: str) -> bool:
-    return any("#" in line for line in text.splitlines())
-
-
 def _write_checked(
     path: Path, text: str | None, edited: str | None, expected: dict[str, Any]
 ) -> None:
     """Write ``edited`` if it parses to ``expected``; else rewrite from data when that loses no
     comments; else refuse."""
-    if edited is not None and _parse_or_none(edited) == expected:
+    if edited is not None and parse_toml_or_none(edited) == expected:
         atomic_write_text(path, edited)
         return
-    if text is not None and _has_comments(text):
+    if text is not None and has_comments(text):
         raise ConfigError(
             f"{path}: cannot update this file without losing its comments "
             "(the server is defined in a form caliban does not edit in place); edit it by hand"

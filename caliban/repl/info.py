@@ -111,12 +111,12 @@ def config_rows(session: Session) -> list[tuple[str, str, str]] | None:
     loaded = session.config
     if loaded is None:
         return None
-    from caliban.config import _toml_value, all_keys, get_value
+    from caliban.config import all_keys, get_value, toml_value
 
     rows = []
     for key in all_keys():
         value = get_value(loaded.settings, key)
-        rows.append((key, "(unset)" if value is None else _toml_value(value), loaded.origin(key)))
+        rows.append((key, "(unset)" if value is None else toml_value(value), loaded.origin(key)))
     return rows
 
 
