@@ -122,13 +122,11 @@ async def open_session(
 
 
 def describe_failure(status: ServerStatus) -> str:
-    """One notice for a server that did not start: name, reason, its last stderr lines."""
-    text = f"MCP server '{status.name}' is unavailable: {status.error or status.state}"
-    if status.stderr_tail:
-        text += "\n  stderr: " + "\n          ".join(status.stderr_tail)
-    if status.log_path:
-        text += f"\n  log: {status.log_path}"
-    return text
+    """One notice for a server that did not start: name, reason, its last stderr lines, log."""
+    from caliban.mcp.cli import status_rows
+
+    [row] = status_rows([status])
+    return f"MCP server '{status.name}' is unavailable\n  " + "\n  ".join(row.detail)
 
 
 def session_init_info(session: Session) -> dict[str, Any]:

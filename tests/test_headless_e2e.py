@@ -266,3 +266,23 @@ def test_no_key_no_base_url_exits_78_with_instructions(project: Path) -> None:
     assert result.returncode == 78
     assert "ANTHROPIC_API_KEY" in result.stderr and "base_url" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_dead_mcp_server_is_reported_and_the_run_goes_on(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    servers = Path(__file__).parent / "mcp_servers"
+    (project / ".caliban" / "mcp.toml").write_text(
+        f'[server.broken]\ncommand = "{sys.executable}"\nargs = ["{servers / "exit_at_once.py"}"]\n'
+        f'[server.catalog]\ncommand = "{sys.executable}"\nargs = ["{servers / "catalog_server.py"}"]\n'
+    )
+    fake_model_server.add({"text": "still here"})
+    result = run(fake_model_server, "anthropic", project, "--output-format", "stream-json", "hi")
+    assert result.returncode == 0, result.stderr
+    assert "MCP server 'broken' is unavailable" in result.stderr
+    assert "EXAMPLE_API_TOKEN is not set" in result.stderr  # the server's own stderr tail
+    init = lines(result.stdout)[0]
+    statuses = {s["name"]: s["status"] for s in init["mcp_servers"]}
+    assert statuses == {"broken": "failed", "catalog": "connected"}
+    assert any(name.startswith("mcp__catalog__") for name in init["tools"])
+    assert lines(result.stdout)[-1]["result"] == "still here"
