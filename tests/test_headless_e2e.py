@@ -272,9 +272,12 @@ def test_dead_mcp_server_is_reported_and_the_run_goes_on(
     fake_model_server: FakeModelServer, project: Path
 ) -> None:
     servers = Path(__file__).parent / "mcp_servers"
+    entries = {"broken": "exit_at_once.py", "catalog": "catalog_server.py"}
     (project / ".caliban" / "mcp.toml").write_text(
-        f'[server.broken]\ncommand = "{sys.executable}"\nargs = ["{servers / "exit_at_once.py"}"]\n'
-        f'[server.catalog]\ncommand = "{sys.executable}"\nargs = ["{servers / "catalog_server.py"}"]\n'
+        "".join(
+            f'[server.{name}]\ncommand = "{sys.executable}"\nargs = ["{servers / script}"]\n'
+            for name, script in entries.items()
+        )
     )
     fake_model_server.add({"text": "still here"})
     result = run(fake_model_server, "anthropic", project, "--output-format", "stream-json", "hi")
