@@ -221,6 +221,31 @@ async def test_the_prompt_is_up_before_the_session_opens(project: Path) -> None:
     assert [m.text for m in provider.requests[0].messages] == ["early question"]
 
 
+async def test_a_prompt_on_the_command_line_runs_first(project: Path) -> None:
+    provider = ScriptedProvider(["Answered first."])
+
+    @asynccontextmanager
+    async def opener(options: Any, **kwargs: Any) -> AsyncIterator[Session]:
+        yield Session(
+            settings=Settings(), provider=provider, model=MODEL, system_prompt="t",
+            env=ToolEnv(cwd=project, project_root=project), tools=[],
+            listeners=list(kwargs["listeners"]),
+        )
+
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=False, color_system=None)
+    with create_pipe_input() as pipe:
+        pipe.send_text(CTRL_D)
+        with anyio.fail_after(5):
+            code = await run_repl(
+                cli_options(project, prompt="why is the build red?"), console=console,
+                input=pipe, output=DummyOutput(), history=InMemoryHistory(), opener=opener,
+            )
+    assert code == 0
+    assert provider.requests[0].messages[0].text == "why is the build red?"
+    assert "● Answered first." in out.getvalue()
+
+
 async def test_a_config_error_at_start_up_leaves_the_prompt_and_is_raised(project: Path) -> None:
     from caliban.config import ConfigError
 
