@@ -7,12 +7,12 @@ MCP servers start in their own processes.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from caliban.background import start_in_daemon_thread
 from caliban.cli import CliOptions
 from caliban.config import LoadedConfig, load_config
 from caliban.events import Notice
@@ -24,6 +24,23 @@ from caliban.tools.base import ToolEnv
 if TYPE_CHECKING:
     from caliban.mcp.client import ServerStatus
     from caliban.permissions import Approver
+
+
+def preload() -> None:
+    """Import what :func:`open_session` needs (the MCP SDK among it) ahead of time.
+
+    The REPL calls this in a background thread so the event loop never blocks on imports
+    while the prompt is on screen.
+    """
+    import caliban.agents
+    import caliban.mcp.cli
+    import caliban.mcp.client
+    import caliban.mcp.config
+    import caliban.permissions
+    import caliban.providers.select
+    import caliban.sessions
+    import caliban.tools.agent
+    import caliban.tools.builtin  # noqa: F401
 
 
 def cli_overrides(options: CliOptions) -> dict[str, Any]:
@@ -68,7 +85,7 @@ async def open_session(
         settings, provider=options.provider, model=options.model, environ=os.environ
     )
     provider = create_provider(choice)
-    warm_up = asyncio.create_task(asyncio.to_thread(provider.warm_up))
+    warm_up = start_in_daemon_thread(provider.warm_up, name="caliban-sdk-import")
 
     root = project_root(options.cwd)
     mcp_config = load_mcp_config(options.cwd)

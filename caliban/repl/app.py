@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.text import Text
 
 from caliban import __version__, paths
+from caliban.background import start_in_daemon_thread
 from caliban.cli import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
 from caliban.events import AgentEvent
 from caliban.messages import Message
@@ -79,8 +80,9 @@ Opener = Callable[..., AbstractAsyncContextManager["Session"]]
 
 
 def _import_open_session() -> Opener:
-    from caliban.runtime import open_session
+    from caliban.runtime import open_session, preload
 
+    preload()
     return open_session
 
 
@@ -159,7 +161,7 @@ class _SessionHost:
     ) -> None:
         try:
             if opener is None:
-                opener = await asyncio.to_thread(_import_open_session)
+                opener = await start_in_daemon_thread(_import_open_session, name="caliban-import")
             async with opener(
                 options, approver=approver, listeners=[listener], interactive=True
             ) as session:
