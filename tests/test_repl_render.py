@@ -196,7 +196,11 @@ def test_sub_agent_activity_is_indented_under_its_agent_call() -> None:
     renderer(AssistantDelta(text="thinking out loud", parent_tool_use_id=agent.id))
     renderer(finished(inner, "", summary="2 files", parent=agent.id))
     retry = ApiRetryEvent(
-        attempt=1, max_attempts=4, delay_s=2.0, error="overloaded", status=529,
+        attempt=1,
+        max_attempts=4,
+        delay_s=2.0,
+        error="overloaded",
+        status=529,
         parent_tool_use_id=agent.id,
     )
     renderer(retry)
@@ -282,4 +286,19 @@ def test_replay_shows_the_end_of_a_resumed_conversation() -> None:
         "> question 4",
         "● Checking.",
         "● Read(a.py)",
+    ]
+
+
+def test_activations_from_a_tool_call_show_under_its_result() -> None:
+    renderer, out = make_renderer()
+    search = tool_call("ToolSearch", {"query": "time zone"})
+    renderer(ToolStarted(call=search))
+    renderer(
+        ActivationChanged(activated=("mcp__time__now",), evicted=(), active=("mcp__time__now",))
+    )
+    renderer(finished(search, "found", summary="1 tool"))
+    assert lines(out) == [
+        "● ToolSearch(time zone)",
+        "  ⎿  1 tool",
+        "  ⎿  MCP tools activated: mcp__time__now",
     ]

@@ -301,6 +301,8 @@ class Renderer:
         self._depth: dict[str, int] = {}
         self._header_printed: set[str] = set()
         self._snapshots: dict[str, str | None] = {}
+        self._after_tool: list[tuple[int, str]] = []
+        """Activation notices raised inside a running tool call, shown after its result."""
 
     # -- turn lifecycle, driven by the REPL
 
@@ -398,7 +400,11 @@ class Renderer:
                 text = f"MCP tools activated: {', '.join(event.activated) or 'none'}"
                 if event.evicted:
                     text += f" (evicted {', '.join(event.evicted)})"
-                self._line(depth, f"{ELBOW}  {text}", style="dim")
+                if any(r.depth == depth for r in self._running.values()):
+                    # Activations happen inside a tool call: show them under its line.
+                    self._after_tool.append((depth, text))
+                else:
+                    self._line(depth, f"{ELBOW}  {text}", style="dim")
             case Notice(level=level, text=text):
                 style = {"info": "dim", "warning": "yellow", "error": "red"}[level]
                 mark = {"info": ELBOW, "warning": "⚠", "error": "✗"}[level]
@@ -439,6 +445,12 @@ class Renderer:
         self.console.print(header)
 
     def _tool_finished(self, event: ToolFinished, depth: int) -> None:
+        self._print_tool_result(event, depth)
+        pending, self._after_tool = self._after_tool, []
+        for line_depth, text in pending:
+            self._line(line_depth, f"{ELBOW}  {text}", style="dim")
+
+    def _print_tool_result(self, event: ToolFinished, depth: int) -> None:
         self._flush_text()
         call = event.call
         self._running.pop(call.id, None)
@@ -620,4 +632,3 @@ class Renderer:
         if self._buffer:
             return f"Writing… {hint}"
         return None
-
