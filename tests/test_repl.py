@@ -157,7 +157,7 @@ async def test_at_path_attaches_the_file(project: Path) -> None:
         await h.run("explain @src/app.py please" + ENTER + CTRL_D)
     sent = h.sent(0)
     assert sent.startswith("explain @src/app.py please\n")
-    assert '<file path="src/app.py">\nprint(\'hi\')\n</file>' in sent
+    assert "<file path=\"src/app.py\">\nprint('hi')\n</file>" in sent
     assert "  ⎿  Attached @src/app.py (1 line)" in h.lines
 
 
@@ -180,9 +180,18 @@ def cli_options(cwd: Path, prompt: str | None = None) -> Any:
     from caliban.cli import CliOptions
 
     return CliOptions(
-        prompt=prompt, print_mode=False, output_format="text", model=None, provider=None,
-        max_turns=None, permission_mode=None, allowed_tools=(), disallowed_tools=(),
-        continue_session=False, resume=None, cwd=cwd,
+        prompt=prompt,
+        print_mode=False,
+        output_format="text",
+        model=None,
+        provider=None,
+        max_turns=None,
+        permission_mode=None,
+        allowed_tools=(),
+        disallowed_tools=(),
+        continue_session=False,
+        resume=None,
+        cwd=cwd,
     )
 
 
@@ -197,8 +206,12 @@ async def test_the_prompt_is_up_before_the_session_opens(project: Path) -> None:
         seen["prompt_up"] = app is not None and app.is_running
         await gate.wait()
         yield Session(
-            settings=Settings(), provider=provider, model=MODEL, system_prompt="t",
-            env=ToolEnv(cwd=project, project_root=project), tools=[],
+            settings=Settings(),
+            provider=provider,
+            model=MODEL,
+            system_prompt="t",
+            env=ToolEnv(cwd=project, project_root=project),
+            tools=[],
             listeners=list(kwargs["listeners"]),
         )
 
@@ -207,8 +220,14 @@ async def test_the_prompt_is_up_before_the_session_opens(project: Path) -> None:
     with create_pipe_input() as pipe:
         pipe.send_text("early question" + ENTER)
         task = asyncio.ensure_future(
-            run_repl(cli_options(project), console=console, input=pipe, output=DummyOutput(),
-                     history=InMemoryHistory(), opener=opener)
+            run_repl(
+                cli_options(project),
+                console=console,
+                input=pipe,
+                output=DummyOutput(),
+                history=InMemoryHistory(),
+                opener=opener,
+            )
         )
         await wait_until(lambda: "prompt_up" in seen)
         assert provider.requests == []  # the typed prompt waits for the session
@@ -227,8 +246,12 @@ async def test_a_prompt_on_the_command_line_runs_first(project: Path) -> None:
     @asynccontextmanager
     async def opener(options: Any, **kwargs: Any) -> AsyncIterator[Session]:
         yield Session(
-            settings=Settings(), provider=provider, model=MODEL, system_prompt="t",
-            env=ToolEnv(cwd=project, project_root=project), tools=[],
+            settings=Settings(),
+            provider=provider,
+            model=MODEL,
+            system_prompt="t",
+            env=ToolEnv(cwd=project, project_root=project),
+            tools=[],
             listeners=list(kwargs["listeners"]),
         )
 
@@ -238,8 +261,12 @@ async def test_a_prompt_on_the_command_line_runs_first(project: Path) -> None:
         pipe.send_text(CTRL_D)
         with anyio.fail_after(5):
             code = await run_repl(
-                cli_options(project, prompt="why is the build red?"), console=console,
-                input=pipe, output=DummyOutput(), history=InMemoryHistory(), opener=opener,
+                cli_options(project, prompt="why is the build red?"),
+                console=console,
+                input=pipe,
+                output=DummyOutput(),
+                history=InMemoryHistory(),
+                opener=opener,
             )
     assert code == 0
     assert provider.requests[0].messages[0].text == "why is the build red?"
@@ -257,8 +284,14 @@ async def test_a_config_error_at_start_up_leaves_the_prompt_and_is_raised(projec
     console = Console(file=io.StringIO(), width=100, force_terminal=False, color_system=None)
     with create_pipe_input() as pipe, pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
         with anyio.fail_after(5):
-            await run_repl(cli_options(project), console=console, input=pipe,
-                           output=DummyOutput(), history=InMemoryHistory(), opener=opener)
+            await run_repl(
+                cli_options(project),
+                console=console,
+                input=pipe,
+                output=DummyOutput(),
+                history=InMemoryHistory(),
+                opener=opener,
+            )
 
 
 # ---------------------------------------------------------------------------- Ctrl-C
@@ -539,3 +572,21 @@ def test_without_a_terminal_it_says_to_use_p(
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     assert run_interactive(cli_options(project)) == 2
     assert "caliban -p" in capsys.readouterr().err
+
+
+async def test_agents_lists_name_source_model_tools_and_inheritance(project: Path) -> None:
+    agents = project / ".caliban" / "agents"
+    agents.mkdir()
+    (agents / "reviewer.md").write_text(
+        "---\nname: reviewer\ndescription: Reviews diffs\ntools: Read, Grep\nmodel: small-model\n"
+        "inherit_active_mcp: false\n---\nYou review code.\n"
+    )
+    (agents / "broken.md").write_text("---\nname: broken\n---\nno description\n")
+    async with harness([], project) as h:
+        await h.run("/agents" + ENTER + CTRL_D)
+    header = next(line.split() for line in h.lines if line.strip().startswith("name"))
+    assert header == ["name", "source", "model", "tools", "inherit_active_mcp"]
+    row = next(line.split() for line in h.lines if line.strip().startswith("reviewer"))
+    assert row[2:] == ["small-model", "Read,", "Grep", "false"]
+    assert "reviewer.md" in h.text
+    assert "broken.md" in h.text, h.lines

@@ -288,14 +288,14 @@ async def _tools(ctx: CommandContext, arg: str) -> None:
 
 @command("agents", "List the sub-agents caliban can delegate to")
 async def _agents(ctx: CommandContext, arg: str) -> None:
+    from caliban.agents import AGENT_ROW_HEADERS, agent_rows
+
     agents, problems = agent_definitions(ctx.session)
     table = Table(box=None, padding=(0, 2), show_edge=False)
-    table.add_column("agent", style="bold", no_wrap=True)
-    table.add_column("description", ratio=1)
-    table.add_column("from", style="dim", overflow="fold")
-    for agent in agents:
-        first = agent.description.strip().splitlines()[0] if agent.description.strip() else ""
-        table.add_row(Text(agent.name), Text(first), Text(_home(agent.source_label)))
+    for header in AGENT_ROW_HEADERS:
+        table.add_column(header, overflow="fold", style="bold" if header == "name" else None)
+    for name, source, model, tools, inherit in agent_rows(agents):
+        table.add_row(name, _home(source), model, tools, inherit)
     ctx.console.print(table)
     for problem in problems:
         ctx.console.print(Text(f"⚠ {problem}", style="yellow"))
