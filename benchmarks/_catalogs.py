@@ -9,6 +9,11 @@
 
   after ``npm install @modelcontextprotocol/server-{everything,filesystem,memory}`` in
   ``--npm-dir`` and ``pip install mcp-server-time mcp-server-git`` into ``--venv``.
+* ``extra_tools.json`` is our capture of 20 more public MCP servers (Slack, GitLab, Notion,
+  Playwright, Kubernetes, Sentry, Grafana, Jira/Confluence, Gmail, Google Calendar, Todoist,
+  ...), started with dummy credentials; :func:`large_catalog` adds them to the pooled
+  catalog. Re-capture it with ``python benchmarks/_catalogs.py capture-extra --npm-dir DIR
+  --venv V1 --venv V2`` after installing the packages named in ``_EXTRA_SERVERS``.
 * :func:`synthetic_catalog` makes large, realistic-looking catalogs for latency tests.
 """
 
@@ -32,6 +37,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = REPO_ROOT / "benchmarks"
 EVAL_DIR = REPO_ROOT.parent / "shared" / "eval"
 REFERENCE_TOOLS = BENCH_DIR / "reference_tools.json"
+EXTRA_TOOLS = BENCH_DIR / "extra_tools.json"
+TASK_QUERIES = BENCH_DIR / "queries_tasks.jsonl"
 USER_QUERIES = BENCH_DIR / "queries_user.jsonl"
 
 
@@ -102,6 +109,19 @@ def pooled_catalog(eval_dir: Path) -> list[SearchDoc]:
     return docs
 
 
+def load_extra_tools(path: Path = EXTRA_TOOLS) -> list[SearchDoc]:
+    """The tools of more public MCP servers, from our committed snapshot (``capture-extra``)."""
+    return load_reference_tools(path)
+
+
+def large_catalog(eval_dir: Path) -> list[SearchDoc]:
+    """The pooled catalog plus the extra servers' tools: about 570 real tools on 30 servers."""
+    docs = [*pooled_catalog(eval_dir), *load_extra_tools()]
+    names = [d.name for d in docs]
+    assert len(names) == len(set(names)), "duplicate wire names in the large catalog"
+    return docs
+
+
 @dataclass(frozen=True, kw_only=True)
 class Query:
     """One benchmark query and the tools that count as correct answers.
@@ -149,6 +169,30 @@ def load_user_queries(path: Path = USER_QUERIES, split: str | None = None) -> li
                             text=row["query"],
                             relevant=frozenset(row["gold"]),
                             source="user",
+                            split=row.get("split", "all"),
+                        )
+                    )
+    return out
+
+
+def load_task_queries(path: Path = TASK_QUERIES, split: str | None = None) -> list[Query]:
+    """Task descriptions as a developer types them, for :func:`large_catalog`.
+
+    Each line has ``query``, ``gold`` and ``also_correct`` (both count as relevant) and a
+    ``split``: ``dev`` (tuned on) or ``holdout`` (written before tuning, never tuned on).
+    """
+    out = []
+    with path.open() as f:
+        for line in f:
+            if line.strip():
+                row = json.loads(line)
+                if split is None or row.get("split") == split:
+                    relevant = frozenset([*row["gold"], *row.get("also_correct", [])])
+                    out.append(
+                        Query(
+                            text=row["query"],
+                            relevant=relevant,
+                            source="tasks",
                             split=row.get("split", "all"),
                         )
                     )
@@ -261,11 +305,13 @@ def synthetic_catalog(n: int, seed: int = 0) -> list[SearchDoc]:
 # --- capturing the reference servers' tools ---------------------------------------------------
 
 
-async def _list_tools(command: str, args: Iterable[str]) -> list[dict[str, Any]]:
+async def _list_tools(
+    command: str, args: Iterable[str], env: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
-    params = StdioServerParameters(command=command, args=list(args))
+    params = StdioServerParameters(command=command, args=list(args), env=dict(env) if env else None)
     tools: list[dict[str, Any]] = []
     async with Client(params, read_timeout_seconds=60) as client:
         cursor: str | None = None
@@ -327,9 +373,182 @@ async def capture_reference_tools(npm_dir: Path, venv: Path) -> dict[str, Any]:
     }
 
 
+# server name, package, executable (relative to node_modules/.bin or the venv's bin), args and
+# dummy credentials: servers only check a token when a tool is called, if at all. Tried and
+# left out: server-redis and obsidian-mcp-server (connect at start), @stripe/mcp (a remote
+# proxy), mcp-server-fetch (needs a newer mcp than mcp-server-sqlite; one tool)
+_EXTRA_SERVERS: list[tuple[str, str, str, list[str], dict[str, str]]] = [
+    ("puppeteer", "@modelcontextprotocol/server-puppeteer", "mcp-server-puppeteer", [], {}),
+    (
+        "postgres",
+        "@modelcontextprotocol/server-postgres",
+        "mcp-server-postgres",
+        ["postgresql://localhost/db"],
+        {},
+    ),
+    (
+        "slack",
+        "@modelcontextprotocol/server-slack",
+        "mcp-server-slack",
+        [],
+        {"SLACK_BOT_TOKEN": "xoxb-dummy", "SLACK_TEAM_ID": "T0"},
+    ),
+    (
+        "brave",
+        "@modelcontextprotocol/server-brave-search",
+        "mcp-server-brave-search",
+        [],
+        {"BRAVE_API_KEY": "dummy"},
+    ),
+    (
+        "thinking",
+        "@modelcontextprotocol/server-sequential-thinking",
+        "mcp-server-sequential-thinking",
+        [],
+        {},
+    ),
+    (
+        "gitlab",
+        "@modelcontextprotocol/server-gitlab",
+        "mcp-server-gitlab",
+        [],
+        {"GITLAB_PERSONAL_ACCESS_TOKEN": "dummy"},
+    ),
+    (
+        "maps",
+        "@modelcontextprotocol/server-google-maps",
+        "mcp-server-google-maps",
+        [],
+        {"GOOGLE_MAPS_API_KEY": "dummy"},
+    ),
+    ("notion", "@notionhq/notion-mcp-server", "notion-mcp-server", [], {"NOTION_TOKEN": "d"}),
+    ("context7", "@upstash/context7-mcp", "context7-mcp", [], {}),
+    ("playwright", "@playwright/mcp", "playwright-mcp", [], {}),
+    ("kubernetes", "mcp-server-kubernetes", "mcp-server-kubernetes", [], {}),
+    ("sentry", "@sentry/mcp-server", "sentry-mcp", ["--access-token=dummy"], {}),
+    ("linear", "linear-mcp-server", "linear-mcp-server", [], {"LINEAR_API_KEY": "dummy"}),
+    (
+        "calendar",
+        "@cocal/google-calendar-mcp",
+        "google-calendar-mcp",
+        [],
+        {"GOOGLE_OAUTH_CREDENTIALS": "{scratch}/gcp-oauth.keys.json"},
+    ),
+    (
+        "gmail",
+        "@gongrzhe/server-gmail-autoauth-mcp",
+        "gmail-mcp",
+        [],
+        {
+            "GMAIL_OAUTH_PATH": "{scratch}/gcp-oauth.keys.json",
+            "GMAIL_CREDENTIALS_PATH": "{scratch}/credentials.json",
+        },
+    ),
+    ("todoist", "todoist-mcp", "todoist-mcp", [], {"API_KEY": "dummy"}),
+    (
+        "grafana",
+        "@leval/mcp-grafana",
+        "mcp-grafana",
+        [],
+        {"GRAFANA_URL": "http://localhost:3000", "GRAFANA_API_KEY": "dummy"},
+    ),
+    ("figma", "figma-developer-mcp", "figma-developer-mcp", ["--stdio"], {"FIGMA_API_KEY": "d"}),
+    (
+        "atlassian",
+        "mcp-atlassian",
+        "mcp-atlassian",
+        [],
+        {
+            "JIRA_URL": "https://x.atlassian.net",
+            "JIRA_USERNAME": "a@b.c",
+            "JIRA_API_TOKEN": "d",
+            "CONFLUENCE_URL": "https://x.atlassian.net/wiki",
+            "CONFLUENCE_USERNAME": "a@b.c",
+            "CONFLUENCE_API_TOKEN": "d",
+        },
+    ),
+    ("sqlite", "mcp-server-sqlite", "mcp-server-sqlite", ["--db-path", "{scratch}/x.db"], {}),
+]
+
+
+async def capture_extra_tools(npm_dir: Path, venvs: list[Path]) -> dict[str, Any]:
+    """Tool lists of more public MCP servers (those that list tools without real credentials).
+
+    Python servers are looked up in each of ``venvs`` in turn (mcp-server-sqlite needs an
+    older ``mcp`` than the others). A server that fails to start or list within a minute is
+    reported and skipped.
+    """
+    bin_dir = npm_dir / "node_modules" / ".bin"
+    out = []
+    with tempfile.TemporaryDirectory() as scratch:
+        _write_dummy_oauth_files(Path(scratch))
+        for server, package, exe, args, env in _EXTRA_SERVERS:
+            command = bin_dir / exe
+            argv = [a.format(scratch=scratch) for a in args]
+            if exe.endswith(".js"):
+                command, argv = Path("node"), [str(bin_dir / exe), *argv]
+            elif not command.exists():
+                command = next(
+                    (v / "bin" / exe for v in venvs if (v / "bin" / exe).exists()), command
+                )
+            full_env = {"PATH": os.environ.get("PATH", ""), "HOME": scratch}
+            full_env.update({k: v.format(scratch=scratch) for k, v in env.items()})
+            try:
+                with anyio_fail_after(60):
+                    tools = await _list_tools(str(command), argv, full_env)
+            except Exception as exc:  # report any failure and go on
+                print(f"{server}: skipped ({type(exc).__name__}: {exc})", file=sys.stderr)
+                continue
+            version = next(
+                (
+                    v
+                    for venv in venvs
+                    if (v := _package_version(package, npm_dir, venv)) != "unknown"
+                ),
+                "unknown",
+            )
+            print(f"{server}: {len(tools)} tools ({package} {version})", file=sys.stderr)
+            out.append({"server": server, "package": package, "version": version, "tools": tools})
+    return {
+        "about": "Tool lists of more public MCP servers, captured by benchmarks/_catalogs.py "
+        "capture-extra with the mcp Python SDK client (tools/list over stdio, dummy tokens).",
+        "servers": out,
+    }
+
+
+def _write_dummy_oauth_files(scratch: Path) -> None:
+    """OAuth servers refuse to start without a client file; they never use it to list."""
+    client = {"client_id": "x", "client_secret": "x", "redirect_uris": ["http://localhost"]}
+    (scratch / "gcp-oauth.keys.json").write_text(json.dumps({"installed": client}))
+    (scratch / "credentials.json").write_text(
+        json.dumps({"access_token": "x", "refresh_token": "x", "expiry_date": 9e12})
+    )
+
+
+def _compact_json(data: Mapping[str, Any]) -> str:
+    """One tool per line: small, yet diffs stay readable."""
+
+    def dump(value: object) -> str:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+    servers = []
+    for srv in data["servers"]:
+        head = {k: v for k, v in srv.items() if k != "tools"}
+        tools = ",\n".join(dump(t) for t in srv["tools"])
+        servers.append(dump(head)[:-1] + ',"tools":[\n' + tools + "\n]}")
+    return '{"about":' + dump(data["about"]) + ',"servers":[\n' + ",\n".join(servers) + "\n]}\n"
+
+
+def anyio_fail_after(seconds: float) -> Any:
+    """``anyio.fail_after``, imported late (the benchmarks import this module for data)."""
+    import anyio
+
+    return anyio.fail_after(seconds)
+
+
 def _package_version(package: str, npm_dir: Path, venv: Path) -> str:
-    if package.startswith("@"):
-        meta = npm_dir / "node_modules" / package / "package.json"
+    meta = npm_dir / "node_modules" / package / "package.json"
+    if meta.is_file():
         return str(json.loads(meta.read_text())["version"])
     for dist in (venv / "lib").glob(
         f"python3*/site-packages/{package.replace('-', '_')}-*.dist-info"
@@ -347,10 +566,21 @@ def main() -> None:
     cap.add_argument("--npm-dir", type=Path, default=Path("/tmp/refsrv"))
     cap.add_argument("--venv", type=Path, default=Path("/tmp/refvenv"))
     cap.add_argument("--out", type=Path, default=REFERENCE_TOOLS)
+    extra = sub.add_parser("capture-extra", help="capture extra_tools.json")
+    extra.add_argument("--npm-dir", type=Path, default=Path("/tmp/xsrv"))
+    extra.add_argument(
+        "--venv", type=Path, action="append", help="a venv with Python servers (repeatable)"
+    )
+    extra.add_argument("--out", type=Path, default=EXTRA_TOOLS)
     args = parser.parse_args()
-    if args.command == "capture":
-        data = asyncio.run(capture_reference_tools(args.npm_dir, args.venv))
-        args.out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    if args.command in ("capture", "capture-extra"):
+        if args.command == "capture":
+            data = asyncio.run(capture_reference_tools(args.npm_dir, args.venv))
+            args.out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+        else:
+            venvs = args.venv or [Path("/tmp/xvenv")]
+            data = asyncio.run(capture_extra_tools(args.npm_dir, venvs))
+            args.out.write_text(_compact_json(data))
         print(f"wrote {args.out}", file=sys.stderr)
 
 
