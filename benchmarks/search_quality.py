@@ -3,10 +3,13 @@
 Run: ``python benchmarks/search_quality.py`` (``--misses`` lists the queries ours misses at 5;
 ``--ablations`` measures ranking variants instead).
 
-Catalog: the reference servers + the GitHub server + the MCPToolBench++ tools, pooled.
-Queries: every MCPToolBench++ query, and our own ``queries_user.jsonl`` written in a user's
-words: a ``dev`` split that was looked at while the ranker was tuned and a ``holdout`` split
-that was written before tuning and never tuned on. A query is answered at k if a relevant
+Catalogs: the reference servers + the GitHub server + the MCPToolBench++ tools, pooled (216
+tools); and the large catalog, that pool plus 20 more real servers (``extra_tools.json``, 569
+tools). Queries on the pool: every MCPToolBench++ query, and our own ``queries_user.jsonl``
+written in a user's words. On the large catalog: ``queries_tasks.jsonl``, task descriptions
+as a developer types them. Each of our sets has a ``dev`` split that was looked at while the
+ranker was tuned and a ``holdout`` split that was written before tuning and never tuned on.
+A query is answered at k if a relevant
 tool (gold or also-correct, by bare tool name) is in the top k; recall@10 is the share of a
 query's relevant tools in the top 10. Rankers:
 
@@ -29,7 +32,9 @@ import numpy as np
 from _catalogs import (
     Query,
     eval_dir_or_exit,
+    large_catalog,
     load_mcptoolbench_queries,
+    load_task_queries,
     load_user_queries,
     pooled_catalog,
 )
@@ -121,7 +126,10 @@ def evaluate(rank: Ranker, queries: Sequence[Query]) -> Scores:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--misses", action="store_true", help="list queries ours misses at 5")
+    parser.add_argument("--misses", action="store_true", help="list dev queries ours misses at 5")
+    parser.add_argument(
+        "--holdout-misses", action="store_true", help="with --misses, held-out sets too"
+    )
     parser.add_argument(
         "--ablations", action="store_true", help="hit@5 of ranking variants instead"
     )
@@ -135,16 +143,37 @@ def main() -> None:
         "user dev": load_user_queries(split="dev"),
         "user holdout": load_user_queries(split="holdout"),
     }
+    large = large_catalog(eval_dir)
+    large_sets = {
+        "tasks dev": load_task_queries(split="dev"),
+        "tasks holdout": load_task_queries(split="holdout"),
+    }
+    if args.ablations:
+        ablations(docs, query_sets, large, large_sets)
+        return
+    ours: dict[str, Scores] = {}
+    for catalog, sets in ((docs, query_sets), (large, large_sets)):
+        servers = len({d.server for d in catalog})
+        print(f"\ncatalog: {len(catalog)} tools on {servers} servers")
+        ours |= table(catalog, sets)
+    if args.misses:
+        for set_name, s in ours.items():
+            if set_name.endswith("holdout") and not args.holdout_misses:
+                continue  # tune on dev only
+            print(f"\n{set_name}: {len(s.misses)} misses at 5", file=sys.stderr)
+            for q, got in s.misses:
+                print(
+                    f"  {q.text!r}\n    want {sorted(q.relevant)}\n    got  {got}", file=sys.stderr
+                )
+
+
+def table(docs: Sequence[SearchDoc], query_sets: dict[str, list[Query]]) -> dict[str, Scores]:
+    """Print hit@1, hit@5 and recall@10 of every ranker on every set; return ours."""
     rankers = {
         "toolsearch": toolsearch_ranker(docs),
         "bm25-plain": bm25_plain_ranker(docs),
         "substring": substring_ranker(docs),
     }
-    servers = len({d.server for d in docs})
-    print(f"catalog: {len(docs)} tools on {servers} servers")
-    if args.ablations:
-        ablations(docs, query_sets)
-        return
     print(f"| {'queries':<22} | {'ranker':<10} | hit@1 | hit@5 | recall@10 |")
     print(f"|{'-' * 24}|{'-' * 12}|-------|-------|-----------|")
     ours: dict[str, Scores] = {}
@@ -158,26 +187,30 @@ def main() -> None:
                 f"| {label:<22} | {ranker_name:<10} | {s.hit1:.3f} | {s.hit5:.3f} |"
                 f" {s.recall10:9.3f} |"
             )
-    if args.misses:
-        for set_name, s in ours.items():
-            print(f"\n{set_name}: {len(s.misses)} misses at 5", file=sys.stderr)
-            for q, got in s.misses:
-                print(
-                    f"  {q.text!r}\n    want {sorted(q.relevant)}\n    got  {got}", file=sys.stderr
-                )
+    return ours
 
 
-def ablations(docs: Sequence[SearchDoc], query_sets: dict[str, list[Query]]) -> None:
+def ablations(
+    docs: Sequence[SearchDoc],
+    query_sets: dict[str, list[Query]],
+    large: Sequence[SearchDoc],
+    large_sets: dict[str, list[Query]],
+) -> None:
     """hit@5 (hit@1) of each ranking variant on each query set."""
     names = [n for n in query_sets if n != "user (all)"]
-    print(f"| {'variant':<32} | " + " | ".join(f"{n:<18}" for n in names) + " |")
-    print(f"|{'-' * 34}|" + "|".join("-" * 20 for _ in names) + "|")
+    all_names = [*names, *large_sets]
+    print(f"| {'variant':<32} | " + " | ".join(f"{n:<14}" for n in all_names) + " |")
+    print(f"|{'-' * 34}|" + "|".join("-" * 16 for _ in all_names) + "|")
     for label, params in ABLATIONS.items():
         rank = toolsearch_ranker(docs, params)
+        rank_large = toolsearch_ranker(large, params)
         cells = []
         for n in names:
             s = evaluate(rank, query_sets[n])
-            cells.append(f"{s.hit5:.3f} ({s.hit1:.3f})".ljust(18))
+            cells.append(f"{s.hit5:.3f} ({s.hit1:.3f})".ljust(14))
+        for queries in large_sets.values():
+            s = evaluate(rank_large, queries)
+            cells.append(f"{s.hit5:.3f} ({s.hit1:.3f})".ljust(14))
         print(f"| {label:<32} | " + " | ".join(cells) + " |")
     print("cells: hit@5 (hit@1)")
 
