@@ -21,6 +21,7 @@ from caliban.events import (
     AssistantDelta,
     AssistantMessage,
     HistoryAppended,
+    Notice,
     ToolFinished,
     ToolResultsMessage,
     ToolStarted,
@@ -42,6 +43,10 @@ Authorize = Callable[[Tool, Mapping[str, Any], CallContext], Awaitable[str | Non
 """Returns ``None`` to let a call run, or the reason it was denied (shown to the model)."""
 
 RunSubtype = Literal["success", "error_max_turns", "error_during_execution"]
+CUT_TWICE = (
+    "The answer was cut at the output token limit (max_tokens) again after one continuation; "
+    "it is incomplete."
+)
 CONTINUE_PROMPT = (
     "Your response was cut off at the output token limit. Continue exactly where you stopped."
 )
@@ -125,19 +130,22 @@ class Agent:
         message = Message.user(prompt) if isinstance(prompt, str) else prompt
         self._append(message, UserPrompt(message=message, parent_tool_use_id=self.parent_id))
         usage = Usage()
-        continued = False
+        cut_text: str | None = None  # an answer cut at max_tokens, continued once
         for turn in range(1, self.max_turns + 1):
             response = await self._stream(self.build_request())
             usage += response.usage
             calls = response.message.tool_calls
             if not calls:
-                if response.stop_reason == "max_tokens" and not continued:
-                    continued = True
-                    self._append(Message.user(CONTINUE_PROMPT))
-                    continue
-                return RunResult(
-                    subtype="success", text=response.message.text, num_turns=turn, usage=usage
-                )
+                if response.stop_reason == "max_tokens":
+                    if cut_text is None:
+                        cut_text = response.message.text
+                        self._append(Message.user(CONTINUE_PROMPT))
+                        continue
+                    self.emit(
+                        Notice(level="warning", text=CUT_TWICE, parent_tool_use_id=self.parent_id)
+                    )
+                text = (cut_text or "") + response.message.text
+                return RunResult(subtype="success", text=text, num_turns=turn, usage=usage)
             results = await self._dispatch(calls)
             tool_message = Message(role="user", parts=tuple(results))
             self._append(

@@ -11,9 +11,16 @@ import pytest
 from pydantic import BaseModel
 
 from caliban.agent import Agent, RunResult
-from caliban.events import AgentEvent, ToolFinished, ToolStarted
+from caliban.events import AgentEvent, Notice, ToolFinished, ToolStarted
 from caliban.messages import ToolResult
-from caliban.providers.scripted import HANG, ScriptedProvider, ScriptExhausted, reply, tool_call
+from caliban.providers.scripted import (
+    HANG,
+    CutOff,
+    ScriptedProvider,
+    ScriptExhausted,
+    reply,
+    tool_call,
+)
 from caliban.toolbox import StaticToolbox
 from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput
 
@@ -174,3 +181,19 @@ async def test_cancelling_a_hung_request_keeps_the_session_usable() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert (await agent.run("again")).text == "second answer"
+
+
+async def test_max_tokens_is_continued_once_then_reported() -> None:
+    provider = ScriptedProvider([CutOff("The first half"), " and the rest."])
+    events: list[AgentEvent] = []
+    result = await make_agent(provider, events).run("long answer please")
+    assert result.text == "The first half and the rest." and result.num_turns == 2
+    assert "output token limit" in provider.requests[1].messages[-1].text
+    assert not [e for e in events if isinstance(e, Notice)]
+
+    twice = ScriptedProvider([CutOff("part one"), CutOff(" part two")])
+    events = []
+    result = await make_agent(twice, events).run("longer")
+    assert result.text == "part one part two"
+    [notice] = [e for e in events if isinstance(e, Notice)]
+    assert notice.level == "warning" and "incomplete" in notice.text

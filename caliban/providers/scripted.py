@@ -1,7 +1,8 @@
 """A provider that replays a script: the test double for loop tests.
 
 Each step answers one request: a string (a text reply), a :class:`Message` (usually with
-tool calls, see :func:`tool_call`), a callable that builds the reply from the request, or
+tool calls, see :func:`tool_call`), a :class:`CutOff` (text stopped at max_tokens), a
+callable that builds the reply from the request, or
 :data:`HANG` (never answers, for cancellation tests). Every request is recorded, and a
 request beyond the script fails the test loudly.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from caliban.messages import Message, Part, TextPart, ToolCall, Usage
@@ -30,7 +32,16 @@ class _Hang:
 
 
 HANG: Final = _Hang()
-Step = str | Message | Callable[[ProviderRequest], Message | str] | _Hang
+
+
+@dataclass(frozen=True)
+class CutOff:
+    """A text answer that stops at the output token limit (``stop_reason="max_tokens"``)."""
+
+    text: str
+
+
+Step = str | Message | CutOff | Callable[[ProviderRequest], Message | str] | _Hang
 
 _ids = itertools.count(1)
 
@@ -83,6 +94,9 @@ class ScriptedProvider:
             await asyncio.Event().wait()
             raise AssertionError("unreachable")
         answer = step(request) if callable(step) else step
+        cut = isinstance(answer, CutOff)
+        if isinstance(answer, CutOff):
+            answer = answer.text
         message = reply(answer) if isinstance(answer, str) else answer
         for part in message.parts:
             if isinstance(part, TextPart):
@@ -91,7 +105,7 @@ class ScriptedProvider:
                     await asyncio.sleep(0)
             elif isinstance(part, ToolCall):
                 yield ToolCallStarted(id=part.id, name=part.name)
-        stop: StopReason = "tool_use" if message.tool_calls else "end_turn"
+        stop: StopReason = "max_tokens" if cut else "tool_use" if message.tool_calls else "end_turn"
         yield ResponseDone(message=message, usage=self.usage, stop_reason=stop)
 
 
