@@ -21,9 +21,9 @@ from caliban.events import (
     ToolStarted,
     UserPrompt,
 )
-from caliban.messages import Message, TextPart, ToolResult, Usage
-from caliban.providers.base import ProviderEvent, ProviderRequest, ResponseDone, TextDelta
-from caliban.providers.scripted import HANG, ScriptedProvider, reply, tool_call
+from caliban.messages import Message, TextPart, ToolResult
+from caliban.providers.base import ProviderEvent, ProviderRequest, TextDelta
+from caliban.providers.scripted import HANG, CutOff, ScriptedProvider, reply, tool_call
 from caliban.toolbox import StaticToolbox
 from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput
 
@@ -138,21 +138,9 @@ async def test_cancel_mid_stream_announces_the_partial_reply() -> None:
 async def test_continue_prompt_after_max_tokens_is_announced() -> None:
     events = Recorder()
 
-    class CutOffOnce:
-        name = "cutoff"
-        calls = 0
-
-        async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
-            self.calls += 1
-            stop = "max_tokens" if self.calls == 1 else "end_turn"
-            yield ResponseDone(message=reply(f"part {self.calls}"), usage=Usage(), stop_reason=stop)
-
-        def warm_up(self) -> None:
-            pass
-
-    agent = make_agent(CutOffOnce(), events)
+    agent = make_agent(ScriptedProvider([CutOff("part 1"), "part 2"]), events)
     result = await agent.run("write a lot")
-    assert result.text == "part 2"
+    assert result.text == "part 1part 2"  # the cut answer and its continuation, joined
     continued = [e for e in events if isinstance(e, HistoryAppended)]
     assert [e.message for e in continued] == [Message.user(CONTINUE_PROMPT)]
     assert history_from_events(events) == agent.conversation.messages
