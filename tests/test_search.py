@@ -10,11 +10,14 @@ from typing import Any
 import pytest
 
 from caliban.mcp.search import (
+    RankingParams,
     SearchDoc,
     ToolIndex,
     format_no_match,
+    request_verb,
     stem,
     tokenize,
+    tool_actions,
     words,
 )
 
@@ -430,3 +433,82 @@ def test_any_object_with_the_tool_fields_can_be_indexed() -> None:
     tools = [McpTool("slack", "post_message", "Post a message to a channel")]
     hits = ToolIndex.build(tools).search("send a message", 5).hits
     assert [h.doc for h in hits] == tools
+
+
+# --- the action layer ------------------------------------------------------------------------
+
+ACTION_CATALOG = [
+    SearchDoc(
+        name="mcp__github__update_pull_request_state",
+        server="github",
+        tool="update_pull_request_state",
+        description="Open or close a pull request.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "pullNumber": {"type": "number", "description": "Pull request number"},
+                "state": {"type": "string", "enum": ["open", "closed"]},
+            },
+        },
+    ),
+    _doc("github", "create_pull_request", "Create a new pull request.", title="PR title"),
+    _doc("github", "list_pull_requests", "List pull requests.", state="open, closed or all"),
+    _doc("github", "search_issues", "Search issues in repositories.", query="Search query"),
+    _doc("github", "create_issue", "Create a new issue.", title="Issue title", body="Body"),
+    _doc(
+        "filesystem",
+        "read_multiple_files",
+        "Read several files at once.",
+        paths="Paths of the files to read",
+    ),
+    _doc("kubernetes", "kubectl_context", "Manage contexts: list, get or set the current one."),
+]
+
+
+@pytest.fixture(scope="module")
+def action_index() -> ToolIndex[SearchDoc]:
+    return ToolIndex.build(ACTION_CATALOG)
+
+
+def test_a_leading_verb_is_read_as_an_action() -> None:
+    assert request_verb("open a pull request") == ("open", frozenset({"create", "read"}))
+    assert request_verb("hey, could you please file a bug") is not None
+    assert request_verb("file a bug")[1] == frozenset({"create"})  # type: ignore[index]
+    # questions and requests that start with a noun have no verb
+    assert request_verb("who changed this line") is None
+    assert request_verb("what's on my calendar") is None
+
+
+def test_tool_actions_come_from_the_first_verb_of_the_name() -> None:
+    assert tool_actions("create_pull_request") == frozenset({"create"})
+    assert tool_actions("update_pull_request_state") == frozenset({"update"})
+    assert tool_actions("API-post-page") == frozenset({"create"})
+    assert tool_actions("kubectl_context") == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("open a pull request", "create_pull_request"),
+        ("open a PR for my branch", "create_pull_request"),
+        ("file a bug", "create_issue"),
+        ("open an issue about the login crash", "create_issue"),
+        ("show me the open pull requests", "list_pull_requests"),
+        ("find bugs about the login crash", "search_issues"),
+    ],
+)
+def test_the_requested_action_picks_the_tool(
+    action_index: ToolIndex[SearchDoc], query: str, expected: str
+) -> None:
+    assert top(action_index, query)[0] == f"mcp__github__{expected}"
+
+
+def test_a_tool_name_without_a_verb_is_not_penalised(action_index: ToolIndex[SearchDoc]) -> None:
+    assert top(action_index, "switch the context to prod")[0] == (
+        "mcp__kubernetes__kubectl_context"
+    )
+
+
+def test_the_action_layer_can_be_turned_off() -> None:
+    plain = ToolIndex.build(ACTION_CATALOG, params=RankingParams(action_boost=0.0))
+    assert top(plain, "open a pull request")[0] == "mcp__github__update_pull_request_state"

@@ -25,6 +25,14 @@ How ranking works (measured choices are explained in ``docs/lazy-mcp.md``):
 * Query words are expanded at a lower weight: everyday phrases and synonyms
   (:data:`PHRASES`, :data:`SYNONYMS`) and index words sharing a long prefix (``repo`` finds
   ``repository``), so a user's words can meet a tool's words.
+* The action layer: a request that starts with a verb (after filler such as "could you
+  please") asks for an action (:data:`QUERY_ACTIONS`: ``open a PR`` → create or read,
+  ``file a bug`` → create), and the first verb of a tool's name says what the tool does
+  (:data:`TOOL_ACTIONS`: ``create_pull_request`` → create). Tools that agree score
+  ``1 + action_boost`` times more, tools whose name does something else that much less,
+  and tools whose name has no verb (``kubectl_context``) are left alone. The leading verb
+  itself counts less as a search word (``action_verb_weight``), since its action matters
+  more than its spelling. Questions ("who changed ...") have no leading verb.
 """
 
 from __future__ import annotations
@@ -45,8 +53,10 @@ from rank_bm25 import BM25Okapi, BM25Plus
 __all__ = [
     "DEFAULT_PARAMS",
     "PHRASES",
+    "QUERY_ACTIONS",
     "STOP_WORDS",
     "SYNONYMS",
+    "TOOL_ACTIONS",
     "RankingParams",
     "SearchDoc",
     "SearchHit",
@@ -54,8 +64,10 @@ __all__ = [
     "ToolDoc",
     "ToolIndex",
     "format_no_match",
+    "request_verb",
     "stem",
     "tokenize",
+    "tool_actions",
     "words",
 ]
 
@@ -448,6 +460,49 @@ PHRASES: Final[Mapping[str, str]] = _parse_table(
 )
 """Everyday multi-word phrases and what they mean, added to a query that contains them."""
 
+Action = Literal["create", "read", "list", "search", "update", "delete", "run"]
+
+QUERY_ACTIONS: Final[Mapping[str, str]] = _parse_table(
+    # "actions: verbs a request starts with". A verb may mean more than one action ("open a
+    # PR" creates, "open the file" reads); a tool whose name does any of them is favoured.
+    """
+    create: create new add open file make start submit raise report post write book schedule
+    create: draft insert register put compose send remind log
+    read: get read show view fetch display describe inspect open check look retrieve download
+    read: print cat see
+    list: list ls enumerate browse show find search
+    search: search find lookup locate query grep show list
+    update: update edit modify change set rename patch fix bump move assign mark tick close
+    update: reschedule switch resolve reopen transition rewrite
+    delete: delete remove rm erase drop cancel purge destroy uninstall trash
+    run: run execute exec trigger launch deploy rerun restart apply
+    """
+)
+"""Which action a request means when it starts with a verb (``open a PR`` → create, read)."""
+
+TOOL_ACTIONS: Final[Mapping[str, str]] = _parse_table(
+    # "actions: verbs tool names use". The first such word of a name says what the tool does.
+    """
+    create: create add new post insert write send make draft register
+    read: get read retrieve fetch describe show view download open
+    list: list ls
+    search: search find query lookup
+    update: update edit modify patch set rename move change assign write transition upgrade
+    update: close reopen resolve mark
+    delete: delete remove uninstall drop clear
+    run: run execute exec trigger apply install
+    """
+)
+"""Which actions a tool does, by the first verb of its name (``create_issue`` → create)."""
+
+_FILLER: Final = frozenset(
+    # words that may come before a request's verb: "hey, could you please open ..."
+    """
+    hey hi hello ok okay so just now please kindly can could would will you go ahead and i
+    id d want wanna need to like let lets us me help quickly also then
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+
 FieldName = Literal["name", "server", "description", "params"]
 
 
@@ -477,11 +532,18 @@ class RankingParams:
     prefix_letters: int = 6
     """Index words must share this many first letters (or the whole query word if shorter,
     at least 4) with a query word to count as its prefix relatives."""
+    action_boost: float = 0.3
+    """A tool whose name does the action a request's leading verb asks for scores this much
+    more (0.3: 30 %); 0 turns the action layer off."""
+    action_verb_weight: float = 0.7
+    """Weight of a request's leading verb as an ordinary search word: its action matters more
+    than its spelling (``file a bug`` is not about files)."""
 
 
 DEFAULT_PARAMS: Final = RankingParams()
 
 _EXACT_NAME_BONUS: Final = 1000.0
+_ANY_ACTION: Final = "*"
 _MAX_PARAM_TOKENS: Final = 300
 _MAX_SCHEMA_DEPTH: Final = 3
 _MAX_ENUM_VALUES: Final = 24
@@ -531,6 +593,43 @@ def _phrase_table() -> tuple[tuple[re.Pattern[str], tuple[str, ...]], ...]:
         (re.compile(rf"\b{re.escape(phrase)}\b"), tuple(tokenize(also, keep_stop_words=True)))
         for phrase, also in PHRASES.items()
     )
+
+
+@lru_cache(maxsize=2)
+def _action_table(table: str) -> Mapping[str, frozenset[str]]:
+    """Verb (stemmed) → the actions it may mean, from :data:`QUERY_ACTIONS` or
+    :data:`TOOL_ACTIONS`."""
+    source = QUERY_ACTIONS if table == "query" else TOOL_ACTIONS
+    out: dict[str, set[str]] = defaultdict(set)
+    for action, verbs in source.items():
+        for verb in verbs.split():
+            out[stem(verb)].add(action)
+    return {verb: frozenset(actions) for verb, actions in out.items()}
+
+
+def tool_actions(tool: str) -> frozenset[str]:
+    """What a tool does, by the first verb in its name (``issue_write`` → create, update)."""
+    table = _action_table("tool")
+    for w in words(tool):
+        actions = table.get(stem(w))
+        if actions:
+            return actions
+    return frozenset()
+
+
+def request_verb(text: str) -> tuple[str, frozenset[str]] | None:
+    """The verb a request starts with and the actions it may mean, if it starts with one.
+
+    Leading filler (``hey, could you please``) is skipped; a question (``who changed``,
+    ``what did I change``) or a request starting with a noun has no verb.
+    """
+    table = _action_table("query")
+    for w in words(text):
+        if w in _FILLER:
+            continue
+        actions = table.get(stem(w))
+        return (stem(w), actions) if actions else None
+    return None
 
 
 def _schema_text(schema: Mapping[str, Any]) -> list[str]:
@@ -591,6 +690,9 @@ def _doc_fields(doc: ToolDoc) -> dict[FieldName, list[str]]:
 _FloatArray = npt.NDArray[np.float64]
 _IntArray = npt.NDArray[np.intp]
 _FIELDS: Final[tuple[FieldName, ...]] = ("name", "server", "description", "params")
+
+
+_NO_IDS: Final[_IntArray] = np.zeros(0, dtype=np.intp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -667,6 +769,8 @@ class _Query:
     required: tuple[str, ...]
     identifiers: tuple[str, ...]
     """Query words shaped like tool names (``read_file``), lower-cased."""
+    actions: frozenset[str] = frozenset()
+    """What the request's leading verb asks for (see :func:`request_verb`)."""
 
 
 class ToolIndex(Generic[D]):
@@ -677,6 +781,7 @@ class ToolIndex(Generic[D]):
     """
 
     __slots__ = (
+        "_action_docs",
         "_by_name",
         "_by_tool",
         "_by_tool_lower",
@@ -702,6 +807,16 @@ class ToolIndex(Generic[D]):
             self._by_tool[doc.tool].append(i)
             self._by_tool_lower[doc.tool.lower()].append(i)
             self._by_tool_lower[doc.name.lower()].append(i)
+        by_action: dict[str, list[int]] = defaultdict(list)
+        for i, doc in enumerate(self._docs):
+            for action in tool_actions(doc.tool):
+                by_action[action].append(i)
+            if tool_actions(doc.tool):
+                by_action[_ANY_ACTION].append(i)
+        self._action_docs: dict[str, _IntArray] = {
+            action: np.array(ids, dtype=np.intp) for action, ids in by_action.items()
+        }
+        self._action_docs.setdefault(_ANY_ACTION, _NO_IDS)
 
     @classmethod
     def build(cls, docs: Iterable[D], *, params: RankingParams = DEFAULT_PARAMS) -> ToolIndex[D]:
@@ -806,6 +921,15 @@ class ToolIndex(Generic[D]):
             posting = self._postings.get(term)
             if posting is not None:
                 scores[posting.doc_ids] += weight * posting.scores
+        if parsed.actions and self._params.action_boost > 0:
+            # a tool whose name does what was asked gains, one that does something else
+            # loses, one whose name has no verb (kubectl_context) stays as it was
+            factor = 1.0 + self._params.action_boost
+            agree = np.unique(
+                np.concatenate([self._action_docs.get(a, _NO_IDS) for a in sorted(parsed.actions)])
+            )
+            scores[self._action_docs[_ANY_ACTION]] /= factor
+            scores[agree] *= factor * factor
         for word in parsed.identifiers:
             for i in self._by_tool_lower.get(word, ()):
                 scores[i] += _EXACT_NAME_BONUS
@@ -860,6 +984,10 @@ class ToolIndex(Generic[D]):
                 for term in terms:
                     put(term, p.phrase_weight)
 
+        verb = request_verb(text) if p.action_boost > 0 else None
+        if verb is not None and weights.get(verb[0]) == 1.0 and len(weights) > 1:
+            weights[verb[0]] = p.action_verb_weight
+
         synonyms = _synonym_table()
         for term in dict.fromkeys(originals):
             known = term in self._postings
@@ -871,6 +999,7 @@ class ToolIndex(Generic[D]):
             weights=weights,
             required=tuple(dict.fromkeys(required)),
             identifiers=tuple(identifiers),
+            actions=verb[1] if verb is not None else frozenset(),
         )
 
     def _chunk_terms(self, chunk: str, *, keep_stop_words: bool) -> list[tuple[str, float]]:
