@@ -70,6 +70,8 @@ ABLATIONS: dict[str, RankingParams] = {
     ),
     "no parameters field": _variant(field_weights={**DEFAULT_PARAMS.field_weights, "params": 0.0}),
     "no server field": _variant(field_weights={**DEFAULT_PARAMS.field_weights, "server": 0.0}),
+    "no action layer": _variant(action_boost=0.0),
+    "leading verb at full weight": _variant(action_verb_weight=1.0),
 }
 """Ranking variants for ``--ablations``: what each part of the ranking buys."""
 
