@@ -22,7 +22,8 @@ from caliban.session import Listener, Session
 from caliban.tools.base import ToolEnv
 
 if TYPE_CHECKING:
-    from caliban.mcp.client import ServerStatus
+    from caliban.mcp.client import McpManager, ServerStatus
+    from caliban.mcp.config import ServerConfig
     from caliban.permissions import Approver
 
 
@@ -71,7 +72,6 @@ async def open_session(
     their tools); interactive ones do not, so the prompt appears at once.
     """
     from caliban.agents import list_agents
-    from caliban.mcp.client import McpManager
     from caliban.mcp.config import load_mcp_config
     from caliban.permissions import PermissionPolicy, deny_approver, make_authorize
     from caliban.providers.select import create_provider, resolve_provider
@@ -89,8 +89,7 @@ async def open_session(
 
     root = project_root(options.cwd)
     mcp_config = load_mcp_config(options.cwd)
-    manager = McpManager(mcp_config.servers)
-    manager.start()
+    manager = start_mcp(mcp_config.servers)
 
     policy = PermissionPolicy.from_settings(
         settings.permissions,
@@ -125,8 +124,7 @@ async def open_session(
         ]:
             session.emit(Notice(level="warning", text=text))
         if not interactive:
-            await manager.wait_ready()
-            for status in manager.statuses():
+            for status in await manager.wait_ready() if manager else []:
                 if status.state == "failed":
                     session.emit(Notice(level="warning", text=describe_failure(status)))
             await warm_up
@@ -134,8 +132,23 @@ async def open_session(
     finally:
         close_transcript(session)
         warm_up.cancel()
-        await manager.aclose()
+        if manager is not None:
+            await manager.aclose()
         await provider.aclose()
+
+
+def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:
+    """Start connecting to ``servers`` in the background; ``None`` when there are none.
+
+    With no servers the MCP SDK (about 0.6 s to import) is never loaded.
+    """
+    if not servers:
+        return None
+    from caliban.mcp.client import McpManager
+
+    manager = McpManager(servers)
+    manager.start()
+    return manager
 
 
 def describe_failure(status: ServerStatus) -> str:
