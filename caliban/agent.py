@@ -80,10 +80,6 @@ class RunResult:
         return self.subtype != "success"
 
 
-class MaxTurnsReached(Exception):
-    pass
-
-
 class Agent:
     """Runs prompts to completion against one conversation."""
 

@@ -113,11 +113,6 @@ def all_keys(model: type[BaseModel] = Settings, prefix: str = "") -> Iterator[st
             yield f"{prefix}{name}"
 
 
-def describe_key(key: str) -> str:
-    model, leaf = _model_for(key)
-    return model.model_fields[leaf].description or ""
-
-
 def suggest_key(key: str) -> str | None:
     candidates = list(all_keys())
     leaf_matches = [k for k in candidates if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]

@@ -411,7 +411,6 @@ class McpManager:
         self._listeners: list[Callable[[int], None]] = []
         self._changed = asyncio.Event()
         self._tools_cache: tuple[int, tuple[McpTool, ...]] | None = None
-        self._status_listeners: list[Callable[[ServerStatus], None]] = []
         self._status_pulse = asyncio.Event()
         self._started = False
         self._closed = False
@@ -475,16 +474,6 @@ class McpManager:
         def unsubscribe() -> None:
             if callback in self._listeners:
                 self._listeners.remove(callback)
-
-        return unsubscribe
-
-    def on_status(self, callback: Callable[[ServerStatus], None]) -> Callable[[], None]:
-        """Call ``callback(status)`` whenever a server's state changes (e.g. it dies)."""
-        self._status_listeners.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._status_listeners:
-                self._status_listeners.remove(callback)
 
         return unsubscribe
 
@@ -588,12 +577,6 @@ class McpManager:
         conn.error = error
         pulse, self._status_pulse = self._status_pulse, asyncio.Event()
         pulse.set()
-        status = self.status(conn.name)
-        for callback in list(self._status_listeners):
-            try:
-                callback(status)
-            except Exception:
-                logger.exception("MCP status listener failed")
 
     async def _run(self, conn: _Conn, attempt: int) -> None:
         if conn.stop:  # closed before this task got to run
