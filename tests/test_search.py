@@ -512,3 +512,20 @@ def test_a_tool_name_without_a_verb_is_not_penalised(action_index: ToolIndex[Sea
 def test_the_action_layer_can_be_turned_off() -> None:
     plain = ToolIndex.build(ACTION_CATALOG, params=RankingParams(action_boost=0.0))
     assert top(plain, "open a pull request")[0] == "mcp__github__update_pull_request_state"
+
+
+def test_who_changed_asks_for_blame_not_an_edit() -> None:
+    catalog = [
+        _doc("git", "get_file_blame", "Get Git blame information for a file.", path="File path"),
+        _doc(
+            "fs", "edit_file", "Make line-based edits to a text file.", path="File", edits="Lines"
+        ),
+        _doc("git", "list_commits", "List commits on a branch.", branch="Branch name"),
+    ]
+    index = ToolIndex.build(catalog)
+    for query in (
+        "who changed this line",
+        "who last touched this function",
+        "who wrote the parser",
+    ):
+        assert top(index, query)[0] == "mcp__git__get_file_blame", query

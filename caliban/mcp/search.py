@@ -455,6 +455,8 @@ PHRASES: Final[Mapping[str, str]] = _parse_table(
     how many: count number
     turn on|turn off|switch on|switch off: toggle enable disable
     go back: undo revert
+    who changed|who wrote|who touched|who modified|who added: blame author history
+    who last changed|who last touched|who last edited|who last modified: blame author history
     """,
     sep="|",
 )
@@ -979,8 +981,10 @@ class ToolIndex(Generic[D]):
                             required.append(term)
 
         lowered = " ".join(words(text))
+        in_phrase: set[str] = set()  # a phrase's own words: it says what they mean together
         for pattern, terms in _phrase_table():
-            if pattern.search(lowered):
+            if match := pattern.search(lowered):
+                in_phrase.update(tokenize(match.group(0)))
                 for term in terms:
                     put(term, p.phrase_weight)
 
@@ -990,6 +994,8 @@ class ToolIndex(Generic[D]):
 
         synonyms = _synonym_table()
         for term in dict.fromkeys(originals):
+            if term in in_phrase:
+                continue
             known = term in self._postings
             for extra in synonyms.get(term, ()):
                 put(extra, p.synonym_weight if known else p.unknown_synonym_weight)
