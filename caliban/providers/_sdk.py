@@ -10,7 +10,9 @@ from __future__ import annotations
 import abc
 import asyncio
 import threading
-from typing import Generic, Protocol, TypeVar
+from typing import ClassVar, Generic, Protocol, TypeVar
+
+from caliban.providers.retry import DEFAULT_RETRY, RetryPolicy
 
 
 class _AsyncClosable(Protocol):
@@ -21,7 +23,23 @@ ClientT = TypeVar("ClientT", bound=_AsyncClosable)
 
 
 class SdkProvider(abc.ABC, Generic[ClientT]):
-    def __init__(self) -> None:
+    default_key_env: ClassVar[str]
+    """The environment variable that normally holds this provider's key (for messages)."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        key_env: str | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float = 600.0,
+    ) -> None:
+        self.api_key = api_key
+        self.base_url = base_url
+        self.key_env = key_env or self.default_key_env
+        self.retry = retry
+        self.timeout = timeout
         self._client: ClientT | None = None
         self._lock = threading.Lock()
 

@@ -39,10 +39,8 @@ from caliban.providers.base import (
 )
 from caliban.providers.history import normalize
 from caliban.providers.retry import (
-    DEFAULT_RETRY,
     Failure,
     IncompleteStream,
-    RetryPolicy,
     classify_status,
     connection_failure,
     malformed_failure,
@@ -229,22 +227,7 @@ class AnthropicProvider(SdkProvider["AsyncAnthropic"]):
     """Streams responses from the Anthropic Messages API (or a compatible endpoint)."""
 
     name = "anthropic"
-
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str | None = None,
-        key_env: str = DEFAULT_KEY_ENV,
-        retry: RetryPolicy = DEFAULT_RETRY,
-        timeout: float = 600.0,
-    ) -> None:
-        super().__init__()
-        self.api_key = api_key
-        self.base_url = base_url
-        self.key_env = key_env
-        self.retry = retry
-        self.timeout = timeout
+    default_key_env = DEFAULT_KEY_ENV
 
     def _create_client(self) -> AsyncAnthropic:
         import anthropic

@@ -162,21 +162,20 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
 
     name = "openai"
 
+    default_key_env = DEFAULT_KEY_ENV
+
     def __init__(
         self,
         *,
         api_key: str,
         base_url: str | None = None,
-        key_env: str = DEFAULT_KEY_ENV,
+        key_env: str | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
         timeout: float = 600.0,
     ) -> None:
-        super().__init__()
-        self.api_key = api_key
-        self.base_url = base_url
-        self.key_env = key_env
-        self.retry = retry
-        self.timeout = timeout
+        super().__init__(
+            api_key=api_key, base_url=base_url, key_env=key_env, retry=retry, timeout=timeout
+        )
         self.token_limit_key = (
             "max_completion_tokens" if is_openai_endpoint(base_url) else "max_tokens"
         )
