@@ -161,7 +161,6 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
     """Streams responses from OpenAI or an OpenAI-compatible Chat Completions endpoint."""
 
     name = "openai"
-
     default_key_env = DEFAULT_KEY_ENV
 
     def __init__(
