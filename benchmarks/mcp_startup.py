@@ -31,6 +31,9 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "tests"))
+
+from mcp_servers.reference import reference_servers  # noqa: E402
 
 from caliban.mcp.client import McpManager, ServerStatus  # noqa: E402
 from caliban.mcp.config import ServerConfig  # noqa: E402
@@ -47,29 +50,6 @@ def ensure_installed(prefix: Path) -> None:
     if not all(p.exists() for p in needed):
         print(f"installing the reference servers into {prefix} ...", file=sys.stderr)
         subprocess.run([str(INSTALLER), str(prefix)], check=True)
-
-
-def reference_servers(prefix: Path, work: Path) -> list[ServerConfig]:
-    npm = prefix / "npm/node_modules/.bin"
-    venv = prefix / "venv/bin"
-
-    def server(name: str, command: Path, *args: str, **env: str) -> ServerConfig:
-        return ServerConfig(
-            name=name,
-            transport="stdio",
-            command=str(command),
-            args=args,
-            env=env,
-            startup_timeout=60,
-        )
-
-    return [
-        server("everything", npm / "mcp-server-everything"),
-        server("filesystem", npm / "mcp-server-filesystem", str(work)),
-        server("memory", npm / "mcp-server-memory", MEMORY_FILE_PATH=str(work / "memory.jsonl")),
-        server("time", venv / "mcp-server-time", "--local-timezone", "UTC"),
-        server("git", venv / "mcp-server-git"),
-    ]
 
 
 def _check(statuses: list[ServerStatus]) -> None:
@@ -109,7 +89,7 @@ async def measure(prefix: Path, runs: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="caliban-mcp-bench-") as tmp:
         work = Path(tmp)
         os.environ.setdefault("CALIBAN_STATE_DIR", str(work / "state"))
-        servers = reference_servers(prefix, work)
+        servers = reference_servers(prefix, work, timeout=60)
         _, statuses = await concurrent(servers)  # warm-up: disk caches, .pyc files
         await sequential(servers)
         together, one_by_one, per_server = [], [], {s.name: [] for s in servers}

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp_servers.reference import reference_servers
 
 from caliban.mcp.client import McpManager
-from caliban.mcp.config import ServerConfig
 from caliban.messages import ImagePart
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.reference_servers]
@@ -51,30 +51,6 @@ def running(pid: int) -> bool:
             return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
     except OSError:
         return False
-
-
-def reference_servers(prefix: Path, work: Path) -> list[ServerConfig]:
-    npm = prefix / "npm/node_modules/.bin"
-    venv = prefix / "venv/bin"
-
-    def server(name: str, command: Path, *args: str, **env: str) -> ServerConfig:
-        return ServerConfig(
-            name=name,
-            transport="stdio",
-            command=str(command),
-            args=args,
-            env=env,
-            startup_timeout=30,
-            tool_timeout=30,
-        )
-
-    return [
-        server("everything", npm / "mcp-server-everything"),
-        server("filesystem", npm / "mcp-server-filesystem", str(work)),
-        server("memory", npm / "mcp-server-memory", MEMORY_FILE_PATH=str(work / "memory.jsonl")),
-        server("time", venv / "mcp-server-time", "--local-timezone", "UTC"),
-        server("git", venv / "mcp-server-git"),
-    ]
 
 
 @pytest.fixture
