@@ -227,8 +227,7 @@ class Edit(BuiltinTool[EditInput]):
     input_model = EditInput
 
     def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
-        value = arguments.get("file_path")
-        return value if isinstance(value, str) and value else None
+        return _files.file_path_subject(arguments)
 
     async def run(self, args: EditInput, ctx: CallContext) -> ToolOutput:
         path = _files.resolve(ctx.env, args.file_path)

@@ -68,7 +68,7 @@ class Read(BuiltinTool[ReadInput]):
     read_only = True
 
     def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
-        return _path_subject(arguments)
+        return _files.file_path_subject(arguments)
 
     async def run(self, args: ReadInput, ctx: CallContext) -> ToolOutput:
         path = _files.resolve(ctx.env, args.file_path)
@@ -107,12 +107,6 @@ class Read(BuiltinTool[ReadInput]):
         if not output.is_error:
             _files.record_read(ctx.env, path)
         return output
-
-
-def _path_subject(arguments: Mapping[str, Any]) -> str | None:
-    """Permission subject of a file tool; ``file_path`` resolved later by the policy."""
-    value = arguments.get("file_path")
-    return value if isinstance(value, str) and value else None
 
 
 def _read_image(

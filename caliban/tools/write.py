@@ -42,8 +42,7 @@ class Write(BuiltinTool[WriteInput]):
     input_model = WriteInput
 
     def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
-        value = arguments.get("file_path")
-        return value if isinstance(value, str) and value else None
+        return _files.file_path_subject(arguments)
 
     async def run(self, args: WriteInput, ctx: CallContext) -> ToolOutput:
         path = _files.resolve(ctx.env, args.file_path)
