@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic import BaseModel
+from lazy_fakes import EchoInput, Note
 
 from caliban.agent import INTERRUPTED
 from caliban.agents import GENERAL_PURPOSE, AgentDefinition
@@ -65,10 +65,6 @@ def _key(name: str) -> str:
     return PARENT if name == "parent" else name.replace("_", " ")
 
 
-class EchoInput(BaseModel):
-    text: str = ""
-
-
 class Echo(BuiltinTool[EchoInput]):
     name = "Echo"
     description = "Echo the text back."
@@ -77,15 +73,6 @@ class Echo(BuiltinTool[EchoInput]):
 
     async def run(self, args: EchoInput, ctx: CallContext) -> ToolOutput:
         return ToolOutput.text(f"echo: {args.text} (cwd {ctx.env.cwd.name})")
-
-
-class Note(BuiltinTool[EchoInput]):
-    name = "Note"
-    description = "Write a note."
-    input_model = EchoInput
-
-    async def run(self, args: EchoInput, ctx: CallContext) -> ToolOutput:
-        return ToolOutput.text("noted")
 
 
 class Meet(BuiltinTool[EchoInput]):
