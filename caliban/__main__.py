@@ -1,3 +1,3 @@
-from caliban.cli import main
+from caliban.cli.main import main
 
 main()

@@ -11,7 +11,7 @@ from typing import Literal
 
 from caliban.diff import FileChange
 from caliban.messages import Message, ToolCall, ToolResult, Usage
-from caliban.tools.base import ToolOrigin
+from caliban.tools.origin import ToolOrigin
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from caliban.agent import RunResult
-from caliban.cli import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
+from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
 from caliban.events import (
     AgentEvent,
     ApiRetryEvent,
@@ -170,7 +170,7 @@ def run_headless(options: CliOptions) -> int:
 
 async def _run(options: CliOptions, prompt: str, printer: HeadlessPrinter) -> int:
     from caliban.providers.base import ProviderError
-    from caliban.runtime import open_session, result_extra, session_init_info
+    from caliban.session.assemble import open_session, result_extra, session_init_info
 
     task = asyncio.current_task()
     assert task is not None

@@ -19,7 +19,7 @@ from caliban.mcp.lazy.toolset import LazyMcpToolset
 from caliban.mcp.tools import McpTool, wire_name
 from caliban.mcp.toolset import McpCatalog, McpToolset
 from caliban.providers.base import Provider
-from caliban.session import Session
+from caliban.session.session import Session
 from caliban.tools.base import BuiltinTool, CallContext, Tool, ToolEnv, ToolOutput
 from caliban.toolsets.base import Toolset
 from caliban.toolsets.combined import CombinedToolset

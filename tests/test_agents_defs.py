@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from caliban.agents import (
+from caliban.paths import user_config_dir
+from caliban.subagents import (
     DEFAULT_SUBAGENT,
     AgentDefinition,
     agent_rows,
     list_agents,
     parse_definition,
 )
-from caliban.paths import user_config_dir
 
 
 def write_agent(directory: Path, filename: str, text: str) -> Path:

@@ -14,12 +14,12 @@ import pytest
 from lazy_fakes import CATALOG, Echo, FakeMcp, Note, lazy_settings, make_session
 
 from caliban.agent import Agent
-from caliban.agents import AgentDefinition
 from caliban.config import Settings
 from caliban.events import ActivationChanged, AgentEvent
 from caliban.messages import ToolResult
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
-from caliban.session import Session
+from caliban.session.session import Session
+from caliban.subagents import AgentDefinition
 from caliban.tools.base import CallContext, Invocation, McpOrigin, Tool
 from caliban.toolsets.tool_list import ToolList
 

@@ -37,7 +37,7 @@ from caliban.repl.commands import COMMANDS, parse_command
 from caliban.repl.complete import ReplCompleter
 from caliban.repl.render import Renderer
 from caliban.repl.toolbar import toolbar_text
-from caliban.session import Session
+from caliban.session.session import Session
 from caliban.tools.base import ToolEnv
 from caliban.tools.builtin import builtin_tools
 
@@ -178,7 +178,7 @@ async def test_provider_error_is_shown_and_the_session_goes_on(project: Path) ->
 
 
 def cli_options(cwd: Path, prompt: str | None = None) -> Any:
-    from caliban.cli import CliOptions
+    from caliban.cli.options import CliOptions
 
     return CliOptions(
         prompt=prompt,
@@ -436,7 +436,7 @@ async def test_mcp_without_servers_and_resume_without_sessions_and_exit(project:
 
 
 async def test_resume_lists_and_restores_a_saved_session(project: Path) -> None:
-    from caliban.sessions import attach_transcript, close_transcript
+    from caliban.session.resume import attach_transcript, close_transcript
 
     async with harness(["Noted."], project) as h:
         attach_transcript(h.session)

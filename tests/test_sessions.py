@@ -29,26 +29,28 @@ from caliban.events import (
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.messages import Message, ToolResult, Usage
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
-from caliban.session import Session
-from caliban.sessions import (
-    INTERRUPTED_BY_EXIT,
-    SessionNotFound,
+from caliban.session.resume import (
     attach_transcript,
     close_transcript,
+    open_transcript,
+    resume_session,
+)
+from caliban.session.session import Session
+from caliban.session.store import (
+    INTERRUPTED_BY_EXIT,
+    SessionNotFound,
     find_session,
     list_sessions,
     load_session,
     newest_session,
-    open_transcript,
     project_slug,
     remove_session,
     repair_history,
     replay_activations,
-    resume_session,
     transcript_path,
 )
+from caliban.session.transcript import SessionLocked, Transcript, is_locked
 from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput
-from caliban.transcript import SessionLocked, Transcript, is_locked
 
 pytestmark = pytest.mark.anyio
 
@@ -307,7 +309,7 @@ def test_the_lock_holds_across_processes(project: Path) -> None:
                 f"""
                 import sys
                 from pathlib import Path
-                from caliban.transcript import Transcript
+                from caliban.session.transcript import Transcript
                 t = Transcript.reopen(Path({str(path)!r}))
                 print("locked", flush=True)
                 sys.stdin.read()

@@ -24,8 +24,8 @@ from fake_model_server import FakeModelServer
 from caliban.events import AssistantMessage, UserPrompt
 from caliban.messages import Message, Usage
 from caliban.providers.scripted import reply
-from caliban.sessions import INTERRUPTED_BY_EXIT, list_sessions, load_session, transcript_path
-from caliban.transcript import Transcript, header_json
+from caliban.session.store import INTERRUPTED_BY_EXIT, list_sessions, load_session, transcript_path
+from caliban.session.transcript import Transcript, header_json
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,6 @@ import pytest
 from lazy_fakes import EchoInput, Note
 
 from caliban.agent import INTERRUPTED, Agent
-from caliban.agents import GENERAL_PURPOSE, AgentDefinition
 from caliban.config import Settings
 from caliban.events import (
     AgentEvent,
@@ -37,7 +36,8 @@ from caliban.mcp.tools import McpTool, wire_name
 from caliban.messages import ToolResult, Usage
 from caliban.providers.base import ProviderEvent, ProviderRequest, TextDelta
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
-from caliban.session import Session
+from caliban.session.session import Session
+from caliban.subagents import GENERAL_PURPOSE, AgentDefinition
 from caliban.tools.agent import AgentTool
 from caliban.tools.base import BuiltinTool, CallContext, Invocation, Tool, ToolEnv, ToolOutput
 from caliban.toolsets.combined import CombinedToolset

@@ -32,7 +32,7 @@ from rich.text import Text
 
 from caliban import __version__, paths
 from caliban.background import start_in_daemon_thread
-from caliban.cli import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
+from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
 from caliban.events import AgentEvent
 from caliban.messages import Message
 from caliban.repl.approve import TerminalApprover
@@ -43,7 +43,7 @@ from caliban.repl.render import ELBOW, Renderer
 from caliban.repl.toolbar import toolbar_text
 
 if TYPE_CHECKING:
-    from caliban.session import Session
+    from caliban.session.session import Session
 
 EXIT_ARM_SECONDS = 2.0
 """A second Ctrl-C on an empty prompt within this many seconds exits."""
@@ -76,11 +76,11 @@ def run_interactive(options: CliOptions) -> int:
 
 
 Opener = Callable[..., AbstractAsyncContextManager["Session"]]
-"""``caliban.runtime.open_session``'s shape (injectable for tests)."""
+"""``caliban.session.assemble.open_session``'s shape (injectable for tests)."""
 
 
 def _import_open_session() -> Opener:
-    from caliban.runtime import open_session, preload
+    from caliban.session.assemble import open_session, preload
 
     preload()
     return open_session

@@ -18,7 +18,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from caliban.context import context_report
 from caliban.repl.info import (
     agent_definitions,
     config_rows,
@@ -27,12 +26,13 @@ from caliban.repl.info import (
     mcp_servers,
     session_cost,
 )
+from caliban.session.context import context_report
 from caliban.tokens import estimate_json_tokens, format_tokens
 from caliban.tools.base import McpOrigin
 
 if TYPE_CHECKING:
     from caliban.messages import Message
-    from caliban.session import Session
+    from caliban.session.session import Session
 
 
 class ExitRepl(Exception):
@@ -290,7 +290,7 @@ async def _tools(ctx: CommandContext, arg: str) -> None:
 
 @command("agents", "List the sub-agents caliban can delegate to")
 async def _agents(ctx: CommandContext, arg: str) -> None:
-    from caliban.agents import AGENT_ROW_HEADERS, agent_rows
+    from caliban.subagents import AGENT_ROW_HEADERS, agent_rows
 
     agents, problems = agent_definitions(ctx.session)
     table = Table(box=None, padding=(0, 2), show_edge=False)
@@ -339,7 +339,8 @@ async def _cost(ctx: CommandContext, arg: str) -> None:
 @command("resume", "Resume an earlier session of this project", usage="[N | ID]")
 async def _resume(ctx: CommandContext, arg: str) -> None:
     from caliban.errors import UsageError
-    from caliban.sessions import format_summary, list_sessions, resume_session
+    from caliban.session.resume import resume_session
+    from caliban.session.store import format_summary, list_sessions
 
     session = ctx.session
     sessions = list_sessions(session.env.project_root)

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from caliban.pricing import cost_usd
 
 if TYPE_CHECKING:
-    from caliban.agents import AgentDefinition
-    from caliban.mcp.cli import StatusRow
-    from caliban.session import Session
+    from caliban.mcp.status import StatusRow
+    from caliban.session.session import Session
+    from caliban.subagents import AgentDefinition
 
 
 def format_cost(usd: float | None) -> str:
@@ -38,7 +38,7 @@ def mcp_servers(session: Session) -> list[StatusRow]:
     """Configured MCP servers and their state; empty when the session has no MCP manager."""
     if session.mcp is None:
         return []
-    from caliban.mcp.cli import manager_rows
+    from caliban.mcp.status import manager_rows
 
     return manager_rows(session.mcp)
 
@@ -73,6 +73,6 @@ def config_rows(session: Session) -> list[tuple[str, str, str]] | None:
 
 def agent_definitions(session: Session) -> tuple[list[AgentDefinition], list[str]]:
     """The sub-agents the ``Agent`` tool can start, and problems met reading their files."""
-    from caliban.agents import list_agents
+    from caliban.subagents import list_agents
 
     return list_agents(session.cwd)

@@ -14,7 +14,7 @@ from caliban.repl.info import (
 from caliban.tokens import format_tokens
 
 if TYPE_CHECKING:
-    from caliban.session import Session
+    from caliban.session.session import Session
 
 
 def toolbar_items(session: Session) -> list[str]:

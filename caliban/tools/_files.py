@@ -108,11 +108,6 @@ def numbered(lines: list[str], first: int) -> str:
     return "\n".join(f"{number:>6}\t{line}" for number, line in enumerate(lines, start=first))
 
 
-def plural(count: int, word: str, many: str | None = None) -> str:
-    """``1 line``, ``3 lines``; ``many`` for irregular plurals (``matches``)."""
-    return f"{count:,} {word if count == 1 else many or word + 's'}"
-
-
 # ---------------------------------------------------------------------------- encodings
 
 

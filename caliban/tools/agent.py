@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Final
 
 from pydantic import BaseModel, Field
 
-from caliban.agents import AGENT_TOOL_NAME, DEFAULT_SUBAGENT, AgentDefinition
 from caliban.messages import ToolSpec
+from caliban.subagents import AGENT_TOOL_NAME, DEFAULT_SUBAGENT, AgentDefinition
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 
 if TYPE_CHECKING:

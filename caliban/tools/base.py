@@ -25,28 +25,11 @@ from pydantic import BaseModel, ValidationError
 
 from caliban.diff import FileChange
 from caliban.messages import ImagePart, ResultPart, TextPart, ToolSpec
+from caliban.tools.origin import BUILTIN, BuiltinOrigin, McpOrigin, ToolOrigin
 
 if TYPE_CHECKING:
     from caliban.events import AgentEvent
 
-
-@dataclass(frozen=True, slots=True)
-class BuiltinOrigin:
-    """A tool implemented in caliban."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class McpOrigin:
-    """A tool of an MCP server."""
-
-    server: str
-    """The server's name in the configuration."""
-    tool: str
-    """The name the server knows the tool by."""
-
-
-ToolOrigin = BuiltinOrigin | McpOrigin
-BUILTIN = BuiltinOrigin()
 
 Preview = FileChange | str
 """What a call would do: a file change for Write and Edit, plain text otherwise."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from caliban.messages import TextPart
+from caliban.text import plural
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput, cap_preview
 
@@ -296,11 +297,11 @@ def _result(finished: _Finished, timeout_s: float, notes: list[str]) -> ToolOutp
     elif code is not None and code < 0:
         name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
         tail.append(f"[killed by signal {name}]")
-        summary = f"killed by {name} · {_files.plural(lines, 'line')}"
+        summary = f"killed by {name} · {plural(lines, 'line')}"
     else:
         if code:
             tail.append(f"[exit code {code}]")
-        summary = f"exit {code} · {_files.plural(lines, 'line')}"
+        summary = f"exit {code} · {plural(lines, 'line')}"
     if finished.background_held_output:
         tail.append(
             "[a background process still holds the output; its later output is not captured. "

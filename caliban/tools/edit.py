@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from caliban.diff import FileChange
 from caliban.fsutil import atomic_write_bytes
+from caliban.text import plural
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput
 
@@ -294,7 +295,7 @@ class Edit(BuiltinTool[EditInput]):
         )
         return ToolOutput.text(
             f"Edited {shown} ({what}):\n{snippet(plan.text, plan.first_line, plan.new_lines)}",
-            summary=_files.plural(plan.replacements, "replacement"),
+            summary=plural(plan.replacements, "replacement"),
             change=FileChange(path=path, shown=shown, before=file.text, after=plan.text),
         )
 
@@ -306,7 +307,7 @@ class Edit(BuiltinTool[EditInput]):
         _files.record_read(ctx.env, path)
         lines = _files.count_lines(content)
         return ToolOutput.text(
-            f"Created {shown} ({_files.plural(lines, 'line')}).",
+            f"Created {shown} ({plural(lines, 'line')}).",
             summary=f"Created {path.name}",
             change=FileChange(path=path, shown=shown, before=None, after=content),
         )

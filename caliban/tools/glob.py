@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from caliban.text import plural
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 
@@ -106,7 +107,7 @@ class Glob(BuiltinTool[GlobInput]):
             )
         if result.timed_out:
             shown.append("(the search timed out; the list may be incomplete)")
-        return ToolOutput.text("\n".join(shown), summary=_files.plural(len(found), "file"))
+        return ToolOutput.text("\n".join(shown), summary=plural(len(found), "file"))
 
 
 def _mtime(path: Path) -> int:

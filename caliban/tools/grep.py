@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from caliban.text import plural
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 
@@ -176,17 +177,14 @@ class Grep(BuiltinTool[GrepInput]):
         match args.output_mode:
             case "files_with_matches":
                 lines.sort(key=lambda line: (-_mtime(run_in / line), line))
-                summary = _files.plural(total, "file")
+                summary = plural(total, "file")
                 header = f"Found {summary}"
             case "count":
                 matches = sum(_count_of(line) for line in lines)
-                summary = (
-                    f"{_files.plural(matches, 'match', 'matches')} in "
-                    f"{_files.plural(total, 'file')}"
-                )
+                summary = f"{plural(matches, 'match', 'matches')} in {plural(total, 'file')}"
                 header = f"Found {summary}"
             case "content":
-                summary = _files.plural(total, "line")
+                summary = plural(total, "line")
                 header = ""
         notes = []
         if args.head_limit is not None and total > args.head_limit:

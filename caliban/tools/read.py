@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from caliban.messages import ImagePart, TextPart
+from caliban.text import plural
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 
@@ -181,7 +182,7 @@ def _read_text(
         if total == 0:
             return ToolOutput.text(f"{shown} contains no lines.", summary="empty file")
         return ToolOutput.error(
-            f"{shown} has only {_files.plural(total, 'line')}, so offset {start:,} is past "
+            f"{shown} has only {plural(total, 'line')}, so offset {start:,} is past "
             f"the end. Use an offset between 1 and {total:,}."
         )
     last = start + len(selected) - 1
@@ -197,7 +198,7 @@ def _read_text(
         notes.append(f"[Decoded as {encoding.label}; Edit and Write keep this encoding.]")
     body = _files.numbered(selected, start)
     text = body + ("\n\n" + "\n".join(notes) if notes else "")
-    summary = _files.plural(len(selected), "line") + (f" of {total:,}" if more else "")
+    summary = plural(len(selected), "line") + (f" of {total:,}" if more else "")
     return ToolOutput.text(text, summary=summary)
 
 

@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from caliban.diff import FileChange
 from caliban.fsutil import atomic_write_bytes
+from caliban.text import plural
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput
 from caliban.tools.edit import EditError, load_text
@@ -89,8 +90,8 @@ class Write(BuiltinTool[WriteInput]):
         lines = _files.count_lines(args.content)
         verb = "Updated" if existed else "Created"
         return ToolOutput.text(
-            f"{verb} {shown}: wrote {_files.plural(lines, 'line')}{note}.",
-            summary=f"Wrote {_files.plural(lines, 'line')} to {path.name}",
+            f"{verb} {shown}: wrote {plural(lines, 'line')}{note}.",
+            summary=f"Wrote {plural(lines, 'line')} to {path.name}",
             change=FileChange(
                 path=path, shown=shown, before=before, after=args.content.replace("\r\n", "\n")
             ),

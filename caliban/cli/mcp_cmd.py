@@ -1,6 +1,6 @@
 """``caliban mcp …``: list, add, remove and inspect MCP servers.
 
-Imported by :mod:`caliban.cli` at start-up, so it imports neither the MCP SDK nor the config
+Imported by :mod:`caliban.cli.main` at start-up, so it imports neither the MCP SDK nor the config
 machinery at module level; each command imports what it needs when it runs.
 """
 
@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
+from caliban.mcp.status import format_rows, status_rows
+
 if TYPE_CHECKING:
-    from caliban.mcp.client import McpManager, ServerStatus
+    from caliban.mcp.client import ServerStatus
     from caliban.mcp.config import McpConfig, ServerConfig
 
 EXIT_NOT_FOUND = 1
@@ -37,88 +37,6 @@ ScopeOption = Annotated[
         help="user (~/.config/caliban/mcp.toml) or project (.caliban/mcp.toml).",
     ),
 ]
-
-
-# ---------------------------------------------------------------------------- status rows
-
-
-@dataclass(frozen=True, kw_only=True)
-class StatusRow:
-    """One line of ``caliban mcp list`` and of the REPL's ``/mcp``."""
-
-    name: str
-    transport: str
-    state: str
-    tools: int
-    chars: int
-    tokens: int
-    detail: tuple[str, ...] = ()
-    """Lines under the row: why it failed, its last stderr lines, where its log is."""
-
-
-def status_rows(statuses: Iterable[ServerStatus]) -> list[StatusRow]:
-    """Rows for a manager's statuses (``manager.statuses()``), failures explained."""
-    rows = []
-    for status in statuses:
-        detail: list[str] = []
-        if status.state == "failed":
-            detail.append(f"error: {status.error or 'unknown'}")
-            detail.extend(f"stderr: {line}" for line in status.stderr_tail[-5:])
-            if status.log_path is not None:
-                detail.append(f"log: {status.log_path}")
-        rows.append(
-            StatusRow(
-                name=status.name,
-                transport=status.transport,
-                state=status.state,
-                tools=status.tool_count,
-                chars=status.tool_chars,
-                tokens=status.tool_tokens,
-                detail=tuple(detail),
-            )
-        )
-    return rows
-
-
-def manager_rows(manager: McpManager) -> list[StatusRow]:
-    """:func:`status_rows` of every server of a running manager (for ``/mcp``)."""
-    return status_rows(manager.statuses())
-
-
-def format_rows(rows: list[StatusRow]) -> list[str]:
-    """A plain-text table: name, transport, status, tools, characters and ≈ tokens."""
-    header = ("NAME", "TRANSPORT", "STATUS", "TOOLS", "CHARS", "≈TOKENS")
-    cells = [header] + [
-        (
-            r.name,
-            r.transport,
-            r.state,
-            str(r.tools) if r.state == "connected" else "-",
-            f"{r.chars:,}" if r.state == "connected" else "-",
-            f"{r.tokens:,}" if r.state == "connected" else "-",
-        )
-        for r in rows
-    ]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
-    right = {3, 4, 5}
-
-    def line(cols: tuple[str, ...]) -> str:
-        parts = [
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cols, widths, strict=True))
-        ]
-        return "  ".join(parts).rstrip()
-
-    out = [line(header)]
-    for row, cols in zip(rows, cells[1:], strict=True):
-        out.append(line(cols))
-        out.extend(f"    {d}" for d in row.detail)
-    connected = [r for r in rows if r.state == "connected"]
-    if len(connected) > 1:
-        chars, tokens = sum(r.chars for r in connected), sum(r.tokens for r in connected)
-        tools = sum(r.tools for r in connected)
-        out.append(f"total: {tools} tools, {chars:,} characters, ≈{tokens:,} tokens")
-    return out
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -343,7 +261,7 @@ def mcp_tools(name: Annotated[str, typer.Argument(help="Server name.")]) -> None
     print(f"{len(listed)} tools, {status.tool_chars:,} characters, ≈{status.tool_tokens:,} tokens")
 
 
-__all__ = ["StatusRow", "format_rows", "manager_rows", "mcp_app", "status_rows"]
+__all__ = ["mcp_app"]
 
 
 # ---------------------------------------------------------------------------- search (lazy MCP)

@@ -26,7 +26,7 @@ def sessions_list(
 ) -> None:
     """List this project's sessions, most recently active first."""
     from caliban.paths import project_root
-    from caliban.sessions import format_summary, list_sessions
+    from caliban.session.store import format_summary, list_sessions
 
     root = project_root(Path.cwd())
     sessions = list_sessions(root)[:limit]
@@ -61,7 +61,7 @@ def sessions_rm(
 ) -> None:
     """Delete a saved session of this project."""
     from caliban.paths import project_root
-    from caliban.sessions import remove_session
+    from caliban.session.store import remove_session
 
     removed = remove_session(project_root(Path.cwd()), session_id)
     prompt = f" ({removed.first_prompt[:60]!r})" if removed.first_prompt else ""

@@ -20,7 +20,7 @@ def agents_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """List the sub-agents the Agent tool can start, with where each is defined."""
-    from caliban.agents import AGENT_ROW_HEADERS, agent_rows, definition_dirs, list_agents
+    from caliban.subagents import AGENT_ROW_HEADERS, agent_rows, definition_dirs, list_agents
 
     cwd = Path.cwd()
     definitions, warnings = list_agents(cwd)

@@ -28,9 +28,9 @@ from caliban.toolsets.combined import CombinedToolset
 from caliban.toolsets.tool_list import ToolList
 
 if TYPE_CHECKING:
-    from caliban.agents import AgentDefinition
     from caliban.mcp.client import McpManager
     from caliban.mcp.lazy.toolset import LazyMcpToolset
+    from caliban.subagents import AgentDefinition
 
 Listener = Callable[[AgentEvent], None]
 
@@ -169,7 +169,7 @@ class Session:
         """The sub-agent for one ``Agent`` call: its own history, env and toolset (derived
         from this session's, with its own activation set), this session's provider and
         permission policy; its events reach the listeners stamped with the call's id."""
-        from caliban.agents import DEFAULT_MAX_TURNS, child_system_prompt
+        from caliban.subagents import DEFAULT_MAX_TURNS, child_system_prompt
 
         env = ctx.env.fork()
         return Agent(

@@ -13,16 +13,16 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from caliban.background import start_in_daemon_thread
-from caliban.cli import CliOptions
+from caliban.cli.options import CliOptions
 from caliban.config import load_config
 from caliban.events import Notice
 from caliban.paths import project_root
 from caliban.prompts import system_prompt
-from caliban.session import Listener, Session
+from caliban.session.session import Listener, Session
 from caliban.tools.base import ToolEnv
 
 if TYPE_CHECKING:
-    from caliban.mcp.client import McpManager, ServerStatus
+    from caliban.mcp.client import McpManager
     from caliban.mcp.config import ServerConfig
     from caliban.permissions.approval import Approver
 
@@ -33,13 +33,14 @@ def preload() -> None:
     The REPL calls this in a background thread so the event loop never blocks on imports
     while the prompt is on screen.
     """
-    import caliban.agents
-    import caliban.mcp.cli
     import caliban.mcp.client
     import caliban.mcp.config
+    import caliban.mcp.lazy.toolset
+    import caliban.mcp.status
     import caliban.permissions.approval
     import caliban.providers.select
-    import caliban.sessions
+    import caliban.session.resume
+    import caliban.subagents
     import caliban.tools.agent
     import caliban.tools.builtin  # noqa: F401
 
@@ -71,12 +72,13 @@ async def open_session(
     Headless sessions wait for MCP servers before the first request (the model should see
     their tools); interactive ones do not, so the prompt appears at once.
     """
-    from caliban.agents import list_agents
     from caliban.mcp.config import load_mcp_config
+    from caliban.mcp.status import describe_failure
     from caliban.permissions.approval import deny_approver, make_authorize
     from caliban.permissions.policy import PermissionPolicy
     from caliban.providers.select import create_provider, resolve_provider
-    from caliban.sessions import close_transcript, open_transcript
+    from caliban.session.resume import close_transcript, open_transcript
+    from caliban.subagents import list_agents
     from caliban.tools.builtin import builtin_tools
 
     loaded = load_config(options.cwd, overrides=cli_overrides(options))
@@ -151,14 +153,6 @@ def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:
     return manager
 
 
-def describe_failure(status: ServerStatus) -> str:
-    """One notice for a server that did not start: name, reason, its last stderr lines, log."""
-    from caliban.mcp.cli import status_rows
-
-    [row] = status_rows([status])
-    return f"MCP server '{status.name}' is unavailable\n  " + "\n  ".join(row.detail)
-
-
 def session_init_info(session: Session) -> dict[str, Any]:
     """The fields of stream-json's ``init`` line."""
     servers = session.mcp.statuses() if session.mcp is not None else []
@@ -172,7 +166,7 @@ def session_init_info(session: Session) -> dict[str, Any]:
 
 
 def result_extra(session: Session) -> dict[str, Any]:
-    """Extra fields for the headless JSON result: ``context`` (see :mod:`caliban.context`)."""
-    from caliban.context import context_report
+    """Extra fields for the headless JSON result: ``context`` (:mod:`caliban.session.context`)."""
+    from caliban.session.context import context_report
 
     return {"context": context_report(session).as_dict()}

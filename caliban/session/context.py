@@ -24,7 +24,7 @@ from caliban.tokens import estimate_json_tokens, estimate_tokens
 from caliban.tools.base import McpOrigin, Tool
 
 if TYPE_CHECKING:
-    from caliban.session import Session
+    from caliban.session.session import Session
 
 __all__ = [
     "IMAGE_TOKENS",

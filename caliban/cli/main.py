@@ -9,47 +9,28 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import typer
-from typer import _click as click  # typer >= 0.29 vendors click; its types are these
 from typer.core import TyperGroup, TyperOption
 
 from caliban import __version__
-from caliban.agents_cli import agents_app
-from caliban.mcp.cli import mcp_app
-from caliban.sessions_cli import sessions_app
-
-EXIT_USAGE = 2
-EXIT_CONFIG = 78
-EXIT_INTERRUPTED = 130
+from caliban.cli.agents_cmd import agents_app
+from caliban.cli.config_cmd import config_app
+from caliban.cli.mcp_cmd import mcp_app
+from caliban.cli.options import (
+    EXIT_CONFIG,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    CliOptions,
+    OutputFormat,
+    PermissionModeName,
+)
+from caliban.cli.sessions_cmd import sessions_app
 
 _session_ran = False
 """Set once a session (interactive or -p) has run, so ``main`` may exit fast."""
-
-OutputFormat = Literal["text", "json", "stream-json"]
-PermissionModeName = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class CliOptions:
-    """What the top-level flags asked for; handed to the REPL or headless runner."""
-
-    prompt: str | None
-    print_mode: bool
-    output_format: OutputFormat
-    model: str | None
-    provider: str | None
-    max_turns: int | None
-    permission_mode: str | None
-    allowed_tools: tuple[str, ...]
-    disallowed_tools: tuple[str, ...]
-    continue_session: bool
-    resume: str | None
-    """A session id, ``""`` for the picker, or ``None``."""
-    cwd: Path
 
 
 class _PromptOrCommandGroup(TyperGroup):
@@ -59,19 +40,22 @@ class _PromptOrCommandGroup(TyperGroup):
     and options may appear anywhere (``caliban -p "fix it" --output-format json``).
     """
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    # typer exposes its vendored click's Context base class only under a private module; the
+    # context it passes is its public subclass, typer.Context.
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         first = _first_positional(self, args)
         if first is None or first in self.commands:
             return super().parse_args(ctx, args)
         ctx.allow_interspersed_args = True
-        rest = click.Command.parse_args(self, ctx, args)
+        # The plain command's parsing (TyperGroup's own would take the prompt for a subcommand).
+        rest = super(TyperGroup, self).parse_args(ctx, args)
         ctx.meta["caliban.prompt"] = rest
         ctx.args = []
         ctx._protected_args = []
         return []
 
 
-def _first_positional(command: click.Command, args: list[str]) -> str | None:
+def _first_positional(command: TyperGroup, args: list[str]) -> str | None:
     takes_value = {
         name
         for param in command.params
@@ -100,7 +84,6 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
-config_app = typer.Typer(help="Read and change settings (config.toml).", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 app.add_typer(agents_app, name="agents")
 app.add_typer(sessions_app, name="sessions")
@@ -229,99 +212,6 @@ def _split_rules(values: list[str] | None) -> tuple[str, ...]:
 
 def _err(message: str) -> None:
     print(message, file=sys.stderr)
-
-
-# ---------------------------------------------------------------------------- config
-
-
-def _load(cwd: Path) -> Any:
-    from caliban.config import load_config
-
-    loaded = load_config(cwd)
-    for warning in loaded.warnings:
-        _err(f"caliban: warning: {warning}")
-    return loaded
-
-
-def _target(scope_global: bool) -> Path:
-    from caliban.config import project_config_path, user_config_path
-
-    return user_config_path() if scope_global else project_config_path(Path.cwd())
-
-
-def _show(value: Any) -> str:
-    from caliban.config import toml_value
-
-    if value is None:
-        return "(unset)"
-    return toml_value(value)
-
-
-GlobalFlag = Annotated[
-    bool, typer.Option("--global", "-g", help="Use the user file instead of the project file.")
-]
-
-
-@config_app.command("get")
-def config_get(key: Annotated[str, typer.Argument(help="Dotted key, e.g. tools.lazy_mcp")]) -> None:
-    """Print the effective value of KEY."""
-    from caliban.config import get_value
-
-    print(_show(get_value(_load(Path.cwd()).settings, key)))
-
-
-@config_app.command("set")
-def config_set(
-    key: Annotated[str, typer.Argument(help="Dotted key, e.g. tools.lazy_mcp")],
-    value: Annotated[str, typer.Argument(help='A TOML value: true, 24, "x", ["a", "b"]')],
-    scope_global: GlobalFlag = False,
-) -> None:
-    """Set KEY to VALUE in the project file (or the user file with --global)."""
-    from caliban.config import parse_value, set_value
-
-    path = _target(scope_global)
-    set_value(path, key, parse_value(value))
-    _err(f"{key} = {_show(parse_value(value))} written to {path}")
-
-
-@config_app.command("unset")
-def config_unset(
-    key: Annotated[str, typer.Argument(help="Dotted key, e.g. tools.lazy_mcp")],
-    scope_global: GlobalFlag = False,
-) -> None:
-    """Remove KEY from the project file (or the user file with --global)."""
-    from caliban.config import unset_value
-
-    path = _target(scope_global)
-    if unset_value(path, key):
-        _err(f"{key} removed from {path}")
-    else:
-        _err(f"{key} was not set in {path}")
-
-
-@config_app.command("list")
-def config_list(
-    show_origin: Annotated[
-        bool, typer.Option("--show-origin", help="Show which file set each value.")
-    ] = False,
-) -> None:
-    """Print every effective setting."""
-    from caliban.config import all_keys, get_value
-
-    loaded = _load(Path.cwd())
-    for key in all_keys():
-        line = f"{key} = {_show(get_value(loaded.settings, key))}"
-        print(f"{line:<48} # {loaded.origin(key)}" if show_origin else line)
-
-
-@config_app.command("path")
-def config_path() -> None:
-    """Print the user and project config file paths."""
-    from caliban.config import project_config_path, user_config_path
-
-    for label, path in (("user", user_config_path()), ("project", project_config_path(Path.cwd()))):
-        state = "" if path.exists() else "  (not created)"
-        print(f"{label}: {path}{state}")
 
 
 # ---------------------------------------------------------------------------- entry point

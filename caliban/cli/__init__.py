@@ -1,0 +1,1 @@
+"""The ``caliban`` command line: the top-level command and its subcommands."""

@@ -1,0 +1,105 @@
+"""``caliban config …``: read and change settings (config.toml)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+config_app = typer.Typer(help="Read and change settings (config.toml).", no_args_is_help=True)
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _load(cwd: Path) -> Any:
+    from caliban.config import load_config
+
+    loaded = load_config(cwd)
+    for warning in loaded.warnings:
+        _err(f"caliban: warning: {warning}")
+    return loaded
+
+
+def _target(scope_global: bool) -> Path:
+    from caliban.config import project_config_path, user_config_path
+
+    return user_config_path() if scope_global else project_config_path(Path.cwd())
+
+
+def _show(value: Any) -> str:
+    from caliban.config import toml_value
+
+    if value is None:
+        return "(unset)"
+    return toml_value(value)
+
+
+GlobalFlag = Annotated[
+    bool, typer.Option("--global", "-g", help="Use the user file instead of the project file.")
+]
+
+
+@config_app.command("get")
+def config_get(key: Annotated[str, typer.Argument(help="Dotted key, e.g. tools.lazy_mcp")]) -> None:
+    """Print the effective value of KEY."""
+    from caliban.config import get_value
+
+    print(_show(get_value(_load(Path.cwd()).settings, key)))
+
+
+@config_app.command("set")
+def config_set(
+    key: Annotated[str, typer.Argument(help="Dotted key, e.g. tools.lazy_mcp")],
+    value: Annotated[str, typer.Argument(help='A TOML value: true, 24, "x", ["a", "b"]')],
+    scope_global: GlobalFlag = False,
+) -> None:
+    """Set KEY to VALUE in the project file (or the user file with --global)."""
+    from caliban.config import parse_value, set_value
+
+    path = _target(scope_global)
+    set_value(path, key, parse_value(value))
+    _err(f"{key} = {_show(parse_value(value))} written to {path}")
+
+
+@config_app.command("unset")
+def config_unset(
+    key: Annotated[str, typer.Argument(help="Dotted key, e.g. tools.lazy_mcp")],
+    scope_global: GlobalFlag = False,
+) -> None:
+    """Remove KEY from the project file (or the user file with --global)."""
+    from caliban.config import unset_value
+
+    path = _target(scope_global)
+    if unset_value(path, key):
+        _err(f"{key} removed from {path}")
+    else:
+        _err(f"{key} was not set in {path}")
+
+
+@config_app.command("list")
+def config_list(
+    show_origin: Annotated[
+        bool, typer.Option("--show-origin", help="Show which file set each value.")
+    ] = False,
+) -> None:
+    """Print every effective setting."""
+    from caliban.config import all_keys, get_value
+
+    loaded = _load(Path.cwd())
+    for key in all_keys():
+        line = f"{key} = {_show(get_value(loaded.settings, key))}"
+        print(f"{line:<48} # {loaded.origin(key)}" if show_origin else line)
+
+
+@config_app.command("path")
+def config_path() -> None:
+    """Print the user and project config file paths."""
+    from caliban.config import project_config_path, user_config_path
+
+    for label, path in (("user", user_config_path()), ("project", project_config_path(Path.cwd()))):
+        state = "" if path.exists() else "  (not created)"
+        print(f"{label}: {path}{state}")
