@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from caliban.mcp.search import SearchDoc
+from caliban.search.index import SearchDoc
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = REPO_ROOT / "benchmarks"
@@ -107,6 +107,30 @@ def pooled_catalog(eval_dir: Path) -> list[SearchDoc]:
     names = [d.name for d in docs]
     assert len(names) == len(set(names)), "duplicate wire names in the pooled catalog"
     return docs
+
+
+def load_toollens(eval_dir: Path) -> tuple[list[SearchDoc], list[Query]]:
+    """ToolLens: 464 RapidAPI endpoints on 19 servers and 957 dev requests needing 1-3 each.
+
+    The whole request is the query; every gold tool is relevant.
+    """
+    root = eval_dir / "toollens"
+    data = json.loads((root / "catalog.json").read_text())
+    docs = [make_doc(srv["server"], t) for srv in data["servers"] for t in srv["tools"]]
+    queries = []
+    with (root / "queries_dev.jsonl").open() as f:
+        for line in f:
+            if line.strip():
+                row = json.loads(line)
+                queries.append(
+                    Query(
+                        text=row["question"],
+                        relevant=frozenset(row["gold"]),
+                        source="toollens",
+                        split="dev",
+                    )
+                )
+    return docs, queries
 
 
 def load_extra_tools(path: Path = EXTRA_TOOLS) -> list[SearchDoc]:

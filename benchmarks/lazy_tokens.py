@@ -41,13 +41,13 @@ from _catalogs import EVAL_DIR, REFERENCE_TOOLS, REPO_ROOT, synthetic_catalog
 
 from caliban.config import Settings
 from caliban.mcp.activation import ActivationCell, McpActivationSet
-from caliban.mcp.search import SearchDoc
 from caliban.mcp.tools import McpTool
 from caliban.mcp.wire import LazyToolbox
 from caliban.messages import Message
 from caliban.providers.anthropic import build_params
 from caliban.providers.openai import wire_tool as openai_wire_tool
 from caliban.providers.scripted import ScriptedProvider
+from caliban.search.index import SearchDoc
 from caliban.session import Session
 from caliban.tokens import estimate_json_tokens, estimate_tokens, json_size
 from caliban.tools.base import CallContext, ToolEnv

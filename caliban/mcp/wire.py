@@ -44,7 +44,7 @@ from caliban.tools.toolsearch import (
 )
 
 if TYPE_CHECKING:
-    from caliban.mcp.search import ToolIndex
+    from caliban.search.index import ToolIndex
 
 __all__ = [
     "MANIFEST_BUDGET_TOKENS",
@@ -77,7 +77,7 @@ MANIFEST_INTRO = "Deferred tools by server (server (count): tool names):"
 
 @dataclass(frozen=True, kw_only=True)
 class McpDoc:
-    """An MCP tool as :class:`caliban.mcp.search.ToolIndex` sees it; ``target`` is the tool."""
+    """An MCP tool as :class:`caliban.search.index.ToolIndex` sees it; ``target`` is the tool."""
 
     name: str
     server: str
@@ -110,7 +110,7 @@ def _server_and_tool(tool: Tool) -> tuple[str, str]:
 
 def index_tools(tools: Sequence[Tool]) -> ToolIndex[McpDoc]:
     """A search index over ``tools`` (what ToolSearch and ``caliban mcp search`` rank)."""
-    from caliban.mcp.search import ToolIndex
+    from caliban.search.index import ToolIndex
 
     return ToolIndex.build(McpDoc.of(tool) for tool in tools)
 
@@ -553,7 +553,7 @@ class LazyToolbox:
 def _no_match(
     query: str, index: ToolIndex[McpDoc], missing: tuple[tuple[str, tuple[str, ...]], ...]
 ) -> str:
-    from caliban.mcp.search import format_no_match
+    from caliban.search.index import format_no_match
 
     text = format_no_match(query, index)
     if not missing:
@@ -578,7 +578,7 @@ def search_catalog(tools: Sequence[Tool], query: str, limit: int) -> dict[str, A
     nothing), ``searched`` (the catalog size) and, when nothing matched, ``no_match`` (the
     text ToolSearch would answer with).
     """
-    from caliban.mcp.search import format_no_match
+    from caliban.search.index import format_no_match
 
     index = index_tools(tools)
     result = index.search(query, limit)

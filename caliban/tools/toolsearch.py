@@ -2,7 +2,7 @@
 
 With lazy MCP loading (``tools.lazy_mcp``) most MCP tools are not in the tool list sent to the
 model. ``ToolSearch`` takes Claude Code's input shape — ``{query, max_results}`` — searches the
-deferred catalog (``caliban.mcp.search``), activates what it found and answers with each
+deferred catalog (``caliban.search``), activates what it found and answers with each
 match's full name, description and JSON Schema, so the model can call a match on its very next
 turn whatever provider it runs on (the schemas are plain text here, and on the wire from the
 next request on). The searching and activating is done by the toolbox it is bound to

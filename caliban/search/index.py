@@ -1,0 +1,478 @@
+"""Ranking MCP tools for ``ToolSearch``: BM25 over each tool's text, fused with a semantic score.
+
+:meth:`ToolIndex.build` indexes a catalog once, :meth:`ToolIndex.search` answers a query.
+Formatting results for the model is the ToolSearch tool's job, except the "no match" text
+(:func:`format_no_match`), which is shared.
+
+Query forms:
+
+* keywords: ``create pull request`` ranks every tool (below);
+* ``select:name1,name2`` picks exact names, full (``mcp__github__create_issue``) or bare
+  (``create_issue``, which matches that tool on every server), in the order given;
+* ``+term`` requires a word in the tool's name or server name (as Claude Code does); the
+  other words rank.
+
+How ranking works (each part was kept for what it measurably buys, see the ablation in
+``docs/lazy-mcp.md``):
+
+* A tool's text is its name, server, description and parameters (names, descriptions and
+  enum values, a little way into nested schemas), normalised by :mod:`caliban.search.text`.
+* BM25 (Okapi, ``k1`` 1.2, ``b`` 0.75, Lucene's IDF) over that text as one field. Term
+  scores do not depend on the query, so they are computed once at build time into an
+  inverted index and a query adds up a few sparse vectors.
+* A semantic score: the cosine between the query's and the tool's embeddings from a small
+  static embedding model (:mod:`caliban.search.semantic`).
+* Fusion: BM25 scores divided by the best one, plus :data:`SEMANTIC_WEIGHT` times the
+  cosines rescaled so the catalog's mean is 0 and its best is 1. A tool that shares no word
+  with the query is still a candidate when its cosine is above the catalog's mean.
+* A query word that is a tool's exact name (``read_file``) puts that tool first.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from caliban.search.text import tokenize, words
+
+if TYPE_CHECKING:
+    from caliban.search.semantic import CatalogEmbeddings, Embedder
+
+__all__ = [
+    "SearchDoc",
+    "SearchHit",
+    "SearchResult",
+    "ToolDoc",
+    "ToolIndex",
+    "format_no_match",
+    "schema_texts",
+    "tool_text",
+]
+
+
+class ToolDoc(Protocol):
+    """What the index needs to know about a tool; :class:`SearchDoc` is the stock one."""
+
+    @property
+    def name(self) -> str:
+        """Full wire name, ``mcp__<server>__<tool>``."""
+        ...
+
+    @property
+    def server(self) -> str:
+        """The server's configured name."""
+        ...
+
+    @property
+    def tool(self) -> str:
+        """The tool's own name on its server."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """The tool's description."""
+        ...
+
+    @property
+    def input_schema(self) -> Mapping[str, Any]:
+        """The tool's JSON Schema for its arguments."""
+        ...
+
+
+D = TypeVar("D", bound=ToolDoc)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchDoc:
+    """One tool of the catalog, as the index sees it."""
+
+    name: str
+    """Full wire name, ``mcp__<server>__<tool>``."""
+    server: str
+    tool: str
+    """The tool's own name on its server."""
+    description: str = ""
+    input_schema: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchHit(Generic[D]):
+    """A tool found by a search, with its score (``select:`` hits score 0)."""
+
+    doc: D
+    score: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResult(Generic[D]):
+    """What a query found.
+
+    For ``select:`` queries ``missing_names`` lists the requested names that matched no tool,
+    in the order given; for keyword queries it is empty.
+    """
+
+    query: str
+    mode: Literal["keywords", "select"]
+    hits: tuple[SearchHit[D], ...]
+    missing_names: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Wire names of the hits, best first."""
+        return tuple(hit.doc.name for hit in self.hits)
+
+
+# --- a tool's text ---------------------------------------------------------------------------
+
+_MAX_SCHEMA_DEPTH: Final = 3
+_MAX_ENUM_VALUES: Final = 24
+_MAX_PARAM_TOKENS: Final = 300
+_EXACT_NAME_BONUS: Final = 1000.0
+SEMANTIC_WEIGHT: Final = 0.5
+"""How much the semantic score counts against BM25 (both scaled to a best of 1)."""
+_PUNCT: Final = ".,;:!?'\"`()[]{}<>"
+# "+git" requires a word; "+44 20 ..." (a phone number) or "2+2" does not
+_REQUIRED: Final = re.compile(r"\+[^\W\d_][\w.-]*")
+# a word that names a tool rather than says something: read_file, get-sum, getFileInfo
+# (alphanumeric runs joined by "_", "__" or "-": unambiguous, so no catastrophic backtracking)
+_IDENTIFIER: Final = re.compile(r"[^\W_]+(?:(?:__?|-)[^\W_]+)+|[a-z]+(?:[A-Z][a-z0-9]*)+")
+
+
+def schema_texts(schema: Mapping[str, Any]) -> list[str]:
+    """Parameter names, descriptions and enum values of a JSON Schema, bounded in depth."""
+    out: list[str] = []
+
+    def walk(node: object, depth: int) -> None:
+        if not isinstance(node, Mapping) or depth > _MAX_SCHEMA_DEPTH:
+            return
+        props = node.get("properties")
+        if isinstance(props, Mapping):
+            for pname, pschema in props.items():
+                out.append(str(pname))
+                if isinstance(pschema, Mapping):
+                    for key in ("title", "description"):
+                        if isinstance(pschema.get(key), str):
+                            out.append(pschema[key])
+                    walk(pschema, depth + 1)
+        enum = node.get("enum")
+        if isinstance(enum, list):
+            out.extend(str(v) for v in enum[:_MAX_ENUM_VALUES] if isinstance(v, str))
+        items = node.get("items")
+        if isinstance(items, Mapping):
+            walk(items, depth + 1)
+        for key in ("anyOf", "oneOf", "allOf"):
+            alts = node.get(key)
+            if isinstance(alts, list):
+                for alt in alts[:4]:
+                    walk(alt, depth + 1)
+
+    walk(schema, 0)
+    return out
+
+
+def tool_text(doc: ToolDoc) -> str:
+    """What the semantic model embeds for a tool: its name's words, description and
+    parameter names."""
+    props = doc.input_schema.get("properties")
+    params = ", ".join(str(p) for p in props) if isinstance(props, Mapping) else ""
+    text = f"{' '.join(words(doc.tool))}: {doc.description}"
+    return f"{text} Parameters: {params}." if params else text
+
+
+@lru_cache(maxsize=65536)
+def _terms(text: str) -> tuple[str, ...]:
+    # catalogs repeat texts ("Repository owner") and rebuilds re-see them: tokenize once
+    return tuple(tokenize(text))
+
+
+def _doc_terms(doc: ToolDoc) -> list[str]:
+    params: list[str] = []
+    for text in schema_texts(doc.input_schema):
+        params.extend(_terms(text))
+        if len(params) >= _MAX_PARAM_TOKENS:
+            break
+    return [
+        *_terms(doc.tool),
+        # a server may be named with a stop word ("everything"); keep it findable
+        *tokenize(doc.server, keep_stop_words=True),
+        *_terms(doc.description),
+        *params[:_MAX_PARAM_TOKENS],
+    ]
+
+
+def _name_terms(doc: ToolDoc) -> frozenset[str]:
+    """Terms of a tool's name and server: where a ``+required`` word must appear."""
+    return frozenset(
+        [*tokenize(doc.tool, keep_stop_words=True), *tokenize(doc.server, keep_stop_words=True)]
+    )
+
+
+# --- the index -------------------------------------------------------------------------------
+
+_FloatArray = npt.NDArray[np.float64]
+_IntArray = npt.NDArray[np.intp]
+
+
+@dataclass(frozen=True, slots=True)
+class _Posting:
+    doc_ids: _IntArray
+    scores: _FloatArray
+
+
+_K1: Final = 1.2
+_B: Final = 0.75
+
+
+def _postings(corpus: list[list[str]]) -> dict[str, _Posting]:
+    """Each term's BM25 score in each tool that has it.
+
+    Okapi BM25 with Lucene's IDF, ``log(1 + (N - df + 0.5) / (df + 0.5))``, which stays
+    positive for words most tools share (rank_bm25's Okapi IDF goes negative there).
+    """
+    n = len(corpus)
+    total = sum(len(terms) for terms in corpus)
+    if not total:
+        return {}
+    avgdl = total / n
+    counts = [Counter(terms) for terms in corpus]
+    df: Counter[str] = Counter()
+    for c in counts:
+        df.update(c.keys())
+    idf = {term: math.log1p((n - f + 0.5) / (f + 0.5)) for term, f in df.items()}
+    merged: dict[str, dict[int, float]] = defaultdict(dict)
+    for doc_id, c in enumerate(counts):
+        norm = _K1 * (1 - _B + _B * len(corpus[doc_id]) / avgdl)
+        for term, tf in c.items():
+            merged[term][doc_id] = idf[term] * tf * (_K1 + 1) / (tf + norm)
+    return {
+        term: _Posting(
+            doc_ids=np.fromiter(per_doc.keys(), dtype=np.intp, count=len(per_doc)),
+            scores=np.fromiter(per_doc.values(), dtype=np.float64, count=len(per_doc)),
+        )
+        for term, per_doc in merged.items()
+    }
+
+
+class ToolIndex(Generic[D]):
+    """A search index over one tool catalog. Immutable: rebuild it when the catalog changes.
+
+    Building costs a few milliseconds per hundred tools (see ``docs/lazy-mcp.md``), so a
+    server reconnecting with a new tool list simply rebuilds (:meth:`replace_server`).
+    """
+
+    __slots__ = (
+        "_by_name",
+        "_by_tool",
+        "_by_tool_lower",
+        "_docs",
+        "_embedder",
+        "_embeddings",
+        "_name_terms",
+        "_postings",
+    )
+
+    def __init__(
+        self,
+        docs: Sequence[D],
+        postings: Mapping[str, _Posting],
+        embedder: Embedder | None,
+        embeddings: CatalogEmbeddings | None,
+    ) -> None:
+        """Use :meth:`build`."""
+        self._docs: tuple[D, ...] = tuple(docs)
+        self._postings = postings
+        self._embedder = embedder
+        self._embeddings = embeddings
+        self._name_terms = [_name_terms(d) for d in self._docs]
+        self._by_name: dict[str, int] = {}
+        self._by_tool: dict[str, list[int]] = defaultdict(list)
+        self._by_tool_lower: dict[str, list[int]] = defaultdict(list)
+        for i, doc in enumerate(self._docs):
+            self._by_name.setdefault(doc.name, i)
+            self._by_tool[doc.tool].append(i)
+            self._by_tool_lower[doc.tool.lower()].append(i)
+            self._by_tool_lower[doc.name.lower()].append(i)
+
+    @classmethod
+    def build(
+        cls, docs: Iterable[D], *, embedder: Embedder | Literal["default"] | None = "default"
+    ) -> ToolIndex[D]:
+        """Index a catalog. Docs keep their order (it breaks score ties).
+
+        The ranking fuses BM25 with the semantic score of ``embedder``: by default the model
+        shipped with caliban (:func:`caliban.search.semantic.default_embedder`), or one
+        loaded from elsewhere (:func:`caliban.search.semantic.load_embedder`); ``None`` (or
+        a model that fails to load) ranks by BM25 alone.
+        """
+        if embedder == "default":
+            from caliban.search.semantic import default_embedder
+
+            embedder = default_embedder()
+        doc_list = list(docs)
+        postings = _postings([_doc_terms(doc) for doc in doc_list])
+        embeddings = (
+            embedder.embed_catalog([tool_text(d) for d in doc_list])
+            if embedder is not None and doc_list
+            else None
+        )
+        return cls(doc_list, postings, embedder, embeddings)
+
+    def replace_server(self, server: str, docs: Iterable[D]) -> ToolIndex[D]:
+        """A new index with ``server``'s tools replaced by ``docs`` (empty drops the server)."""
+        kept = [d for d in self._docs if d.server != server]
+        return ToolIndex.build([*kept, *docs], embedder=self._embedder)
+
+    @property
+    def docs(self) -> tuple[D, ...]:
+        """The catalog, in build order."""
+        return self._docs
+
+    @property
+    def semantic(self) -> bool:
+        """Whether rankings fuse in the semantic score."""
+        return self._embeddings is not None
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def lookup(self, name: str) -> tuple[D, ...]:
+        """Tools called ``name``: a full wire name, else a bare tool name on any server.
+
+        Exact spelling wins; failing that, a case-insensitive match is accepted.
+        """
+        if name in self._by_name:
+            return (self._docs[self._by_name[name]],)
+        ids = self._by_tool.get(name) or self._by_tool_lower.get(name.lower(), [])
+        return tuple(self._docs[i] for i in dict.fromkeys(ids))
+
+    def server_counts(self) -> tuple[tuple[str, int], ...]:
+        """``(server, number of tools)`` for every server in the catalog, by server name."""
+        return tuple(sorted(Counter(d.server for d in self._docs).items()))
+
+    def closest_names(self, query: str, n: int = 5) -> tuple[str, ...]:
+        """Wire names that look most like ``query`` (for "did you mean" messages).
+
+        Compares against both wire names and bare tool names with :mod:`difflib`.
+        """
+        q = query.strip()
+        if q[:7].lower() == "select:":
+            q = q[7:]
+        q = re.sub(r"[\s\-]+", "_", q.strip().lower())
+        if not q or n <= 0:
+            return ()
+        matches = difflib.get_close_matches(q, list(self._by_tool_lower), n=n * 3, cutoff=0.5)
+        out: dict[str, None] = {}
+        for key in matches:
+            for i in self._by_tool_lower[key]:
+                out[self._docs[i].name] = None
+        return tuple(out)[:n]
+
+    def search(self, query: str, limit: int = 5) -> SearchResult[D]:
+        """Answer a ToolSearch query (keywords, ``select:`` or ``+required`` words).
+
+        Keyword hits are the best ``limit`` tools that match a query word or, with the
+        semantic score, resemble the query; a ``select:`` query returns every tool it names,
+        in the order given, ignoring ``limit``.
+        """
+        text = query.strip()
+        if text[:7].lower() == "select:":
+            return self._select(query, text[7:])
+        return self._keywords(query, text, limit)
+
+    def _select(self, query: str, names: str) -> SearchResult[D]:
+        hits: dict[str, SearchHit[D]] = {}
+        missing: list[str] = []
+        # tool names never contain spaces, so "a, b" and "a b" both list two names
+        for name in re.split(r"[,\s]+", names):
+            if not name:
+                continue
+            found = self.lookup(name)
+            if not found:
+                missing.append(name)
+            for doc in found:
+                hits.setdefault(doc.name, SearchHit(doc=doc, score=0.0))
+        return SearchResult(
+            query=query, mode="select", hits=tuple(hits.values()), missing_names=tuple(missing)
+        )
+
+    def _keywords(self, query: str, text: str, limit: int) -> SearchResult[D]:
+        empty: tuple[SearchHit[D], ...] = ()
+        if limit <= 0 or not self._docs:
+            return SearchResult(query=query, mode="keywords", hits=empty)
+        required, ranked, identifiers = _parse(text)
+        terms = tokenize(ranked) or tokenize(ranked, keep_stop_words=True)
+        if not terms and not required:
+            return SearchResult(query=query, mode="keywords", hits=empty)
+
+        lexical = np.zeros(len(self._docs))
+        for term in terms or required:
+            posting = self._postings.get(term)
+            if posting is not None:
+                lexical[posting.doc_ids] += posting.scores
+        best = float(lexical.max())
+        scores = lexical / best if best > 0 else lexical
+        candidates = lexical > 0
+        if self._embeddings is not None and terms:
+            cosines = self._embeddings.similarities(ranked)
+            if cosines is not None:
+                top, mean = float(cosines.max()), float(cosines.mean())
+                if top > mean:
+                    scores = scores + SEMANTIC_WEIGHT * (cosines - mean) / (top - mean)
+                    # a tool that shares no word may still be what was asked for
+                    candidates = candidates | (cosines > mean)
+        for word in identifiers:
+            for i in self._by_tool_lower.get(word, ()):
+                scores[i] += _EXACT_NAME_BONUS
+                candidates[i] = True
+        if required:
+            for i, names in enumerate(self._name_terms):
+                if candidates[i] and not all(t in names for t in required):
+                    candidates[i] = False
+        ids = np.flatnonzero(candidates)
+        if ids.size > limit:
+            # partial selection, then an exact stable sort of the few that remain
+            cut = np.argpartition(-scores[ids], limit - 1)[:limit]
+            ids = np.sort(ids[cut])
+        order = ids[np.argsort(-scores[ids], kind="stable")]
+        hits = tuple(SearchHit(doc=self._docs[i], score=float(scores[i])) for i in order)
+        return SearchResult(query=query, mode="keywords", hits=hits)
+
+
+def _parse(text: str) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
+    """Split a query into required terms, the text that ranks and tool-name-like words."""
+    required: list[str] = []
+    ranked: list[str] = []
+    identifiers: list[str] = []
+    for word in text.split():
+        if _REQUIRED.fullmatch(word):
+            word = word[1:]
+            required.extend(tokenize(word, keep_stop_words=True))
+        bare = word.strip(_PUNCT)
+        if _IDENTIFIER.fullmatch(bare):
+            identifiers.append(bare.lower())
+        ranked.append(word)
+    return tuple(dict.fromkeys(required)), " ".join(ranked), tuple(identifiers)
+
+
+def format_no_match(query: str, index: ToolIndex[Any], *, n: int = 5) -> str:
+    """The text ToolSearch returns when nothing matched: closest names and the servers."""
+    lines = [f"No MCP tools matched '{query}'."]
+    closest = index.closest_names(query, n)
+    if closest:
+        lines.append("Closest tool names: " + ", ".join(closest))
+    servers = index.server_counts()
+    if servers:
+        listing = ", ".join(f"{s} ({c} tool{'s' if c != 1 else ''})" for s, c in servers)
+        lines.append("Servers: " + listing)
+    else:
+        lines.append("No MCP servers are connected.")
+    return "\n".join(lines)
