@@ -24,7 +24,7 @@ How ranking works (each part was kept for what it measurably buys, see the ablat
   static embedding model (:mod:`caliban.search.semantic`).
 * Fusion: BM25 scores divided by the best one, plus :data:`SEMANTIC_WEIGHT` times the
   cosines rescaled so the catalog's mean is 0 and its best is 1. A tool that shares no word
-  with the query is still a candidate when its cosine is above the catalog's mean.
+  with the query is still a hit when its cosine is above the catalog's mean and 0.35.
 * A query word that is a tool's exact name (``read_file``) puts that tool first.
 """
 
@@ -137,6 +137,9 @@ _MAX_SCHEMA_DEPTH: Final = 3
 _MAX_ENUM_VALUES: Final = 24
 _MAX_PARAM_TOKENS: Final = 300
 _EXACT_NAME_BONUS: Final = 1000.0
+_MIN_COSINE: Final = 0.35
+"""A tool no query word matches is a hit only this close to the query (texts unrelated
+under the shipped model rarely reach 0.35)."""
 SEMANTIC_WEIGHT: Final = 0.5
 """How much the semantic score counts against BM25 (both scaled to a best of 1)."""
 _PUNCT: Final = ".,;:!?'\"`()[]{}<>"
@@ -409,7 +412,9 @@ class ToolIndex(Generic[D]):
         if limit <= 0 or not self._docs:
             return SearchResult(query=query, mode="keywords", hits=empty)
         required, ranked, identifiers = _parse(text)
-        terms = tokenize(ranked) or tokenize(ranked, keep_stop_words=True)
+        meaningful = tokenize(ranked)
+        # a query of nothing but stop words ("everything") may still name a server
+        terms = meaningful or tokenize(ranked, keep_stop_words=True)
         if not terms and not required:
             return SearchResult(query=query, mode="keywords", hits=empty)
 
@@ -421,14 +426,15 @@ class ToolIndex(Generic[D]):
         best = float(lexical.max())
         scores = lexical / best if best > 0 else lexical
         candidates = lexical > 0
-        if self._embeddings is not None and terms:
+        if self._embeddings is not None and meaningful:
             cosines = self._embeddings.similarities(ranked)
             if cosines is not None:
                 top, mean = float(cosines.max()), float(cosines.mean())
                 if top > mean:
                     scores = scores + SEMANTIC_WEIGHT * (cosines - mean) / (top - mean)
-                    # a tool that shares no word may still be what was asked for
-                    candidates = candidates | (cosines > mean)
+                    # a tool that shares no word may still be what was asked for, if it
+                    # stands out from the catalog and is near enough in absolute terms
+                    candidates = candidates | (cosines >= max(mean, _MIN_COSINE))
         for word in identifiers:
             for i in self._by_tool_lower.get(word, ()):
                 scores[i] += _EXACT_NAME_BONUS
