@@ -109,6 +109,30 @@ def pooled_catalog(eval_dir: Path) -> list[SearchDoc]:
     return docs
 
 
+def load_toollens(eval_dir: Path) -> tuple[list[SearchDoc], list[Query]]:
+    """ToolLens: 464 RapidAPI endpoints on 19 servers and 957 dev requests needing 1-3 each.
+
+    The whole request is the query; every gold tool is relevant.
+    """
+    root = eval_dir / "toollens"
+    data = json.loads((root / "catalog.json").read_text())
+    docs = [make_doc(srv["server"], t) for srv in data["servers"] for t in srv["tools"]]
+    queries = []
+    with (root / "queries_dev.jsonl").open() as f:
+        for line in f:
+            if line.strip():
+                row = json.loads(line)
+                queries.append(
+                    Query(
+                        text=row["question"],
+                        relevant=frozenset(row["gold"]),
+                        source="toollens",
+                        split="dev",
+                    )
+                )
+    return docs, queries
+
+
 def load_extra_tools(path: Path = EXTRA_TOOLS) -> list[SearchDoc]:
     """The tools of more public MCP servers, from our committed snapshot (``capture-extra``)."""
     return load_reference_tools(path)

@@ -3,7 +3,7 @@
 Run: ``python benchmarks/lazy_tokens.py`` (``--no-servers`` to build the real catalogs from
 their JSON instead of serving them from a test MCP server; ``--sizes`` for the synthetic ones).
 
-For each catalog a real :class:`~caliban.session.Session` builds its first request twice —
+For each catalog a real :class:`~caliban.session.session.Session` builds its first request twice —
 ``tools.lazy_mcp = false`` and ``true`` — and the request goes through the providers' own
 body builders (``caliban.providers.anthropic.build_params``, ``openai.wire_tool``). Counted is
 what lazy loading changes on the wire: the MCP tool definitions (eager), or the ToolSearch

@@ -2,6 +2,11 @@
 
 Run: ``python benchmarks/search_latency.py`` (``--sizes 100 1000`` to choose sizes).
 
+Each catalog is timed twice: BM25 alone (``embedder=None``) and with the semantic model.
+*Cold* builds start from a model loaded from disk and an empty token cache (a new process);
+*warm* builds reuse the embedder that has seen those tool texts (a rebuild after one server
+changed). Query times include embedding the query.
+
 Catalogs come from ``_catalogs.synthetic_catalog``; rows marked ``real`` copy the pooled
 real catalog (long GitHub descriptions and schemas) up to that size. Queries mix two- to
 eight-word keyword queries (some with synonyms or a ``+required`` word) and ``select:``
@@ -22,7 +27,9 @@ from collections.abc import Callable, Sequence
 from _catalogs import EVAL_DIR, pooled_catalog, synthetic_catalog
 from rank_bm25 import BM25Okapi
 
-from caliban.search.index import SearchDoc, ToolIndex, tokenize
+from caliban.search.index import SearchDoc, ToolIndex
+from caliban.search.semantic import Embedder, StaticModel
+from caliban.search.text import tokenize
 
 QUERY_WORDS = [
     "create", "delete", "list", "issue", "message", "channel", "file", "folder", "invoice",
@@ -93,10 +100,10 @@ def main() -> None:
     args = parser.parse_args()
 
     print(
-        "| tools       | build ms | rebuild ms | query p50 ms | query p99 ms |"
+        "| tools | ranking | cold build ms | warm rebuild ms | query p50 ms | query p99 ms |"
         " rank_bm25 get_scores p50 ms |"
     )
-    print("|-------------|----------|------------|--------------|--------------|" + "-" * 30 + "|")
+    print("|---|---|---|---|---|---|---|")
     catalogs: list[tuple[str, list[SearchDoc]]] = []
     for n in args.sizes:
         catalogs.append((f"{n:,}", synthetic_catalog(n, seed=n)))
@@ -104,31 +111,34 @@ def main() -> None:
         real = real_catalog(n)
         if real is not None and n >= 1_000:
             catalogs.append((f"{n:,} real", real))
+    start = time.perf_counter()
+    model = StaticModel.load()
+    load_ms = (time.perf_counter() - start) * 1000
     for label, docs in catalogs:
         queries = make_queries(docs, args.queries, seed=1)
-
-        start = time.perf_counter()
-        index = ToolIndex.build(docs)
-        build_ms = (time.perf_counter() - start) * 1000
-        builds = []
-        for _ in range(3):  # a server's tool list changed: the index is simply rebuilt
-            start = time.perf_counter()
-            index = index.replace_server(
-                docs[0].server, [d for d in docs if d.server == docs[0].server]
-            )
-            builds.append((time.perf_counter() - start) * 1000)
-        rebuild_ms = statistics.median(builds)
-
-        ours = time_calls(functools.partial(index.search, limit=5), queries)
-
         plain = BM25Okapi([tokenize(f"{d.tool} {d.description}") for d in docs])
         keyword_queries = [q for q in queries if not q.startswith("select:")][:100]
-        theirs = time_calls(functools.partial(plain_scores, plain), keyword_queries)
-
-        print(
-            f"| {label:>11} | {build_ms:8.1f} | {rebuild_ms:10.1f} | {percentile(ours, 50):12.3f} |"
-            f" {percentile(ours, 99):12.3f} | {percentile(theirs, 50):28.3f} |"
-        )
+        theirs = percentile(time_calls(functools.partial(plain_scores, plain), keyword_queries), 50)
+        for ranking in ("bm25", "bm25+semantic"):
+            embedder = Embedder(model) if ranking != "bm25" else None
+            start = time.perf_counter()
+            index = ToolIndex.build(docs, embedder=embedder)
+            build_ms = (time.perf_counter() - start) * 1000
+            builds = []
+            for _ in range(3):  # a server's tool list changed: the index is simply rebuilt
+                start = time.perf_counter()
+                index = index.replace_server(
+                    docs[0].server, [d for d in docs if d.server == docs[0].server]
+                )
+                builds.append((time.perf_counter() - start) * 1000)
+            ours = time_calls(functools.partial(index.search, limit=5), queries)
+            print(
+                f"| {label} | {ranking} | {build_ms:.1f} | {statistics.median(builds):.1f} |"
+                f" {percentile(ours, 50):.3f} | {percentile(ours, 99):.3f} | {theirs:.3f} |"
+            )
+    query = "I'm planning a trip to Lisbon next week: what's the weather and any cheap flights?"
+    embed_ms = time_calls(lambda q: model.embed([q]), [query] * 200)
+    print(f"\nmodel load: {load_ms:.1f} ms; query embedding p50 {percentile(embed_ms, 50):.3f} ms")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from caliban.events import ActivationChanged
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 
 if TYPE_CHECKING:
+    from caliban.search.index import ToolIndex
     from caliban.tools.base import Tool
 
 __all__ = [
@@ -167,6 +168,18 @@ def _missing_lines(outcome: SearchOutcome) -> list[str]:
     return lines
 
 
+def unmatched(
+    query: str, index: ToolIndex[Any], missing: tuple[tuple[str, tuple[str, ...]], ...] = ()
+) -> SearchOutcome:
+    """The outcome of a search that found nothing: what looks close, and what servers exist."""
+    return SearchOutcome(
+        query=query,
+        missing=missing,
+        closest=index.closest_names(query, 5),
+        servers=index.server_counts(),
+    )
+
+
 def no_match_text(outcome: SearchOutcome) -> str:
     """The answer when nothing matched: the closest names and what servers there are."""
     lines = [f"No MCP tools matched '{outcome.query}'."]
@@ -218,10 +231,7 @@ def search_catalog(tools: Sequence[Tool], query: str, limit: int) -> dict[str, A
         "missing": list(result.missing_names),
     }
     if not result.hits:
-        outcome = SearchOutcome(
-            query=query, closest=index.closest_names(query, 5), servers=index.server_counts()
-        )
-        data["no_match"] = no_match_text(outcome)
+        data["no_match"] = no_match_text(unmatched(query, index))
     return data
 
 

@@ -31,7 +31,13 @@ from caliban.events import ActivationChanged, AgentEvent
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.mcp.lazy.catalog import Catalog
 from caliban.mcp.lazy.policy import LazyPolicy, decide
-from caliban.mcp.lazy.tool_search import MAX_RESULTS, Match, SearchOutcome, ToolSearch
+from caliban.mcp.lazy.tool_search import (
+    MAX_RESULTS,
+    Match,
+    SearchOutcome,
+    ToolSearch,
+    unmatched,
+)
 from caliban.messages import TextPart, ToolSpec
 from caliban.tools.base import (
     CallContext,
@@ -281,12 +287,7 @@ class LazyMcpToolset:
             if name not in catalog.by_name
         )
         if not result.hits and not pinned:
-            return SearchOutcome(
-                query=query,
-                missing=missing,
-                closest=index.closest_names(query, 5),
-                servers=index.server_counts(),
-            )
+            return unmatched(query, index, missing)
         tools = [catalog.by_name[hit.doc.name] for hit in result.hits]
         names = [tool.name for tool in tools]
 
