@@ -13,7 +13,7 @@ import difflib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, assert_never
 
 from caliban.events import (
     AgentEvent,
@@ -202,6 +202,8 @@ class Agent:
                             ),
                         )
                         return event
+                    case _:
+                        assert_never(event)
         except asyncio.CancelledError:
             # Keep what the user already saw, so the next prompt has it as context.
             if text := "".join(partial):

@@ -16,12 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from caliban import paths
 from caliban.errors import ConfigError
-from caliban.fsutil import atomic_write_text
 
 CONFIG_FILE = "config.toml"
 
@@ -358,119 +356,34 @@ def unset_value(path: Path, key: str) -> bool:
 
 
 def _edit(path: Path, key: str, value: Any) -> None:
+    """Change one key of the file, in place (tomlkit keeps comments and layout), after
+    checking that the result is valid; atomic."""
+    from caliban.toml_edit import load_document, remove_key, save_document, set_key
+
     try:
         _model_for(key)
     except KeyError:
         raise ConfigError(_unknown_key_message(key)) from None
-    text, data = read_toml(path)
-    expected = _with_value(data, key, value)
+    document = load_document(path)
+    parts = key.split(".")
+    if value is _MISSING:
+        remove_key(document, parts)
+    else:
+        set_key(document, parts, value)
+    expected = document.unwrap()
     try:
         Settings.model_validate(_strip_keys(expected, list(_walk_unknown(expected, Settings, ""))))
     except ValidationError as exc:
         message = _validation_message(None, exc)
         raise ConfigError(f"not written: {message}") from None
-    if text is None or not has_comments(text):
-        new_text = tomli_w.dumps(_prune_empty(expected))
-        atomic_write_text(path, new_text)
-        return
-    edited = _edit_preserving_comments(text, key, value)
-    if edited is None or parse_toml_or_none(edited) != _prune_empty(expected):
-        shown = "" if value is _MISSING else f" = {toml_value(value)}"
-        raise ConfigError(
-            f"{path} has comments that caliban would lose by rewriting it, so it was not "
-            f"changed. Edit it by hand: {'remove' if value is _MISSING else 'set'} "
-            f"{key}{shown}"
-        )
-    atomic_write_text(path, edited)
-
-
-def _with_value(data: Mapping[str, Any], key: str, value: Any) -> dict[str, Any]:
-    result = _deep_copy(data)
-    *tables, leaf = key.split(".")
-    node = result
-    for part in tables:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = node[part] = {}
-        node = child
-    if value is _MISSING:
-        node.pop(leaf, None)
-    else:
-        node[leaf] = value
-    return result
-
-
-def _prune_empty(data: Mapping[str, Any]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            value = _prune_empty(value)
-            if not value:
-                continue
-        result[key] = value
-    return result
-
-
-def parse_toml_or_none(text: str) -> dict[str, Any] | None:
-    """Parsed TOML, or ``None`` when ``text`` is not valid TOML."""
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return None
-
-
-def has_comments(text: str) -> bool:
-    """Whether rewriting ``text`` with tomli-w could lose a comment (any ``#`` counts)."""
-    return any("#" in line for line in text.splitlines())
+    save_document(path, document)
 
 
 def toml_value(value: Any) -> str:
     """``value`` written as a TOML value (``true``, ``"x"``, ``["a", "b"]``)."""
-    return tomli_w.dumps({"v": value}).split("=", 1)[1].strip()
+    from caliban.toml_edit import toml_value as render
 
-
-def _edit_preserving_comments(text: str, key: str, value: Any) -> str | None:
-    """Change one assignment line in place; None when that is not possible."""
-    if isinstance(value, Mapping):
-        return None
-    lines = text.splitlines(keepends=True)
-    line_no = find_key_line(text, key)
-    *tables, leaf = key.split(".")
-    if line_no is not None:
-        old = lines[line_no - 1]
-        if value is _MISSING:
-            del lines[line_no - 1]
-        else:
-            indent = old[: len(old) - len(old.lstrip())]
-            name = old.lstrip().split("=", 1)[0].rstrip()
-            comment = re.search(r"\s+#[^\"']*$", old.rstrip("\r\n"))
-            ending = "\r\n" if old.endswith("\r\n") else "\n"
-            tail = comment.group(0) if comment else ""
-            lines[line_no - 1] = f"{indent}{name} = {toml_value(value)}{tail}{ending}"
-        return "".join(lines)
-    if value is _MISSING:
-        return None
-    assignment = f"{leaf} = {toml_value(value)}\n"
-    if not tables:
-        first_table = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("[")), None)
-        index = len(lines) if first_table is None else first_table
-        lines.insert(index, assignment)
-        return "".join(lines)
-    table = ".".join(tables)
-    header = re.compile(rf"^\s*\[\s*{re.escape(table)}\s*\]")
-    start = next((i for i, ln in enumerate(lines) if header.match(ln)), None)
-    if start is None:
-        if lines and not lines[-1].endswith("\n"):
-            lines[-1] += "\n"
-        lines.append(f"\n[{table}]\n{assignment}")
-        return "".join(lines)
-    end = start + 1
-    while end < len(lines) and not lines[end].lstrip().startswith("["):
-        end += 1
-    while end > start + 1 and not lines[end - 1].strip():
-        end -= 1
-    lines.insert(end, assignment)
-    return "".join(lines)
+    return render(value)
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:

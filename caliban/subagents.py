@@ -285,11 +285,6 @@ def list_agents(cwd: Path) -> tuple[list[AgentDefinition], list[str]]:
     return list(chosen.values()), warnings
 
 
-def load_agents(cwd: Path) -> list[AgentDefinition]:
-    """:func:`list_agents` without the warnings."""
-    return list_agents(cwd)[0]
-
-
 AGENT_ROW_HEADERS: Final = ("name", "source", "model", "tools", "inherit_active_mcp")
 
 
@@ -330,7 +325,6 @@ __all__ = [
     "child_system_prompt",
     "definition_dirs",
     "list_agents",
-    "load_agents",
     "parse_definition",
     "split_frontmatter",
     "split_tools",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tomllib
+
 import os
 import subprocess
 import sys
@@ -110,12 +112,16 @@ def test_set_preserves_comments_and_other_keys(project: Path) -> None:
     assert "lazy_mcp" not in path.read_text() and "# keep schemas off the wire" in path.read_text()
 
 
-def test_refuses_rather_than_losing_comments(project: Path) -> None:
+def test_a_key_under_an_inline_table_is_set_in_place(project: Path) -> None:
     original = "# note\ntools = { max_active_schemas = 3 }  # inline table\n"
     path = write(project_config_path(project), original)
-    with pytest.raises(ConfigError, match="Edit it by hand"):
-        set_value(path, "tools.lazy_mcp", True)
-    assert path.read_text() == original
+    set_value(path, "tools.lazy_mcp", True)
+    text = path.read_text()
+    assert text.startswith("# note\ntools = { max_active_schemas = 3, lazy_mcp = true")
+    assert text.rstrip().endswith("# inline table")
+    assert tomllib.loads(text) == {"tools": {"max_active_schemas": 3, "lazy_mcp": True}}
+    assert unset_value(path, "tools.max_active_schemas") is True
+    assert tomllib.loads(path.read_text()) == {"tools": {"lazy_mcp": True}}
 
 
 def test_invalid_toml_names_file_line_and_column(project: Path) -> None:

@@ -196,3 +196,14 @@ def test_the_real_executable_lists_servers_without_importing_the_sdk_at_startup(
     loaded = {line.rsplit("|", 1)[-1].strip() for line in imports.splitlines()}
     for heavy in ("mcp", "anthropic", "openai", "prompt_toolkit"):
         assert heavy not in loaded
+
+
+def test_add_into_a_commented_file_keeps_every_comment(project: Path) -> None:
+    path = project_mcp_path(project)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('# team servers\n[server.docs]  # the docs index\ncommand = "docs-mcp"\n')
+    code, _, err = run("add", "--scope", "project", "time", "--", "uvx", "mcp-server-time")
+    assert code == 0, err
+    text = path.read_text()
+    assert text.startswith('# team servers\n[server.docs]  # the docs index\ncommand = "docs-mcp"\n')
+    assert tomllib.loads(text)["server"]["time"] == {"command": "uvx", "args": ["mcp-server-time"]}

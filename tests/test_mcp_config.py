@@ -260,15 +260,16 @@ def test_add_creates_the_file_and_validates(tmp_path: Path) -> None:
         add_server(path, "empty", {})
 
 
-def test_a_file_that_cannot_be_edited_in_place_with_comments_is_refused(tmp_path: Path) -> None:
+def test_inline_tables_in_a_commented_file_are_edited_in_place(tmp_path: Path) -> None:
     original = '# keep me\nserver = { inline = { command = "x" } }\n'
     path = write(tmp_path / "mcp.toml", original)
-    with pytest.raises(ConfigError, match="without losing its comments"):
-        remove_server(path, "inline")
-    assert path.read_text() == original
-    write(path, 'server = { inline = { command = "x" } }\n')
+    assert add_server(path, "other", entry_from_options(command=["y"])) is False
+    text = path.read_text()
+    assert text.startswith("# keep me\n")
+    assert tomllib.loads(text)["server"] == {"inline": {"command": "x"}, "other": {"command": "y"}}
     assert remove_server(path, "inline") is True
-    assert tomllib.loads(path.read_text()) == {}
+    assert path.read_text().startswith("# keep me\n")
+    assert tomllib.loads(path.read_text()) == {"server": {"other": {"command": "y"}}}
 
 
 # ---------------------------------------------------------------------------- wire names

@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal, assert_never
 
 import anyio
 import mcp_types
@@ -687,6 +687,8 @@ class McpManager:
                     from mcp.client.sse import sse_client
 
                     server = sse_client(config.url or "", headers=dict(config.headers))
+                case _:
+                    assert_never(config.transport)
         return Client(
             server,
             mode=self._mode,

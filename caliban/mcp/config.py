@@ -29,18 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from caliban import paths
 from caliban.config import (
     ConfigError,
     find_key_line,
-    has_comments,
-    parse_toml_or_none,
     read_toml,
 )
-from caliban.fsutil import atomic_write_text
 
 MCP_FILE = "mcp.toml"
 MCP_JSON = ".mcp.json"
@@ -469,50 +465,15 @@ def _order_key(server: ServerConfig, raws: Sequence[_Raw]) -> int:
 # ---------------------------------------------------------------------------- writing
 
 
-def _dump_entry(name: str, entry: Mapping[str, Any]) -> str:
-    return tomli_w.dumps({"server": {name: dict(entry)}})
-
-
-def _drop_server_blocks(text: str, name: str) -> str:
-    """Remove ``[server.NAME]`` and ``[server.NAME.*]`` tables textually (keeps other lines)."""
-    quoted = rf'(?:{re.escape(name)}|"{re.escape(name)}"|\'{re.escape(name)}\')'
-    own = re.compile(rf"^\s*\[\s*server\s*\.\s*{quoted}\s*(\]|\.)")
-    lines = text.splitlines(keepends=True)
-    kept: list[str] = []
-    dropping = False
-    for line in lines:
-        if line.lstrip().startswith("["):
-            dropping = bool(own.match(line))
-        if not dropping:
-            kept.append(line)
-    while kept and not kept[-1].strip():
-        kept.pop()
-    result = "".join(kept)
-    return result + "\n" if result and not result.endswith("\n") else result
-
-
-def _write_checked(
-    path: Path, text: str | None, edited: str | None, expected: dict[str, Any]
-) -> None:
-    """Write ``edited`` if it parses to ``expected``; else rewrite from data when that loses no
-    comments; else refuse."""
-    if edited is not None and parse_toml_or_none(edited) == expected:
-        atomic_write_text(path, edited)
-        return
-    if text is not None and has_comments(text):
-        raise ConfigError(
-            f"{path}: cannot update this file without losing its comments "
-            "(the server is defined in a form caliban does not edit in place); edit it by hand"
-        )
-    atomic_write_text(path, tomli_w.dumps(expected))
-
-
 def add_server(path: Path, name: str, entry: Mapping[str, Any]) -> bool:
     """Add or replace ``[server.NAME]`` in the ``mcp.toml`` at ``path``, atomically.
 
-    Comments and other servers are kept. Returns True when an entry was replaced. Raises
-    :class:`ConfigError` for an invalid name or entry, or a file that cannot be edited safely.
+    Comments, layout and other servers are kept (tomlkit edits the file in place). Returns
+    True when an entry was replaced. Raises :class:`ConfigError` for an invalid name or
+    entry, or a file whose ``server`` key is not a table.
     """
+    from caliban.toml_edit import load_document, save_document, set_key
+
     if not valid_name(name):
         raise ConfigError(_name_problem(str(path), name))
     try:
@@ -521,30 +482,26 @@ def add_server(path: Path, name: str, entry: Mapping[str, Any]) -> bool:
         raise ConfigError(
             "; ".join(f"server {name!r}: {msg}" for _, msg in _entry_errors(exc))
         ) from None
-    text, data = read_toml(path)
-    servers = data.get("server", {})
-    if not isinstance(servers, dict):
+    document = load_document(path)
+    servers = document.get("server", {})
+    if not isinstance(servers, Mapping):
         raise ConfigError(f"{path}: 'server' must be a table of [server.NAME] tables")
     replaced = name in servers
-    expected = {**data, "server": {**servers, name: dict(entry)}}
-    base = _drop_server_blocks(text, name) if (text and replaced) else (text or "")
-    separator = "\n" if base.strip() else ""
-    edited = base + separator + _dump_entry(name, entry)
-    _write_checked(path, text, edited, expected)
+    set_key(document, ["server", name], dict(entry))
+    save_document(path, document)
     return replaced
 
 
 def remove_server(path: Path, name: str) -> bool:
     """Remove ``[server.NAME]`` from the file at ``path``; False when it was not there."""
-    text, data = read_toml(path)
-    servers = data.get("server", {})
-    if text is None or not isinstance(servers, dict) or name not in servers:
+    from caliban.toml_edit import load_document, remove_key, save_document
+
+    if not path.exists():
         return False
-    remaining = {k: v for k, v in servers.items() if k != name}
-    expected = {k: v for k, v in data.items() if k != "server"}
-    if remaining:
-        expected["server"] = remaining
-    _write_checked(path, text, _drop_server_blocks(text, name), expected)
+    document = load_document(path)
+    if not remove_key(document, ["server", name]):
+        return False
+    save_document(path, document)
     return True
 
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, assert_never
 
 from caliban.providers.base import ApiRetry, ProviderError, ProviderEvent, ResponseDone
 
@@ -228,3 +228,5 @@ async def with_retries(
                     status=failure.status,
                 )
                 await sleep(delay)
+            case _:
+                assert_never(failure.kind)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, assert_never
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import Application, get_app_session
@@ -112,6 +112,8 @@ class TerminalApprover:
                 return PermissionAnswer.allow_session(request.suggestion)
             case "deny":
                 return PermissionAnswer.deny(user_denial(request.tool_name, decision.said))
+            case _:
+                assert_never(decision.choice)
 
     async def ask(self, request: PermissionRequest) -> Decision:
         """Show the request and read the answer."""

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
@@ -38,6 +38,9 @@ from caliban.events import (
     ApiRetryEvent,
     AssistantDelta,
     AssistantMessage,
+    ConversationCleared,
+    HistoryAppended,
+    ModelChanged,
     Notice,
     ToolFinished,
     ToolResultsMessage,
@@ -368,8 +371,10 @@ class Renderer:
                 style = {"info": "dim", "warning": "yellow", "error": "red"}[level]
                 mark = {"info": ELBOW, "warning": "⚠", "error": "✗"}[level]
                 self._line(depth, f"{mark}  {text}", style=style)
+            case HistoryAppended() | ModelChanged() | ConversationCleared():
+                pass  # nothing to show: the REPL prints its own lines for /model and /clear
             case _:
-                pass
+                assert_never(event)
 
     # -- tools
 

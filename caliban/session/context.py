@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from caliban.messages import ImagePart, Message, TextPart, ToolCall, ToolResult, Usage
 from caliban.tokens import estimate_json_tokens, estimate_tokens
@@ -152,6 +152,8 @@ def message_tokens(message: Message) -> int:
                         total += IMAGE_TOKENS
             case ImagePart():
                 total += IMAGE_TOKENS
+            case _:
+                assert_never(part)
     return total
 
 

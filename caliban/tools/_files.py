@@ -11,10 +11,9 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from caliban.tools.base import ToolEnv
 
@@ -436,9 +435,3 @@ def staleness(env: ToolEnv, path: Path) -> str | None:
 def record_read(env: ToolEnv, path: Path) -> None:
     with contextlib.suppress(OSError):
         env.file_reads[path] = path.stat().st_mtime_ns
-
-
-def file_path_subject(arguments: Mapping[str, Any]) -> str | None:
-    """Permission subject of a file tool: its ``file_path`` (the policy resolves it)."""
-    value = arguments.get("file_path")
-    return value if isinstance(value, str) and value else None

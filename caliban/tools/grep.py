@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -186,6 +186,8 @@ class Grep(BuiltinTool[GrepInput]):
             case "content":
                 summary = plural(total, "line")
                 header = ""
+            case _:
+                assert_never(args.output_mode)
         notes = []
         if args.head_limit is not None and total > args.head_limit:
             lines = lines[: args.head_limit]
@@ -225,6 +227,8 @@ def _rg_arguments(args: GrepInput) -> list[str]:
                 command += ["--before-context", str(args.before)]
             if args.after is not None:
                 command += ["--after-context", str(args.after)]
+        case _:
+            assert_never(args.output_mode)
     command += ["--regexp", args.pattern, "--"]
     return command
 

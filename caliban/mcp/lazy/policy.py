@@ -90,6 +90,8 @@ def resolve_policy(
             mode = "off"
         case "auto":
             mode = "auto"
+        case _:
+            assert_never(tools.lazy_mcp)
     cap = tools.max_active_schemas
     if cap < 1:
         wanted = mode != "off" or bool(forced)
