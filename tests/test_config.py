@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import tomllib
-
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest

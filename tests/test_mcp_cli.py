@@ -201,9 +201,10 @@ def test_the_real_executable_lists_servers_without_importing_the_sdk_at_startup(
 def test_add_into_a_commented_file_keeps_every_comment(project: Path) -> None:
     path = project_mcp_path(project)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text('# team servers\n[server.docs]  # the docs index\ncommand = "docs-mcp"\n')
+    original = '# team servers\n[server.docs]  # the docs index\ncommand = "docs-mcp"\n'
+    path.write_text(original)
     code, _, err = run("add", "--scope", "project", "time", "--", "uvx", "mcp-server-time")
     assert code == 0, err
     text = path.read_text()
-    assert text.startswith('# team servers\n[server.docs]  # the docs index\ncommand = "docs-mcp"\n')
+    assert text.startswith(original)
     assert tomllib.loads(text)["server"]["time"] == {"command": "uvx", "args": ["mcp-server-time"]}
