@@ -43,7 +43,11 @@ class CombinedToolset:
         return tuple(dict.fromkeys(name for part in self.parts for name in part.names()))
 
     def system_addendum(self) -> str:
-        return "\n\n".join(text for part in self.parts if (text := part.system_addendum()))
+        joined = ""
+        for part in self.parts:
+            if text := part.system_addendum():
+                joined = f"{joined}\n\n{text}" if joined else text
+        return joined
 
     def note_call(self, name: str) -> AgentEvent | None:
         for part in self.parts:
