@@ -4,10 +4,16 @@ The user file is ``<user config dir>/config.toml`` (see :mod:`caliban.paths`), t
 file ``<project root>/.caliban/config.toml``. The project file overrides the user file key
 by key; tables merge deeply. Unknown keys are warnings (with the closest valid key); bad
 TOML and wrong types are :class:`ConfigError` naming the file, line and key.
+
+Until the user trusts the project folder (:mod:`caliban.trust`), the project file may only
+narrow: its keys that would widen permissions are left out
+(:func:`caliban.trust.drop_widening_settings`) and :attr:`LoadedConfig.untrusted` says so.
+The user file is always trusted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 import tomllib
@@ -16,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from caliban import paths
 from caliban.errors import ConfigError
@@ -64,6 +70,20 @@ class PermissionsSettings(_Section):
     """Rules that always ask first."""
     deny: list[str] = Field(default_factory=list)
     """Rules that never run. deny beats ask beats allow."""
+
+    @field_validator("allow", "ask", "deny")
+    @classmethod
+    def _rules_parse(cls, rules: list[str]) -> list[str]:
+        # A rule that does not parse is refused where it is written (`config set`) and where
+        # it is read (the file and line), not when a session starts.
+        from caliban.permissions.rules import Rule, RuleError
+
+        for rule in rules:
+            try:
+                Rule.parse(rule)
+            except RuleError as exc:
+                raise ValueError(str(exc)) from None
+        return rules
 
 
 class Settings(_Section):
@@ -133,6 +153,9 @@ class ConfigFile:
     scope: Literal["user", "project"]
     text: str | None
     data: dict[str, Any]
+    """What applies from this file (in an untrusted folder, without the ignored keys)."""
+    ignored: tuple[str, ...] = ()
+    """Keys set in the file but left out because the folder is not trusted."""
 
 
 def user_config_path() -> Path:
@@ -233,8 +256,11 @@ def _validation_message(file: ConfigFile | None, exc: ValidationError) -> str:
     for error in exc.errors(include_url=False):
         key = ".".join(str(p) for p in error["loc"] if not isinstance(p, int) or True)
         key = re.sub(r"\.(bool|str|int|literal\[.*?\]|list\[.*?\])$", "", key)
-        expected = _expected_type(key)
         where = f"{_where(file, key)}: " if file else ""
+        if error["type"] == "value_error":  # a validator's own message says it all
+            lines.append(f"{where}{key}: {str(error['msg']).removeprefix('Value error, ')}")
+            continue
+        expected = _expected_type(key)
         got = error.get("input")
         lines.append(f"{where}{key}: {error['msg']}{expected} (got {got!r})")
     return "\n".join(lines)
@@ -258,6 +284,8 @@ class LoadedConfig:
     settings: Settings
     files: list[ConfigFile]
     warnings: list[str] = field(default_factory=list)
+    untrusted: list[str] = field(default_factory=list)
+    """One notice per project file whose widening keys were ignored (folder not trusted)."""
 
     def origin(self, key: str) -> str:
         """Which file set ``key`` (the project file wins), or ``default``."""
@@ -293,24 +321,45 @@ def _check_file(file: ConfigFile, warnings: list[str]) -> dict[str, Any]:
     return data
 
 
-def load_config(cwd: Path, *, overrides: Mapping[str, Any] | None = None) -> LoadedConfig:
-    """Read, check and layer the user and project files (then ``overrides``, e.g. CLI flags)."""
+def load_config(
+    cwd: Path, *, overrides: Mapping[str, Any] | None = None, trusted: bool | None = None
+) -> LoadedConfig:
+    """Read, check and layer the user and project files (then ``overrides``, e.g. CLI flags).
+
+    ``trusted`` says whether the project folder is trusted (default: ask
+    :func:`caliban.trust.is_trusted`); if not, the project file's widening keys are ignored.
+    Flags in ``overrides`` come from the user and always apply.
+    """
+    from caliban.trust import drop_widening_settings, is_trusted, untrusted_notice
+
+    root = paths.project_root(cwd)
+    if trusted is None:
+        trusted = is_trusted(root)
     files = []
     for scope, path in (("user", user_config_path()), ("project", project_config_path(cwd))):
         text, data = read_toml(path)
         if text is not None:
             files.append(ConfigFile(path=path, scope=scope, text=text, data=data))  # type: ignore[arg-type]
     warnings: list[str] = []
+    untrusted: list[str] = []
     merged: dict[str, Any] = {}
-    for file in files:
-        merged = deep_merge(merged, _check_file(file, warnings))
+    for index, file in enumerate(files):
+        data = _check_file(file, warnings)
+        if file.scope == "project" and not trusted:
+            data, ignored = drop_widening_settings(data, below=merged)
+            if ignored:
+                files[index] = dataclasses.replace(file, data=data, ignored=ignored)
+                untrusted.append(
+                    untrusted_notice(f"ignored {', '.join(ignored)} in {file.path}", root)
+                )
+        merged = deep_merge(merged, data)
     if overrides:
         merged = deep_merge(merged, overrides)
     try:
         settings = Settings.model_validate(merged)
     except ValidationError as exc:
         raise ConfigError(_validation_message(None, exc)) from None
-    return LoadedConfig(settings=settings, files=files, warnings=warnings)
+    return LoadedConfig(settings=settings, files=files, warnings=warnings, untrusted=untrusted)
 
 
 def get_value(settings: Settings, key: str) -> Any:

@@ -6,20 +6,35 @@ folder, caliban leaves those out and says so. Trust is per folder and covers eve
 below it; it is kept in the user's state directory (``trusted-folders.json``), never in the
 project, so a project cannot trust itself.
 
-This module only stores and answers; what is skipped in an untrusted folder is decided
-where each file is read.
+This module stores and answers, and says which settings an untrusted folder may not set
+(:func:`drop_widening_settings`, the one filter every project-level settings source goes
+through). Each reader of a project file applies it and reports what it skipped
+(:func:`untrusted_notice`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from caliban import paths
 from caliban.fsutil import atomic_write_text
 
-__all__ = ["is_trusted", "revoke", "trust", "trust_file", "trusted_folders"]
+__all__ = [
+    "GATED_KEYS",
+    "PROJECT_FILES",
+    "drop_widening_settings",
+    "has_project_files",
+    "is_trusted",
+    "revoke",
+    "trust",
+    "trust_file",
+    "trusted_folders",
+    "untrusted_notice",
+]
 
 MAX_FILE_BYTES = 1_000_000
 """A larger trust file is not read (it is not one caliban wrote)."""
@@ -78,3 +93,100 @@ def revoke(folder: Path) -> bool:
 def _write(folders: list[Path]) -> None:
     text = json.dumps({"folders": [str(f) for f in folders]}, indent=2) + "\n"
     atomic_write_text(trust_file(), text)
+
+
+# ---------------------------------------------------------------------------- settings
+
+PROJECT_FILES = (".mcp.json", ".caliban/config.toml", ".caliban/mcp.toml")
+"""Files under a project root that trust can change the meaning of. A new project-level
+source of settings or servers belongs here too (the REPL only asks about trust when one
+of them exists)."""
+
+
+def has_project_files(folder: Path) -> bool:
+    """Whether ``folder`` holds any of :data:`PROJECT_FILES` (a few ``stat`` calls: cheap
+    enough to run before the first prompt)."""
+    return any((folder / name).exists() for name in PROJECT_FILES)
+
+
+MODE_ORDER = ("plan", "default", "acceptEdits", "bypassPermissions")
+"""Permission modes from the narrowest to the widest."""
+
+GATED_KEYS = (
+    "permissions.allow",
+    "permissions.mode",
+    "hooks",
+    "providers.anthropic.base_url",
+    "providers.anthropic.api_key_env",
+    "providers.openai.base_url",
+    "providers.openai.api_key_env",
+)
+"""Settings (dotted, caliban's shape) a project layer may only set in a trusted folder.
+
+``permissions.allow`` and a wider ``permissions.mode`` loosen what runs without asking;
+``hooks`` run commands; a provider's ``base_url`` and ``api_key_env`` decide where the
+user's API key is sent (a cloned repository could send it to its own server). Everything
+else only narrows or is harmless: ``deny`` and ``ask`` rules, ``lazy_mcp``, the model."""
+
+
+def drop_widening_settings(
+    layer: Mapping[str, Any], *, below: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """A project-level settings layer as it applies in an untrusted folder.
+
+    ``layer`` is one source's settings in caliban's shape (``{"permissions": {"allow":
+    [...]}}``), ``below`` the layers it overrides, merged (the user's own settings). Returns
+    the layer without the keys of :data:`GATED_KEYS` it would set, and those keys, dotted,
+    in that order. ``permissions.mode`` is kept when it is no wider than the mode below
+    (a project may ask for ``plan``); ``permissions.allow = []`` is kept (it allows nothing).
+    Pure: reads no file, asks no store.
+    """
+    kept = _copy(layer)
+    dropped: list[str] = []
+    for key in GATED_KEYS:
+        *tables, leaf = key.split(".")
+        node: Any = kept
+        for part in tables:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or leaf not in node:
+            continue
+        value = node[leaf]
+        if key == "permissions.allow" and value == []:
+            continue
+        if key == "permissions.mode" and not _wider(value, _get(below or {}, key)):
+            continue
+        del node[leaf]
+        dropped.append(key)
+    return kept, tuple(dropped)
+
+
+def _wider(mode: Any, base: Any) -> bool:
+    """Whether ``mode`` loosens ``base`` (unset: default); an unknown mode counts as wider."""
+    base = base if base in MODE_ORDER else "default"
+    if mode not in MODE_ORDER:
+        return True
+    return MODE_ORDER.index(mode) > MODE_ORDER.index(base)
+
+
+def _get(data: Mapping[str, Any], key: str) -> Any:
+    node: Any = data
+    for part in key.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
+def _copy(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+
+
+def untrusted_notice(what: str, folder: Path) -> str:
+    """One line: what was skipped (``ignored permissions.allow in /p/.caliban/config.toml``)
+    and how to trust ``folder``."""
+    import shlex
+
+    return (
+        f"{what}: {folder} is not a trusted folder (to trust it, run "
+        f"`caliban trust {shlex.quote(str(folder))}` and start again)"
+    )

@@ -20,6 +20,13 @@ from caliban.config import (
     unset_value,
     user_config_path,
 )
+from caliban.trust import trust
+
+
+@pytest.fixture(autouse=True)
+def trusted(project: Path) -> None:
+    """These tests are about reading and merging files; trust is tests/test_trust.py's."""
+    trust(project)
 
 
 def write(path: Path, text: str) -> Path:

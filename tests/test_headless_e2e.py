@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from fake_model_server import FakeModelServer
 
+from caliban.trust import trust
+
 pytestmark = pytest.mark.slow
 PROVIDERS = ["anthropic", "openai"]
 
@@ -273,6 +275,7 @@ def test_dead_mcp_server_is_reported_and_the_run_goes_on(
 ) -> None:
     servers = Path(__file__).parent / "mcp_servers"
     entries = {"broken": "exit_at_once.py", "catalog": "catalog_server.py"}
+    trust(project)
     (project / ".caliban" / "mcp.toml").write_text(
         "".join(
             f'[server.{name}]\ncommand = "{sys.executable}"\nargs = ["{servers / script}"]\n'

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from fake_model_server import FakeModelServer
 
+from caliban.trust import trust
+
 pytestmark = pytest.mark.slow
 PROVIDERS = ["anthropic", "openai"]
 SERVERS = Path(__file__).parent / "mcp_servers"
@@ -25,6 +27,7 @@ GET_ISSUE = "mcp__catalog__get_issue"
 
 
 def configure(project: Path, *, lazy: bool | None, cap: int | None = None) -> None:
+    trust(project)  # its mcp.toml servers start only in a trusted folder
     (project / ".caliban" / "mcp.toml").write_text(
         "[server.catalog]\n"
         f"command = {json.dumps(sys.executable)}\n"

@@ -19,6 +19,13 @@ from caliban.mcp.config import (
     user_mcp_path,
 )
 from caliban.mcp.tools import sanitize, unique_wire_names, wire_name
+from caliban.trust import trust
+
+
+@pytest.fixture(autouse=True)
+def trusted(project: Path) -> None:
+    """These tests are about reading and merging files; trust is tests/test_trust.py's."""
+    trust(project)
 
 
 def write(path: Path, text: str) -> Path:

@@ -371,10 +371,19 @@ def test_policy_from_settings_and_flags(tmp_path: Path) -> None:
     assert plan.mode == "plan"
 
 
-def test_malformed_config_rule_is_a_config_error(tmp_path: Path) -> None:
+def test_malformed_rule_is_a_config_error_naming_the_file_and_line(project: Path) -> None:
+    from caliban.config import load_config, set_value
+
+    config = project / ".caliban" / "config.toml"
+    config.write_text('[permissions]\ndeny = [\n  "Read",\n  "Bash(git",\n]\n')
+    with pytest.raises(ConfigError, match=r"config.toml:2: permissions.deny: invalid permission "):
+        load_config(project)
+    with pytest.raises(ConfigError, match=r"not written: .*invalid permission rule 'Bash\(git'"):
+        set_value(project / ".caliban" / "other.toml", "permissions.allow", ["Bash(git"])
+    assert not (project / ".caliban" / "other.toml").exists()
     with pytest.raises(ConfigError, match=r"permissions: invalid permission rule 'Bash\(git'"):
         PermissionPolicy.from_settings(
-            PermissionsSettings(allow=["Bash(git"]), project_root=tmp_path
+            PermissionsSettings(), project_root=project, allowed=["Bash(git"]
         )
 
 

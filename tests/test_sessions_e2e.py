@@ -26,6 +26,7 @@ from caliban.messages import Message, Usage
 from caliban.providers.scripted import reply
 from caliban.session.store import INTERRUPTED_BY_EXIT, list_sessions, load_session, transcript_path
 from caliban.session.transcript import Transcript, header_json
+from caliban.trust import trust
 
 pytestmark = pytest.mark.slow
 
@@ -176,6 +177,7 @@ def test_resume_restores_activations_and_drops_tools_a_server_no_longer_has(
     write_catalog(catalog, "alpha", "beta", "gamma")
     (project / ".caliban" / "config.toml").write_text("[tools]\nlazy_mcp = true\n")
     args = json.dumps([str(CATALOG_SERVER), "--catalog", str(catalog)])
+    trust(project)
     (project / ".caliban" / "mcp.toml").write_text(
         f"[server.cat]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n"
     )

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from caliban.trust import trust
+
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent
@@ -30,6 +32,7 @@ You investigate CI failures.
 
 
 def write_project(root: Path) -> None:
+    trust(root)  # its mcp.toml servers start only in a trusted folder
     (root / ".caliban" / "agents").mkdir(parents=True)
     (root / ".caliban" / "agents" / "ci.md").write_text(CI_AGENT, encoding="utf-8")
     (root / ".caliban" / "config.toml").write_text("[tools]\nlazy_mcp = true\n", encoding="utf-8")

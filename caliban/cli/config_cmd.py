@@ -19,7 +19,7 @@ def _load(cwd: Path) -> Any:
     from caliban.config import load_config
 
     loaded = load_config(cwd)
-    for warning in loaded.warnings:
+    for warning in [*loaded.untrusted, *loaded.warnings]:
         _err(f"caliban: warning: {warning}")
     return loaded
 
@@ -59,10 +59,15 @@ def config_set(
 ) -> None:
     """Set KEY to VALUE in the project file (or the user file with --global)."""
     from caliban.config import parse_value, set_value
+    from caliban.paths import project_root
+    from caliban.trust import GATED_KEYS, is_trusted, untrusted_notice
 
     path = _target(scope_global)
     set_value(path, key, parse_value(value))
     _err(f"{key} = {_show(parse_value(value))} written to {path}")
+    root = project_root(Path.cwd())
+    if not scope_global and key in GATED_KEYS and not is_trusted(root):
+        _err(f"caliban: warning: {untrusted_notice(f'{key} will be ignored', root)}")
 
 
 @config_app.command("unset")

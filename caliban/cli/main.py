@@ -28,6 +28,7 @@ from caliban.cli.options import (
     PermissionModeName,
 )
 from caliban.cli.sessions_cmd import sessions_app
+from caliban.cli.trust_cmd import trust_command
 
 _session_ran = False
 """Set once a session (interactive or -p) has run, so ``main`` may exit fast."""
@@ -88,6 +89,7 @@ app.add_typer(config_app, name="config")
 app.add_typer(agents_app, name="agents")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(mcp_app, name="mcp")
+app.command("trust")(trust_command)
 
 
 def _version(value: bool) -> None:

@@ -46,10 +46,12 @@ def _err(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _load() -> McpConfig:
+def _load(*, editing: bool = False) -> McpConfig:
+    """The configured servers; ``editing`` (add, remove, get: nothing starts) sees the
+    project's servers even in a folder that is not trusted."""
     from caliban.mcp.config import load_mcp_config
 
-    config = load_mcp_config(Path.cwd())
+    config = load_mcp_config(Path.cwd(), trusted=True if editing else None)
     for problem in config.problems:
         _err(f"caliban: mcp: error: {problem}")
     for warning in config.warnings:
@@ -60,10 +62,24 @@ def _load() -> McpConfig:
 def _require(config: McpConfig, name: str) -> ServerConfig:
     server = config.get(name)
     if server is None:
+        held = next((s for s in config.untrusted if s.name == name), None)
+        if held is not None:
+            from caliban.trust import untrusted_notice
+
+            what = f"MCP server {name!r} from {held.where} does not start"
+            _err(f"caliban: {untrusted_notice(what, config.folder or Path.cwd())}")
+            raise typer.Exit(EXIT_NOT_FOUND)
         known = ", ".join(s.name for s in config.servers) or "none"
         _err(f"caliban: no MCP server named {name!r} (configured: {known})")
         raise typer.Exit(EXIT_NOT_FOUND)
     return server
+
+
+def _trusted() -> bool:
+    from caliban.paths import project_root
+    from caliban.trust import is_trusted
+
+    return is_trusted(project_root(Path.cwd()))
 
 
 async def _connect(servers: list[ServerConfig]) -> tuple[list[ServerStatus], list[object]]:
@@ -97,13 +113,17 @@ def _pairs(values: list[str] | None, sep: str, what: str) -> dict[str, str]:
 def mcp_list() -> None:
     """Connect to every configured server (concurrently) and show its status and tools."""
     config = _load()
-    if not config.servers:
+    for notice in config.untrusted_notices:
+        _err(f"caliban: warning: {notice}")
+    if not config.servers and not config.untrusted:
         print("No MCP servers configured. Add one with `caliban mcp add NAME -- COMMAND [ARGS]`")
         print("or `caliban mcp add NAME --url URL` (see docs/mcp.md).")
         return
-    statuses, _ = asyncio.run(_connect(list(config.servers)))
+    statuses, _ = asyncio.run(_connect(list(config.servers))) if config.servers else ([], [])
     for text in format_rows(status_rows(statuses)):
         print(text)
+    for server in config.untrusted:
+        print(f"{server.name}  not started: folder not trusted ({server.where})")
 
 
 @mcp_app.command("add")
@@ -160,7 +180,7 @@ def mcp_add(
     replaced = add_server(path, name, entry)
     kind = "stdio" if command else (transport or "http")
     _err(f"{'Replaced' if replaced else 'Added'} {kind} server {name!r} in {path}")
-    effective = load_mcp_config(cwd).get(name)
+    effective = load_mcp_config(cwd, trusted=True).get(name)
     if effective is not None and effective.source != path:
         _err(f"note: {effective.where} also defines {name!r} and takes precedence")
 
@@ -177,7 +197,7 @@ def mcp_remove(
     if scope is not None:
         path = scope_path(scope, cwd)
     else:
-        server = load_mcp_config(cwd).get(name)
+        server = load_mcp_config(cwd, trusted=True).get(name)
         if server is None or server.source is None:
             _err(f"caliban: no MCP server named {name!r} is configured")
             raise typer.Exit(EXIT_NOT_FOUND)
@@ -193,7 +213,7 @@ def mcp_remove(
         _err(f"caliban: {name!r} is not defined in {path}")
         raise typer.Exit(EXIT_NOT_FOUND)
     _err(f"Removed {name!r} from {path}")
-    remaining = load_mcp_config(cwd).get(name)
+    remaining = load_mcp_config(cwd, trusted=True).get(name)
     if remaining is not None:
         _err(f"note: {remaining.where} still defines {name!r}")
 
@@ -204,10 +224,12 @@ def mcp_get(name: Annotated[str, typer.Argument(help="Server name.")]) -> None:
     from caliban.mcp.client import log_path
     from caliban.mcp.config import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT
 
-    server = _require(_load(), name)
+    server = _require(_load(editing=True), name)
     raw = server.raw
     print(server.name)
     print(f"  source:    {server.where} ({server.scope})")
+    if server.scope != "user" and not _trusted():
+        print("  trusted:   no (it does not start until you run `caliban trust`)")
     for path in server.overrides:
         print(f"  overrides: {path}")
     print(f"  transport: {server.transport}")

@@ -15,6 +15,10 @@ Sources, lowest precedence first: the user ``mcp.toml``, the project's ``.mcp.js
 Code's format), the project ``.caliban/mcp.toml``. A server defined in a later source replaces
 the whole entry of the same name. A bad entry is reported (file, line, server) and skipped; the
 other servers still load. Nothing here imports the MCP SDK.
+
+The project's servers start only in a trusted folder (:mod:`caliban.trust`): a cloned
+repository's ``.mcp.json`` must not run a command on start-up. Until then they are listed
+in :attr:`McpConfig.untrusted` and never in :attr:`McpConfig.servers`.
 """
 
 from __future__ import annotations
@@ -151,9 +155,30 @@ class McpConfig:
     """Entries or files that could not be used (each names the file, line and server)."""
     warnings: tuple[str, ...] = ()
     """Things that loaded but look wrong (an unset ``${VAR}``, an ignored key)."""
+    untrusted: tuple[ServerConfig, ...] = ()
+    """Project servers that do not start because the folder is not trusted."""
+    folder: Path | None = None
+    """The project folder whose trust was checked."""
 
     def get(self, name: str) -> ServerConfig | None:
         return next((s for s in self.servers if s.name == name), None)
+
+    @property
+    def untrusted_notices(self) -> tuple[str, ...]:
+        """One line per project file whose servers were not started, saying how to trust."""
+        from caliban.trust import untrusted_notice
+
+        by_file: dict[Path | None, list[str]] = {}
+        for server in self.untrusted:
+            by_file.setdefault(server.source, []).append(server.name)
+        return tuple(
+            untrusted_notice(
+                f"did not start MCP {'server' if len(names) == 1 else 'servers'} "
+                f"{', '.join(names)} from {source}",
+                self.folder or Path("."),
+            )
+            for source, names in by_file.items()
+        )
 
     @property
     def enabled(self) -> tuple[ServerConfig, ...]:
@@ -422,12 +447,22 @@ def _build(
     return config
 
 
-def load_mcp_config(cwd: Path, *, environ: Mapping[str, str] | None = None) -> McpConfig:
+def load_mcp_config(
+    cwd: Path, *, environ: Mapping[str, str] | None = None, trusted: bool | None = None
+) -> McpConfig:
     """Every configured server for a session started in ``cwd``.
 
     Never raises for a bad file or entry: those become :attr:`McpConfig.problems` and the
     valid servers still load. ``environ`` (default ``os.environ``) feeds ``${VAR}``.
+    ``trusted`` (default: :func:`caliban.trust.is_trusted` of the project root) decides
+    whether the project's servers are among :attr:`McpConfig.servers` or only listed in
+    :attr:`McpConfig.untrusted`.
     """
+    from caliban.trust import is_trusted
+
+    folder = paths.project_root(cwd)
+    if trusted is None:
+        trusted = is_trusted(folder)
     env = os.environ if environ is None else environ
     problems: list[str] = []
     warnings: list[str] = []
@@ -439,7 +474,14 @@ def load_mcp_config(cwd: Path, *, environ: Mapping[str, str] | None = None) -> M
     if user_mcp_path() == project_mcp_path(cwd):  # running inside the config dir itself
         raws = [r for r in raws if r.scope != "project"]
     chosen: dict[str, ServerConfig] = {}
+    untrusted: dict[str, ServerConfig] = {}
     for raw in raws:
+        if not trusted and raw.scope != "user":
+            # Built only to be listed (nothing is expanded into a process or a request):
+            # the user's own entry of the same name stays in force.
+            if (config := _build(raw, cwd, {}, [], [])) is not None:
+                untrusted[raw.name] = config
+            continue
         config = _build(raw, cwd, env, problems, warnings)
         if config is None:
             # A broken override must not silently fall back to the entry it meant to replace.
@@ -454,7 +496,13 @@ def load_mcp_config(cwd: Path, *, environ: Mapping[str, str] | None = None) -> M
             config = dataclasses.replace(config, overrides=(*previous.overrides, previous.source))
         chosen[raw.name] = config
     ordered = sorted(chosen.values(), key=lambda s: _order_key(s, raws))
-    return McpConfig(servers=tuple(ordered), problems=tuple(problems), warnings=tuple(warnings))
+    return McpConfig(
+        servers=tuple(ordered),
+        problems=tuple(problems),
+        warnings=tuple(warnings),
+        untrusted=tuple(s for s in untrusted.values() if not s.disabled),
+        folder=folder,
+    )
 
 
 def _order_key(server: ServerConfig, raws: Sequence[_Raw]) -> int:

@@ -41,6 +41,7 @@ from caliban.repl.commands import CommandContext, ExitRepl, parse_command, run_c
 from caliban.repl.complete import ReplCompleter
 from caliban.repl.render import ELBOW, Renderer
 from caliban.repl.toolbar import toolbar_text
+from caliban.repl.trust_prompt import settle_trust
 
 if TYPE_CHECKING:
     from caliban.session.session import Session
@@ -105,6 +106,8 @@ async def run_repl(
     renderer = Renderer(console, cwd=options.cwd)
     approver = TerminalApprover(console, cwd=options.cwd)
     with create_app_session(input=input, output=output):
+        # Before anything loads: the answer decides which project servers may start.
+        await settle_trust(console, options.cwd)
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[Session] = loop.create_future()
         repl = Repl(

@@ -165,24 +165,34 @@ class TerminalApprover:
         )
 
     def _ansi(self, renderable: RenderableType) -> ANSI:
-        columns = get_app_session().output.get_size().columns
-        buffer = io.StringIO()
-        system = self.console.color_system
-        Console(
-            file=buffer,
-            width=columns,
-            force_terminal=True,
-            color_system="truecolor" if system == "truecolor" else "256" if system else None,
-        ).print(renderable)
-        return ANSI("\n" + buffer.getvalue())
+        return to_ansi(self.console, renderable)
 
 
-async def choose(options: Sequence[tuple[Choice, str]], *, header: ANSI | None = None) -> Choice:
+def to_ansi(console: Console, renderable: RenderableType) -> ANSI:
+    """``renderable`` drawn for a prompt-toolkit dialog, in ``console``'s colours."""
+    columns = get_app_session().output.get_size().columns
+    buffer = io.StringIO()
+    system = console.color_system
+    Console(
+        file=buffer,
+        width=columns,
+        force_terminal=True,
+        color_system="truecolor" if system == "truecolor" else "256" if system else None,
+    ).print(renderable)
+    return ANSI("\n" + buffer.getvalue())
+
+
+async def choose(
+    options: Sequence[tuple[Choice, str]],
+    *,
+    header: ANSI | None = None,
+    question: str = "Do you want to proceed?",
+) -> Choice:
     """A transient numbered menu; raises KeyboardInterrupt on Ctrl-C."""
     selected = 0
 
     def fragments() -> StyleAndTextTuples:
-        lines: StyleAndTextTuples = [("class:question", " Do you want to proceed?\n")]
+        lines: StyleAndTextTuples = [("class:question", f" {question}\n")]
         for index, (_, label) in enumerate(options):
             if index == selected:
                 lines.append(("class:selected", f" ❯ {index + 1}. {label}\n"))

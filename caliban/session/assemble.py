@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from caliban.background import start_in_daemon_thread
@@ -20,6 +21,7 @@ from caliban.paths import project_root
 from caliban.prompts import system_prompt
 from caliban.session.session import Listener, Session
 from caliban.tools.base import ToolEnv
+from caliban.trust import has_project_files, is_trusted
 
 if TYPE_CHECKING:
     from caliban.mcp.client import McpManager
@@ -81,7 +83,9 @@ async def open_session(
     from caliban.subagents import list_agents
     from caliban.tools.builtin import builtin_tools
 
-    loaded = load_config(options.cwd, overrides=cli_overrides(options))
+    root = project_root(options.cwd)
+    trusted = is_trusted(root)
+    loaded = load_config(options.cwd, overrides=cli_overrides(options), trusted=trusted)
     settings = loaded.settings
     choice = resolve_provider(
         settings, provider=options.provider, model=options.model, environ=os.environ
@@ -89,8 +93,7 @@ async def open_session(
     provider = create_provider(choice)
     warm_up = start_in_daemon_thread(provider.warm_up, name="caliban-sdk-import")
 
-    root = project_root(options.cwd)
-    mcp_config = load_mcp_config(options.cwd)
+    mcp_config = load_mcp_config(options.cwd, trusted=trusted)
     manager = start_mcp(mcp_config.servers)
 
     policy = PermissionPolicy.from_settings(
@@ -118,6 +121,8 @@ async def open_session(
         await open_transcript(session, options, interactive=interactive)  # -c / --resume
         lazy_warning = session.lazy_policy.warning if session.lazy_policy else None
         for text in [
+            *loaded.untrusted,
+            *mcp_config.untrusted_notices,
             *loaded.warnings,
             *mcp_config.problems,
             *mcp_config.warnings,
@@ -137,6 +142,29 @@ async def open_session(
         if manager is not None:
             await manager.aclose()
         await provider.aclose()
+
+
+def held_back(cwd: Path) -> list[str]:
+    """What the project of ``cwd`` holds back until its folder is trusted, one line per
+    item (``/p/.mcp.json:2: MCP server evil (sh -c …)``); empty when trusted or nothing is.
+
+    Read with the same loaders a session uses, so the answer matches what it would skip.
+    """
+    from caliban.mcp.config import load_mcp_config
+
+    root = project_root(cwd)
+    if is_trusted(root) or not has_project_files(root):
+        return []
+    items = [
+        f"{file.path}: {', '.join(file.ignored)}"
+        for file in load_config(cwd, trusted=False).files
+        if file.ignored
+    ]
+    items += [
+        f"{server.where}: MCP server {server.name} ({server.target})"
+        for server in load_mcp_config(cwd, trusted=False).untrusted
+    ]
+    return items
 
 
 def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:
