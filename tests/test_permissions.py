@@ -637,3 +637,108 @@ def test_previews(tmp_path: Path) -> None:
         Edit(), {"file_path": "crlf.txt", "old_string": "zzz", "new_string": "y"}, tmp_path
     )
     assert failing.startswith("(this edit would fail: old_string was not found in crlf.txt")
+
+
+# ---------------------------------------------------------------------------- protected paths
+
+HOME = Path.home()
+PROTECTED = [
+    "/proj/.caliban/config.toml",
+    "/proj/.caliban/mcp.toml",
+    "/proj/.caliban/agents/ci.md",
+    "/proj/.mcp.json",
+    "/proj/packages/web/.mcp.json",
+    "/proj/.claude/settings.json",
+    "/proj/.claude/settings.local.json",
+    "/proj/.claude/hooks/format.sh",
+    "/proj/.git/config",
+    "/proj/.git/hooks/pre-commit",
+    "/proj/.git/modules/vendor/config",
+    "/proj/.git/modules/vendor/hooks/post-checkout",
+    "/proj/.GIT/CONFIG",
+    str(HOME / ".bashrc"),
+    str(HOME / ".zshenv"),
+    str(HOME / ".profile"),
+    str(HOME / ".gitconfig"),
+    str(HOME / ".config/git/config"),
+    str(HOME / ".ssh/authorized_keys"),
+    str(HOME / ".claude/settings.json"),
+]
+ORDINARY = [
+    "/proj/src/app.py",
+    "/proj/.gitignore",
+    "/proj/.github/workflows/ci.yml",
+    "/proj/.git-blame-ignore-revs",
+    "/proj/docs/gitconfig.md",
+    "/proj/.claude/agents/reviewer.md",
+    "/proj/mcp.json",
+]
+
+
+@pytest.mark.parametrize("path", PROTECTED)
+@pytest.mark.parametrize("mode", ["default", "acceptEdits"])
+def test_writing_a_protected_path_always_asks(path: str, mode: PermissionMode) -> None:
+    broad = rules(allow=["Edit", "Write(**)", "Edit(.git)", "Edit(//**)", "Edit(~/**)"])
+    decision = _decide("Write", path, mode=mode, rules=broad)
+    assert decision.behavior == "ask", decision
+    assert decision.reason.startswith(f"{path} is protected: ")
+    assert _decide("Edit", path, mode="bypassPermissions").behavior == "allow"
+    assert _decide("Edit", path, mode="plan").behavior == "deny"
+
+
+@pytest.mark.parametrize("path", ORDINARY)
+def test_ordinary_paths_are_not_protected(path: str) -> None:
+    assert _decide("Edit", path, mode="acceptEdits").behavior == "allow"
+
+
+def test_only_a_rule_naming_the_file_allows_a_protected_write() -> None:
+    decision = _decide("Edit", "/proj/.git/config", mode="acceptEdits")
+    assert decision.suggestion == "Edit(./.git/config)"
+    assert "git's configuration, which can run commands" in decision.reason
+    for rule in ("Edit(./.git/config)", "Edit(.git/config)", "Write(/proj/.git/config)"):
+        assert _decide("Write", "/proj/.git/config", rules=rules(allow=[rule])).behavior == "allow"
+    assert _decide("Edit", str(HOME / ".bashrc")).suggestion == "Edit(~/.bashrc)"
+    named = rules(allow=["Edit(~/.bashrc)"])
+    assert _decide("Edit", str(HOME / ".bashrc"), rules=named).behavior == "allow"
+    assert _decide("Edit", "/proj/.mcp.json", rules=rules(deny=["Edit(.mcp.json)"])).behavior == (
+        "deny"
+    )
+
+
+async def test_headless_names_the_rule_that_would_allow_a_protected_write(tmp_path: Path) -> None:
+    policy = PermissionPolicy.from_settings(
+        PermissionsSettings(), project_root=tmp_path, mode="acceptEdits", allowed=["Edit"]
+    )
+    authorize = make_authorize(policy, deny_approver)
+    (tmp_path / ".git").mkdir()
+    reason = await check(
+        authorize, Write(), {"file_path": ".git/config", "content": "x"}, _ctx(tmp_path)
+    )
+    assert reason is not None
+    assert "is protected: it is git's configuration" in reason
+    assert "--allowed-tools 'Edit(./.git/config)'" in reason
+    assert (
+        await check(authorize, Write(), {"file_path": "a.py", "content": "x"}, _ctx(tmp_path))
+        is None
+    )
+
+
+async def test_a_symlink_to_a_protected_file_is_protected(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("[core]\n")
+    (tmp_path / "innocent.txt").symlink_to(tmp_path / ".git" / "config")
+    policy = PermissionPolicy(project_root=tmp_path, mode="acceptEdits")
+    authorize = make_authorize(policy, deny_approver)
+    reason = await check(
+        authorize, Write(), {"file_path": "innocent.txt", "content": "x"}, _ctx(tmp_path)
+    )
+    assert reason is not None and "is protected" in reason
+
+
+def test_caliban_user_files_and_the_trust_store_are_protected() -> None:
+    from caliban.config import user_config_path
+    from caliban.trust import trust_file
+
+    for path in (user_config_path(), user_config_path().with_name("mcp.toml"), trust_file()):
+        decision = _decide("Write", str(path), rules=rules(allow=["Edit(//**)"]))
+        assert decision.behavior == "ask" and "is protected" in decision.reason

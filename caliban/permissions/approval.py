@@ -159,7 +159,7 @@ def make_authorize(policy: PermissionPolicy, approver: Approver) -> Authorize:
             env=ctx.env,
             subject=subject,
             reason=decision.reason,
-            suggestion=suggest_rule(tool.name, subject, policy.project_root),
+            suggestion=decision.suggestion or suggest_rule(tool.name, subject, policy.project_root),
         )
         answer = await approver(request)
         match answer.behavior:

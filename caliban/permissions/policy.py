@@ -11,10 +11,12 @@ Precedence, first match wins:
 2. ``bypassPermissions`` allows everything else;
 3. ``plan`` mode denies every tool that is not read-only (allow rules do not override it);
 4. an ``ask`` rule asks;
-5. a write (Write/Edit) outside the project root asks, unless an allow rule names that
+5. a write to a protected path (:mod:`caliban.permissions.protected`) asks, unless an allow
+   rule names that very file;
+6. a write (Write/Edit) outside the project root asks, unless an allow rule names that
    place by an absolute path;
-6. an ``allow`` rule (config, ``--allowed-tools`` or "don't ask again this session") allows;
-7. the mode's default: read-only built-in tools run; in ``acceptEdits`` file edits inside
+7. an ``allow`` rule (config, ``--allowed-tools`` or "don't ask again this session") allows;
+8. the mode's default: read-only built-in tools run; in ``acceptEdits`` file edits inside
    the project run; everything else asks.
 """
 
@@ -26,11 +28,13 @@ from pathlib import Path
 from typing import Literal, assert_never
 
 from caliban.config import ConfigError, PermissionMode, PermissionsSettings
+from caliban.permissions.protected import protected_reason
 from caliban.permissions.rules import (
     EDIT_TOOLS,
     PermissionRules,
     Rule,
     RuleError,
+    file_rule,
     is_within,
 )
 from caliban.permissions.shell import split_command
@@ -52,6 +56,9 @@ class Decision:
     """Why: shown to the user when asking, and to the model when denied."""
     rule: str | None = None
     """The rule that decided, if one did."""
+    suggestion: str | None = None
+    """For "ask": the rule that would allow the call, when only a specific one will do
+    (a protected file); None lets the asker propose one."""
 
 
 def _find(
@@ -118,6 +125,22 @@ def decide(
     if rule := _find(rules.ask, tool_name, subject, project_root, allowing=False):
         return Decision(
             behavior="ask", reason=f"the permission rule {rule.text!r} asks first", rule=rule.text
+        )
+    if writes_path is not None and (why := protected_reason(writes_path)) is not None:
+        exact = next(
+            (
+                r
+                for r in rules.allow
+                if r.names_file(tool_name, writes_path, project_root=project_root)
+            ),
+            None,
+        )
+        if exact is not None:
+            return Decision(behavior="allow", reason=f"allowed by {exact.text!r}", rule=exact.text)
+        return Decision(
+            behavior="ask",
+            reason=f"{writes_path} is protected: {why}",
+            suggestion=file_rule(tool_name, writes_path, project_root),
         )
     if writes_path is not None and not is_within(writes_path, project_root):
         rule = _find(

@@ -25,6 +25,7 @@ __all__ = [
     "Rule",
     "RuleError",
     "command_matches",
+    "file_rule",
     "is_within",
     "path_matches",
     "suggest_rule",
@@ -82,6 +83,17 @@ class Rule:
     def absolute(self) -> bool:
         """True when the pattern names a place by absolute path (``/x``, ``//x``, ``~/x``)."""
         return self.pattern is not None and self.pattern.startswith(("/", "~"))
+
+    def names_file(self, tool_name: str, path: Path, *, project_root: Path) -> bool:
+        """Whether this rule covers ``tool_name`` on exactly ``path`` and nothing wider:
+        its pattern has no wildcard and names the file itself, not a directory above it
+        (``Edit(.git/config)``, ``Edit(~/.bashrc)``; not ``Edit``, ``Edit(.git)`` or
+        ``Edit(**)``). Only such a rule allows a write to a protected path."""
+        if not self.names(tool_name) or self.pattern is None:
+            return False
+        if _GLOB_CHARS & set(self.pattern):
+            return False
+        return path_matches(self.pattern, path, project_root, exact=True)
 
     def matches(
         self,
@@ -171,7 +183,12 @@ def _with_ancestors(path: PurePosixPath) -> list[str]:
 
 
 def path_matches(
-    pattern: str, path: Path, project_root: Path, *, absolute_only: bool = False
+    pattern: str,
+    path: Path,
+    project_root: Path,
+    *,
+    absolute_only: bool = False,
+    exact: bool = False,
 ) -> bool:
     """Whether a path rule pattern covers ``path`` (absolute).
 
@@ -183,7 +200,8 @@ def path_matches(
       leading ``/`` as project-relative, so both are honoured).
 
     ``**`` spans directories; ``*`` and ``?`` do not cross ``/``. A pattern whose last
-    segment is literal (``src``, ``.git``) also covers everything under that directory.
+    segment is literal (``src``, ``.git``) also covers everything under that directory,
+    unless ``exact``.
     """
     if not path.is_absolute():
         path = project_root / path
@@ -213,7 +231,7 @@ def path_matches(
         # A literal last segment (src, .git, secrets/) names a directory and covers its
         # contents; a wildcard one (src/*) matches only what it says.
         literal = not _GLOB_CHARS & set(glob.rsplit("/", 1)[-1])
-        texts = _with_ancestors(target) if literal else [str(target)]
+        texts = _with_ancestors(target) if literal and not exact else [str(target)]
         if any(regex.fullmatch(text) for text in texts):
             return True
     return False
@@ -269,6 +287,19 @@ def suggest_rule(tool_name: str, subject: str | None, project_root: Path) -> str
             return f"{family}(./*)"
         return f"{family}({relative.parts[0]}/**)"
     return tool_name
+
+
+def file_rule(tool_name: str, path: Path, project_root: Path) -> str:
+    """The rule naming exactly one file: ``Edit(./.mcp.json)`` in the project,
+    ``Edit(~/.bashrc)`` under the home directory, ``Edit(//etc/x)`` elsewhere."""
+    family = "Edit" if tool_name in EDIT_TOOLS else tool_name
+    normal = Path(os.path.normpath(path))
+    home = Path.home()
+    if is_within(normal, project_root):
+        return f"{family}(./{PurePosixPath(os.path.relpath(normal, project_root))})"
+    if is_within(normal, home):
+        return f"{family}(~/{PurePosixPath(os.path.relpath(normal, home))})"
+    return f"{family}(/{normal})"
 
 
 def is_within(path: Path, root: Path) -> bool:

@@ -1,0 +1,87 @@
+"""Protected paths: files whose content decides permissions or runs code later.
+
+Writing one is how a model steered by text it read would raise its own privileges: an
+``allow`` rule added to ``.caliban/config.toml``, a server added to ``.mcp.json``,
+``core.fsmonitor`` set in ``.git/config`` (which the next ``git status`` runs), a line added
+to ``~/.bashrc``. So a write to one always asks, in every mode but ``bypassPermissions``,
+even in ``acceptEdits`` and even under a broad allow rule; only an allow rule naming that
+very file allows it (:func:`caliban.permissions.rules.Rule.names_file`).
+
+Matching is on the resolved path (symlinks followed by the caller) and ignores case, so
+``.GIT/config`` on a case-insensitive file system is caught too.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
+
+from caliban import paths
+
+__all__ = ["protected_reason"]
+
+SHELL_STARTUP = frozenset(
+    {
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".bash_logout",
+        ".profile",
+        ".zshrc",
+        ".zshenv",
+        ".zprofile",
+        ".zlogin",
+        ".zlogout",
+        ".kshrc",
+        ".mkshrc",
+        ".cshrc",
+        ".tcshrc",
+    }
+)
+"""File names a shell runs when it starts (or exits), wherever they are."""
+
+
+def protected_reason(path: Path) -> str | None:
+    """Why writing ``path`` (absolute, resolved) could widen permissions or run code later,
+    as a phrase ("git runs it as a hook"); None for an ordinary file."""
+    parts = [part.casefold() for part in PurePosixPath(os.path.normpath(path)).parts]
+    name = parts[-1] if parts else ""
+    for index, part in enumerate(parts[:-1]):
+        rest = parts[index + 1 :]
+        if part == ".caliban":
+            return "it is caliban's project configuration (settings, MCP servers, agents)"
+        if part == ".claude" and rest[0].startswith("settings") and name.endswith(".json"):
+            return "it is Claude Code's settings file (permissions and hooks)"
+        if part == ".claude" and rest[0] == "hooks":
+            return "Claude Code runs it as a hook"
+        if part == ".git":
+            if "hooks" in rest[:-1]:
+                return "git runs it as a hook"
+            if name == "config":
+                return "it is git's configuration, which can run commands (core.fsmonitor, …)"
+    if name == ".mcp.json":
+        return "it lists MCP servers, which start as commands"
+    if name in SHELL_STARTUP:
+        return "every new shell runs it"
+    return _user_file(Path(os.path.normpath(path)))
+
+
+def _user_file(path: Path) -> str | None:
+    """The user's own files that decide permissions or run code."""
+    home = Path.home()
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    places = (
+        (paths.user_config_dir(), "it is caliban's user configuration"),
+        (paths.state_dir() / "trusted-folders.json", "it lists caliban's trusted folders"),
+        (home / ".gitconfig", "it is git's configuration, which can run commands"),
+        (config_home / "git", "it is git's configuration, which can run commands"),
+        (config_home / "fish", "the fish shell runs it"),
+        (home / ".ssh", "it is SSH configuration (ProxyCommand runs commands) or keys"),
+        (home / ".claude", "it is Claude Code's user configuration"),
+    )
+    target = str(path).casefold()
+    for place, reason in places:
+        top = os.path.normpath(place).casefold()
+        if target == top or target.startswith(top.rstrip(os.sep) + os.sep):
+            return reason
+    return None
