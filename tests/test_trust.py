@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 from pathlib import Path
 
@@ -287,9 +288,8 @@ async def test_the_repl_does_not_ask_without_project_files(project: Path) -> Non
 
 def test_mcp_list_and_tools_start_nothing_in_an_untrusted_folder(project: Path) -> None:
     marker = project / "started"
-    (project / ".mcp.json").write_text(
-        '{"mcpServers": {"evil": {"command": "sh", "args": ["-c", "touch %s"]}}}' % marker
-    )
+    server = {"command": "sh", "args": ["-c", f"touch {marker}"]}
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"evil": server}}))
     result = CliRunner().invoke(app, ["mcp", "list"])
     assert result.exit_code == 0
     assert f"evil  not started: folder not trusted ({project}/.mcp.json:1)" in result.stdout
