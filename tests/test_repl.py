@@ -591,3 +591,39 @@ async def test_agents_lists_name_source_model_tools_and_inheritance(project: Pat
     assert row[2:] == ["small-model", "Read,", "Grep", "false"]
     assert "reviewer.md" in h.text
     assert "broken.md" in h.text, h.lines
+
+
+# ---------------------------------------------------------------------------- @path limits
+
+
+def test_at_path_respects_read_deny_rules_and_bounds(project: Path) -> None:
+    import os
+
+    from caliban.config import PermissionsSettings
+    from caliban.repl.attach import MAX_FILE_CHARS, attach
+
+    policy = PermissionPolicy.from_settings(
+        PermissionsSettings(deny=["Read(.env)", "Read(secrets/**)"]), project_root=project
+    )
+    (project / ".env").write_text("TOKEN=swordfish\n")
+    (project / "secrets").mkdir()
+    (project / "secrets" / "key").write_text("hunter2\n")
+    (project / "big.txt").write_text("x" * (MAX_FILE_CHARS * 3))
+    os.mkfifo(project / "pipe")
+    message, attachments, problems = attach(
+        "look at @.env @secrets/key @secrets @big.txt @pipe", project, policy.read_denial
+    )
+    sent = "\n".join(part.text for part in message.parts if isinstance(part, TextPart))
+    assert "swordfish" not in sent and "hunter2" not in sent
+    assert problems == [
+        "@.env not attached: the permission rule Read(.env) denies reading it",
+        "@secrets/key not attached: the permission rule Read(secrets/**) denies reading it",
+        "@pipe not attached: it is not a regular file (a FIFO, socket or device)",
+    ]
+    listing, big = attachments
+    assert listing.text == (
+        '<directory path="secrets">\n'
+        "[1 more left out: the permission rules deny reading them]\n</directory>"
+    )
+    assert big.note == f"cut to {MAX_FILE_CHARS:,} characters"
+    assert len(big.text) < MAX_FILE_CHARS + 200

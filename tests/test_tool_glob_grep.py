@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -315,3 +316,78 @@ def test_permission_subjects() -> None:
     assert Grep().bind({"pattern": "x", "path": "src"}).subject == "src"
     assert Glob().bind({"pattern": "/abs/dir/**/*.py"}).subject == "/abs/dir"
     assert Glob().bind({"pattern": "*.py", "path": "lib"}).subject == "lib"
+
+
+# ---------------------------------------------------------------------------- deny rules
+
+
+@pytest.fixture
+def secrets(tmp_path: Path) -> ToolEnv:
+    """A project whose rules deny reading secrets/** and .env; ``a:b.txt`` tests parsing."""
+    from caliban.config import PermissionsSettings
+    from caliban.permissions.policy import PermissionPolicy
+
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "api.txt").write_text("TOKEN=hunter2\n")
+    (tmp_path / ".env").write_text("TOKEN=swordfish\n")
+    (tmp_path / "app.py").write_text("TOKEN = os.environ['TOKEN']\n")
+    (tmp_path / "a:b.txt").write_text("before\nTOKEN: colon\n")
+    (tmp_path / "link.txt").symlink_to(tmp_path / ".env")
+    policy = PermissionPolicy.from_settings(
+        PermissionsSettings(deny=["Read(secrets/**)", "Read(.env)"]), project_root=tmp_path
+    )
+    return ToolEnv(cwd=tmp_path, project_root=tmp_path, read_denied=policy.read_denial)
+
+
+def left_out(text: str) -> tuple[int, set[str]]:
+    """The count and the rules of the "left out" note that ends ``text``."""
+    match = re.fullmatch(
+        r"\[(\d+) files? left out: the permission rules? (.*) den(?:y|ies) reading (?:it|them)\]",
+        text.splitlines()[-1],
+    )
+    assert match, text
+    return int(match.group(1)), set(match.group(2).split(", "))
+
+
+@pytest.mark.parametrize("mode", ["files_with_matches", "content", "count"])
+@pytest.mark.parametrize("path", [None, ".", "secrets"])
+async def test_grep_leaves_out_files_the_rules_deny(
+    secrets: ToolEnv, mode: str, path: str | None
+) -> None:
+    args: dict[str, Any] = {"pattern": "TOKEN", "output_mode": mode, "-C": 1}
+    if path:
+        args["path"] = path
+    out = await Grep().call(args, CallContext(env=secrets, call_id="g"))
+    assert not out.is_error
+    shown = out.as_text.splitlines()[:-1]
+    assert not any("hunter2" in line or "swordfish" in line for line in shown)
+    assert not any(line.startswith(("secrets", ".env", "api.txt")) for line in shown)
+    if path == "secrets":
+        assert left_out(out.as_text) == (1, {"Read(secrets/**)"})
+    else:
+        assert left_out(out.as_text) == (2, {"Read(secrets/**)", "Read(.env)"})
+        assert any(line.startswith("app.py") for line in shown)
+
+
+async def test_grep_of_a_symlink_to_a_denied_file_is_left_out(secrets: ToolEnv) -> None:
+    out = await Grep().call(
+        {"pattern": "TOKEN", "path": "link.txt", "output_mode": "content"},
+        CallContext(env=secrets, call_id="g"),
+    )
+    assert "swordfish" not in out.as_text
+    assert left_out(out.as_text) == (1, {"Read(.env)"})
+
+
+async def test_grep_output_keeps_its_format_with_the_file_names_exact(secrets: ToolEnv) -> None:
+    ctx = CallContext(env=secrets, call_id="g")
+    args = {"pattern": "colon", "output_mode": "content", "glob": "*.txt", "-B": 1}
+    out = await Grep().call(args, ctx)
+    assert out.as_text.splitlines()[:2] == ["a:b.txt-1-before", "a:b.txt:2:TOKEN: colon"]
+    out = await Grep().call({**args, "-n": False}, ctx)
+    assert out.as_text.splitlines()[:2] == ["a:b.txt-before", "a:b.txt:TOKEN: colon"]
+
+
+async def test_glob_hides_files_the_rules_deny(secrets: ToolEnv) -> None:
+    out = await Glob().call({"pattern": "**/*"}, CallContext(env=secrets, call_id="g"))
+    assert sorted(out.as_text.splitlines()[:-1]) == ["a:b.txt", "app.py"]
+    assert left_out(out.as_text) == (2, {"Read(secrets/**)", "Read(.env)"})

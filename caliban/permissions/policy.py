@@ -210,6 +210,12 @@ class PermissionPolicy:
             writes_path=writes,
         )
 
+    def read_denial(self, tool_name: str, path: Path) -> str | None:
+        """The deny rule forbidding ``tool_name`` to read ``path`` (absolute), or None:
+        Grep and Glob ask it about each file they find (:data:`~caliban.tools.base.ReadGuard`)."""
+        rule = _find(self.rules.deny, tool_name, str(path), self.project_root, allowing=False)
+        return rule.text if rule is not None else None
+
     def allow_for_session(self, pattern: str) -> Rule:
         """Allow calls matching ``pattern`` until the session ends; raises RuleError."""
         rule = Rule.parse(pattern)

@@ -321,7 +321,7 @@ class Repl:
             )
             await run_command(text, context)
             return
-        message, attachments, problems = attach(text, session.cwd)
+        message, attachments, problems = attach(text, session.cwd, session.env.read_denied)
         for attachment in attachments:
             self.console.print(
                 Text(f"  {ELBOW}  Attached @{attachment.path} ({attachment.note})", style="dim")

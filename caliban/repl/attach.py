@@ -7,11 +7,14 @@ attaches its listing. Mentions that name nothing are left as typed, with a note.
 
 from __future__ import annotations
 
+import codecs
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from caliban.messages import Message, TextPart
+from caliban.tools.base import ReadGuard, nothing_denied
 
 MAX_FILE_CHARS = 100_000
 MAX_TOTAL_CHARS = 300_000
@@ -39,9 +42,12 @@ def mentions(text: str) -> list[str]:
     return found
 
 
-def attach(text: str, cwd: Path) -> tuple[Message, list[Attachment], list[str]]:
+def attach(
+    text: str, cwd: Path, read_denied: ReadGuard = nothing_denied
+) -> tuple[Message, list[Attachment], list[str]]:
     """The user message for ``text`` with its ``@`` mentions attached, the attachments, and
-    problems to show (a missing path, a binary file, the size budget exhausted)."""
+    problems to show (a missing path, a binary file, the size budget exhausted, a file the
+    permission rules deny reading: ``read_denied`` is the session's policy)."""
     attachments: list[Attachment] = []
     problems: list[str] = []
     budget = MAX_TOTAL_CHARS
@@ -50,11 +56,17 @@ def attach(text: str, cwd: Path) -> tuple[Message, list[Attachment], list[str]]:
         full = path if path.is_absolute() else cwd / path
         if not full.exists():
             continue  # an @handle or an e-mail address, not a file
+        if rule := read_denied("Read", full.resolve()):
+            problems.append(f"@{raw} not attached: the permission rule {rule} denies reading it")
+            continue
         if budget <= 0:
             problems.append(f"@{raw} not attached: the attachment budget is used up")
             continue
         try:
-            attachment = _directory(raw, full) if full.is_dir() else _file(raw, full, budget)
+            if full.is_dir():
+                attachment = _directory(raw, full, read_denied)
+            else:
+                attachment = _file(raw, full, budget)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             problems.append(f"@{raw} not attached: {exc}")
             continue
@@ -65,26 +77,36 @@ def attach(text: str, cwd: Path) -> tuple[Message, list[Attachment], list[str]]:
 
 
 def _file(raw: str, full: Path, budget: int) -> Attachment:
-    data = full.read_bytes()
+    if not stat.S_ISREG(full.stat().st_mode):
+        raise ValueError("it is not a regular file (a FIFO, socket or device)")
+    limit = min(MAX_FILE_CHARS, budget)
+    with full.open("rb") as file:
+        data = file.read(limit * 4 + 4)  # enough bytes for `limit` characters, never more
+        whole = not file.read(1)
     if b"\0" in data[:8192]:
         raise ValueError("it looks like a binary file")
-    content = data.decode("utf-8")
-    limit = min(MAX_FILE_CHARS, budget)
-    lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
-    note = f"{lines} line{'s' if lines != 1 else ''}"
-    if len(content) > limit:
+    content = codecs.getincrementaldecoder("utf-8")().decode(data, final=whole)
+    size = full.stat().st_size
+    if whole and len(content) <= limit:
+        lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+        note = f"{lines} line{'s' if lines != 1 else ''}"
+    else:
         kept = content[:limit]
-        content = f"{kept}\n[… cut: showing {len(kept):,} of {len(content):,} characters]"
-        note += f", cut to {len(kept):,} characters"
+        content = f"{kept}\n[… cut: showing {len(kept):,} characters of a {size:,}-byte file]"
+        note = f"cut to {len(kept):,} characters"
     body = content if content.endswith("\n") else content + "\n"
     return Attachment(path=raw, text=f'<file path="{raw}">\n{body}</file>', note=note)
 
 
-def _directory(raw: str, full: Path) -> Attachment:
+def _directory(raw: str, full: Path, read_denied: ReadGuard) -> Attachment:
     entries = sorted(full.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+    hidden = [p for p in entries if read_denied("Read", p.resolve())]
+    entries = [p for p in entries if p not in hidden]
     names = [f"{p.name}/" if p.is_dir() else p.name for p in entries[:MAX_DIR_ENTRIES]]
     if len(entries) > MAX_DIR_ENTRIES:
         names.append(f"[… {len(entries) - MAX_DIR_ENTRIES} more entries]")
+    if hidden:
+        names.append(f"[{len(hidden)} more left out: the permission rules deny reading them]")
     listing = "\n".join(names)
     note = f"directory, {len(entries)} entr{'ies' if len(entries) != 1 else 'y'}"
     text = f'<directory path="{raw}">\n{listing}\n</directory>'

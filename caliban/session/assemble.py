@@ -108,7 +108,7 @@ async def open_session(
         provider=provider,
         model=choice.model,
         system_prompt=system_prompt(options.cwd, root),
-        env=ToolEnv(cwd=options.cwd, project_root=root),
+        env=ToolEnv(cwd=options.cwd, project_root=root, read_denied=policy.read_denial),
         builtins=builtin_tools(),
         agents=agent_definitions,
         authorize=make_authorize(policy, approver or deny_approver),

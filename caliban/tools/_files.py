@@ -11,7 +11,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -282,6 +282,17 @@ def iter_raw_lines(file: object, max_bytes: int) -> Iterator[tuple[bytes, bool]]
 # ---------------------------------------------------------------------------- ripgrep
 
 
+def denied_note(files: int, rules: Iterable[str]) -> str:
+    """``[2 files left out: the permission rule Read(secrets/**) denies reading them]``."""
+    named = list(dict.fromkeys(rules))
+    plural_rules = len(named) > 1
+    return (
+        f"[{files:,} file{'s' if files != 1 else ''} left out: the permission "
+        f"rule{'s' if plural_rules else ''} {', '.join(named)} "
+        f"den{'y' if plural_rules else 'ies'} reading {'it' if files == 1 else 'them'}]"
+    )
+
+
 class RipgrepMissing(Exception):
     pass
 
@@ -342,13 +353,30 @@ class RgResult:
     stderr: str
     returncode: int
     timed_out: bool = False
+    dropped: int = 0
+    """Records the ``shown`` callback left out (not counted in ``total_lines``)."""
 
 
-async def run_rg(args: list[str], *, cwd: Path, keep: int, timeout_s: float = 60.0) -> RgResult:
-    """Run ``rg`` and read its output line by line, keeping the first ``keep`` lines.
+def _as_is(record: str) -> str | None:
+    return record
 
-    Output past ``keep`` lines is counted, not stored. The process is killed on timeout or
-    cancellation.
+
+async def run_rg(
+    args: list[str],
+    *,
+    cwd: Path,
+    keep: int,
+    timeout_s: float = 60.0,
+    separator: bytes = b"\n",
+    shown: Callable[[str], str | None] = _as_is,
+) -> RgResult:
+    """Run ``rg`` and read its output record by record, keeping the first ``keep``.
+
+    Records end with ``separator`` (a newline, or NUL with ``rg --null --files``). Each
+    decoded record goes through ``shown``, which returns the line to show or None to leave
+    it out (a file the permission rules deny), so the totals count only what may be shown.
+    Output past ``keep`` records is counted, not stored. The process is killed on timeout
+    or cancellation.
     """
     proc = await asyncio.create_subprocess_exec(
         find_rg(),
@@ -361,21 +389,27 @@ async def run_rg(args: list[str], *, cwd: Path, keep: int, timeout_s: float = 60
     )
     assert proc.stdout is not None and proc.stderr is not None
     kept: list[str] = []
-    total = 0
+    total = dropped = 0
 
     async def read_stdout() -> None:
-        nonlocal total
+        nonlocal total, dropped
         assert proc.stdout is not None
         while True:
             try:
-                raw = await proc.stdout.readline()
-            except ValueError:  # a line longer than the stream limit
-                raw = await proc.stdout.read(64 * 1024)
+                raw = await proc.stdout.readuntil(separator)
+            except asyncio.IncompleteReadError as end:
+                raw = end.partial
+            except asyncio.LimitOverrunError as long:  # a record longer than the buffer
+                raw = await proc.stdout.read(max(long.consumed, 64 * 1024))
             if not raw:
                 return
+            record = shown(raw.decode("utf-8", "replace").removesuffix(separator.decode()))
+            if record is None:
+                dropped += 1
+                continue
             total += 1
             if len(kept) < keep:
-                kept.append(raw.decode("utf-8", "replace").rstrip("\r\n"))
+                kept.append(record.rstrip("\r\n"))
 
     async def read_all() -> bytes:
         assert proc.stderr is not None
@@ -401,6 +435,7 @@ async def run_rg(args: list[str], *, cwd: Path, keep: int, timeout_s: float = 60
         stderr=stderr.decode("utf-8", "replace").strip(),
         returncode=proc.returncode if proc.returncode is not None else -1,
         timed_out=timed_out,
+        dropped=dropped,
     )
 
 

@@ -37,18 +37,30 @@ Preview = FileChange | str
 MAX_PREVIEW_CHARS = 20_000
 
 
+ReadGuard = Callable[[str, Path], str | None]
+"""``(tool name, absolute path)`` → the deny rule forbidding that tool to read the file
+(its text), or None. Tools that read many files (Grep, Glob) ask it about each one."""
+
+
+def nothing_denied(tool_name: str, path: Path) -> str | None:
+    """The :data:`ReadGuard` of an environment without deny rules."""
+    return None
+
+
 @dataclass(kw_only=True)
 class ToolEnv:
     """Mutable per-agent state the tools share: the working directory and what was read.
 
     ``file_reads`` maps a resolved path to its ``st_mtime_ns`` when this session last read
     or wrote it; Write and Edit refuse to touch a file the session has not seen, or one that
-    changed on disk since.
+    changed on disk since. ``read_denied`` is the permission policy's answer to "may this
+    file be read?", for tools whose results span files the call's subject did not name.
     """
 
     cwd: Path
     project_root: Path
     file_reads: dict[Path, int] = field(default_factory=dict)
+    read_denied: ReadGuard = nothing_denied
 
     def resolve(self, path: str) -> Path:
         """``path`` made absolute against the working directory (``~`` expanded)."""
@@ -58,7 +70,10 @@ class ToolEnv:
     def fork(self) -> ToolEnv:
         """An independent copy for a sub-agent (its ``cd`` does not move the parent)."""
         return ToolEnv(
-            cwd=self.cwd, project_root=self.project_root, file_reads=dict(self.file_reads)
+            cwd=self.cwd,
+            project_root=self.project_root,
+            file_reads=dict(self.file_reads),
+            read_denied=self.read_denied,
         )
 
 
@@ -238,6 +253,7 @@ __all__ = [
     "Invocation",
     "McpOrigin",
     "Preview",
+    "ReadGuard",
     "TextPart",
     "Tool",
     "ToolEnv",
@@ -246,4 +262,5 @@ __all__ = [
     "call_tool",
     "cap_preview",
     "json_preview",
+    "nothing_denied",
 ]

@@ -79,35 +79,54 @@ class Glob(BuiltinTool[GlobInput]):
                 f"{_files.display_path(directory, cwd)} is a file, not a directory. Give a "
                 "directory as path (or Read the file)."
             )
+        denied: dict[str, None] = {}
+
+        def shown(name: str) -> str | None:
+            path = directory / name
+            rule = ctx.env.read_denied("Glob", Path(os.path.normpath(path)))
+            if rule is None and path.is_symlink():
+                rule = ctx.env.read_denied("Glob", path.resolve())
+            if rule is not None:
+                denied[rule] = None
+                return None
+            return name
+
         try:
             with _files.glob_filter([pattern]) as filter_args:
                 result = await _files.run_rg(
-                    ["--files", *_files.RG_BASE_ARGS, *filter_args],
+                    ["--files", "--null", *_files.RG_BASE_ARGS, *filter_args],
                     cwd=directory,
                     keep=1_000_000,
+                    separator=b"\0",
+                    shown=shown,
                 )
         except _files.RipgrepMissing as exc:
             return ToolOutput.error(str(exc))
+        hidden = _files.denied_note(result.dropped, denied) if result.dropped else ""
         if result.returncode not in (0, 1) and not result.lines:
             return ToolOutput.error(f"Glob failed: {result.stderr or 'rg exited with an error'}")
         where = _files.display_path(directory, cwd)
         if not result.lines:
             note = " (the search timed out)" if result.timed_out else ""
             return ToolOutput.text(
-                f"No files match {args.pattern!r} in {where}{note}.", summary="0 files"
+                f"No files match {args.pattern!r} in {where}{note}."
+                + (f"\n{hidden}" if hidden else ""),
+                summary="0 files",
             )
         found = [directory / line for line in result.lines]
         found.sort(key=lambda p: (-_mtime(p), str(p)))
-        shown = [_files.display_path(p, cwd) for p in found[:MAX_PATHS]]
+        lines = [_files.display_path(p, cwd) for p in found[:MAX_PATHS]]
         if len(found) > MAX_PATHS:
             rest = len(found) - MAX_PATHS
-            shown.append(
+            lines.append(
                 f"… {rest:,} more (showing the {MAX_PATHS} newest of {len(found):,}; narrow the "
                 "pattern or the path to see others)"
             )
         if result.timed_out:
-            shown.append("(the search timed out; the list may be incomplete)")
-        return ToolOutput.text("\n".join(shown), summary=plural(len(found), "file"))
+            lines.append("(the search timed out; the list may be incomplete)")
+        if hidden:
+            lines.append(hidden)
+        return ToolOutput.text("\n".join(lines), summary=plural(len(found), "file"))
 
 
 def _mtime(path: Path) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Literal, assert_never
@@ -10,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from caliban.text import plural
 from caliban.tools import _files
-from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
+from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput
 
 MAX_OUTPUT_CHARS = 30_000
 MAX_KEPT_LINES = 20_000
@@ -150,15 +151,24 @@ class Grep(BuiltinTool[GrepInput]):
             command.append(shown)
         elif run_in != cwd:
             command.append(str(target))
+        if not target.is_dir() and not target.is_file():
+            return ToolOutput.error(
+                f"{shown} is not a regular file or directory (a FIFO, socket or device); "
+                "Grep searches files."
+            )
+        guard = _Guard(ctx.env, run_in, args)
         try:
             with _files.glob_filter(split_globs(args.glob or "")) as filter_args:
                 result = await _files.run_rg(
                     [*filter_args, *command],
                     cwd=run_in,
                     keep=MAX_KEPT_LINES if args.output_mode == "content" else 1_000_000,
+                    separator=b"\0" if args.output_mode == "files_with_matches" else b"\n",
+                    shown=guard.shown,
                 )
         except _files.RipgrepMissing as exc:
             return ToolOutput.error(str(exc))
+        skipped = guard.note()
         if result.returncode == 2 and not result.lines:
             if "No files were searched" in result.stderr:
                 return ToolOutput.text(
@@ -170,9 +180,11 @@ class Grep(BuiltinTool[GrepInput]):
         if not result.lines:
             note = " (the search timed out)" if result.timed_out else ""
             return ToolOutput.text(
-                f"No matches for {args.pattern!r} in {shown}{note}.", summary="no matches"
+                f"No matches for {args.pattern!r} in {shown}{note}."
+                + (f"\n{skipped}" if skipped else ""),
+                summary="no matches",
             )
-        lines = result.lines
+        lines = _tidy_separators(result.lines) if guard.denied else result.lines
         total = result.total_lines
         match args.output_mode:
             case "files_with_matches":
@@ -201,11 +213,69 @@ class Grep(BuiltinTool[GrepInput]):
             notes.append(f"[rg reported errors: {_first_lines(result.stderr, 5)}]")
         if result.timed_out:
             notes.append("[the search timed out; results may be incomplete]")
+        if skipped:
+            notes.append(skipped)
         return ToolOutput.text("\n".join(p for p in (header, body, *notes) if p), summary=summary)
 
 
+class _Guard:
+    """Leaves out every output line of a file the permission rules deny reading, and
+    remembers which rules did. rg runs with ``--null``, so the file name is exact."""
+
+    def __init__(self, env: ToolEnv, run_in: Path, args: GrepInput) -> None:
+        self.env = env
+        self.run_in = run_in
+        self.mode = args.output_mode
+        self.numbers = args.line_numbers
+        self.denied: dict[str, str | None] = {}
+        self.rules: dict[str, None] = {}
+
+    def _rule(self, name: str) -> str | None:
+        if name not in self.denied:
+            path = self.run_in / name
+            rule = self.env.read_denied("Grep", Path(os.path.normpath(path)))
+            if rule is None and path.is_symlink():
+                rule = self.env.read_denied("Grep", path.resolve())
+            self.denied[name] = rule
+            if rule is not None:
+                self.rules[rule] = None
+        return self.denied[name]
+
+    def shown(self, record: str) -> str | None:
+        if self.mode == "files_with_matches":
+            return None if self._rule(record) else record
+        name, found, rest = record.partition("\0")
+        if not found:
+            return record if record == "--" else None  # not a line rg prints: fail closed
+        if self._rule(name):
+            return None
+        if self.mode == "count":
+            return f"{name}:{rest}"
+        # Line numbers are always asked for, to tell matches (N:) from context (N-).
+        match = re.match(r"(\d+)([:-])", rest)
+        if match is None:
+            return f"{name}:{rest}"
+        number, mark = match.groups()
+        text = rest[match.end() :]
+        return f"{name}{mark}{number}{mark}{text}" if self.numbers else f"{name}{mark}{text}"
+
+    def note(self) -> str:
+        files = sum(1 for rule in self.denied.values() if rule)
+        return _files.denied_note(files, self.rules) if files else ""
+
+
+def _tidy_separators(lines: list[str]) -> list[str]:
+    """Context groups' ``--`` separators without the groups removed between them."""
+    tidy: list[str] = []
+    for line in lines:
+        if line == "--" and (not tidy or tidy[-1] == "--"):
+            continue
+        tidy.append(line)
+    return tidy[:-1] if tidy and tidy[-1] == "--" else tidy
+
+
 def _rg_arguments(args: GrepInput) -> list[str]:
-    command = [*_files.RG_BASE_ARGS, "--color", "never", "--with-filename"]
+    command = [*_files.RG_BASE_ARGS, "--color", "never", "--with-filename", "--null"]
     if args.case_insensitive:
         command.append("-i")
     if args.multiline:
@@ -220,7 +290,7 @@ def _rg_arguments(args: GrepInput) -> list[str]:
         case "content":
             command += ["--no-heading", "--max-columns", str(MAX_COLUMNS)]
             command.append("--max-columns-preview")
-            command.append("--line-number" if args.line_numbers else "--no-line-number")
+            command.append("--line-number")
             if args.context is not None:
                 command += ["--context", str(args.context)]
             if args.before is not None:
