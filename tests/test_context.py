@@ -56,25 +56,34 @@ def test_lazy_session_before_any_search(tmp_path: Path) -> None:
     ]
 
 
+TIMES = "mcp__time__get_current_time,mcp__time__convert_time"
+
+
 async def test_after_a_search_and_a_request(tmp_path: Path) -> None:
     usage = Usage(input_tokens=900, output_tokens=5, cache_read_tokens=3_000)
     provider = ScriptedProvider(
-        [reply(tool_call("ToolSearch", {"query": f"select:{GL_PIPES},{GH_CREATE}"})), "done"],
+        [
+            reply(tool_call("ToolSearch", {"query": f"select:{GL_PIPES},{GH_CREATE},{TIMES}"})),
+            "done",
+        ],
         usage=usage,
     )
     session = make_session(provider, tmp_path, settings=lazy_settings(True, 5))
     with anyio.fail_after(10):
         await session.run("find tools")
     report = context_report(session)
-    assert report.active == (GL_PIPES, GH_CREATE)  # most recent first
-    assert report.deferred_tools == 6 and report.deferred_servers == 3
+    assert report.active == (GL_PIPES, GH_CREATE, *TIMES.split(","))  # most recent first
+    assert report.deferred_tools == 4 and report.deferred_servers == 2
     assert report.mcp_tool_tokens > 0 and report.message_tokens > 0
     assert report.measured == 3_900 and report.last_usage == usage
-    # Eight tiny tools cost less than ToolSearch and the paragraph: the report says so.
+    # Eight tiny tools, four of them active, cost less than four plus ToolSearch and the
+    # paragraph: the report says so.
     assert report.lazy_mcp_tokens > report.eager_mcp_tokens and report.saved_percent < 0
     text = await shown(session)
-    assert f"MCP active: 2/5 ({GL_PIPES}, {GH_CREATE})" in text.splitlines()
-    assert "MCP deferred: 6 tools on 3 servers (ToolSearch finds them)" in text.splitlines()
+    assert f"MCP active: 4/5 ({GL_PIPES}, {GH_CREATE}, {TIMES.replace(',', ', ')})" in (
+        text.splitlines()
+    )
+    assert "MCP deferred: 4 tools on 2 servers (ToolSearch finds them)" in text.splitlines()
     assert "Last request, as reported by the provider: 3.9k tokens." in text
     assert "in this request: more than sending them all" in text
     assert "Estimated offline (about 4 characters a token)." in text

@@ -294,6 +294,8 @@ async def test_real_mcp_tools_from_the_stdio_catalog_server(tmp_path: Path) -> N
     [ran] = results(provider, 2)
     assert not ran.is_error and '"backend-deploy"' in ran.text
     [failed] = results(provider, 3)
-    assert failed.is_error and failed.text.startswith("date must be ISO")
+    assert failed.is_error and failed.text.startswith(
+        '<mcp-data server="catalog" tool="fail_validation">\ndate must be ISO\n</mcp-data>\n'
+    )
     assert "mcp__catalog__fail_validation is now loaded. Its input schema:" in failed.text
     assert mcp_offered(provider, 3)[-1] == "mcp__catalog__fail_validation"

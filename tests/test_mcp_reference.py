@@ -16,6 +16,7 @@ import pytest
 from mcp_servers.reference import reference_servers
 
 from caliban.mcp.client import McpManager
+from caliban.mcp.tools import unmark
 from caliban.messages import ImagePart
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.reference_servers]
@@ -88,7 +89,7 @@ async def test_all_reference_servers_connect_list_and_answer_a_call(
             assert wire in names
 
         echo = await manager.call_tool("everything", "echo", {"message": "hello caliban"})
-        assert echo.as_text == "Echo: hello caliban" and not echo.is_error
+        assert unmark(echo.as_text) == "Echo: hello caliban" and not echo.is_error
 
         listing = await manager.call_tool("filesystem", "list_directory", {"path": str(work)})
         assert "[FILE] notes.txt" in listing.as_text
@@ -98,10 +99,10 @@ async def test_all_reference_servers_connect_list_and_answer_a_call(
         entity = {"name": "caliban", "entityType": "agent", "observations": ["uses MCP"]}
         await manager.call_tool("memory", "create_entities", {"entities": [entity]})
         graph = await manager.call_tool("memory", "read_graph", {})
-        assert json.loads(graph.as_text)["entities"][0]["name"] == "caliban"
+        assert json.loads(unmark(graph.as_text))["entities"][0]["name"] == "caliban"
 
         now = await manager.call_tool("time", "get_current_time", {"timezone": "UTC"})
-        assert json.loads(now.as_text)["timezone"] == "UTC"
+        assert json.loads(unmark(now.as_text))["timezone"] == "UTC"
 
         status = await manager.call_tool("git", "git_status", {"repo_path": str(repo)})
         assert "new.txt" in status.as_text and not status.is_error
@@ -123,7 +124,7 @@ async def test_reference_content_types_and_annotations(prefix: Path, tmp_path: P
         structured = await manager.call_tool(
             "everything", "get-structured-content", {"location": "New York"}
         )
-        assert "temperature" in json.loads(structured.as_text)
+        assert "temperature" in json.loads(unmark(structured.as_text))
         reference = await manager.call_tool(
             "everything", "get-resource-reference", {"resourceType": "Text", "resourceId": 1}
         )

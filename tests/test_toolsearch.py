@@ -72,7 +72,10 @@ async def test_result_lists_name_description_schema_and_activates() -> None:
     assert not output.is_error and output.summary == "1 tool"
     text = output.as_text
     assert text.startswith("Found 1 MCP tool for 'list pipelines'. It is loaded: call by name.")
-    assert f"\n\n{GL_PIPES} (newly activated)\nList pipelines on gitlab.\n" in text
+    assert (
+        f'\n\n{GL_PIPES} (newly activated)\n<mcp-data server="gitlab">\n'
+        "List pipelines on gitlab.\n</mcp-data>\n"
+    ) in text
     schema = json.loads(text.split("Input schema: ", 1)[1].splitlines()[0])
     assert schema["required"] == ["q"] and "What list_pipelines" in json.dumps(schema)
     assert box.activation.get().names() == (GL_PIPES,)

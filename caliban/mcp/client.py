@@ -817,7 +817,7 @@ class McpManager:
             return ToolOutput.error(f"MCP server {server!r} rejected {tool!r}: {exc.message}")
         except Exception as exc:
             return ToolOutput.error(f"Calling {tool!r} on MCP server {server!r} failed: {exc}")
-        return convert_result(result)
+        return convert_result(result, server=server, tool=tool)
 
     def _unavailable(self, conn: _Conn) -> str:
         lines = [f"MCP server {conn.name!r} is not available: {conn.error or conn.state}."]

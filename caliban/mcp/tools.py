@@ -1,23 +1,34 @@
 """MCP tools as caliban :class:`~caliban.tools.base.Tool` values: naming and result conversion.
 
 A server's tool ``search_issues`` on server ``github`` goes on the wire as
-``mcp__github__search_issues``. Its description and input schema are passed through unchanged;
-calls are dispatched to the server under the original name. This module does not import the
-MCP SDK at run time (results are read duck-typed), so the wire filter and the session can use
-it without paying for the SDK import.
+``mcp__github__search_issues``. Its input schema is passed through unchanged; calls are
+dispatched to the server under the original name. This module does not import the MCP SDK at
+run time (results are read duck-typed), so the wire filter and the session can use it without
+paying for the SDK import.
+
+What a server writes reaches the model marked as that server's data (:func:`mark_data`): its
+tool descriptions and its results sit inside ``<mcp-data server="…">`` tags, and the system
+prompt tells the model not to follow instructions found there. Results are bounded: text over
+``MAX_MCP_OUTPUT_TOKENS`` (default 25,000, as in Claude Code) is cut with a note, and images
+over the size Read accepts, or whose data is not base64, are replaced by a line saying so.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
+import html
 import json
+import math
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from caliban.messages import ImagePart, ResultPart, TextPart, ToolSpec
+from caliban.tokens import CHARS_PER_TOKEN_TEXT
 from caliban.tools.base import (
     CallContext,
     McpOrigin,
@@ -115,9 +126,8 @@ class McpTool:
 
     @functools.cached_property
     def spec(self) -> ToolSpec:
-        return ToolSpec(
-            name=self.name, description=self.description, input_schema=self.input_schema
-        )
+        description = mark_data(self.description, server=self.server) if self.description else ""
+        return ToolSpec(name=self.name, description=description, input_schema=self.input_schema)
 
     @functools.cached_property
     def origin(self) -> McpOrigin:
@@ -230,15 +240,70 @@ def _content_part(block: Any) -> ResultPart:
     return TextPart(text=f"[unsupported content type {kind!r}]")
 
 
-def convert_result(result: mcp_types.CallToolResult) -> ToolOutput:
-    """A tool result the model can read: text joined, images kept, other media as placeholders.
+DATA_TAG = "mcp-data"
+DEFAULT_MAX_OUTPUT_TOKENS = 25_000
+MAX_OUTPUT_TOKENS_ENV = "MAX_MCP_OUTPUT_TOKENS"
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+"""The largest MCP image sent to the model, decoded (the same limit as Read's)."""
+_CLOSING = re.compile(rf"<\s*/\s*{DATA_TAG}", re.IGNORECASE)
+
+
+def mark_data(text: str, *, server: str, tool: str | None = None) -> str:
+    """``text`` inside ``<mcp-data server="…" tool="…">`` tags: what an MCP server wrote,
+    marked as data from that server. Deterministic (the same text gives the same bytes, so
+    a prompt built from it stays cacheable); a closing tag inside ``text`` is defused so
+    the server cannot end the block early."""
+    return f"{_open_tag(server, tool)}\n{_defuse(text)}\n</{DATA_TAG}>"
+
+
+_TAGS = re.compile(rf"^<{DATA_TAG}(?: [a-z]+=\"[^\"]*\")*>\n?|\n?</{DATA_TAG}>$", re.MULTILINE)
+
+
+def unmark(text: str) -> str:
+    """``text`` without :func:`mark_data`'s tag lines, for showing to the user."""
+    return _TAGS.sub("", text)
+
+
+def _open_tag(server: str, tool: str | None) -> str:
+    attrs = f' server="{html.escape(server)}"'
+    if tool is not None:
+        attrs += f' tool="{html.escape(tool)}"'
+    return f"<{DATA_TAG}{attrs}>"
+
+
+def _defuse(text: str) -> str:
+    return _CLOSING.sub(f"<\\/{DATA_TAG}", text)
+
+
+def max_output_tokens(environ: Mapping[str, str] | None = None) -> int:
+    """The token budget of one MCP result: ``$MAX_MCP_OUTPUT_TOKENS`` (Claude Code's
+    variable), else 25,000. A value that is not a positive integer is ignored."""
+    raw = (os.environ if environ is None else environ).get(MAX_OUTPUT_TOKENS_ENV, "")
+    try:
+        value = int(raw)
+    except ValueError:
+        return DEFAULT_MAX_OUTPUT_TOKENS
+    return value if value > 0 else DEFAULT_MAX_OUTPUT_TOKENS
+
+
+def convert_result(
+    result: mcp_types.CallToolResult,
+    *,
+    server: str,
+    tool: str,
+    max_tokens: int | None = None,
+) -> ToolOutput:
+    """A tool result the model can read: text joined, images kept, other media as placeholders,
+    all marked as ``server``'s data (:func:`mark_data`).
 
     Structured content is added as JSON text when the server sent no text of its own (servers
-    usually send both, the text being the same data serialised).
+    usually send both, the text being the same data serialised). Text over ``max_tokens``
+    (default :func:`max_output_tokens`) is cut with a note; oversized or malformed images are
+    replaced by a line saying why.
     """
     parts: list[ResultPart] = []
     for block in result.content:
-        part = _content_part(block)
+        part = _checked_image(_content_part(block))
         if isinstance(part, TextPart) and parts and isinstance(parts[-1], TextPart):
             parts[-1] = TextPart(text=f"{parts[-1].text}\n{part.text}")
         else:
@@ -248,7 +313,72 @@ def convert_result(result: mcp_types.CallToolResult) -> ToolOutput:
         parts.insert(0, TextPart(text=structured))
     if not parts:
         parts.append(TextPart(text="(no output)" if not result.is_error else "(error, no details)"))
-    return ToolOutput(content=tuple(parts), is_error=result.is_error, summary=_summary(parts))
+    summary = _summary(parts)
+    parts, note = _cap_text(parts, max_output_tokens() if max_tokens is None else max_tokens, tool)
+    marked = _marked(parts, server=server, tool=tool)
+    if note:
+        marked.append(TextPart(text=note))
+    return ToolOutput(content=tuple(_joined(marked)), is_error=result.is_error, summary=summary)
+
+
+def _checked_image(part: ResultPart) -> ResultPart:
+    if not isinstance(part, ImagePart):
+        return part
+    size = _b64_size(part.data)
+    if size > MAX_IMAGE_BYTES:
+        return TextPart(
+            text=f"[image {part.media_type}, {_human_size(size)}: not shown, over the "
+            f"{_human_size(MAX_IMAGE_BYTES)} limit for images]"
+        )
+    try:
+        base64.b64decode(part.data, validate=True)
+    except ValueError:
+        return TextPart(text=f"[image {part.media_type}: not shown, its data is not base64]")
+    return part
+
+
+def _cap_text(parts: list[ResultPart], max_tokens: int, tool: str) -> tuple[list[ResultPart], str]:
+    """The parts with their text cut at ``max_tokens`` (estimated), and the note saying so."""
+    budget = max_tokens * CHARS_PER_TOKEN_TEXT
+    total = sum(len(p.text) for p in parts if isinstance(p, TextPart))
+    if total <= budget:
+        return parts, ""
+    kept: list[ResultPart] = []
+    left = int(budget)
+    for part in parts:
+        if isinstance(part, TextPart):
+            if left <= 0:
+                continue
+            part = TextPart(text=part.text[:left])
+            left -= len(part.text)
+        kept.append(part)
+    note = (
+        f"[MCP output cut: the result was about {math.ceil(total / CHARS_PER_TOKEN_TEXT):,} "
+        f"tokens, over the {max_tokens:,}-token limit ({MAX_OUTPUT_TOKENS_ENV}). Ask {tool} "
+        "for less: a narrower query, a smaller page, a limit.]"
+    )
+    return kept, note
+
+
+def _marked(parts: list[ResultPart], *, server: str, tool: str) -> list[ResultPart]:
+    """The parts between the opening and the closing tag of :func:`mark_data`."""
+    inner = [TextPart(text=_defuse(p.text)) if isinstance(p, TextPart) else p for p in parts]
+    return [
+        TextPart(text=_open_tag(server, tool)),
+        *inner,
+        TextPart(text=f"</{DATA_TAG}>"),
+    ]
+
+
+def _joined(parts: list[ResultPart]) -> list[ResultPart]:
+    """Adjacent text parts joined by a newline (one text block per run of text)."""
+    joined: list[ResultPart] = []
+    for part in parts:
+        if isinstance(part, TextPart) and joined and isinstance(joined[-1], TextPart):
+            joined[-1] = TextPart(text=f"{joined[-1].text}\n{part.text}")
+        else:
+            joined.append(part)
+    return joined
 
 
 def _summary(parts: list[ResultPart]) -> str | None:
@@ -271,10 +401,13 @@ __all__ = [
     "convert_result",
     "hashed_name",
     "image_placeholder",
+    "mark_data",
+    "max_output_tokens",
     "media_placeholder",
     "sanitize",
     "tool_from_sdk",
     "unique_wire_names",
+    "unmark",
     "wire_name",
     "wire_prefix",
 ]

@@ -47,6 +47,7 @@ from caliban.events import (
     ToolStarted,
     UserPrompt,
 )
+from caliban.mcp.tools import unmark
 from caliban.messages import Message, ToolCall
 from caliban.tools.base import McpOrigin, ToolOrigin
 
@@ -456,6 +457,8 @@ class Renderer:
         cont = " " * len(first)
         text = event.result.text
         if event.result.is_error:
+            if isinstance(event.origin, McpOrigin):
+                text = unmark(text)
             lines = head_tail(text.strip().splitlines() or ["(no message)"], 4, 2)
             body = Text(f"{first}Error: {lines[0]}", style="red")
             for line in lines[1:]:

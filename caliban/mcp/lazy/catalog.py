@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from caliban.mcp.lazy.manifest import ManifestGroup, deferred_paragraph, group_by_server
 from caliban.mcp.lazy.policy import LazyDecision
-from caliban.mcp.tools import wire_prefix
+from caliban.mcp.tools import McpTool, wire_prefix
 from caliban.tools.base import McpOrigin, Tool
 
 if TYPE_CHECKING:
@@ -31,7 +31,8 @@ def search_doc(tool: Tool) -> SearchDoc:
         name=tool.name,
         server=server,
         tool=origin.tool if isinstance(origin, McpOrigin) else short,
-        description=spec.description,
+        # Ranked on the server's own words, not the data marking every MCP spec carries.
+        description=tool.description if isinstance(tool, McpTool) else spec.description,
         input_schema=spec.input_schema,
     )
 
