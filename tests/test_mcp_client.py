@@ -18,7 +18,7 @@ import mcp_types as types
 import pytest
 from mcp.server.mcpserver import Context, MCPServer
 
-from caliban.mcp.client import McpManager, log_path
+from caliban.mcp.client import REFRESH_QUIET_S, McpManager, log_path
 from caliban.mcp.config import ServerConfig
 from caliban.mcp.tools import (
     McpTool,
@@ -376,14 +376,40 @@ async def test_stdio_tool_list_changes_refresh_the_tools() -> None:
     async with McpManager([stdio("changing", "list_changed.py")]) as manager:
         with anyio.fail_after(10):
             await manager.wait_ready()
-        assert [t.tool_name for t in manager.tools()] == ["status", "unlock"]
+        assert [t.tool_name for t in manager.tools()] == ["status", "unlock", "flood"]
         version = manager.version
         await manager.call_tool("changing", "unlock", {})
         with anyio.fail_after(5):
             await manager.wait_for_change(version)
-        assert [t.tool_name for t in manager.tools()] == ["status", "unlock", "deploy_preview"]
+        assert [t.tool_name for t in manager.tools()] == [
+            "status",
+            "unlock",
+            "flood",
+            "deploy_preview",
+        ]
         deployed = await manager.call_tool("changing", "deploy_preview", {"branch": "feat-x"})
         assert unmark(deployed.as_text) == "preview of feat-x deployed"
+
+
+@pytest.mark.slow
+async def test_a_flood_of_list_changed_notices_is_debounced(tmp_path: Path) -> None:
+    count = tmp_path / "lists"
+    server = stdio("changing", "list_changed.py", "--count", str(count))
+    async with McpManager([server]) as manager:
+        with anyio.fail_after(10):
+            await manager.wait_ready()
+        started = time.monotonic()
+        with anyio.fail_after(30):
+            flooded = await manager.call_tool("changing", "flood", {"count": 5000})
+            assert unmark(flooded.as_text) == "sent 5000 notices"
+            status = await manager.call_tool("changing", "status", {})
+        assert unmark(status.as_text) == "locked"  # still answering
+        await anyio.sleep(2 * REFRESH_QUIET_S)
+        elapsed = time.monotonic() - started
+    lists = len(count.read_text().splitlines())
+    # One listing at start, then at most one per quiet period while the flood lasts.
+    assert 1 < lists <= 2 + elapsed / REFRESH_QUIET_S, (lists, elapsed)
+    assert lists < 50
 
 
 # ---------------------------------------------------------------------------- HTTP

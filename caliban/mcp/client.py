@@ -68,6 +68,9 @@ KILL_WAIT = 2.0
 """Seconds between SIGTERM and SIGKILL for the server's process group."""
 _EXTRA_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
 _MAX_TOOL_PAGES = 100
+REFRESH_QUIET_S = 0.25
+"""After a tool-list change, wait this long before re-listing: a burst (or a flood) of
+``tools/list_changed`` notifications costs one ``tools/list`` per period, not one each."""
 
 logger = logging.getLogger(__name__)
 
@@ -722,6 +725,7 @@ class McpManager:
     async def _refresher(self, conn: _Conn, client: Client) -> None:
         while True:
             await conn.refresh.wait()
+            await asyncio.sleep(REFRESH_QUIET_S)
             conn.refresh.clear()
             try:
                 with anyio.fail_after(conn.startup_timeout):

@@ -2,15 +2,35 @@
 
 It announces it both ways: on the 2026-07-28 subscription bus (delivered through
 ``subscriptions/listen``) and as a legacy ``notifications/tools/list_changed`` (delivered on
-2025-era connections; dropped by the SDK on modern ones).
+2025-era connections; dropped by the SDK on modern ones). ``flood`` sends thousands of change
+notices at once; with ``--count FILE`` each ``tools/list`` request appends a line to FILE.
 """
 
+import argparse
 import os
 import sys
+from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 
-server = MCPServer("changing")
+parser = argparse.ArgumentParser()
+parser.add_argument("--count", help="append a line here for each tools/list request")
+options = parser.parse_args()
+
+
+def _count() -> None:
+    if options.count:
+        with open(options.count, "a", encoding="utf-8") as log:
+            log.write("tools/list\n")
+
+
+class CountingServer(MCPServer):
+    async def _handle_list_tools(self, *args: Any, **kwargs: Any) -> Any:
+        _count()
+        return await super()._handle_list_tools(*args, **kwargs)
+
+
+server = CountingServer("changing")
 
 
 @server.tool()
@@ -31,6 +51,15 @@ async def unlock(ctx: Context) -> str:
     await ctx.notify_tools_changed()
     await ctx.session.send_tool_list_changed()
     return "unlocked"
+
+
+@server.tool()
+async def flood(ctx: Context, count: int = 5000) -> str:
+    """Announce a tool-list change COUNT times, as fast as possible."""
+    for _ in range(count):
+        await ctx.notify_tools_changed()
+        await ctx.session.send_tool_list_changed()
+    return f"sent {count} notices"
 
 
 if __name__ == "__main__":
