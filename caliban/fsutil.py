@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import tempfile
+import time
 from pathlib import Path
+
+STALE_TEMP_S = 60.0
+"""A temporary file of this module older than this was left by a write that was killed."""
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that readers see the old or the new file, never half.
 
-    Writes a temporary file in the same directory, fsyncs it and renames it over ``path``.
-    Parent directories are created. An existing file keeps its permission bits.
+    Writes a temporary file (``.NAME.XXXXXXXX.tmp``) in the same directory, fsyncs it and
+    renames it over ``path``. Parent directories are created. An existing file keeps its
+    permission bits. Temporary files of ``path`` left by a killed write are removed.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
     try:
         mode: int | None = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
@@ -42,3 +49,24 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 def atomic_write_text(path: Path, text: str, *, encoding: str = "utf-8") -> None:
     """:func:`atomic_write_bytes` for text; newlines are written exactly as given."""
     atomic_write_bytes(path, text.encode(encoding))
+
+
+def remove_stale_temporaries(path: Path, *, older_than: float = STALE_TEMP_S) -> list[Path]:
+    """Remove the temporary files a killed :func:`atomic_write_bytes` of ``path`` left
+    (older than ``older_than`` seconds, so a write in progress elsewhere is left alone);
+    returns them."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[A-Za-z0-9_]{{8}}\.tmp")
+    removed = []
+    now = time.time()
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return []
+    for entry in entries:
+        if not pattern.fullmatch(entry.name):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.is_file(follow_symlinks=False) and now - entry.stat().st_mtime > older_than:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+    return removed

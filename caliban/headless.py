@@ -33,9 +33,26 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 
 
+MAX_STDIN_CHARS = 4_000_000
+"""About a million tokens: more than any model's context window takes in one prompt."""
+
+
+class PromptTooLarge(Exception):
+    """The prompt piped on stdin is over :data:`MAX_STDIN_CHARS`; the message says what to do."""
+
+
 def read_prompt(options: CliOptions, stdin: IO[str]) -> str | None:
-    """The prompt argument, stdin when it is piped, or both (stdin first, as context)."""
-    piped = None if stdin.isatty() else stdin.read()
+    """The prompt argument, stdin when it is piped, or both (stdin first, as context).
+
+    Raises :class:`PromptTooLarge` rather than reading an endless or huge stream into memory.
+    """
+    piped = None if stdin.isatty() else stdin.read(MAX_STDIN_CHARS + 1)
+    if piped is not None and len(piped) > MAX_STDIN_CHARS:
+        raise PromptTooLarge(
+            f"the prompt on stdin is over {MAX_STDIN_CHARS:,} characters (about a million "
+            "tokens, more than a model takes in one prompt); save it to a file and ask "
+            "caliban to Read or Grep the parts it needs"
+        )
     parts = [p.strip() for p in (piped, options.prompt) if p and p.strip()]
     return "\n\n".join(parts) or None
 
@@ -157,7 +174,11 @@ class HeadlessPrinter:
 
 def run_headless(options: CliOptions) -> int:
     """Entry point for ``caliban -p``; returns the exit code."""
-    prompt = read_prompt(options, sys.stdin)
+    try:
+        prompt = read_prompt(options, sys.stdin)
+    except PromptTooLarge as exc:
+        print(f"caliban: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if prompt is None:
         print(
             "caliban: -p needs a prompt: pass it as an argument or pipe it on stdin",

@@ -224,7 +224,7 @@ async def test_ambiguous_old_string(env: ToolEnv) -> None:
     assert out.is_error
     assert out.as_text == (
         "old_string occurs 3 times in a.py (at lines 1, 3, 5). Include more surrounding "
-        "lines in old_string to pick one occurrence, or set replace_all to true to change "
+        "text in old_string to pick one occurrence, or set replace_all to true to change "
         "all of them."
     )
     out = await edit(env, "a.py", "x = 1", "x = 9", replace_all=True)
@@ -342,3 +342,113 @@ def test_schemas() -> None:
     edit = {"file_path": "a.py", "old_string": "a", "new_string": "b"}
     assert Edit().bind(edit).subject == "a.py"  # type: ignore[union-attr]
     assert not Edit.read_only and not Write.read_only
+
+
+# ---------------------------------------------------------------------------- bounded
+
+
+async def test_edit_is_linear_on_a_3_mb_one_line_file(env: ToolEnv) -> None:
+    import time
+
+    path = env.cwd / "bundle.min.js"
+    path.write_text("var a=1;" * 393_216 + "UNIQUE;")  # 3 MB, one line
+    await read(env, "bundle.min.js")
+    started = time.perf_counter()
+    out = await edit(env, "bundle.min.js", "var a=1;", "var b=2;")
+    assert time.perf_counter() - started < 5  # was > 40 s (quadratic line numbering)
+    assert out.as_text.startswith(
+        "old_string occurs 393,216 times in bundle.min.js (at lines 1, 1, 1, 1, 1, 1, 1, 1, 1, "
+        "1 and 393,206 more)."
+    )
+    out = await edit(env, "bundle.min.js", "UNIQUE;", "CHANGED;")
+    assert not out.is_error
+    echo = out.as_text.splitlines()[1]
+    assert len(echo) < 2100  # the echo is capped like Read's lines, around the change
+    assert echo.startswith("     1\t[… 3,143,736 characters] var a=1;")
+    assert echo.endswith("CHANGED;")
+
+
+async def test_a_slow_edit_can_be_cancelled_and_writes_nothing(
+    env: ToolEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import threading
+    import time
+
+    from caliban.tools import edit as edit_module
+
+    release = threading.Event()
+    real = edit_module._prepare
+
+    def slow(*args: Any) -> Any:
+        release.wait(10)  # stands for a huge file: the work happens off the event loop
+        return real(*args)
+
+    monkeypatch.setattr(edit_module, "_prepare", slow)
+    (env.cwd / "a.py").write_text("x = 1\n")
+    await read(env, "a.py")
+    task = asyncio.ensure_future(edit(env, "a.py", "x = 1", "x = 2"))
+    await asyncio.sleep(0.1)
+    started = time.perf_counter()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.perf_counter() - started < 0.5
+    release.set()
+    await asyncio.sleep(0.1)
+    assert (env.cwd / "a.py").read_text() == "x = 1\n"
+
+
+@pytest.mark.parametrize("tool", ["Write", "Edit"])
+async def test_a_read_only_file_is_not_replaced(env: ToolEnv, tool: str) -> None:
+    path = env.cwd / "locked.txt"
+    path.write_text("keep\n")
+    await read(env, "locked.txt")
+    path.chmod(0o444)
+    if tool == "Write":
+        out = await write(env, "locked.txt", "changed\n")
+    else:
+        out = await edit(env, "locked.txt", "keep", "changed")
+    assert out.is_error and out.as_text == (
+        "locked.txt is read-only (mode 0444), so it was not changed. If it should change, "
+        "ask the user to make it writable."
+    )
+    assert path.read_text() == "keep\n" and stat.S_IMODE(path.stat().st_mode) == 0o444
+
+
+@pytest.mark.parametrize("tool", ["Read", "Write", "Edit"])
+async def test_fifos_and_devices_are_refused_at_once(env: ToolEnv, tool: str) -> None:
+    import anyio
+
+    os.mkfifo(env.cwd / "pipe")
+    with anyio.fail_after(5):  # opening a FIFO would wait for a writer forever
+        if tool == "Read":
+            out = await Read().call({"file_path": "pipe"}, _ctx(env))
+            device = await Read().call({"file_path": "/dev/zero"}, _ctx(env))
+            assert device.as_text == (
+                "/dev/zero is a character device, not a regular file; the file tools only "
+                "read and write files."
+            )
+        elif tool == "Write":
+            out = await write(env, "pipe", "x")
+        else:
+            out = await edit(env, "pipe", "a", "b")
+    assert out.is_error and out.as_text.startswith("pipe is a FIFO (named pipe), not a regular")
+
+
+async def test_temporary_files_left_by_a_killed_write_are_removed(env: ToolEnv) -> None:
+    import time
+
+    (env.cwd / "a.py").write_text("x = 1\n")
+    stale = env.cwd / ".a.py.k1ll3d_x.tmp"
+    fresh = env.cwd / ".a.py.wr1t1ng_.tmp"  # another process writing right now
+    other = env.cwd / ".b.py.k1ll3d_x.tmp"
+    for leftover in (stale, fresh, other):
+        leftover.write_text("half a file")
+    old = time.time() - 3600
+    for leftover in (stale, other):
+        os.utime(leftover, (old, old))
+    await read(env, "a.py")
+    assert not (await edit(env, "a.py", "x = 1", "x = 2")).is_error
+    assert not stale.exists()
+    assert fresh.exists() and other.exists()  # in progress, or another file's

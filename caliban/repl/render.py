@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 BULLET = "●"
 ELBOW = "⎿"
 DIFF_MAX_LINES = 40
+DIFF_LINE_CHARS = 1000
 OUTPUT_HEAD = 6
 OUTPUT_TAIL = 6
 ARG_WIDTH = 80
@@ -229,7 +230,10 @@ def render_diff(lines: Sequence[DiffLine], *, indent: int, max_lines: int = DIFF
             out.append(f"{pad}{'':>{width}}   ⋮\n", style="dim")
             continue
         style = {"+": "green", "-": "red"}.get(line.kind, "dim")
-        out.append(f"{pad}{line.number:>{width}} {line.kind} {line.text}\n", style=style)
+        text = line.text
+        if len(text) > DIFF_LINE_CHARS:  # a minified file's one line must not flood the screen
+            text = f"{text[:DIFF_LINE_CHARS]} … (+{len(text) - DIFF_LINE_CHARS:,} characters)"
+        out.append(f"{pad}{line.number:>{width}} {line.kind} {text}\n", style=style)
     if len(lines) > max_lines:
         out.append(f"{pad}… +{len(lines) - max_lines} more diff lines\n", style="dim")
     out.rstrip()

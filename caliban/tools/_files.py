@@ -9,6 +9,7 @@ import difflib
 import os
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -81,6 +82,48 @@ def not_found_message(path: Path, cwd: Path, *, what: str = "File") -> str:
     else:
         message += ". Use Glob to find files by name."
     return message
+
+
+def not_regular(path: Path, shown: str) -> str | None:
+    """Why ``path`` is not a file the tools read or write: a FIFO (opening it would wait for
+    a writer forever), a device (``/dev/zero`` never ends), a socket. None for a regular file
+    or a path that does not exist."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    kind = (
+        "a FIFO (named pipe)"
+        if stat.S_ISFIFO(mode)
+        else "a character device"
+        if stat.S_ISCHR(mode)
+        else "a block device"
+        if stat.S_ISBLK(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a regular file"
+    )
+    return f"{shown} is {kind}, not a regular file; the file tools only read and write files."
+
+
+def unwritable(path: Path, shown: str) -> str | None:
+    """Why ``path`` must not be written: not a regular file, or a file the user cannot
+    write or marked read-only (no write bit: even root's atomic rename must not replace
+    it). None when it may be written or does not exist yet."""
+    if (problem := not_regular(path, shown)) is not None:
+        return problem
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if mode & 0o222 == 0 or not os.access(path, os.W_OK):
+        return (
+            f"{shown} is read-only (mode {stat.S_IMODE(mode):04o}), so it was not changed. "
+            "If it should change, ask the user to make it writable."
+        )
+    return None
 
 
 # ---------------------------------------------------------------------------- sizes and text

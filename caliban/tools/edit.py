@@ -6,7 +6,9 @@ and written back with CRLF.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
+import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,11 @@ from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolO
 
 CONTEXT_LINES = 4
 MAX_SNIPPET_LINES = 40
+MAX_LISTED_MATCHES = 10
+MAX_LINE_CHARS = 2000
+"""Lines of the echo longer than this are cut, as Read cuts them."""
+MAX_SIMILAR_SCAN_LINES = 20_000
+"""How many lines the "most similar lines" hint of a failed edit looks at."""
 
 DESCRIPTION = """\
 Performs an exact string replacement in a file.
@@ -69,13 +76,18 @@ class EditPlan:
     text: str
     replacements: int
     first_line: int
+    first_column: int
+    """Where the first replacement starts in its line (to show a long line around it)."""
     new_lines: int
 
 
 def apply_edit(
     text: str, old: str, new: str, *, replace_all: bool = False, shown: str = "the file"
 ) -> EditPlan:
-    """Replace ``old`` with ``new`` in ``text`` (LF newlines), or raise :class:`EditError`."""
+    """Replace ``old`` with ``new`` in ``text`` (LF newlines), or raise :class:`EditError`.
+
+    Linear in the size of ``text`` whatever the input (a 3 MB one-line file with a
+    thousand matches included)."""
     if old == new:
         raise EditError(
             "old_string and new_string are identical, so there is nothing to change. "
@@ -87,39 +99,46 @@ def apply_edit(
                 f"old_string is empty, but {shown} is not empty. Give the exact text to "
                 "replace (or use Write to replace the whole file)."
             )
-        return EditPlan(text=new, replacements=1, first_line=1, new_lines=_files.count_lines(new))
+        return EditPlan(
+            text=new,
+            replacements=1,
+            first_line=1,
+            first_column=0,
+            new_lines=_files.count_lines(new),
+        )
     count = text.count(old)
     if count == 0:
         raise EditError(_not_found(text, old, shown))
     if count > 1 and not replace_all:
-        lines = _match_lines(text, old)
+        lines = _match_lines(text, old, MAX_LISTED_MATCHES)
+        more = f" and {count - len(lines):,} more" if count > len(lines) else ""
         raise EditError(
-            f"old_string occurs {count} times in {shown} (at lines {_list(lines)}). Include "
-            "more surrounding lines in old_string to pick one occurrence, or set replace_all "
-            "to true to change all of them."
+            f"old_string occurs {count:,} times in {shown} (at lines "
+            f"{', '.join(str(n) for n in lines)}{more}). Include more surrounding text in "
+            "old_string to pick one occurrence, or set replace_all to true to change all of "
+            "them."
         )
     index = text.find(old)
-    first_line = text.count("\n", 0, index) + 1
+    line_start = text.rfind("\n", 0, index) + 1
     result = text.replace(old, new) if replace_all else text.replace(old, new, 1)
     return EditPlan(
         text=result,
         replacements=count if replace_all else 1,
-        first_line=first_line,
+        first_line=text.count("\n", 0, index) + 1,
+        first_column=index - line_start,
         new_lines=max(_files.count_lines(new), 1),
     )
 
 
-def _list(numbers: list[int], limit: int = 10) -> str:
-    shown = ", ".join(str(n) for n in numbers[:limit])
-    return shown + (f" and {len(numbers) - limit} more" if len(numbers) > limit else "")
-
-
-def _match_lines(text: str, old: str) -> list[int]:
-    lines = []
-    start = 0
-    while (index := text.find(old, start)) != -1:
-        lines.append(text.count("\n", 0, index) + 1)
-        start = index + 1
+def _match_lines(text: str, old: str, limit: int) -> list[int]:
+    """The line numbers of the first ``limit`` occurrences, counted in one pass."""
+    lines: list[int] = []
+    line, counted, start = 1, 0, 0
+    while len(lines) < limit and (index := text.find(old, start)) != -1:
+        line += text.count("\n", counted, index)
+        counted = index
+        lines.append(line)
+        start = index + len(old)
     return lines
 
 
@@ -159,15 +178,17 @@ def _squash(text: str) -> str:
 
 def _similar_lines(text: str, old_lines: list[str], limit: int = 3) -> str:
     """The file lines most like the first non-blank line of old_string, numbered."""
-    target = next((line.strip() for line in old_lines if line.strip()), "")
+    target = next((line.strip() for line in old_lines if line.strip()), "")[:MAX_LINE_CHARS]
     if not target:
         return ""
     matcher = difflib.SequenceMatcher(autojunk=False)
     matcher.set_seq2(target)
     scored: list[tuple[float, int, str]] = []
-    for number, line in enumerate(text.split("\n"), start=1):
+    # Bounded work: the hint is a courtesy, a huge file must not make the failure slow.
+    lines = itertools.islice(text.split("\n", MAX_SIMILAR_SCAN_LINES), MAX_SIMILAR_SCAN_LINES)
+    for number, line in enumerate(lines, start=1):
         candidate = line.strip()
-        if not candidate:
+        if not candidate or len(candidate) > 2 * len(target) + 200:
             continue
         matcher.set_seq1(candidate)
         if matcher.real_quick_ratio() < 0.5 or matcher.quick_ratio() < 0.5:
@@ -179,18 +200,37 @@ def _similar_lines(text: str, old_lines: list[str], limit: int = 3) -> str:
     return "\n".join(f"{number:>6}\t{line}" for _, number, line in sorted(best, key=lambda i: i[1]))
 
 
-def snippet(text: str, first_line: int, new_lines: int) -> str:
-    """The changed region of ``text`` with a few lines of context, ``cat -n`` style."""
-    lines = text.split("\n")
-    if text.endswith("\n"):
-        lines.pop()  # the empty string after the final newline is not a line
+def _cut(line: str, around: int = 0) -> str:
+    """``line`` at most :data:`MAX_LINE_CHARS` long, keeping the part around column
+    ``around`` (where a change is) and saying what was left out."""
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    start = max(0, min(around - MAX_LINE_CHARS // 4, len(line) - MAX_LINE_CHARS))
+    end = start + MAX_LINE_CHARS
+    head = f"[… {start:,} characters] " if start else ""
+    tail = f" [… {len(line) - end:,} characters]" if end < len(line) else ""
+    return f"{head}{line[start:end]}{tail}"
+
+
+def snippet(text: str, first_line: int, new_lines: int, first_column: int = 0) -> str:
+    """The changed region of ``text`` with a few lines of context, ``cat -n`` style; long
+    lines are cut (the first changed one around the change)."""
     start = max(first_line - CONTEXT_LINES, 1)
-    end = min(first_line + new_lines - 1 + CONTEXT_LINES, len(lines))
-    shown = lines[start - 1 : end]
+    end = first_line + new_lines - 1 + CONTEXT_LINES
+    # Only the lines shown are split out: a 50 MB file is not copied line by line.
+    parts = text.split("\n", end)
+    lines = parts[:end]
+    if len(parts) <= end and text.endswith("\n"):
+        lines.pop()  # the empty string after the final newline is not a line
+    end = min(end, len(lines))
+    shown = [
+        _cut(line, first_column if number == first_line else 0)
+        for number, line in enumerate(lines[start - 1 : end], start=start)
+    ]
     if len(shown) > MAX_SNIPPET_LINES:
         head = _files.numbered(shown[: MAX_SNIPPET_LINES // 2], start)
         tail_start = end - MAX_SNIPPET_LINES // 2 + 1
-        tail = _files.numbered(lines[tail_start - 1 : end], tail_start)
+        tail = _files.numbered(shown[tail_start - start :], tail_start)
         return f"{head}\n     …\n{tail}"
     return _files.numbered(shown, start)
 
@@ -210,6 +250,8 @@ class TextFile:
 
 def load_text(path: Path, shown: str) -> TextFile:
     """Read a text file for editing, or raise :class:`EditError` (binary, unreadable)."""
+    if (problem := _files.not_regular(path, shown)) is not None:
+        raise EditError(problem)
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -219,6 +261,22 @@ def load_text(path: Path, shown: str) -> TextFile:
     text, encoding = _files.decode_file(data)
     crlf = "\r\n" in text and "\n" not in text.replace("\r\n", "")
     return TextFile(text=text.replace("\r\n", "\n") if crlf else text, encoding=encoding, crlf=crlf)
+
+
+def _prepare(path: Path, shown: str, args: EditInput) -> tuple[TextFile, EditPlan, bytes]:
+    """Read, edit and encode: the file, the plan and the bytes to write, or EditError."""
+    file = load_text(path, shown)
+    old, new = _lf(args.old_string, file.crlf), _lf(args.new_string, file.crlf)
+    plan = apply_edit(file.text, old, new, replace_all=args.replace_all, shown=shown)
+    try:
+        return file, plan, file.encode(plan.text)
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end]
+        raise EditError(
+            f"{shown} is encoded as {file.encoding.label}, which cannot represent "
+            f"{bad!r} in new_string. Use characters that encoding supports (or "
+            "rewrite the file as UTF-8 with Write after Reading it)."
+        ) from None
 
 
 def _lf(text: str, crlf: bool) -> str:
@@ -266,23 +324,16 @@ class Edit(BuiltinTool[EditInput]):
                 _files.not_found_message(path, ctx.env.cwd)
                 + " To create a new file, use Write (or Edit with an empty old_string)."
             )
+        if (problem := _files.unwritable(path, shown)) is not None:
+            return ToolOutput.error(problem)
         if (problem := _files.staleness(ctx.env, path)) is not None:
             return ToolOutput.error(problem)
         try:
-            file = load_text(path, shown)
-            old, new = _lf(args.old_string, file.crlf), _lf(args.new_string, file.crlf)
-            plan = apply_edit(file.text, old, new, replace_all=args.replace_all, shown=shown)
+            # In a worker thread: the event loop stays free to cancel the call (Ctrl-C,
+            # SIGTERM) however large the file.
+            file, plan, data = await asyncio.to_thread(_prepare, path, shown, args)
         except EditError as exc:
             return ToolOutput.error(str(exc))
-        try:
-            data = file.encode(plan.text)
-        except UnicodeEncodeError as exc:
-            bad = exc.object[exc.start : exc.end]
-            return ToolOutput.error(
-                f"{shown} is encoded as {file.encoding.label}, which cannot represent "
-                f"{bad!r} in new_string. Use characters that encoding supports (or "
-                "rewrite the file as UTF-8 with Write after Reading it)."
-            )
         try:
             atomic_write_bytes(path, data)
         except OSError as exc:
@@ -294,12 +345,15 @@ class Edit(BuiltinTool[EditInput]):
             else "1 replacement"
         )
         return ToolOutput.text(
-            f"Edited {shown} ({what}):\n{snippet(plan.text, plan.first_line, plan.new_lines)}",
+            f"Edited {shown} ({what}):\n"
+            + snippet(plan.text, plan.first_line, plan.new_lines, plan.first_column),
             summary=plural(plan.replacements, "replacement"),
             change=FileChange(path=path, shown=shown, before=file.text, after=plan.text),
         )
 
     def _create(self, path: Path, shown: str, content: str, ctx: CallContext) -> ToolOutput:
+        if (problem := _files.unwritable(path, shown)) is not None:
+            return ToolOutput.error(problem)
         try:
             atomic_write_bytes(path, content.encode("utf-8"))
         except OSError as exc:

@@ -79,6 +79,8 @@ class Read(BuiltinTool[ReadInput]):
                 f"{shown} is a directory, not a file. To list it, use Glob (e.g. pattern "
                 f"'*' with path '{shown}') or run `ls` with Bash."
             )
+        if (problem := _files.not_regular(path, shown)) is not None:
+            return ToolOutput.error(problem)
         try:
             size = path.stat().st_size
             file = path.open("rb")

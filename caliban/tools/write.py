@@ -60,6 +60,8 @@ class Write(BuiltinTool[WriteInput]):
         shown = _files.display_path(path, ctx.env.cwd)
         if path.is_dir():
             return ToolOutput.error(f"{shown} is a directory; give the path of a file.")
+        if (problem := _files.unwritable(path, shown)) is not None:
+            return ToolOutput.error(problem)
         existed = path.exists()
         content = args.content
         encoding = _files.UTF8
