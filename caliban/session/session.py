@@ -180,7 +180,8 @@ class Session:
             env=env,
             authorize=self.authorize,
             emit=ctx.emit,
-            max_turns=definition.max_turns or DEFAULT_MAX_TURNS,
+            # --max-turns bounds a sub-agent too: a looping child must not outrun its parent.
+            max_turns=min(definition.max_turns or DEFAULT_MAX_TURNS, self.max_turns),
             parent_tool_use_id=ctx.call_id,
         )
 
