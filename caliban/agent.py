@@ -20,6 +20,7 @@ from caliban.events import (
     ApiRetryEvent,
     AssistantDelta,
     AssistantMessage,
+    AssistantThinkingDelta,
     HistoryAppended,
     Notice,
     ToolFinished,
@@ -34,6 +35,7 @@ from caliban.providers.base import (
     ProviderRequest,
     ResponseDone,
     TextDelta,
+    ThinkingDelta,
     ToolCallStarted,
 )
 from caliban.toolbox import Toolbox
@@ -176,6 +178,10 @@ class Agent:
                     case TextDelta(text=text):
                         partial.append(text)
                         self.emit(AssistantDelta(text=text, parent_tool_use_id=self.parent_id))
+                    case ThinkingDelta(text=text):
+                        self.emit(
+                            AssistantThinkingDelta(text=text, parent_tool_use_id=self.parent_id)
+                        )
                     case ApiRetry():
                         self.emit(
                             ApiRetryEvent(

@@ -25,6 +25,15 @@ class AssistantDelta:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class AssistantThinkingDelta:
+    """A piece of the model's reasoning, streamed before its answer. Never part of the answer
+    text; the complete reasoning arrives as a ``ThinkingPart`` of the ``AssistantMessage``."""
+
+    text: str
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class AssistantMessage:
     """One complete model response, with the usage of that request."""
 
@@ -114,6 +123,7 @@ class Notice:
 AgentEvent = (
     UserPrompt
     | AssistantDelta
+    | AssistantThinkingDelta
     | AssistantMessage
     | ToolStarted
     | ToolFinished
