@@ -31,6 +31,7 @@ _session_ran = False
 
 OutputFormat = Literal["text", "json", "stream-json"]
 PermissionModeName = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
+EffortName = Literal["low", "medium", "high"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +51,8 @@ class CliOptions:
     resume: str | None
     """A session id, ``""`` for the picker, or ``None``."""
     cwd: Path
+    effort: str | None = None
+    """``--effort``: low, medium or high (the ``model_effort`` setting)."""
 
 
 class _PromptOrCommandGroup(TyperGroup):
@@ -138,6 +141,14 @@ def root(
             help="anthropic or openai (any OpenAI-compatible endpoint).",
         ),
     ] = None,
+    effort: Annotated[
+        EffortName | None,
+        typer.Option(
+            "--effort",
+            metavar="LEVEL",
+            help="How hard the model thinks: low, medium or high (default: model_effort).",
+        ),
+    ] = None,
     max_turns: Annotated[
         int | None,
         typer.Option(
@@ -188,6 +199,7 @@ def root(
         model=model,
         provider=provider,
         max_turns=max_turns,
+        effort=effort,
         permission_mode=permission_mode,
         allowed_tools=_split_rules(allowed_tools),
         disallowed_tools=_split_rules(disallowed_tools),

@@ -164,7 +164,7 @@ def _context_window(session: Session) -> int:
     from caliban.providers.select import context_window
 
     try:
-        window = context_window(session.provider.name, session.model)
+        window = context_window(session.provider, session.model)
     except Exception:  # an unknown provider name must not break /context
         return DEFAULT_CONTEXT_WINDOW
     return window if window > 0 else DEFAULT_CONTEXT_WINDOW

@@ -59,7 +59,7 @@ class Session:
     activation: ActivationCell | None = None
     """The lazily loaded MCP tools now active; ``None`` when lazy loading cannot apply
     (``tools.lazy_mcp = false`` and no server with ``lazy = true``)."""
-    _lazy_cache: tuple[object, str, LazyDecision] | None = field(
+    _lazy_cache: tuple[object, tuple[str, int], LazyDecision] | None = field(
         default=None, init=False, repr=False
     )
     _catalog_cache: CatalogCache | None = field(default=None, init=False, repr=False)
@@ -88,19 +88,20 @@ class Session:
     def _lazy_decision(self) -> LazyDecision:
         if self.activation is None or self.lazy_policy is None:
             return OFF
-        tools = self.mcp.tools() if self.mcp is not None else ()
-        cached = self._lazy_cache
-        if cached is not None and cached[0] is tools and cached[1] == self.model:
-            return cached[2]
         from caliban.providers.select import context_window
 
+        tools = self.mcp.tools() if self.mcp is not None else ()
+        window = context_window(self.provider, self.model)  # may grow once the server says
+        cached = self._lazy_cache
+        if cached is not None and cached[0] is tools and cached[1] == (self.model, window):
+            return cached[2]
         decision = decide(
             self.lazy_policy,
             tools,
             servers=self.mcp.server_names() if self.mcp is not None else (),
-            context_window=context_window(self.provider.name, self.model),
+            context_window=window,
         )
-        self._lazy_cache = (tools, self.model, decision)
+        self._lazy_cache = (tools, (self.model, window), decision)
         return decision
 
     @property

@@ -46,7 +46,7 @@ def context_window(session: Session) -> int:
     from caliban.providers.select import context_window as lookup
 
     with contextlib.suppress(Exception):
-        if (window := lookup(session.provider.name, session.model)) > 0:
+        if (window := lookup(session.provider, session.model)) > 0:
             return window
     return DEFAULT_CONTEXT_WINDOW
 
