@@ -268,10 +268,10 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
         try:
             stream = await client.chat.completions.create(**params)
         except openai.BadRequestError as exc:
-            if "reasoning_effort" in params and "reasoning_effort" in str(exc):
+            if "reasoning_effort" in params and _rejects(exc, "reasoning_effort"):
                 self.send_effort = False
                 del params["reasoning_effort"]
-            elif "max_tokens" in params and "max_completion_tokens" in str(exc):
+            elif "max_tokens" in params and _rejects(exc, "max_tokens"):
                 self.token_limit_key = "max_completion_tokens"
                 params["max_completion_tokens"] = params.pop("max_tokens")
             else:
@@ -323,6 +323,15 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
         except (openai.OpenAIError, httpx2.HTTPError, ValueError) as exc:
             log.debug("context window probe %s %s: %s", method, url, exc)
             return None
+
+
+def _rejects(exc: Exception, parameter: str) -> bool:
+    """Whether a 400 says ``parameter`` is not accepted at all (not that its value is off:
+    vLLM's "'max_tokens' ... is too large" must not switch to max_completion_tokens)."""
+    text = str(exc).lower()
+    return parameter in text and any(
+        word in text for word in ("unsupported", "not supported", "unrecognized", "unknown")
+    )
 
 
 def classify(exc: Exception) -> Failure | None:
