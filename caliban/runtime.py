@@ -134,7 +134,9 @@ async def open_session(
                 if status.state == "failed":
                     session.emit(Notice(level="warning", text=describe_failure(status)))
             await warm_up
-            await window  # bounded by a short timeout, and mostly overlapped by the above
+            lazy = session.lazy_policy
+            if manager is not None and lazy is not None and lazy.mode == "auto":
+                await window  # "auto" weighs the tools against it; a short timeout bounds it
         yield session
     finally:
         close_transcript(session)

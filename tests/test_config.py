@@ -146,7 +146,7 @@ def test_effort_and_context_window_are_validated(project: Path) -> None:
     assert settings.model_effort == "high" and settings.providers.openai.context_window == 32768
     with pytest.raises(ConfigError, match="not written: model_effort"):
         set_value(path, "model_effort", "max")
-    with pytest.raises(ConfigError, match="providers.openai.context_window"):
+    with pytest.raises(ConfigError, match=r"providers\.openai\.context_window"):
         set_value(path, "providers.openai.context_window", 100)
 
 

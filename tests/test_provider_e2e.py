@@ -4,7 +4,7 @@ long", and the context window a local server reports."""
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -143,23 +143,33 @@ def test_prompt_too_long_is_reported_as_such(
     assert len(fake_model_server.requests) == 1  # not retried
 
 
-def test_the_local_servers_context_window_reaches_the_context_report(
-    fake_model_server: FakeModelServer, project: Path
+@pytest.mark.parametrize(("n_ctx", "lazy"), [(8192, True), (None, False)])
+def test_lazy_auto_and_the_context_report_use_the_window_the_server_reports(
+    fake_model_server: FakeModelServer, project: Path, n_ctx: int | None, lazy: bool
 ) -> None:
-    fake_model_server.endpoints["GET /props"] = {
-        "default_generation_settings": {"n_ctx": 8192},
-        "model_alias": "local",
-    }
+    catalog = Path(__file__).parent / "mcp_servers" / "catalog_server.py"
+    (project / ".caliban" / "mcp.toml").write_text(
+        f'[server.catalog]\ncommand = "{sys.executable}"\nargs = ["{catalog}"]\n'
+    )
+    (project / ".caliban" / "config.toml").write_text('[tools]\nlazy_mcp = "auto"\n')
+    if n_ctx is not None:  # llama.cpp started with -c 8192
+        fake_model_server.endpoints["GET /props"] = {
+            "default_generation_settings": {"n_ctx": n_ctx},
+            "model_alias": "local",
+        }
     fake_model_server.add({"text": "ok"})
     result = run(
         fake_model_server, "openai", project, "--model", "local", "--output-format", "json", "hi"
     )
     assert result.returncode == 0, result.stderr
     [obj] = lines(result.stdout)
-    assert obj["context"]["context_window"] == 8192
+    assert obj["context"]["context_window"] == (n_ctx or 128_000)
+    # The 40 catalog tools (~5k tokens) are over 10% of 8k but not of 128k.
+    assert obj["context"]["mcp"]["lazy"] is lazy
+    offered = fake_model_server.requests[0].tool_names
+    catalog_tools = [name for name in offered if name.startswith("mcp__catalog__")]
+    assert ("ToolSearch" in offered) is lazy and (len(catalog_tools) == 40) is not lazy
     assert [f"{p.method} {p.path}" for p in fake_model_server.probes][:2] == [
         "GET /v1/models",
         "GET /props?model=local",
     ]
-    sent = json.dumps(fake_model_server.bodies[0])
-    assert "8192" not in sent  # asking changed nothing in the model request

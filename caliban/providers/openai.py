@@ -294,35 +294,46 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
         assert self.base_url is not None
         from caliban.providers.windows import probe_openai_compatible
 
+        # The SDK import (under way in warm_up) is not the server's time: wait for it first,
+        # in a daemon thread so the loop never blocks and exit never waits.
+        client = self._client
+        if client is None:
+            client = await start_in_daemon_thread(self.client, name="caliban-sdk")
+        ready = client
+
+        async def fetch(method: str, url: str, body: Mapping[str, Any] | None) -> Any:
+            return await _fetch_json(ready, method, url, body)
+
         try:
             async with asyncio.timeout(PROBE_TIMEOUT):
-                return await probe_openai_compatible(self._fetch_json, self.base_url, model)
+                return await probe_openai_compatible(fetch, self.base_url, model)
         except TimeoutError:
             log.info("context window of %s: no answer from %s in time", model, self.base_url)
             return None
 
-    async def _fetch_json(self, method: str, url: str, body: Mapping[str, Any] | None) -> Any:
-        """One short request through the SDK client (its key and TLS settings); the decoded
-        JSON, or ``None`` for any failure (404 from a server without that endpoint, ...)."""
-        import httpx2
-        import openai
 
-        # Never block the loop on the SDK import; a daemon thread never delays exit.
-        client = await start_in_daemon_thread(self.client, name="caliban-sdk-client")
-        options: Any = {"timeout": PROBE_TIMEOUT, "max_retries": 0}
-        try:
-            if method == "POST":
-                response = await client.post(
-                    url, body=dict(body or {}), cast_to=httpx2.Response, options=options
-                )
-            else:
-                response = await client.get(url, cast_to=httpx2.Response, options=options)
-            if len(response.content) > MAX_PROBE_BYTES:
-                return None
-            return response.json()
-        except (openai.OpenAIError, httpx2.HTTPError, ValueError) as exc:
-            log.debug("context window probe %s %s: %s", method, url, exc)
+async def _fetch_json(
+    client: AsyncOpenAI, method: str, url: str, body: Mapping[str, Any] | None
+) -> Any:
+    """One short request through the SDK client (its key and TLS settings); the decoded JSON,
+    or ``None`` for any failure (a 404 from a server without that endpoint, ...)."""
+    import httpx2
+    import openai
+
+    options: Any = {"timeout": PROBE_TIMEOUT, "max_retries": 0}
+    try:
+        if method == "POST":
+            response = await client.post(
+                url, body=dict(body or {}), cast_to=httpx2.Response, options=options
+            )
+        else:
+            response = await client.get(url, cast_to=httpx2.Response, options=options)
+        if len(response.content) > MAX_PROBE_BYTES:
             return None
+        return response.json()
+    except (openai.OpenAIError, httpx2.HTTPError, ValueError) as exc:
+        log.debug("context window probe %s %s: %s", method, url, exc)
+        return None
 
 
 def _rejects(exc: Exception, parameter: str) -> bool:
