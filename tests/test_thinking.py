@@ -336,3 +336,20 @@ async def test_the_loop_streams_thinking_as_its_own_event_and_keeps_it_out_of_th
     text = "".join(e.text for e in events if isinstance(e, AssistantDelta))
     assert thinking == THOUGHT and text == "Hello!" and result.text == "Hello!"
     assert agent.conversation.messages[-1].thinking == THOUGHT
+
+
+async def test_the_scripted_provider_streams_thinking_too(tmp_path: Path) -> None:
+    from caliban.providers.scripted import ScriptedProvider, reply
+
+    events: list[AgentEvent] = []
+    agent = Agent(
+        provider=ScriptedProvider([reply(ThinkingPart(text="hmm, easy"), "4")]),
+        model="m",
+        system_prompt="",
+        toolbox=StaticToolbox([]),
+        env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
+        emit=events.append,
+    )
+    result = await agent.run("2+2?")
+    assert "".join(e.text for e in events if isinstance(e, AssistantThinkingDelta)) == "hmm, easy"
+    assert result.text == "4"

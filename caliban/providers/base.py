@@ -21,7 +21,6 @@ StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "other"]
 Effort = Literal["low", "medium", "high"]
 """How hard the model should think: Anthropic extended/adaptive thinking, OpenAI
 ``reasoning_effort``. ``None`` (the default) sends neither."""
-EFFORTS: tuple[Effort, ...] = ("low", "medium", "high")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
