@@ -253,9 +253,11 @@ async def test_prompt_too_long_is_its_own_error(
     fake_model_server: FakeModelServer, api: str, step: dict[str, Any], tokens: int, limit: int
 ) -> None:
     fake_model_server.add(step)
+    provider = provider_for(api, fake_model_server)
     with pytest.raises(PromptTooLong) as caught:
-        await collect(provider_for(api, fake_model_server))
+        await collect(provider)
     assert (caught.value.tokens, caught.value.limit) == (tokens, limit)
+    assert provider.context_window("m") == limit  # what the server said is the window now
     assert "no longer fits the model's context window" in str(caught.value)
     assert len(fake_model_server.requests) == 1
 

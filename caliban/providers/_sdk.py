@@ -16,9 +16,10 @@ from __future__ import annotations
 import abc
 import asyncio
 import threading
+from collections.abc import AsyncIterator
 from typing import ClassVar, Generic, Protocol, TypeVar
 
-from caliban.providers.base import Effort
+from caliban.providers.base import Effort, PromptTooLong, ProviderEvent
 from caliban.providers.guard import DEFAULT_LIMITS, StreamLimits
 from caliban.providers.retry import DEFAULT_RETRY, RetryPolicy
 from caliban.providers.windows import static_context_window
@@ -124,6 +125,18 @@ class SdkProvider(abc.ABC, Generic[ClientT]):
             del self._window_probes[model]
         if not probe.cancelled() and probe.exception() is None:
             self._windows[model] = probe.result()
+
+    async def _learn_window(
+        self, model: str, events: AsyncIterator[ProviderEvent]
+    ) -> AsyncIterator[ProviderEvent]:
+        """Pass ``events`` on; a :class:`PromptTooLong` naming the limit teaches the window."""
+        try:
+            async for event in events:
+                yield event
+        except PromptTooLong as exc:
+            if exc.limit is not None:
+                self._windows[model] = exc.limit
+            raise
 
     async def _probe_window(self, model: str) -> int | None:
         """Ask the server; ``None`` when it cannot say. Providers that can ask override this."""

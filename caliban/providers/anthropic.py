@@ -427,7 +427,7 @@ class AnthropicProvider(SdkProvider["AsyncAnthropic"]):
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         params = build_params(request, effort=self.effort, style=self._styles.get(request.model))
-        return with_retries(
+        events = with_retries(
             lambda: self._attempt(params),
             provider=self.name,
             key_env=self.key_env,
@@ -435,6 +435,7 @@ class AnthropicProvider(SdkProvider["AsyncAnthropic"]):
             classify=classify,
             policy=self.retry,
         )
+        return self._learn_window(request.model, events)
 
     async def _attempt(self, params: dict[str, Any]) -> AsyncGenerator[ProviderEvent, None]:
         import anthropic

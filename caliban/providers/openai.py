@@ -251,7 +251,7 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
             token_limit_key=self.token_limit_key,
             effort=self.effort if self.send_effort else None,
         )
-        return with_retries(
+        events = with_retries(
             lambda: self._attempt(params),
             provider=self.name,
             key_env=self.key_env,
@@ -259,6 +259,7 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
             classify=classify,
             policy=self.retry,
         )
+        return self._learn_window(request.model, events)
 
     async def _attempt(self, params: dict[str, Any]) -> AsyncGenerator[ProviderEvent, None]:
         import openai
