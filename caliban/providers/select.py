@@ -23,27 +23,12 @@ from caliban.config import Settings
 from caliban.errors import ConfigError
 from caliban.providers.base import Effort, Provider
 from caliban.providers.retry import DEFAULT_RETRY, RetryPolicy
-from caliban.providers.windows import (
-    CLAUDE_CONTEXT_WINDOW,
-    DEFAULT_CONTEXT_WINDOW,
-    static_context_window,
-)
+from caliban.providers.windows import static_context_window
 
 if TYPE_CHECKING:
     from caliban.providers.anthropic import AnthropicProvider
     from caliban.providers.openai import OpenAIProvider
 
-__all__ = [
-    "CLAUDE_CONTEXT_WINDOW",
-    "DEFAULT_CONTEXT_WINDOW",
-    "DEFAULT_MODELS",
-    "PROVIDERS",
-    "LazyProvider",
-    "ProviderChoice",
-    "context_window",
-    "create_provider",
-    "resolve_provider",
-]
 
 ProviderName = Literal["anthropic", "openai"]
 PROVIDERS: Final[tuple[ProviderName, ...]] = ("anthropic", "openai")
