@@ -19,8 +19,9 @@ Catalogs:
   listed by caliban's MCP client, so the schemas are exactly what a server hands over;
 * synthetic catalogs of 50, 200, 1,000 and 5,000 tools (``_catalogs.synthetic_catalog``).
 
-Also timed: the per-turn wire filter at 1,000 tools (``LazyToolbox.offered`` plus
-``system_addendum``), steady state and right after an activation.
+Also timed, at 1,000 tools: the per-turn wire filter (the session toolset's ``offered`` plus
+``system_addendum``: steady state, right after an activation, after a catalog change) and the
+``/context`` report.
 """
 
 from __future__ import annotations
@@ -40,17 +41,16 @@ from typing import Any
 from _catalogs import EVAL_DIR, REFERENCE_TOOLS, REPO_ROOT, synthetic_catalog
 
 from caliban.config import Settings
-from caliban.mcp.activation import ActivationCell, McpActivationSet
-from caliban.mcp.search import SearchDoc
+from caliban.context import context_report
 from caliban.mcp.tools import McpTool
-from caliban.mcp.wire import LazyToolbox
 from caliban.messages import Message
 from caliban.providers.anthropic import build_params
 from caliban.providers.openai import wire_tool as openai_wire_tool
 from caliban.providers.scripted import ScriptedProvider
+from caliban.search.index import SearchDoc
 from caliban.session import Session
 from caliban.tokens import estimate_json_tokens, estimate_tokens, json_size
-from caliban.tools.base import CallContext, ToolEnv
+from caliban.tools.base import CallContext, ToolEnv, call_tool
 from caliban.tools.builtin import builtin_tools
 
 CATALOG_SERVER = REPO_ROOT / "tests" / "mcp_servers" / "catalog_server.py"
@@ -162,7 +162,7 @@ def session(tools: Sequence[McpTool], lazy: bool) -> Session:
         model="claude-sonnet-4-5",
         system_prompt="(base system prompt)",
         env=ToolEnv(cwd=root, project_root=root),
-        tools=builtin_tools(),
+        builtins=builtin_tools(),
         mcp=Catalog(tools),  # type: ignore[arg-type]
     )
 
@@ -172,7 +172,7 @@ def first_request(tools: Sequence[McpTool], lazy: bool) -> tuple[dict[str, Any],
     agent = session(tools, lazy).agent()
     agent.conversation.messages.append(Message.user("hello"))
     body = build_params(agent.build_request())
-    return body, agent.toolbox.system_addendum()
+    return body, agent.toolset.system_addendum()
 
 
 def measure(label: str, tools: Sequence[McpTool]) -> Row:
@@ -184,7 +184,7 @@ def measure(label: str, tools: Sequence[McpTool]) -> Row:
     assert len(eager_defs) == len(tools) and [t["name"] for t in lazy_defs] == ["ToolSearch"]
     lazy_text = "\n\n" + addendum  # as appended to the system prompt
     specs = [t.spec for t in tools]
-    toolsearch = session(tools, True).toolbox().find("ToolSearch")
+    toolsearch = session(tools, True).toolset.find("ToolSearch")
     assert toolsearch is not None
     return Row(
         label=label,
@@ -204,48 +204,50 @@ def measure(label: str, tools: Sequence[McpTool]) -> Row:
 def after_one_search(tools: Sequence[McpTool], query: str) -> tuple[int, int, int]:
     """(result tokens, tool tokens on the next request, tools activated) for one ToolSearch."""
     s = session(tools, True)
-    box = s.toolbox()
-    assert isinstance(box, LazyToolbox)
+    toolsearch = s.toolset.find("ToolSearch")
+    assert toolsearch is not None and s.activation is not None
     ctx = CallContext(env=s.env, call_id="bench")
-    output = asyncio.run(box.tool_search.call({"query": query}, ctx))
+    output = asyncio.run(call_tool(toolsearch, {"query": query}, ctx))
     builtin = {t.name for t in builtin_tools()}
-    defs = [t.spec.as_dict() for t in box.offered() if t.name not in builtin]
-    on_wire = sum(estimate_json_tokens(d) for d in defs) + estimate_tokens(box.system_addendum())
-    return estimate_tokens(output.as_text), on_wire, len(box.activation.get())
+    defs = [t.spec.as_dict() for t in s.toolset.offered() if t.name not in builtin]
+    addendum = s.toolset.system_addendum()
+    on_wire = sum(estimate_json_tokens(d) for d in defs) + estimate_tokens(addendum)
+    return estimate_tokens(output.as_text), on_wire, len(s.activation.get())
 
 
-def filter_cost(n: int) -> tuple[float, float, float]:
-    """µs per turn at ``n`` tools: steady state, after an activation, after a catalog change."""
+def filter_cost(n: int) -> tuple[float, float, float, float]:
+    """µs at ``n`` tools: a turn's wire filter in steady state, after an activation and after a
+    catalog change, and one ``/context`` report."""
     tools = from_docs(synthetic_catalog(n, seed=1))
-    state = {"tools": tuple(tools)}
-    box = LazyToolbox(
-        builtins=builtin_tools(),
-        mcp_tools=lambda: state["tools"],
-        activation=ActivationCell(McpActivationSet.empty(24)),
-        eager_servers=frozenset(),
-    )
-    box.activation.activate([t.name for t in tools[:10]])
+    s = session(tools, True)
+    cell = s.activation
+    assert cell is not None
+    cell.activate([t.name for t in tools[:10]])
+    toolset = s.toolset
 
     def turn() -> None:
-        box.offered()
-        box.system_addendum()
+        toolset.offered()
+        toolset.system_addendum()
 
     turn()
     steady = _median_us(turn, 2000)
     names = [t.name for t in tools]
 
     def activate_then_turn() -> None:
-        box.activation.activate([names[int(time.perf_counter_ns()) % n]])
+        cell.activate([names[int(time.perf_counter_ns()) % n]])
         turn()
 
     activated = _median_us(activate_then_turn, 300)
+    assert isinstance(s.mcp, Catalog)
+    mcp = s.mcp
 
     def catalog_change_then_turn() -> None:
-        state["tools"] = tuple(tools)  # a new tuple: the manager's tool list changed
+        mcp._tools = tuple(tools)  # a new tuple: the manager's tool list changed
         turn()
 
     changed = _median_us(catalog_change_then_turn, 50)
-    return steady, activated, changed
+    context = _median_us(lambda: context_report(s), 200)
+    return steady, activated, changed, context
 
 
 def _median_us(fn: Any, repeat: int) -> float:
@@ -306,10 +308,11 @@ def main() -> None:
         result, wire, active = after_one_search(real, query)
         print(f"| {query} | {result:,} | {wire:,} | {active} |")
 
-    steady, activated, changed = filter_cost(1000)
+    steady, activated, changed, context = filter_cost(1000)
     print("\nWire filter per turn at 1,000 MCP tools (median):")
     print(f"  unchanged turn: {steady:.1f} µs; after an activation: {activated:.1f} µs;")
     print(f"  after a catalog change (split and paragraph rebuilt): {changed:.0f} µs")
+    print(f"/context report at 1,000 MCP tools (median): {context:.0f} µs")
 
 
 if __name__ == "__main__":

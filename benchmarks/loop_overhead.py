@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from caliban.agent import Agent  # noqa: E402
 from caliban.providers.base import ProviderEvent, ProviderRequest  # noqa: E402
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call  # noqa: E402
-from caliban.toolbox import StaticToolbox  # noqa: E402
 from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput  # noqa: E402
+from caliban.toolsets.tool_list import ToolList  # noqa: E402
 
 TURNS = 300
 
@@ -75,7 +75,7 @@ def per_turn_overhead() -> list[float]:
         provider=provider,
         model="bench",
         system_prompt="bench " * 500,
-        toolbox=StaticToolbox([Noop()]),
+        toolset=ToolList([Noop()]),
         env=ToolEnv(cwd=Path.cwd(), project_root=Path.cwd()),
         max_turns=TURNS + 5,
     )

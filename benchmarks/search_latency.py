@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from _catalogs import EVAL_DIR, pooled_catalog, synthetic_catalog
 from rank_bm25 import BM25Okapi
 
-from caliban.mcp.search import SearchDoc, ToolIndex, tokenize
+from caliban.search.index import SearchDoc, ToolIndex, tokenize
 
 QUERY_WORDS = [
     "create", "delete", "list", "issue", "message", "channel", "file", "folder", "invoice",

@@ -13,7 +13,7 @@ A query is answered at k if a relevant
 tool (gold or also-correct, by bare tool name) is in the top k; recall@10 is the share of a
 query's relevant tools in the top 10. Rankers:
 
-* ``toolsearch`` - ``caliban.mcp.search.ToolIndex``;
+* ``toolsearch`` - ``caliban.search.index.ToolIndex``;
 * ``bm25-plain`` - rank_bm25's BM25Okapi over ``tool name + description`` lower-cased and split
   on whitespace;
 * ``substring`` - a tool matches when a lower-cased query word is a substring of its name or
@@ -40,7 +40,7 @@ from _catalogs import (
 )
 from rank_bm25 import BM25Okapi
 
-from caliban.mcp.search import DEFAULT_PARAMS, RankingParams, SearchDoc, ToolIndex
+from caliban.search.index import DEFAULT_PARAMS, RankingParams, SearchDoc, ToolIndex
 
 Ranker = Callable[[str, int], list[SearchDoc]]
 K = 10

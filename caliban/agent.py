@@ -1,6 +1,6 @@
 """The agent loop: build the request, stream the response, run the tools, repeat.
 
-Everything else is a collaborator: the provider talks to the model, the toolbox decides
+Everything else is a collaborator: the provider talks to the model, the toolset decides
 which tools are offered, ``authorize`` applies the permission policy, and ``emit`` lets the
 UI, headless output and transcript follow along. The loop imports none of them.
 """
@@ -11,9 +11,9 @@ import asyncio
 import dataclasses
 import difflib
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from caliban.events import (
     AgentEvent,
@@ -38,10 +38,10 @@ from caliban.providers.base import (
     ThinkingDelta,
     ToolCallStarted,
 )
-from caliban.toolbox import Toolbox
-from caliban.tools.base import CallContext, Tool, ToolEnv, ToolOutput
+from caliban.tools.base import CallContext, Invocation, Tool, ToolEnv, ToolOutput
+from caliban.toolsets.base import Toolset
 
-Authorize = Callable[[Tool, Mapping[str, Any], CallContext], Awaitable[str | None]]
+Authorize = Callable[[Tool, Invocation, CallContext], Awaitable[str | None]]
 """Returns ``None`` to let a call run, or the reason it was denied (shown to the model)."""
 
 RunSubtype = Literal["success", "error_max_turns", "error_during_execution"]
@@ -55,7 +55,7 @@ CONTINUE_PROMPT = (
 INTERRUPTED = "The user interrupted this tool call before it finished."
 
 
-async def allow_all(tool: Tool, arguments: Mapping[str, Any], ctx: CallContext) -> str | None:
+async def allow_all(tool: Tool, invocation: Invocation, ctx: CallContext) -> str | None:
     return None
 
 
@@ -91,7 +91,7 @@ class Agent:
         provider: Provider,
         model: str,
         system_prompt: str,
-        toolbox: Toolbox,
+        toolset: Toolset,
         env: ToolEnv,
         conversation: Conversation | None = None,
         authorize: Authorize = allow_all,
@@ -103,7 +103,7 @@ class Agent:
         self.provider = provider
         self.model = model
         self.system_prompt = system_prompt
-        self.toolbox = toolbox
+        self.toolset = toolset
         self.env = env
         self.conversation = conversation or Conversation()
         self.authorize = authorize
@@ -113,13 +113,13 @@ class Agent:
         self.parent_id = parent_tool_use_id
 
     def build_request(self) -> ProviderRequest:
-        addendum = self.toolbox.system_addendum()
+        addendum = self.toolset.system_addendum()
         system = f"{self.system_prompt}\n\n{addendum}" if addendum else self.system_prompt
         return ProviderRequest(
             model=self.model,
             system=system,
             messages=tuple(self.conversation.messages),
-            tools=tuple(tool.spec for tool in self.toolbox.offered()),
+            tools=tuple(tool.spec for tool in self.toolset.offered()),
             max_tokens=self.max_tokens,
         )
 
@@ -234,56 +234,62 @@ class Agent:
             raise
 
     async def _run_tool(self, call: ToolCall) -> ToolResult:
-        self.emit(ToolStarted(call=call, parent_tool_use_id=self.parent_id))
+        tool = self.toolset.find(call.name)
+        origin = tool.origin if tool is not None else None
+        self.emit(ToolStarted(call=call, origin=origin, parent_tool_use_id=self.parent_id))
         started = time.perf_counter()
-        output = await self._call_tool(call)
+        output = await self._call_tool(call, tool)
         result = ToolResult(tool_call_id=call.id, content=output.content, is_error=output.is_error)
         self.emit(
             ToolFinished(
                 call=call,
                 result=result,
+                origin=origin,
                 summary=output.summary,
+                change=output.change,
                 duration_ms=int((time.perf_counter() - started) * 1000),
                 parent_tool_use_id=self.parent_id,
             )
         )
         return result
 
-    async def _call_tool(self, call: ToolCall) -> ToolOutput:
-        tool = self.toolbox.find(call.name)
+    async def _call_tool(self, call: ToolCall, tool: Tool | None) -> ToolOutput:
         if tool is None:
-            return ToolOutput.error(_unknown_tool(call.name, self.toolbox))
+            return ToolOutput.error(_unknown_tool(call.name, self.toolset))
         if (raw := call.invalid_arguments) is not None:
             return ToolOutput.error(
                 f"{call.name} did not run: its arguments were not a valid JSON object "
                 f"({raw[:500]!r}). Call it again with a JSON object matching its schema."
             )
+        bound = tool.bind(call.arguments)
+        if isinstance(bound, str):
+            return ToolOutput.error(bound)
         ctx = CallContext(env=self.env, call_id=call.id, emit=self._emit_own)
-        if (reason := await self.authorize(tool, call.arguments, ctx)) is not None:
+        if (reason := await self.authorize(tool, bound, ctx)) is not None:
             return ToolOutput.error(f"Permission denied for {call.name}: {reason}")
-        if (event := self.toolbox.note_call(call.name)) is not None:
+        if (event := self.toolset.note_call(call.name)) is not None:
             self._emit_own(event)
         try:
-            return await tool.call(call.arguments, ctx)
+            return await bound.run(ctx)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a tool failure is a result the model reads
             return ToolOutput.error(f"{call.name} failed: {type(exc).__name__}: {exc}")
 
     def _emit_own(self, event: AgentEvent) -> None:
-        """Emit an event of this agent's tools or toolbox (e.g. a sub-agent's ToolSearch
+        """Emit an event of this agent's tools or toolset (e.g. a sub-agent's ToolSearch
         activation), stamped with this agent's parent id unless it already carries one."""
         if self.parent_id is not None and event.parent_tool_use_id is None:
             event = dataclasses.replace(event, parent_tool_use_id=self.parent_id)
         self.emit(event)
 
 
-def _unknown_tool(name: str, toolbox: Toolbox) -> str:
-    offered = [tool.name for tool in toolbox.offered()]
+def _unknown_tool(name: str, toolset: Toolset) -> str:
+    offered = [tool.name for tool in toolset.offered()]
     text = f"Unknown tool '{name}'. Available tools: {', '.join(sorted(offered))}"
     # Lazy MCP loading keeps most tools off the wire; naming them all could cost thousands
     # of tokens, so only the count and the closest names.
-    if hidden := sorted(set(toolbox.names()) - set(offered)):
+    if hidden := sorted(set(toolset.names()) - set(offered)):
         text += f". {len(hidden)} more tools are not loaded (ToolSearch finds them)"
         if close := difflib.get_close_matches(name, hidden, n=3):
             text += f"; closest names: {', '.join(close)}"

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -35,13 +35,10 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from caliban.mcp.activation import ActivationCell, McpActivationSet
 from caliban.paths import PROJECT_DIR_NAME, project_root, user_config_dir
 
 if TYPE_CHECKING:
-    from caliban.agent import Agent
-    from caliban.session import Session
-    from caliban.tools.base import CallContext, Tool
+    pass
 
 AGENT_TOOL_NAME: Final = "Agent"
 DEFAULT_SUBAGENT: Final = "general-purpose"
@@ -91,11 +88,6 @@ class AgentDefinition:
         if self.tools is None:
             return True
         return any(fnmatch.fnmatchcase(tool_name, pattern) for pattern in self.tools)
-
-    @property
-    def allow_filter(self) -> Callable[[str], bool] | None:
-        """:meth:`allows` when an allowlist is set, else ``None`` (everything allowed)."""
-        return self.allows if self.tools is not None else None
 
     @property
     def exact_tools(self) -> tuple[str, ...]:
@@ -327,58 +319,6 @@ def child_system_prompt(definition: AgentDefinition, cwd: Path, root: Path) -> s
     return f"{body}\n\n{facts}" if body else facts
 
 
-def child_builtins(tools: Sequence[Tool], definition: AgentDefinition) -> list[Tool]:
-    """The parent's built-in tools the child may use; never the ``Agent`` tool itself."""
-    return [tool for tool in tools if definition.allows(tool.name)]
-
-
-def build_child(session: Session, definition: AgentDefinition, ctx: CallContext) -> Agent:
-    """A child agent for one ``Agent`` call: own history, tools, env and activation set.
-
-    It shares the session's provider and permission policy; its events go to the parent's
-    listeners stamped with the call's id. With lazy MCP loading its activation set starts
-    from the parent's current value (``inherit_active_mcp``) or empty with the same cap,
-    minus tools the allowlist excludes, plus MCP tools the allowlist names exactly.
-    """
-    from caliban.agent import Agent
-
-    activation = _child_activation(session, definition)
-    toolbox = session.make_toolbox(
-        builtins=child_builtins(session.tools, definition),
-        activation=activation,
-        allow=definition.allow_filter,
-    )
-    env = ctx.env.fork()
-    return Agent(
-        provider=session.provider,
-        model=definition.model or session.model,
-        system_prompt=child_system_prompt(definition, env.cwd, env.project_root),
-        toolbox=toolbox,
-        env=env,
-        authorize=session.authorize,
-        emit=ctx.emit,
-        max_turns=definition.max_turns or DEFAULT_MAX_TURNS,
-        parent_tool_use_id=ctx.call_id,
-    )
-
-
-def _child_activation(session: Session, definition: AgentDefinition) -> ActivationCell | None:
-    parent = session.activation
-    if parent is None:
-        return None
-    current = parent.get()
-    start = current if definition.inherit_active_mcp else McpActivationSet.empty(current.cap)
-    if definition.tools is not None:
-        start = start.without(name for name in start.names() if not definition.allows(name))
-        # Tools of eager servers are always on the wire: activating them would waste slots.
-        eager = session.eager_servers
-        tools = session.mcp.tools() if session.mcp is not None else ()
-        known = {tool.name for tool in tools if tool.server not in eager}
-        named = [name for name in definition.exact_tools if name in known]
-        start, _evicted = start.activate(named)
-    return ActivationCell(start)
-
-
 __all__ = [
     "AGENT_ROW_HEADERS",
     "AGENT_TOOL_NAME",
@@ -387,8 +327,6 @@ __all__ = [
     "GENERAL_PURPOSE",
     "AgentDefinition",
     "agent_rows",
-    "build_child",
-    "child_builtins",
     "child_system_prompt",
     "definition_dirs",
     "list_agents",

@@ -15,30 +15,25 @@ that figure is shown next to them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from caliban.messages import ImagePart, Message, TextPart, ToolCall, ToolResult, Usage
-from caliban.tokens import CHARS_PER_TOKEN_TEXT, estimate_json_tokens, estimate_tokens
-from caliban.tools.base import Tool
+from caliban.tokens import estimate_json_tokens, estimate_tokens
+from caliban.tools.base import McpOrigin, Tool
 
 if TYPE_CHECKING:
     from caliban.session import Session
 
 __all__ = [
-    "DEFAULT_CONTEXT_WINDOW",
     "IMAGE_TOKENS",
     "ContextReport",
     "context_report",
-    "format_context_report",
-    "format_tokens",
     "message_tokens",
     "tool_tokens",
 ]
 
-DEFAULT_CONTEXT_WINDOW = 200_000
 IMAGE_TOKENS = 1_600
 """Rough tokens for one image (Anthropic bills ~1.15 megapixels at about this much)."""
 
@@ -160,120 +155,35 @@ def message_tokens(message: Message) -> int:
     return total
 
 
-def _context_window(session: Session) -> int:
-    from caliban.providers.select import context_window
-
-    try:
-        window = context_window(session.provider, session.model)
-    except Exception:  # an unknown provider name must not break /context
-        return DEFAULT_CONTEXT_WINDOW
-    return window if window > 0 else DEFAULT_CONTEXT_WINDOW
-
-
 def context_report(session: Session) -> ContextReport:
     """Estimate what the session's next request would carry (see the module docstring)."""
-    from caliban.mcp.wire import LazyToolbox
-
-    toolbox = session.toolbox()
-    offered = toolbox.offered()
-    addendum = toolbox.system_addendum()
+    view = session.toolset.describe()
+    addendum = view.addendum
     system = f"{session.system_prompt}\n\n{addendum}" if addendum else session.system_prompt
-    builtin = [tool for tool in offered if tool.kind != "mcp"]
-    on_wire = [tool for tool in offered if tool.kind == "mcp"]
-    all_mcp = session.mcp.tools() if session.mcp is not None else ()
+    builtin = [tool for tool in view.offered if not isinstance(tool.origin, McpOrigin)]
+    on_wire = [tool for tool in view.offered if isinstance(tool.origin, McpOrigin)]
     usage = session.conversation.last_usage
-    lazy = isinstance(toolbox, LazyToolbox)
-    fields: dict[str, Any] = {}
-    if isinstance(toolbox, LazyToolbox):
-        deferred = toolbox.deferred()
-        active = toolbox.activation.get()
-        fields = {
-            "cap": active.cap,
-            "active": active.names(),
-            "deferred_tools": len(deferred),
-            "deferred_servers": len({getattr(t, "server", "") for t in deferred}),
-            "tool_search_tokens": tool_tokens([toolbox.tool_search]) if deferred else 0,
-        }
+    lazy = view.lazy
     return ContextReport(
         model=session.model,
-        window=_context_window(session),
+        window=session.context_window(),
         system_tokens=estimate_tokens(system),
         deferred_paragraph_tokens=estimate_tokens(addendum),
         builtin_tool_tokens=tool_tokens(builtin),
-        tool_search_tokens=fields.pop("tool_search_tokens", 0),
+        tool_search_tokens=tool_tokens([lazy.tool_search]) if lazy and lazy.deferred else 0,
         mcp_tool_tokens=tool_tokens(on_wire),
         message_tokens=sum(message_tokens(m) for m in session.conversation.messages),
         measured=usage.context_tokens if usage is not None else None,
         last_usage=usage,
-        lazy=lazy,
-        mcp_tools_total=len(all_mcp),
-        eager_mcp_tokens=tool_tokens(all_mcp),
-        **fields,
+        lazy=lazy is not None,
+        cap=lazy.cap if lazy else None,
+        active=lazy.active if lazy else (),
+        deferred_tools=len(lazy.deferred) if lazy else 0,
+        deferred_servers=len(_servers(lazy.deferred)) if lazy else 0,
+        mcp_tools_total=len(view.mcp_tools),
+        eager_mcp_tokens=tool_tokens(view.mcp_tools),
     )
 
 
-def format_tokens(n: int) -> str:
-    """``1234`` → ``1.2k``; ``1234567`` → ``1.2M``."""
-    if n < 1000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}k"
-    return f"{n / 1_000_000:.1f}M"
-
-
-def format_context_report(report: ContextReport) -> str:
-    """The report as plain text, one fact a line."""
-    window = report.window
-    used = report.total
-
-    def share(n: int) -> str:
-        return f"{n * 100 / window:.1f}%" if window else "?"
-
-    lines = [
-        f"Context: ~{format_tokens(used)} of {format_tokens(window)} tokens ({share(used)}) "
-        f"for {report.model}",
-    ]
-    rows = list(report.categories)
-    rows.append(("Free space", max(0, window - used)))
-    for label, tokens in rows:
-        line = f"  {label:<16}{format_tokens(tokens):>8}  {share(tokens):>6}"
-        if label == "System prompt" and report.deferred_paragraph_tokens:
-            line += f"  (deferred paragraph {format_tokens(report.deferred_paragraph_tokens)})"
-        if label == "Built-in tools" and report.tool_search_tokens:
-            line += f"  (ToolSearch {format_tokens(report.tool_search_tokens)})"
-        lines.append(line)
-    per_token = f"{CHARS_PER_TOKEN_TEXT:g}"
-    lines.append(f"Estimated offline: about {per_token} characters a token.")
-    if report.last_usage is not None and report.measured is not None:
-        usage = report.last_usage
-        cached = usage.cache_read_tokens + usage.cache_write_tokens
-        detail = f" ({cached:,} of them cache reads/writes)" if cached else ""
-        lines.append(
-            f"Last request, as reported by the provider: {report.measured:,} tokens{detail}."
-        )
-    if report.lazy:
-        names = ", ".join(report.active) or "none"
-        lines.append(f"MCP active: {len(report.active)}/{report.cap} ({names})")
-        servers = report.deferred_servers
-        lines.append(
-            f"MCP deferred: {report.deferred_tools} tools on {servers} "
-            f"server{'s' if servers != 1 else ''}"
-        )
-        extra = report.lazy_mcp_tokens - report.eager_mcp_tokens
-        verdict = (
-            f"{math.floor(report.saved_percent)}% saved"
-            if extra <= 0
-            else f"{extra} tokens more than sending them all"
-        )
-        lines.append(
-            f"MCP tool definitions: {format_tokens(report.eager_mcp_tokens)} tokens if sent "
-            f"eagerly, {format_tokens(report.lazy_mcp_tokens)} in this request "
-            f"(ToolSearch and the deferred paragraph included): {verdict}"
-        )
-    elif report.mcp_tools_total:
-        lines.append(
-            f"MCP tools: {report.mcp_tools_total}, all sent with every request "
-            f"({format_tokens(report.eager_mcp_tokens)} tokens); tools.lazy_mcp = true "
-            "keeps them off the wire until ToolSearch finds them."
-        )
-    return "\n".join(lines)
+def _servers(tools: Sequence[Tool]) -> set[str]:
+    return {tool.origin.server for tool in tools if isinstance(tool.origin, McpOrigin)}

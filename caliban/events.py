@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from caliban.diff import FileChange
 from caliban.messages import Message, ToolCall, ToolResult, Usage
+from caliban.tools.base import ToolOrigin
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -46,6 +48,8 @@ class AssistantMessage:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolStarted:
     call: ToolCall
+    origin: ToolOrigin | None = None
+    """Where the tool comes from; ``None`` when the call names no tool."""
     parent_tool_use_id: str | None = None
 
 
@@ -53,7 +57,10 @@ class ToolStarted:
 class ToolFinished:
     call: ToolCall
     result: ToolResult
+    origin: ToolOrigin | None = None
     summary: str | None = None
+    change: FileChange | None = None
+    """The file a Write or Edit changed, before and after (for showing the diff)."""
     duration_ms: int = 0
     parent_tool_use_id: str | None = None
 

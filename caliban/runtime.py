@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from caliban.background import start_in_daemon_thread
 from caliban.cli import CliOptions
-from caliban.config import LoadedConfig, load_config
+from caliban.config import load_config
 from caliban.events import Notice
 from caliban.paths import project_root
 from caliban.prompts import system_prompt
@@ -25,7 +25,7 @@ from caliban.tools.base import ToolEnv
 if TYPE_CHECKING:
     from caliban.mcp.client import McpManager, ServerStatus
     from caliban.mcp.config import ServerConfig
-    from caliban.permissions import Approver
+    from caliban.permissions.approval import Approver
 
 
 def preload() -> None:
@@ -38,7 +38,7 @@ def preload() -> None:
     import caliban.mcp.cli
     import caliban.mcp.client
     import caliban.mcp.config
-    import caliban.permissions
+    import caliban.permissions.approval
     import caliban.providers.select
     import caliban.sessions
     import caliban.tools.agent
@@ -76,10 +76,10 @@ async def open_session(
     """
     from caliban.agents import list_agents
     from caliban.mcp.config import load_mcp_config
-    from caliban.permissions import PermissionPolicy, deny_approver, make_authorize
+    from caliban.permissions.approval import deny_approver, make_authorize
+    from caliban.permissions.policy import PermissionPolicy
     from caliban.providers.select import create_provider, resolve_provider
     from caliban.sessions import close_transcript, open_transcript
-    from caliban.tools.agent import session_agent_tool
     from caliban.tools.builtin import builtin_tools
 
     loaded = load_config(options.cwd, overrides=cli_overrides(options))
@@ -103,21 +103,21 @@ async def open_session(
         allowed=options.allowed_tools,
         disallowed=options.disallowed_tools,
     )
+    agent_definitions, agent_warnings = list_agents(options.cwd)
     session = Session(
         settings=settings,
         provider=provider,
         model=choice.model,
         system_prompt=system_prompt(options.cwd, root),
         env=ToolEnv(cwd=options.cwd, project_root=root),
-        tools=builtin_tools(),
+        builtins=builtin_tools(),
+        agents=agent_definitions,
         authorize=make_authorize(policy, approver or deny_approver),
         listeners=list(listeners),
         max_turns=settings.max_turns,
         config=loaded,
         mcp=manager,
     )
-    agent_definitions, agent_warnings = list_agents(options.cwd)
-    session.tools.append(session_agent_tool(session, agent_definitions))
     try:
         await open_transcript(session, options, interactive=interactive)  # -c / --resume
         lazy_warning = session.lazy_policy.warning if session.lazy_policy else None
@@ -175,7 +175,7 @@ def session_init_info(session: Session) -> dict[str, Any]:
     return {
         "cwd": str(session.cwd),
         "model": session.model,
-        "tools": [tool.name for tool in session.toolbox().offered()],
+        "tools": [tool.name for tool in session.toolset.offered()],
         "mcp_servers": [{"name": s.name, "status": s.state} for s in servers],
         "permission_mode": session.settings.permissions.mode,
     }
@@ -183,13 +183,6 @@ def session_init_info(session: Session) -> dict[str, Any]:
 
 def result_extra(session: Session) -> dict[str, Any]:
     """Extra fields for the headless JSON result: ``context`` (see :mod:`caliban.context`)."""
-    return {"context": session.context_report().as_dict()}
+    from caliban.context import context_report
 
-
-def describe_config(loaded: LoadedConfig) -> list[tuple[str, str]]:
-    """Effective settings with the file each came from (for ``/config``)."""
-    from caliban.config import all_keys, get_value
-
-    return [
-        (f"{key} = {get_value(loaded.settings, key)!r}", loaded.origin(key)) for key in all_keys()
-    ]
+    return {"context": context_report(session).as_dict()}

@@ -1,9 +1,10 @@
 """A session: the one mutable owner of a conversation and everything around it.
 
-It holds the settings, the provider, the built-in and MCP tools, the conversation history,
-the lazy-MCP activation set and the session id, and builds an :class:`~caliban.agent.Agent`
-for each prompt. The REPL and headless mode drive a session; they never reach into the loop.
-Events from the loop fan out to the session's listeners (renderer, transcript, ...).
+It holds the settings, the provider, the toolset (built once, here), the conversation
+history, the lazy-MCP activation set and the session id, and builds an
+:class:`~caliban.agent.Agent` for each prompt — and for each sub-agent an ``Agent`` call
+starts. The REPL and headless mode drive a session; they never reach into the loop. Events
+from the loop fan out to the session's listeners (renderer, transcript, ...).
 """
 
 from __future__ import annotations
@@ -17,19 +18,31 @@ from typing import TYPE_CHECKING
 from caliban.agent import Agent, Authorize, Conversation, RunResult, allow_all
 from caliban.config import LoadedConfig, Settings
 from caliban.events import AgentEvent, ConversationCleared, ModelChanged
-from caliban.mcp.activation import ActivationCell, McpActivationSet
-from caliban.mcp.lazy_settings import OFF, LazyDecision, LazyPolicy, decide, resolve_policy
-from caliban.messages import Message
+from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
+from caliban.mcp.lazy.policy import LazyPolicy, resolve_policy
+from caliban.messages import Message, Usage
 from caliban.providers.base import Provider
-from caliban.toolbox import StaticToolbox, Toolbox
-from caliban.tools.base import Tool, ToolEnv
+from caliban.tools.base import CallContext, Tool, ToolEnv
+from caliban.toolsets.base import Toolset
+from caliban.toolsets.combined import CombinedToolset
+from caliban.toolsets.tool_list import ToolList
 
 if TYPE_CHECKING:
-    from caliban.context import ContextReport
+    from caliban.agents import AgentDefinition
     from caliban.mcp.client import McpManager
-    from caliban.mcp.wire import CatalogCache
+    from caliban.mcp.lazy.toolset import LazyMcpToolset
 
 Listener = Callable[[AgentEvent], None]
+
+
+class _NoMcp:
+    """The MCP catalog of a session without servers: lazy loading still reports its state."""
+
+    def tools(self) -> tuple[Tool, ...]:
+        return ()
+
+
+NO_MCP = _NoMcp()
 
 
 def new_session_id() -> str:
@@ -43,8 +56,10 @@ class Session:
     model: str
     system_prompt: str
     env: ToolEnv
-    tools: list[Tool]
+    builtins: Sequence[Tool]
     """Built-in tools, in the fixed order they are offered."""
+    agents: Sequence[AgentDefinition] = ()
+    """Sub-agents the ``Agent`` tool can start; none: no ``Agent`` tool."""
     id: str = field(default_factory=new_session_id)
     conversation: Conversation = field(default_factory=Conversation)
     authorize: Authorize = allow_all
@@ -59,22 +74,40 @@ class Session:
     activation: ActivationCell | None = None
     """The lazily loaded MCP tools now active; ``None`` when lazy loading cannot apply
     (``tools.lazy_mcp = false`` and no server with ``lazy = true``)."""
-    _lazy_cache: tuple[object, tuple[str, int], LazyDecision] | None = field(
-        default=None, init=False, repr=False
-    )
-    _catalog_cache: CatalogCache | None = field(default=None, init=False, repr=False)
+    toolset: Toolset = field(init=False)
+    """Every tool the session's agent may call, composed once (see :mod:`caliban.toolsets`)."""
+    _lazy: LazyMcpToolset | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.lazy_policy is None:
             self.lazy_policy = resolve_policy(self.settings.tools, self._server_lazy_flags())
         if self.activation is None and self.lazy_policy.may_be_lazy:
             self.activation = ActivationCell(McpActivationSet.empty(self.lazy_policy.cap))
+        self.toolset = self._build_toolset()
 
-    @property
-    def cwd(self) -> Path:
-        return self.env.cwd
+    def _build_toolset(self) -> Toolset:
+        tools = list(self.builtins)
+        if self.agents:
+            from caliban.tools.agent import AgentTool
 
-    # -- lazy MCP loading
+            tools.append(AgentTool(self.agents, self.spawn_child, on_usage=self._add_child_usage))
+        parts: list[Toolset] = [ToolList(tools)]
+        if self.activation is not None and self.lazy_policy is not None:
+            from caliban.mcp.lazy.toolset import LazyMcpToolset
+            from caliban.mcp.toolset import McpToolset
+
+            self._lazy = LazyMcpToolset(
+                McpToolset(self.mcp if self.mcp is not None else NO_MCP),
+                activation=self.activation,
+                policy=self.lazy_policy,
+                context_window=self.context_window,
+            )
+            parts.append(self._lazy)
+        elif self.mcp is not None:
+            from caliban.mcp.toolset import McpToolset
+
+            parts.append(McpToolset(self.mcp))
+        return CombinedToolset(parts)
 
     def _server_lazy_flags(self) -> dict[str, bool | None]:
         if self.mcp is None:
@@ -85,82 +118,43 @@ class Session:
             flags[name] = config.lazy if config is not None else None
         return flags
 
-    def _lazy_decision(self) -> LazyDecision:
-        if self.activation is None or self.lazy_policy is None:
-            return OFF
-        from caliban.providers.select import context_window
-
-        tools = self.mcp.tools() if self.mcp is not None else ()
-        window = context_window(self.provider, self.model)  # may grow once the server says
-        cached = self._lazy_cache
-        if cached is not None and cached[0] is tools and cached[1] == (self.model, window):
-            return cached[2]
-        decision = decide(
-            self.lazy_policy,
-            tools,
-            servers=self.mcp.server_names() if self.mcp is not None else (),
-            context_window=window,
-        )
-        self._lazy_cache = (tools, (self.model, window), decision)
-        return decision
+    @property
+    def cwd(self) -> Path:
+        return self.env.cwd
 
     @property
     def lazy(self) -> bool:
         """Whether MCP tools are loaded lazily now (``"auto"`` follows the catalog's size)."""
-        return self._lazy_decision().lazy
+        return self._lazy is not None and self._lazy.lazy
 
-    @property
-    def eager_servers(self) -> frozenset[str]:
-        """Servers whose tools are always sent while lazy loading is on."""
-        return self._lazy_decision().eager_servers
+    def context_window(self) -> int:
+        """The current model's context window in tokens, as well as known now (the provider
+        may have asked its server: see ``refresh_context_window``)."""
+        from caliban.providers.select import context_window
 
-    def make_toolbox(
-        self,
-        *,
-        builtins: Sequence[Tool],
-        activation: ActivationCell | None,
-        allow: Callable[[str], bool] | None = None,
-    ) -> Toolbox:
-        """A toolbox over ``builtins`` and this session's MCP tools (only those ``allow``
-        accepts): a lazy one on ``activation`` while lazy loading is on, else every tool."""
-        mcp = self.mcp
-        if activation is None or not self.lazy:
-            mcp_tools = mcp.tools() if mcp is not None else []
-            allowed = [t for t in mcp_tools if allow is None or allow(t.name)]
-            return StaticToolbox([*builtins, *allowed])
-        from caliban.mcp.wire import CatalogCache, LazyToolbox
+        return context_window(self.provider, self.model)
 
-        if self._catalog_cache is None:
-            self._catalog_cache = CatalogCache()
-        return LazyToolbox(
-            builtins=builtins,
-            mcp_tools=mcp.tools if mcp is not None else tuple,
-            activation=activation,
-            eager_servers=self.eager_servers,
-            allow=allow,
-            cache=self._catalog_cache,
-        )
-
-    def context_report(self) -> ContextReport:
-        """What fills the context window now (``/context``)."""
-        from caliban.context import context_report
-
-        return context_report(self)
+    # -- listeners
 
     def emit(self, event: AgentEvent) -> None:
         for listener in self.listeners:
             listener(event)
 
-    def toolbox(self) -> Toolbox:
-        """The tools for the next prompt: built-ins, then MCP tools (filtered when lazy)."""
-        return self.make_toolbox(builtins=self.tools, activation=self.activation)
+    def add_listener(self, listener: Listener) -> None:
+        self.listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        if listener in self.listeners:
+            self.listeners.remove(listener)
+
+    # -- running
 
     def agent(self) -> Agent:
         return Agent(
             provider=self.provider,
             model=self.model,
             system_prompt=self.system_prompt,
-            toolbox=self.toolbox(),
+            toolset=self.toolset,
             env=self.env,
             conversation=self.conversation,
             authorize=self.authorize,
@@ -172,10 +166,36 @@ class Session:
         """Run one prompt to completion on this session's conversation."""
         return await self.agent().run(prompt)
 
-    def set_model(self, model: str) -> None:
+    def spawn_child(self, definition: AgentDefinition, ctx: CallContext) -> Agent:
+        """The sub-agent for one ``Agent`` call: its own history, env and toolset (derived
+        from this session's, with its own activation set), this session's provider and
+        permission policy; its events reach the listeners stamped with the call's id."""
+        from caliban.agents import DEFAULT_MAX_TURNS, child_system_prompt
+
+        env = ctx.env.fork()
+        return Agent(
+            provider=self.provider,
+            model=definition.model or self.model,
+            system_prompt=child_system_prompt(definition, env.cwd, env.project_root),
+            toolset=self.toolset.for_child(definition),
+            env=env,
+            authorize=self.authorize,
+            emit=ctx.emit,
+            max_turns=definition.max_turns or DEFAULT_MAX_TURNS,
+            parent_tool_use_id=ctx.call_id,
+        )
+
+    def _add_child_usage(self, usage: Usage) -> None:
+        """A sub-agent's tokens count toward the session's (``/cost``)."""
+        self.conversation.usage += usage
+
+    # -- changing state
+
+    def set_model(self, model: str, *, announce: bool = True) -> None:
         """Use ``model`` from the next prompt on (``/model``); the transcript records it."""
         self.model = model
-        self.emit(ModelChanged(model=model))
+        if announce:
+            self.emit(ModelChanged(model=model))
 
     def clear(self) -> None:
         """Start a new conversation (``/clear``)."""
@@ -183,3 +203,13 @@ class Session:
         if self.activation is not None:
             self.activation.swap(lambda current: McpActivationSet.empty(current.cap))
         self.emit(ConversationCleared())
+
+    def adopt(self, session_id: str, conversation: Conversation) -> None:
+        """Continue a saved session: its id and history (``--continue``, ``/resume``)."""
+        self.id = session_id
+        self.conversation = conversation
+
+    def restore_activation(self, active: McpActivationSet) -> None:
+        """Replace the active MCP tools (a resumed session's)."""
+        if self.activation is not None:
+            self.activation.swap(lambda _current: active)

@@ -34,7 +34,7 @@ from caliban.serialize import message_from_json, usage_from_json
 from caliban.transcript import HISTORY_TYPES, Transcript, header_json, is_locked
 
 if TYPE_CHECKING:
-    from caliban.mcp.activation import McpActivationSet
+    from caliban.mcp.lazy.activation import McpActivationSet
     from caliban.session import Session
 
 INTERRUPTED_BY_EXIT = (
@@ -410,7 +410,7 @@ def replay_activations(
     Returns the set and the names dropped from it because no such tool exists any more
     (a server was removed or changed its tools).
     """
-    from caliban.mcp.activation import McpActivationSet
+    from caliban.mcp.lazy.activation import McpActivationSet
 
     current = McpActivationSet.empty(cap)
     for names in activations:
@@ -420,12 +420,6 @@ def replay_activations(
 
 
 # ---------------------------------------------------------------------------- session wiring
-
-
-class _Cell(Protocol):
-    def get(self) -> McpActivationSet: ...
-
-    def swap(self, fn: Callable[[McpActivationSet], McpActivationSet]) -> McpActivationSet: ...
 
 
 def attach_transcript(session: Session) -> Transcript:
@@ -455,10 +449,10 @@ def current_transcript(session: Session) -> Transcript | None:
 
 def _replace_transcript(session: Session, transcript: Transcript | None) -> None:
     for old in [x for x in session.listeners if isinstance(x, Transcript)]:
-        session.listeners.remove(old)
+        session.remove_listener(old)
         old.close()
     if transcript is not None:
-        session.listeners.append(transcript)
+        session.add_listener(transcript)
 
 
 def _warn_to(session: Session) -> Callable[[str], None]:
@@ -501,10 +495,12 @@ async def resume_into(
     recorded activations the MCP servers are waited for, to learn which tools still exist.
     ``restore_model=False`` keeps the session's model (``--model`` was given).
     """
-    session.id = record.id
     kept = len(record.messages) - record.repaired_tail
-    session.conversation = Conversation(
-        messages=list(record.messages[:kept]), usage=record.usage, last_usage=record.last_usage
+    session.adopt(
+        record.id,
+        Conversation(
+            messages=list(record.messages[:kept]), usage=record.usage, last_usage=record.last_usage
+        ),
     )
     for message in record.messages[kept:]:
         # Announced like any append, so the transcript records the repair once.
@@ -514,7 +510,7 @@ async def resume_into(
         session.emit(Notice(level="warning", text=warning))
     same_provider = record.provider in (None, session.provider.name)
     if restore_model and record.model and same_provider:
-        session.model = record.model
+        session.set_model(record.model, announce=False)
     elif record.model != session.model:
         session.emit(ModelChanged(model=session.model))
     await _restore_activations(session, record)
@@ -529,14 +525,14 @@ async def resume_into(
 
 
 async def _restore_activations(session: Session, record: SessionRecord) -> None:
-    cell: _Cell | None = getattr(session, "activation", None)
+    cell = session.activation
     if cell is None or not record.activations:
         return
     if session.mcp is not None:
         await session.mcp.wait_ready()
     existing = {tool.name for tool in session.mcp.tools()} if session.mcp is not None else set()
     replayed, gone = replay_activations(record.activations, cap=cell.get().cap, existing=existing)
-    cell.swap(lambda _current: replayed)
+    session.restore_activation(replayed)
     if gone:
         session.emit(
             Notice(

@@ -29,3 +29,12 @@ def json_size(value: Any) -> int:
 
 def estimate_json_tokens(value: Any) -> int:
     return estimate_tokens(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+
+
+def format_tokens(n: int) -> str:
+    """``1234`` → ``1.2k``; ``1000`` → ``1k``; ``1234567`` → ``1.2M``."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}".removesuffix(".0") + "k"
+    return f"{n / 1_000_000:.1f}".removesuffix(".0") + "M"

@@ -4,7 +4,7 @@ and a session builder. Shared by test_wire, test_toolsearch, test_lazy_loop, tes
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +12,19 @@ from pydantic import BaseModel
 
 from caliban.config import Settings
 from caliban.events import AgentEvent
+from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
+from caliban.mcp.lazy.policy import LazyPolicy
+from caliban.mcp.lazy.tool_search import SearchOutcome
+from caliban.mcp.lazy.toolset import LazyMcpToolset
 from caliban.mcp.tools import McpTool, wire_name
+from caliban.mcp.toolset import McpCatalog, McpToolset
 from caliban.providers.base import Provider
 from caliban.session import Session
 from caliban.tools.base import BuiltinTool, CallContext, Tool, ToolEnv, ToolOutput
+from caliban.toolsets.base import Toolset
+from caliban.toolsets.combined import CombinedToolset
+from caliban.toolsets.filtered import FilteredToolset
+from caliban.toolsets.tool_list import ToolList
 
 
 class EchoInput(BaseModel):
@@ -150,8 +159,63 @@ def make_session(
         model="test-model",
         system_prompt="You are a test.",
         env=ToolEnv(cwd=root, project_root=root),
-        tools=list(tools) if tools is not None else [Echo(), Note()],
+        builtins=list(tools) if tools is not None else [Echo(), Note()],
         mcp=mcp if mcp is not None else FakeMcp(CATALOG),  # type: ignore[arg-type]
         listeners=[events.append] if events is not None else [],
         **kw,
     )
+
+
+class StaticCatalog:
+    """A fixed MCP catalog, as :class:`caliban.mcp.toolset.McpToolset` reads one."""
+
+    def __init__(self, tools: Sequence[Tool]) -> None:
+        self._tools = tuple(tools)
+
+    def tools(self) -> tuple[Tool, ...]:
+        return self._tools
+
+
+class LazyBox:
+    """What a lazy session's agent is given (built-ins, then the lazy MCP wrapper), with the
+    wrapper at hand so tests can search and activate directly."""
+
+    def __init__(
+        self,
+        *,
+        builtins: Sequence[Tool] = (),
+        catalog: McpCatalog,
+        cap: int = 24,
+        eager: frozenset[str] = frozenset(),
+        allow: Callable[[str], bool] | None = None,
+    ) -> None:
+        inner: Toolset = McpToolset(catalog)
+        if allow is not None:
+            inner = FilteredToolset(inner, allow)
+        self.lazy = LazyMcpToolset(
+            inner,
+            activation=ActivationCell(McpActivationSet.empty(cap)),
+            policy=LazyPolicy(mode="on", cap=cap, pinned_eager=eager),
+            context_window=lambda: 200_000,
+        )
+        self.toolset = CombinedToolset([ToolList(builtins), self.lazy])
+        self.activation = self.lazy.activation
+        self.tool_search = self.lazy.tool_search
+
+    def offered(self) -> tuple[Tool, ...]:
+        return self.toolset.offered()
+
+    def find(self, name: str) -> Tool | None:
+        return self.toolset.find(name)
+
+    def names(self) -> tuple[str, ...]:
+        return self.toolset.names()
+
+    def system_addendum(self) -> str:
+        return self.toolset.system_addendum()
+
+    def note_call(self, name: str) -> AgentEvent | None:
+        return self.toolset.note_call(name)
+
+    def search_tools(self, query: str, max_results: int) -> SearchOutcome:
+        return self.lazy.search_tools(query, max_results)

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from caliban.mcp.activation import DEFAULT_CAP, ActivationCell, McpActivationSet
+from caliban.mcp.lazy.activation import DEFAULT_CAP, ActivationCell, McpActivationSet
 
 
 @pytest.fixture

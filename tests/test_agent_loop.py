@@ -21,8 +21,8 @@ from caliban.providers.scripted import (
     reply,
     tool_call,
 )
-from caliban.toolbox import StaticToolbox
 from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput
+from caliban.toolsets.tool_list import ToolList
 
 pytestmark = pytest.mark.anyio
 
@@ -60,7 +60,7 @@ def make_agent(
         provider=provider,
         model="test-model",
         system_prompt="You are a test.",
-        toolbox=StaticToolbox([Echo(), Boom()]),
+        toolset=ToolList([Echo(), Boom()]),
         env=ToolEnv(cwd=Path.cwd(), project_root=Path.cwd()),
         emit=sink.append,
         **kw,

@@ -6,7 +6,6 @@ What the model is offered on each request is read from the provider's recorded r
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,8 @@ from caliban.events import ActivationChanged, AgentEvent
 from caliban.messages import ToolResult
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
 from caliban.session import Session
-from caliban.toolbox import StaticToolbox
-from caliban.tools.agent import session_agent_tool
-from caliban.tools.base import CallContext, Tool
+from caliban.tools.base import CallContext, Invocation, McpOrigin, Tool
+from caliban.toolsets.tool_list import ToolList
 
 pytestmark = pytest.mark.anyio
 
@@ -150,8 +148,8 @@ async def test_rejected_arguments_of_a_deferred_tool_come_back_with_its_schema(
 
 
 async def test_a_denied_direct_call_neither_runs_nor_activates(tmp_path: Path) -> None:
-    async def deny_mcp(tool: Tool, arguments: Mapping[str, Any], ctx: CallContext) -> str | None:
-        return "MCP is off limits" if tool.kind == "mcp" else None
+    async def deny_mcp(tool: Tool, call: Invocation, ctx: CallContext) -> str | None:
+        return "MCP is off limits" if isinstance(tool.origin, McpOrigin) else None
 
     provider = ScriptedProvider([reply(tool_call(GH_SEARCH, {"q": "x"})), "ok"])
     mcp = FakeMcp(CATALOG)
@@ -207,7 +205,7 @@ async def test_lazy_off_request_is_unchanged(tmp_path: Path) -> None:
         provider=before,
         model="test-model",
         system_prompt="You are a test.",
-        toolbox=StaticToolbox([Echo(), Note(), *mcp.tools()]),
+        toolset=ToolList([Echo(), Note(), *mcp.tools()]),
         env=session.env,
     )
     with anyio.fail_after(10):
@@ -244,8 +242,12 @@ async def test_subagent_activation_events_carry_the_agent_call_id(tmp_path: Path
             return steps[request.messages[0].text].stream(request)
 
     events: list[AgentEvent] = []
-    session = make_session(Router(), tmp_path, events=events)  # type: ignore[arg-type]
-    session.tools.append(session_agent_tool(session, [child_def]))
+    session = make_session(
+        Router(),  # type: ignore[arg-type]
+        tmp_path,
+        events=events,
+        agents=[child_def],
+    )
     await run(session)
     [change] = activations(events)
     assert change.activated == (GL_PIPES,) and change.parent_tool_use_id == "agent1"

@@ -18,7 +18,7 @@ from caliban.mcp.config import (
     remove_server,
     user_mcp_path,
 )
-from caliban.mcp.tools import sanitize, split_wire_name, unique_wire_names, wire_name
+from caliban.mcp.tools import sanitize, unique_wire_names, wire_name
 
 
 def write(path: Path, text: str) -> Path:
@@ -283,8 +283,6 @@ def test_wire_names_are_prefixed_sanitised_and_at_most_64_characters() -> None:
     assert len(name) == 64 and name.startswith("mcp__github__get_the_complete_list")
     assert name == wire_name("github", long_tool)  # deterministic
     assert name != wire_name("github", long_tool + "_x")
-    assert split_wire_name("mcp__github__search_issues") == ("github", "search_issues")
-    assert split_wire_name("Read") is None
 
 
 def test_names_that_collide_after_sanitising_stay_distinct() -> None:

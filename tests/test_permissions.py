@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,34 +10,43 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from caliban.agent import Agent
+from caliban.agent import Agent, Authorize
 from caliban.config import ConfigError, PermissionMode, PermissionsSettings
+from caliban.diff import FileChange
 from caliban.messages import ToolResult
-from caliban.permissions import (
-    PLAN_MODE_REASON,
-    Decision,
+from caliban.permissions.approval import (
     PermissionAnswer,
-    PermissionPolicy,
     PermissionRequest,
+    deny_approver,
+    make_authorize,
+    user_denial,
+)
+from caliban.permissions.policy import PLAN_MODE_REASON, Decision, PermissionPolicy, decide
+from caliban.permissions.rules import (
     PermissionRules,
     Rule,
     RuleError,
     command_matches,
-    decide,
-    deny_approver,
-    make_authorize,
     path_matches,
-    preview,
-    split_command,
     suggest_rule,
 )
+from caliban.permissions.shell import split_command
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
-from caliban.toolbox import StaticToolbox
-from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolKind, ToolOutput
+from caliban.tools.base import (
+    BUILTIN,
+    BuiltinTool,
+    CallContext,
+    McpOrigin,
+    Tool,
+    ToolEnv,
+    ToolOrigin,
+    ToolOutput,
+)
 from caliban.tools.bash import Bash
 from caliban.tools.edit import Edit
 from caliban.tools.read import Read
 from caliban.tools.write import Write
+from caliban.toolsets.tool_list import ToolList
 
 pytestmark = pytest.mark.anyio
 
@@ -170,14 +178,14 @@ def _decide(
     mode: PermissionMode = "default",
     rules: PermissionRules = NO_RULES,
     read_only: bool = False,
-    kind: ToolKind = "builtin",
+    origin: ToolOrigin = BUILTIN,
 ) -> Decision:
     writes = Path(subject) if tool in ("Write", "Edit") and subject else None
     return decide(
         tool,
         subject,
         read_only=read_only,
-        kind=kind,
+        origin=origin,
         mode=mode,
         rules=rules,
         project_root=ROOT,
@@ -185,17 +193,18 @@ def _decide(
     )
 
 
+GH = McpOrigin(server="gh", tool="x")
 CALLS: dict[str, dict[str, Any]] = {
     "read": {"tool": "Read", "subject": "/proj/a.py", "read_only": True},
     "search": {"tool": "ToolSearch", "subject": None, "read_only": True},
     "edit-inside": {"tool": "Edit", "subject": "/proj/src/a.py"},
     "write-outside": {"tool": "Write", "subject": "/tmp/x.py"},
     "bash": {"tool": "Bash", "subject": "npm test"},
-    "mcp": {"tool": "mcp__gh__create_issue", "subject": None, "kind": "mcp"},
+    "mcp": {"tool": "mcp__gh__create_issue", "subject": None, "origin": GH},
     "mcp-read-only": {
         "tool": "mcp__gh__get_issue",
         "subject": None,
-        "kind": "mcp",
+        "origin": GH,
         "read_only": True,
     },
 }
@@ -230,7 +239,7 @@ def test_mode_defaults(mode: PermissionMode, call: str) -> None:
         spec["subject"],
         mode=mode,
         read_only=spec.get("read_only", False),
-        kind=spec.get("kind", "builtin"),
+        origin=spec.get("origin", BUILTIN),
     )
     assert decision.behavior == MATRIX[mode][call], decision
 
@@ -273,7 +282,7 @@ def test_rules_beat_mode_defaults() -> None:
     )
     assert _decide("Edit", "/proj/lib/a.py", rules=rules(allow=["Edit(src/**)"])).behavior == "ask"
     assert (
-        _decide("mcp__gh__x", None, kind="mcp", rules=rules(allow=["mcp__gh__*"])).behavior
+        _decide("mcp__gh__x", None, origin=GH, rules=rules(allow=["mcp__gh__*"])).behavior
         == "allow"
     )
 
@@ -354,10 +363,10 @@ def test_policy_from_settings_and_flags(tmp_path: Path) -> None:
     assert [r.text for r in policy.rules.allow] == ["Read", "Bash(npm test*)"]
     assert [r.text for r in policy.rules.deny] == ["Bash(curl*)", "mcp__slack"]
     assert (
-        policy.decide("Bash", "npm test -- -k x", read_only=False, kind="builtin").behavior
+        policy.decide("Bash", "npm test -- -k x", read_only=False, origin=BUILTIN).behavior
         == "allow"
     )
-    assert policy.decide("mcp__slack__post", None, read_only=False, kind="mcp").behavior == "deny"
+    assert policy.decide("mcp__slack__post", None, read_only=False, origin=GH).behavior == "deny"
     plan = PermissionPolicy.from_settings(settings, project_root=tmp_path, mode="plan")
     assert plan.mode == "plan"
 
@@ -408,6 +417,15 @@ def _ctx(root: Path) -> CallContext:
     return CallContext(env=ToolEnv(cwd=root, project_root=root), call_id="c1")
 
 
+async def check(
+    authorize: Authorize, tool: Tool, arguments: dict[str, Any], ctx: CallContext
+) -> str | None:
+    """What ``authorize`` says about one call with valid arguments (as the loop asks it)."""
+    bound = tool.bind(arguments)
+    assert not isinstance(bound, str), bound
+    return await authorize(tool, bound, ctx)
+
+
 async def test_allow_for_session_stops_asking_for_that_pattern(tmp_path: Path) -> None:
     policy = PermissionPolicy(project_root=tmp_path)
     approver = Recorder(
@@ -415,14 +433,14 @@ async def test_allow_for_session_stops_asking_for_that_pattern(tmp_path: Path) -
     )
     authorize = make_authorize(policy, approver)
     ctx = _ctx(tmp_path)
-    assert await authorize(Bash(), {"command": "git commit -m one"}, ctx) is None
+    assert await check(authorize, Bash(), {"command": "git commit -m one"}, ctx) is None
     assert approver.requests[0].suggestion == "Bash(git commit*)"
     assert [r.text for r in policy.session_rules] == ["Bash(git commit*)"]
-    assert await authorize(Bash(), {"command": "git commit -m two"}, ctx) is None
+    assert await check(authorize, Bash(), {"command": "git commit -m two"}, ctx) is None
     assert len(approver.requests) == 1  # not asked again
-    assert await authorize(Bash(), {"command": "git push"}, ctx) is None  # allow once
+    assert await check(authorize, Bash(), {"command": "git push"}, ctx) is None  # allow once
     assert policy.session_rules == [Rule.parse("Bash(git commit*)")]
-    denied = await authorize(Bash(), {"command": "rm -rf build"}, ctx)
+    denied = await check(authorize, Bash(), {"command": "rm -rf build"}, ctx)
     assert denied is not None and "the user declined this Bash call" in denied
     assert len(approver.requests) == 3
 
@@ -430,18 +448,16 @@ async def test_allow_for_session_stops_asking_for_that_pattern(tmp_path: Path) -
 async def test_session_pattern_chosen_by_the_user(tmp_path: Path) -> None:
     policy = PermissionPolicy(project_root=tmp_path)
     authorize = make_authorize(policy, Recorder(PermissionAnswer.allow_session("Bash(git *)")))
-    assert await authorize(Bash(), {"command": "git status"}, _ctx(tmp_path)) is None
-    assert policy.decide("Bash", "git log", read_only=False, kind="builtin").behavior == "allow"
+    assert await check(authorize, Bash(), {"command": "git status"}, _ctx(tmp_path)) is None
+    assert policy.decide("Bash", "git log", read_only=False, origin=BUILTIN).behavior == "allow"
 
 
 async def test_user_denial_reason_goes_to_the_model(tmp_path: Path) -> None:
-    from caliban.permissions import user_denial
-
     said = user_denial("Bash", "use pytest -x instead")
     authorize = make_authorize(
         PermissionPolicy(project_root=tmp_path), Recorder(PermissionAnswer.deny(said))
     )
-    reason = await authorize(Bash(), {"command": "pytest"}, _ctx(tmp_path))
+    reason = await check(authorize, Bash(), {"command": "pytest"}, _ctx(tmp_path))
     assert reason is not None and reason.endswith("The user said: use pytest -x instead")
 
 
@@ -452,8 +468,8 @@ async def test_concurrent_asks_are_serialised_and_rechecked(tmp_path: Path) -> N
     ctx = _ctx(tmp_path)
     with anyio.fail_after(5):
         results = await asyncio.gather(
-            authorize(Bash(), {"command": "npm test"}, ctx),
-            authorize(Bash(), {"command": "npm test -- -k fast"}, ctx),
+            check(authorize, Bash(), {"command": "npm test"}, ctx),
+            check(authorize, Bash(), {"command": "npm test -- -k fast"}, ctx),
         )
     assert results == [None, None]
     assert len(approver.requests) == 1
@@ -461,14 +477,16 @@ async def test_concurrent_asks_are_serialised_and_rechecked(tmp_path: Path) -> N
 
 async def test_headless_denial_says_how_to_allow(tmp_path: Path) -> None:
     authorize = make_authorize(PermissionPolicy(project_root=tmp_path), deny_approver)
-    reason = await authorize(Bash(), {"command": "npm test"}, _ctx(tmp_path))
+    reason = await check(authorize, Bash(), {"command": "npm test"}, _ctx(tmp_path))
     assert reason == (
         "Running `npm test` requires approval (default mode asks before Bash runs); caliban is "
         "running headless (-p). Allow it with --allowed-tools 'Bash(npm test*)' or a "
         "[permissions] allow rule."
     )
     (tmp_path / "a.py").write_text("x\n")
-    reason = await authorize(Write(), {"file_path": "a.py", "content": "y\n"}, _ctx(tmp_path))
+    reason = await check(
+        authorize, Write(), {"file_path": "a.py", "content": "y\n"}, _ctx(tmp_path)
+    )
     assert reason is not None and "--allowed-tools 'Edit(./*)'" in reason
 
 
@@ -477,8 +495,8 @@ async def test_headless_allows_what_rules_allow(tmp_path: Path) -> None:
         PermissionsSettings(), project_root=tmp_path, allowed=["Bash(npm test*)"]
     )
     authorize = make_authorize(policy, deny_approver)
-    assert await authorize(Bash(), {"command": "npm test"}, _ctx(tmp_path)) is None
-    assert await authorize(Read(), {"file_path": "x"}, _ctx(tmp_path)) is None
+    assert await check(authorize, Bash(), {"command": "npm test"}, _ctx(tmp_path)) is None
+    assert await check(authorize, Read(), {"file_path": "x"}, _ctx(tmp_path)) is None
 
 
 async def test_relative_paths_are_resolved_against_the_working_directory(tmp_path: Path) -> None:
@@ -488,18 +506,29 @@ async def test_relative_paths_are_resolved_against_the_working_directory(tmp_pat
     )
     authorize = make_authorize(policy, deny_approver)
     ctx = CallContext(env=ToolEnv(cwd=tmp_path / "sub", project_root=tmp_path), call_id="c")
-    reason = await authorize(
-        Edit(), {"file_path": "secret.txt", "old_string": "a", "new_string": "b"}, ctx
+    reason = await check(
+        authorize, Edit(), {"file_path": "secret.txt", "old_string": "a", "new_string": "b"}, ctx
     )
     assert reason is not None and "'Edit(sub/secret.txt)' denies it" in reason
-    outside = await authorize(Write(), {"file_path": "../../x.txt", "content": ""}, ctx)
+    outside = await check(authorize, Write(), {"file_path": "../../x.txt", "content": ""}, ctx)
     assert outside is not None and "outside the project root" in outside
 
 
 async def test_invalid_input_is_left_to_the_tool(tmp_path: Path) -> None:
     approver = Recorder()
-    authorize = make_authorize(PermissionPolicy(project_root=tmp_path), approver)
-    assert await authorize(Bash(), {"cmd": "ls"}, _ctx(tmp_path)) is None
+    provider = ScriptedProvider([reply(tool_call("Bash", {"cmd": "ls"}, id="t1")), "ok"])
+    agent = Agent(
+        provider=provider,
+        model="m",
+        system_prompt="s",
+        toolset=ToolList([Bash()]),
+        env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
+        authorize=make_authorize(PermissionPolicy(project_root=tmp_path), approver),
+    )
+    with anyio.fail_after(5):
+        await agent.run("list")
+    [result] = [p for p in provider.requests[1].messages[-1].parts if isinstance(p, ToolResult)]
+    assert result.is_error and result.text.startswith("Invalid input for Bash:")
     assert approver.requests == []
 
 
@@ -512,8 +541,8 @@ class TouchTool(BuiltinTool[Touch]):
     description = "Create a file."
     input_model = Touch
 
-    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
-        return str(arguments.get("path"))
+    def subject(self, args: Touch) -> str | None:
+        return args.path
 
     async def run(self, args: Touch, ctx: CallContext) -> ToolOutput:
         Path(args.path).touch()  # noqa: ASYNC240
@@ -529,7 +558,7 @@ async def test_headless_loop_tells_the_model_and_runs_nothing(tmp_path: Path) ->
         provider=provider,
         model="m",
         system_prompt="s",
-        toolbox=StaticToolbox([TouchTool()]),
+        toolset=ToolList([TouchTool()]),
         env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
         authorize=make_authorize(PermissionPolicy(project_root=tmp_path), deny_approver),
     )
@@ -545,45 +574,57 @@ async def test_headless_loop_tells_the_model_and_runs_nothing(tmp_path: Path) ->
 # ---------------------------------------------------------------------------- previews
 
 
-async def test_ask_request_carries_a_diff_preview(tmp_path: Path) -> None:
+async def test_ask_request_carries_the_file_change(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("one\ntwo\nthree\n")
     approver = Recorder(PermissionAnswer.deny())
     authorize = make_authorize(PermissionPolicy(project_root=tmp_path), approver)
     args = {"file_path": "a.py", "old_string": "two", "new_string": "TWO"}
-    await authorize(Edit(), args, _ctx(tmp_path))
+    await check(authorize, Edit(), args, _ctx(tmp_path))
     [request] = approver.requests
-    assert request.tool_name == "Edit" and request.kind == "builtin"
+    assert request.tool_name == "Edit" and request.origin == BUILTIN
     assert request.subject == str(tmp_path / "a.py")
     assert request.reason == "default mode asks before Edit runs"
     assert request.suggestion == "Edit(./*)"
-    assert request.preview.splitlines() == [
-        "--- a/a.py",
-        "+++ b/a.py",
-        "@@ -1,3 +1,3 @@",
-        " one",
-        "-two",
-        "+TWO",
-        " three",
-    ]
+    assert request.preview() == FileChange(
+        path=tmp_path / "a.py", shown="a.py", before="one\ntwo\nthree\n", after="one\nTWO\nthree\n"
+    )
+
+
+async def test_headless_denial_never_builds_a_preview(tmp_path: Path) -> None:
+    big = tmp_path / "big.txt"
+    big.write_text("x\n")
+    reads: list[Path] = []
+
+    class Spy(Edit):
+        def preview(self, args: Any, env: ToolEnv) -> Any:
+            reads.append(big)
+            return super().preview(args, env)
+
+    authorize = make_authorize(PermissionPolicy(project_root=tmp_path), deny_approver)
+    args = {"file_path": "big.txt", "old_string": "x", "new_string": "y"}
+    assert await check(authorize, Spy(), args, _ctx(tmp_path)) is not None
+    assert reads == []
+
+
+def preview(tool: Tool, arguments: dict[str, Any], cwd: Path) -> Any:
+    bound = tool.bind(arguments)
+    assert not isinstance(bound, str), bound
+    return bound.preview(ToolEnv(cwd=cwd, project_root=cwd))
 
 
 def test_previews(tmp_path: Path) -> None:
     (tmp_path / "crlf.txt").write_bytes(b"a\r\nb\r\n")
-    assert preview("Bash", {"command": "npm test", "description": "Run tests"}, cwd=tmp_path) == (
-        "$ npm test\n# Run tests"
-    )
-    new_file = preview("Write", {"file_path": "n/x.py", "content": "x = 1\n"}, cwd=tmp_path)
-    assert new_file.splitlines()[:2] == ["--- /dev/null", "+++ b/n/x.py"]
-    assert "+x = 1" in new_file
-    replace = preview("Write", {"file_path": "crlf.txt", "content": "a\nc\n"}, cwd=tmp_path)
-    assert "-b" in replace and "+c" in replace and " a" in replace
+    bash = preview(Bash(), {"command": "npm test", "description": "Run tests"}, tmp_path)
+    assert bash == "$ npm test\n# Run tests"
+    new_file = preview(Write(), {"file_path": "n/x.py", "content": "x = 1\n"}, tmp_path)
+    assert new_file.created and new_file.shown == "n/x.py" and new_file.after == "x = 1\n"
+    replace = preview(Write(), {"file_path": "crlf.txt", "content": "a\nc\n"}, tmp_path)
+    assert (replace.before, replace.after) == ("a\nb\n", "a\nc\n")
     crlf = preview(
-        "Edit", {"file_path": "crlf.txt", "old_string": "a\nb", "new_string": "A\nB"}, cwd=tmp_path
+        Edit(), {"file_path": "crlf.txt", "old_string": "a\nb", "new_string": "A\nB"}, tmp_path
     )
-    assert "+A" in crlf and "-a" in crlf
+    assert (crlf.before, crlf.after) == ("a\nb\n", "A\nB\n")
     failing = preview(
-        "Edit", {"file_path": "crlf.txt", "old_string": "zzz", "new_string": "y"}, cwd=tmp_path
+        Edit(), {"file_path": "crlf.txt", "old_string": "zzz", "new_string": "y"}, tmp_path
     )
     assert failing.startswith("(this edit would fail: old_string was not found in crlf.txt")
-    other = preview("mcp__x__y", {"q": "héllo"}, cwd=tmp_path)
-    assert '"q": "héllo"' in other

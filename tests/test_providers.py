@@ -31,8 +31,8 @@ from caliban.providers.base import (
 )
 from caliban.providers.openai import OpenAIProvider
 from caliban.providers.retry import RetryPolicy
-from caliban.toolbox import StaticToolbox
 from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput
+from caliban.toolsets.tool_list import ToolList
 
 pytestmark = pytest.mark.anyio
 
@@ -342,7 +342,7 @@ async def test_agent_loop_text_tool_text(
         provider=make_provider(api, fake_model_server),
         model="test-model",
         system_prompt="You are a test.",
-        toolbox=StaticToolbox([Echo()]),
+        toolset=ToolList([Echo()]),
         env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
         emit=events.append,
     )
@@ -371,7 +371,7 @@ async def test_invalid_json_arguments_become_an_error_the_model_reads(
         provider=make_provider(api, fake_model_server),
         model="test-model",
         system_prompt="You are a test.",
-        toolbox=StaticToolbox([Echo()]),
+        toolset=ToolList([Echo()]),
         env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
     )
     with anyio.fail_after(10):
@@ -397,7 +397,7 @@ async def test_agent_surfaces_retries_as_events(
         provider=make_provider(api, fake_model_server),
         model="test-model",
         system_prompt="s",
-        toolbox=StaticToolbox([]),
+        toolset=ToolList([]),
         env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
         emit=events.append,
     )

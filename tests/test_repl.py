@@ -28,7 +28,8 @@ from rich.console import Console
 
 from caliban.config import Settings, load_config
 from caliban.messages import TextPart, Usage
-from caliban.permissions import PermissionPolicy, make_authorize
+from caliban.permissions.approval import make_authorize
+from caliban.permissions.policy import PermissionPolicy
 from caliban.providers.scripted import HANG, ScriptedProvider, reply, tool_call
 from caliban.repl.app import Repl, run_interactive, run_repl
 from caliban.repl.approve import TerminalApprover
@@ -99,7 +100,7 @@ async def harness(
             model=MODEL,
             system_prompt="You are a test.",
             env=ToolEnv(cwd=cwd, project_root=cwd),
-            tools=builtin_tools(),
+            builtins=builtin_tools(),
             listeners=[renderer],
             **session_args,
         )
@@ -211,7 +212,7 @@ async def test_the_prompt_is_up_before_the_session_opens(project: Path) -> None:
             model=MODEL,
             system_prompt="t",
             env=ToolEnv(cwd=project, project_root=project),
-            tools=[],
+            builtins=[],
             listeners=list(kwargs["listeners"]),
         )
 
@@ -251,7 +252,7 @@ async def test_a_prompt_on_the_command_line_runs_first(project: Path) -> None:
             model=MODEL,
             system_prompt="t",
             env=ToolEnv(cwd=project, project_root=project),
-            tools=[],
+            builtins=[],
             listeners=list(kwargs["listeners"]),
         )
 

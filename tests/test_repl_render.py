@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from caliban.diff import FileChange, diff_lines
 from caliban.events import (
     ActivationChanged,
     ApiRetryEvent,
@@ -20,7 +21,13 @@ from caliban.events import (
 )
 from caliban.messages import Message, TextPart, ToolCall, ToolResult, Usage
 from caliban.providers.scripted import tool_call
-from caliban.repl.render import Renderer, describe_call, diff_lines, split_blocks
+from caliban.repl.render import Renderer, describe_call, split_blocks
+from caliban.tools.base import CallContext, McpOrigin, ToolEnv, ToolOrigin, call_tool
+from caliban.tools.edit import Edit
+from caliban.tools.read import Read
+from caliban.tools.write import Write
+
+pytestmark = pytest.mark.anyio
 
 
 def make_renderer(cwd: Path | None = None) -> tuple[Renderer, io.StringIO]:
@@ -41,9 +48,18 @@ def finished(
     summary: str | None = None,
     error: bool = False,
     parent: str | None = None,
+    change: FileChange | None = None,
+    origin: ToolOrigin | None = None,
 ) -> ToolFinished:
     result = ToolResult(tool_call_id=call.id, content=(TextPart(text=text),), is_error=error)
-    return ToolFinished(call=call, result=result, summary=summary, parent_tool_use_id=parent)
+    return ToolFinished(
+        call=call,
+        result=result,
+        origin=origin,
+        summary=summary,
+        change=change,
+        parent_tool_use_id=parent,
+    )
 
 
 def stream(renderer: Renderer, text: str, size: int = 7) -> None:
@@ -134,15 +150,31 @@ def test_tool_result_without_summary_counts_lines() -> None:
     assert lines(out) == ["● Glob(**/*.py)", "  ⎿  2 lines"]
 
 
-def test_edit_shows_a_diff_with_file_line_numbers(tmp_path: Path) -> None:
-    target = tmp_path / "x.py"
-    target.write_text("a\nb\nc\nd\ne\nf\ng\n")
-    renderer, out = make_renderer(cwd=tmp_path)
-    call = tool_call("Edit", {"file_path": "x.py", "old_string": "d", "new_string": "D\nD2"})
+async def run_shown(tool: Edit | Write, call: ToolCall, cwd: Path) -> list[str]:
+    """Run ``call`` with the real tool and show its events, as the REPL would."""
+    renderer, out = make_renderer(cwd=cwd)
+    env = ToolEnv(cwd=cwd, project_root=cwd)
+    ctx = CallContext(env=env, call_id=call.id)
+    if (cwd / "x.py").exists():
+        await call_tool(Read(), {"file_path": "x.py"}, ctx)
     renderer(ToolStarted(call=call))
-    target.write_text("a\nb\nc\nD\nD2\ne\nf\ng\n")
-    renderer(finished(call, "ok", summary="1 replacement"))
-    assert lines(out) == [
+    output = await call_tool(tool, call.arguments, ctx)
+    renderer(
+        finished(
+            call,
+            output.as_text,
+            summary=output.summary,
+            error=output.is_error,
+            change=output.change,
+        )
+    )
+    return lines(out)
+
+
+async def test_edit_shows_a_diff_with_file_line_numbers(tmp_path: Path) -> None:
+    (tmp_path / "x.py").write_text("a\nb\nc\nd\ne\nf\ng\n")
+    call = tool_call("Edit", {"file_path": "x.py", "old_string": "d", "new_string": "D\nD2"})
+    assert await run_shown(Edit(), call, tmp_path) == [
         "● Edit(x.py)",
         "  ⎿  Updated x.py (+2 -1)",
         "     2   b",
@@ -155,13 +187,9 @@ def test_edit_shows_a_diff_with_file_line_numbers(tmp_path: Path) -> None:
     ]
 
 
-def test_write_of_a_new_file_shows_its_lines_as_added(tmp_path: Path) -> None:
-    renderer, out = make_renderer(cwd=tmp_path)
+async def test_write_of_a_new_file_shows_its_lines_as_added(tmp_path: Path) -> None:
     call = tool_call("Write", {"file_path": str(tmp_path / "new.py"), "content": "one\ntwo\n"})
-    renderer(ToolStarted(call=call))
-    (tmp_path / "new.py").write_text("one\ntwo\n")
-    renderer(finished(call, "ok"))
-    assert lines(out) == [
+    assert await run_shown(Write(), call, tmp_path) == [
         "● Write(new.py)",
         "  ⎿  Created new.py (+2 -0)",
         "     1 + one",
@@ -169,12 +197,12 @@ def test_write_of_a_new_file_shows_its_lines_as_added(tmp_path: Path) -> None:
     ]
 
 
-def test_edit_diff_falls_back_to_the_strings_when_the_file_is_unreadable(tmp_path: Path) -> None:
-    renderer, out = make_renderer(cwd=tmp_path)
-    call = tool_call("Edit", {"file_path": "gone.py", "old_string": "x = 1", "new_string": "x = 2"})
-    renderer(ToolStarted(call=call))
-    renderer(finished(call, "ok"))
-    assert lines(out)[-2:] == ["     1 - x = 1", "     1 + x = 2"]
+async def test_a_failed_edit_shows_the_error_not_a_diff(tmp_path: Path) -> None:
+    (tmp_path / "x.py").write_text("a\n")
+    call = tool_call("Edit", {"file_path": "x.py", "old_string": "zzz", "new_string": "y"})
+    shown = await run_shown(Edit(), call, tmp_path)
+    assert shown[1].startswith("  ⎿  Error: old_string was not found in x.py")
+    assert not any(line.lstrip().startswith(("1 -", "1 +")) for line in shown)
 
 
 def test_bash_shows_the_command_and_the_head_and_tail_of_long_output() -> None:
@@ -193,8 +221,9 @@ def test_bash_shows_the_command_and_the_head_and_tail_of_long_output() -> None:
 def test_failed_tool_is_an_error_line() -> None:
     renderer, out = make_renderer()
     call = tool_call("mcp__github__search_issues", {"q": "bug"})
-    renderer(ToolStarted(call=call))
-    renderer(finished(call, "rate limited\ntry later", error=True))
+    origin = McpOrigin(server="github", tool="search_issues")
+    renderer(ToolStarted(call=call, origin=origin))
+    renderer(finished(call, "rate limited\ntry later", error=True, origin=origin))
     assert lines(out) == [
         '● github - search_issues (MCP)(q: "bug")',
         "  ⎿  Error: rate limited",
@@ -287,8 +316,8 @@ def test_describe_call(name: str, arguments: dict[str, object], shown: str) -> N
 
 
 def test_diff_lines_counts_changes() -> None:
-    _, added, removed = diff_lines("a\nb\nc\n", "a\nB\nc\nd\n")
-    assert (added, removed) == (2, 1)
+    diff = diff_lines("a\nb\nc\n", "a\nB\nc\nd\n")
+    assert (diff.added, diff.removed) == (2, 1)
 
 
 def test_replay_shows_the_end_of_a_resumed_conversation() -> None:

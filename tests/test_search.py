@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from caliban.mcp.search import (
+from caliban.search.index import (
     RankingParams,
     SearchDoc,
     ToolIndex,

@@ -26,7 +26,7 @@ from caliban.events import (
     ToolStarted,
     UserPrompt,
 )
-from caliban.mcp.activation import ActivationCell, McpActivationSet
+from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.messages import Message, ToolResult, Usage
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
 from caliban.session import Session
@@ -68,13 +68,13 @@ class Echo(BuiltinTool[EchoInput]):
 
 
 def make_session(root: Path, provider: ScriptedProvider | None = None, **kw: Any) -> Session:
+    kw.setdefault("builtins", [Echo()])
     return Session(
         settings=Settings(),
         provider=provider or ScriptedProvider([]),
         model="model-a",
         system_prompt="You are a test.",
         env=ToolEnv(cwd=root, project_root=root),
-        tools=[Echo()],
         **kw,
     )
 
@@ -542,8 +542,8 @@ async def test_cancelled_turn_is_on_disk_before_cancellation_returns(project: Pa
             return ToolOutput.text("never")
 
     started = asyncio.Event()
-    session = make_session(project, ScriptedProvider([reply(tool_call("Slow", id="s1"))]))
-    session.tools.append(Slow())
+    provider = ScriptedProvider([reply(tool_call("Slow", id="s1"))])
+    session = make_session(project, provider, builtins=[Echo(), Slow()])
     session.listeners.append(lambda e: started.set() if isinstance(e, ToolStarted) else None)
     attach_transcript(session)
     with anyio.fail_after(5):

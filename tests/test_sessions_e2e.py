@@ -169,9 +169,6 @@ def write_catalog(path: Path, *names: str) -> None:
     path.write_text(json.dumps({"server": "cat", "tools": tools}), encoding="utf-8")
 
 
-@pytest.mark.skipif(
-    not (HERE.parent / "caliban" / "mcp" / "wire.py").exists(), reason="needs caliban.mcp.wire"
-)
 def test_resume_restores_activations_and_drops_tools_a_server_no_longer_has(
     fake_model_server: FakeModelServer, project: Path, tmp_path: Path
 ) -> None:

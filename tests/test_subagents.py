@@ -19,7 +19,7 @@ import anyio
 import pytest
 from lazy_fakes import EchoInput, Note
 
-from caliban.agent import INTERRUPTED
+from caliban.agent import INTERRUPTED, Agent
 from caliban.agents import GENERAL_PURPOSE, AgentDefinition
 from caliban.config import Settings
 from caliban.events import (
@@ -31,14 +31,16 @@ from caliban.events import (
     ToolStarted,
     UserPrompt,
 )
-from caliban.mcp.activation import ActivationCell, McpActivationSet
+from caliban.mcp.lazy.activation import McpActivationSet
+from caliban.mcp.lazy.toolset import LazyMcpToolset
 from caliban.mcp.tools import McpTool, wire_name
 from caliban.messages import ToolResult, Usage
 from caliban.providers.base import ProviderEvent, ProviderRequest, TextDelta
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
 from caliban.session import Session
-from caliban.tools.agent import AgentTool, session_agent_tool
-from caliban.tools.base import BuiltinTool, CallContext, Tool, ToolEnv, ToolOutput
+from caliban.tools.agent import AgentTool
+from caliban.tools.base import BuiltinTool, CallContext, Invocation, Tool, ToolEnv, ToolOutput
+from caliban.toolsets.combined import CombinedToolset
 
 pytestmark = pytest.mark.anyio
 
@@ -187,12 +189,18 @@ def make_session(
         model="parent-model",
         system_prompt="You are the parent.",
         env=ToolEnv(cwd=root, project_root=root),
-        tools=[Echo(), Note(), *tools],
+        builtins=[Echo(), Note(), *tools],
+        agents=definitions,
         mcp=mcp,  # type: ignore[arg-type]
         listeners=[events.append] if events is not None else [],
     )
-    session.tools.append(session_agent_tool(session, definitions))
     return session
+
+
+def agent_tool(session: Session) -> AgentTool:
+    tool = session.toolset.find("Agent")
+    assert isinstance(tool, AgentTool)
+    return tool
 
 
 def agent_call(prompt: str, subagent_type: str | None = None, *, id: str) -> Any:
@@ -355,7 +363,7 @@ async def test_unknown_subagent_type_lists_the_available_ones(project: Path) -> 
 
 async def test_tool_description_lists_the_agent_types(project: Path) -> None:
     session = make_session(Router(), project, definitions=[REVIEWER, GENERAL_PURPOSE])
-    [tool] = [t for t in session.tools if isinstance(t, AgentTool)]
+    tool = agent_tool(session)
     description = tool.spec.description
     assert "- reviewer: Reviews code. (Tools: Echo, mcp__github__*)" in description
     assert f"- general-purpose: {GENERAL_PURPOSE.description} (Tools: all)" in description
@@ -366,7 +374,7 @@ async def test_long_answer_is_cut_with_a_note(project: Path) -> None:
     parent = ScriptedProvider([reply(agent_call("write a lot", id="c1")), "ok"])
     child = ScriptedProvider(["x" * 250])
     session = make_session(Router(parent=parent, write_a_lot=child), project)
-    [tool] = [t for t in session.tools if isinstance(t, AgentTool)]
+    tool = agent_tool(session)
     tool.max_result_chars = 100
     with anyio.fail_after(5):
         await session.run(PARENT)
@@ -376,7 +384,7 @@ async def test_long_answer_is_cut_with_a_note(project: Path) -> None:
 
 
 async def test_permission_policy_applies_to_children(project: Path) -> None:
-    async def deny_note(tool: Tool, arguments: Mapping[str, Any], ctx: CallContext) -> str | None:
+    async def deny_note(tool: Tool, call: Invocation, ctx: CallContext) -> str | None:
         return "read-only session" if tool.name == "Note" else None
 
     parent = ScriptedProvider([reply(agent_call("take notes", id="c1")), "ok"])
@@ -398,7 +406,7 @@ async def test_child_env_is_a_fork(project: Path) -> None:
     child = ScriptedProvider([move_and_answer])
     seen: list[ToolEnv] = []
     session = make_session(Router(parent=parent, move=child), project)
-    [tool] = [t for t in session.tools if isinstance(t, AgentTool)]
+    tool = agent_tool(session)
     spawn = tool.spawn
 
     def spying_spawn(definition: AgentDefinition, ctx: CallContext) -> Any:
@@ -601,20 +609,14 @@ async def test_exactly_named_mcp_tools_are_active_from_the_first_turn(project: P
 
 async def test_inherited_snapshot_is_the_same_value(project: Path) -> None:
     """inherit_active_mcp shares the parent's immutable set; nothing is copied."""
-    from caliban.agents import build_child
-
     session = lazy_session(Router(), project)
     snapshot = preset(session, GH_CREATE)
-    ctx = CallContext(env=session.env, call_id="c1")
-    child = build_child(session, GENERAL_PURPOSE, ctx)
-    cells = [v for v in vars(child.toolbox).values() if isinstance(v, ActivationCell)]
-    assert [cell.get() for cell in cells] == [snapshot]
-    assert cells[0].get() is snapshot and cells[0] is not session.activation
+    child = session.spawn_child(GENERAL_PURPOSE, CallContext(env=session.env, call_id="c1"))
+    lazy = child_lazy(child)
+    assert lazy.activation.get() is snapshot and lazy.activation is not session.activation
 
 
 async def test_named_tools_of_eager_servers_take_no_activation_slot(project: Path) -> None:
-    from caliban.agents import build_child
-
     named = AgentDefinition(
         name="named",
         description="d",
@@ -623,7 +625,14 @@ async def test_named_tools_of_eager_servers_take_no_activation_slot(project: Pat
         inherit_active_mcp=False,
     )
     session = lazy_session(Router(), project, mcp=FakeMcp(CATALOG, eager=["gitlab"]))
-    child = build_child(session, named, CallContext(env=session.env, call_id="c1"))
-    cells = [v for v in vars(child.toolbox).values() if isinstance(v, ActivationCell)]
-    assert [cell.get().names() for cell in cells] == [(GH_PRS,)]
-    assert [t.name for t in child.toolbox.offered()] == [GL_PIPES, GH_PRS]
+    child = session.spawn_child(named, CallContext(env=session.env, call_id="c1"))
+    assert child_lazy(child).activation.get().names() == (GH_PRS,)
+    assert [t.name for t in child.toolset.offered()] == [GL_PIPES, GH_PRS]
+
+
+def child_lazy(child: Agent) -> LazyMcpToolset:
+    """The lazy MCP part of a child's toolset (built-ins first, then MCP)."""
+    assert isinstance(child.toolset, CombinedToolset)
+    lazy = child.toolset.parts[-1]
+    assert isinstance(lazy, LazyMcpToolset)
+    return lazy

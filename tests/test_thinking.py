@@ -24,8 +24,8 @@ from caliban.providers.base import (
 from caliban.providers.openai import OpenAIProvider
 from caliban.providers.retry import RetryPolicy
 from caliban.serialize import message_from_json, message_to_json
-from caliban.toolbox import StaticToolbox
 from caliban.tools.base import ToolEnv
+from caliban.toolsets.tool_list import ToolList
 
 pytestmark = pytest.mark.anyio
 
@@ -323,7 +323,7 @@ async def test_the_loop_streams_thinking_as_its_own_event_and_keeps_it_out_of_th
         provider=provider,
         model="claude-opus-4-6",
         system_prompt="Be brief.",
-        toolbox=StaticToolbox([]),
+        toolset=ToolList([]),
         env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
         emit=events.append,
     )
@@ -346,7 +346,7 @@ async def test_the_scripted_provider_streams_thinking_too(tmp_path: Path) -> Non
         provider=ScriptedProvider([reply(ThinkingPart(text="hmm, easy"), "4")]),
         model="m",
         system_prompt="",
-        toolbox=StaticToolbox([]),
+        toolset=ToolList([]),
         env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
         emit=events.append,
     )

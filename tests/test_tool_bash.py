@@ -189,5 +189,5 @@ def test_schema_and_subject() -> None:
     assert schema["required"] == ["command"]
     [timeout, _null] = schema["properties"]["timeout"]["anyOf"]
     assert timeout == {"type": "integer", "minimum": 1, "maximum": 600_000}
-    assert Bash().permission_subject({"command": "  git status \n"}) == "git status"
+    assert Bash().bind({"command": "  git status \n"}).subject == "git status"
     assert shutil.which("bash") is not None

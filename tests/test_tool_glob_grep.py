@@ -311,7 +311,7 @@ def test_split_globs() -> None:
 
 
 def test_permission_subjects() -> None:
-    assert Grep().permission_subject({"pattern": "x"}) == "."
-    assert Grep().permission_subject({"pattern": "x", "path": "src"}) == "src"
-    assert Glob().permission_subject({"pattern": "/abs/dir/**/*.py"}) == "/abs/dir"
-    assert Glob().permission_subject({"pattern": "*.py", "path": "lib"}) == "lib"
+    assert Grep().bind({"pattern": "x"}).subject == "."
+    assert Grep().bind({"pattern": "x", "path": "src"}).subject == "src"
+    assert Glob().bind({"pattern": "/abs/dir/**/*.py"}).subject == "/abs/dir"
+    assert Glob().bind({"pattern": "*.py", "path": "lib"}).subject == "lib"

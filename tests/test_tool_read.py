@@ -251,5 +251,5 @@ def test_schema_and_permission_subject() -> None:
     assert spec.input_schema["required"] == ["file_path"]
     assert set(spec.input_schema["properties"]) == {"file_path", "offset", "limit"}
     assert all(p.get("description") for p in spec.input_schema["properties"].values())
-    assert Read().permission_subject({"file_path": "src/a.py"}) == "src/a.py"
+    assert Read().bind({"file_path": "src/a.py"}).subject == "src/a.py"
     assert Read.read_only

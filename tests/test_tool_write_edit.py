@@ -339,5 +339,6 @@ def test_schemas() -> None:
     schema = Edit().spec.input_schema
     assert schema["required"] == ["file_path", "old_string", "new_string"]
     assert schema["properties"]["replace_all"]["default"] is False
-    assert Edit().permission_subject({"file_path": "a.py"}) == "a.py"
+    edit = {"file_path": "a.py", "old_string": "a", "new_string": "b"}
+    assert Edit().bind(edit).subject == "a.py"  # type: ignore[union-attr]
     assert not Edit.read_only and not Write.read_only

@@ -6,14 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from lazy_fakes import CATALOG, Echo, make_tools
+from lazy_fakes import CATALOG, Echo, LazyBox, StaticCatalog, make_tools
 
 from caliban.events import ActivationChanged, AgentEvent
-from caliban.mcp.activation import ActivationCell, McpActivationSet
-from caliban.mcp.wire import LazyToolbox
-from caliban.permissions import PermissionRules, decide
-from caliban.tools.base import CallContext, ToolEnv, ToolOutput
-from caliban.tools.toolsearch import ToolSearch
+from caliban.mcp.lazy.tool_search import ToolSearch
+from caliban.permissions.policy import decide
+from caliban.permissions.rules import PermissionRules
+from caliban.tools.base import BUILTIN, CallContext, ToolEnv, ToolOutput
 
 pytestmark = pytest.mark.anyio
 
@@ -24,18 +23,14 @@ GL_PIPES = "mcp__gitlab__list_pipelines"
 TIME_NOW = "mcp__time__get_current_time"
 
 
-def toolbox(cap: int = 24, eager: frozenset[str] = frozenset()) -> LazyToolbox:
-    tools = make_tools(CATALOG)
-    return LazyToolbox(
-        builtins=[Echo()],
-        mcp_tools=lambda: tools,
-        activation=ActivationCell(McpActivationSet.empty(cap)),
-        eager_servers=eager,
+def toolbox(cap: int = 24, eager: frozenset[str] = frozenset()) -> LazyBox:
+    return LazyBox(
+        builtins=[Echo()], catalog=StaticCatalog(make_tools(CATALOG)), cap=cap, eager=eager
     )
 
 
 async def search(
-    box: LazyToolbox, events: list[AgentEvent] | None = None, **arguments: object
+    box: LazyBox, events: list[AgentEvent] | None = None, **arguments: object
 ) -> ToolOutput:
     sink = events if events is not None else []
     ctx = CallContext(
@@ -45,7 +40,7 @@ async def search(
 
 
 def test_claude_code_input_shape() -> None:
-    spec = ToolSearch(toolbox()).spec
+    spec = ToolSearch(toolbox().lazy).spec
     assert spec.name == "ToolSearch"
     assert spec.input_schema["required"] == ["query"]
     props = spec.input_schema["properties"]
@@ -55,13 +50,13 @@ def test_claude_code_input_shape() -> None:
 
 def test_read_only_so_allowed_in_plan_mode(tmp_path: Path) -> None:
     tool = toolbox().tool_search
-    assert tool.read_only and tool.kind == "builtin"
+    assert tool.read_only and tool.origin == BUILTIN
     for mode in ("plan", "default"):
         decision = decide(
             tool.name,
             None,
             read_only=tool.read_only,
-            kind=tool.kind,
+            origin=tool.origin,
             mode=mode,  # type: ignore[arg-type]
             rules=PermissionRules(),
             project_root=tmp_path,
@@ -174,7 +169,7 @@ async def test_required_word() -> None:
 
 
 def test_search_catalog_ranks_without_activating() -> None:
-    from caliban.mcp.wire import format_search, search_catalog
+    from caliban.mcp.lazy.tool_search import format_search, search_catalog
 
     tools = make_tools(CATALOG)
     data = search_catalog(tools, "list pipelines", 2)

@@ -24,8 +24,8 @@ from caliban.events import (
 from caliban.messages import Message, TextPart, ToolResult
 from caliban.providers.base import ProviderEvent, ProviderRequest, TextDelta
 from caliban.providers.scripted import HANG, CutOff, ScriptedProvider, reply, tool_call
-from caliban.toolbox import StaticToolbox
 from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput
+from caliban.toolsets.tool_list import ToolList
 
 pytestmark = pytest.mark.anyio
 
@@ -67,7 +67,7 @@ def make_agent(provider: Any, events: Recorder) -> Agent:
         provider=provider,
         model="test-model",
         system_prompt="You are a test.",
-        toolbox=StaticToolbox([Sleep()]),
+        toolset=ToolList([Sleep()]),
         env=ToolEnv(cwd=Path.cwd(), project_root=Path.cwd()),
         emit=events,
     )

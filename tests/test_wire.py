@@ -1,4 +1,5 @@
-"""The per-turn wire filter, the deferred paragraph and lazy-loading settings."""
+"""The per-turn wire filter (the lazy MCP toolset), the deferred paragraph and the lazy
+loading settings."""
 
 from __future__ import annotations
 
@@ -7,22 +8,29 @@ import time
 from pathlib import Path
 
 import pytest
-from lazy_fakes import CATALOG, Echo, FakeMcp, Note, lazy_settings, make_session, make_tools
+from lazy_fakes import (
+    CATALOG,
+    Echo,
+    FakeMcp,
+    LazyBox,
+    Note,
+    StaticCatalog,
+    lazy_settings,
+    make_session,
+    make_tools,
+)
 
 from caliban.config import Settings
 from caliban.events import ActivationChanged
-from caliban.mcp.activation import ActivationCell, McpActivationSet
-from caliban.mcp.lazy_settings import LazyPolicy, decide, resolve_policy
-from caliban.mcp.wire import (
-    MANIFEST_BUDGET_TOKENS,
-    DeferredTool,
-    LazyToolbox,
-    deferred_paragraph,
-)
+from caliban.mcp.lazy.manifest import MANIFEST_BUDGET_TOKENS, deferred_paragraph, group_by_server
+from caliban.mcp.lazy.policy import LazyPolicy, decide, resolve_policy
+from caliban.mcp.lazy.toolset import DeferredTool
+from caliban.mcp.tools import McpTool
 from caliban.providers.scripted import ScriptedProvider
 from caliban.tokens import estimate_tokens
-from caliban.toolbox import StaticToolbox
-from caliban.tools.base import CallContext, ToolEnv
+from caliban.tools.base import CallContext, McpOrigin, ToolEnv, call_tool
+from caliban.toolsets.base import Toolset
+from caliban.toolsets.tool_list import ToolList
 
 pytestmark = pytest.mark.anyio
 
@@ -38,18 +46,21 @@ TIME_CONVERT = "mcp__time__convert_time"
 
 def toolbox(
     *, cap: int = 24, eager: frozenset[str] = frozenset(), catalog: dict[str, list[str]] = CATALOG
-) -> LazyToolbox:
-    tools = make_tools(catalog)
-    return LazyToolbox(
+) -> LazyBox:
+    return LazyBox(
         builtins=[Echo(), Note()],
-        mcp_tools=lambda: tools,
-        activation=ActivationCell(McpActivationSet.empty(cap)),
-        eager_servers=eager,
+        catalog=StaticCatalog(make_tools(catalog)),
+        cap=cap,
+        eager=eager,
     )
 
 
-def names(box: LazyToolbox | StaticToolbox) -> list[str]:
+def names(box: LazyBox | Toolset) -> list[str]:
     return [tool.name for tool in box.offered()]
+
+
+def paragraph(tools: tuple[McpTool, ...]) -> str:
+    return deferred_paragraph(group_by_server([(t.server, t.tool_name) for t in tools]))
 
 
 def ctx() -> CallContext:
@@ -108,14 +119,12 @@ def test_active_names_missing_from_the_catalog_are_skipped() -> None:
 
 
 def test_allow_filter_hides_tools_from_offer_find_and_search() -> None:
-    tools = make_tools(CATALOG)
-    box = LazyToolbox(
+    box = LazyBox(
         builtins=[Echo()],
-        mcp_tools=lambda: tools,
-        activation=ActivationCell(McpActivationSet.empty(24).activate([GL_PIPES, GH_PRS])[0]),
-        eager_servers=frozenset(),
+        catalog=StaticCatalog(make_tools(CATALOG)),
         allow=lambda name: name.startswith("mcp__github__"),
     )
+    box.activation.activate([GL_PIPES, GH_PRS])
     assert names(box) == ["Echo", "ToolSearch", GH_PRS]
     assert box.find(GL_CREATE) is None and box.find(GH_CREATE) is not None
     assert GL_CREATE not in box.names()
@@ -127,12 +136,7 @@ def test_allow_filter_hides_tools_from_offer_find_and_search() -> None:
 
 def test_catalog_change_rebuilds_split_and_index() -> None:
     mcp = FakeMcp({"github": ["create_issue"]})
-    box = LazyToolbox(
-        builtins=[Echo()],
-        mcp_tools=mcp.tools,
-        activation=ActivationCell(McpActivationSet.empty(24)),
-        eager_servers=frozenset(),
-    )
+    box = LazyBox(builtins=[Echo()], catalog=mcp)
     assert box.search_tools("pipelines", 5).matches == ()
     assert "1 more MCP tool " in box.system_addendum()
     mcp.set_catalog({"github": ["create_issue"], "gitlab": ["list_pipelines"]})
@@ -147,10 +151,11 @@ def test_catalog_change_rebuilds_split_and_index() -> None:
 async def test_deferred_tool_is_found_wrapped_and_adds_its_schema_on_error() -> None:
     box = toolbox()
     tool = box.find(GH_CREATE)
-    assert isinstance(tool, DeferredTool) and tool.kind == "mcp" and tool.name == GH_CREATE
-    ok = await tool.call({"q": "bug"}, ctx())
+    assert isinstance(tool, DeferredTool) and tool.name == GH_CREATE
+    assert tool.origin == McpOrigin(server="github", tool="create_issue")
+    ok = await call_tool(tool, {"q": "bug"}, ctx())
     assert not ok.is_error and ok.as_text == 'github.create_issue({"q": "bug"})'
-    failed = await tool.call({"title": "bug"}, ctx())
+    failed = await call_tool(tool, {"title": "bug"}, ctx())
     assert failed.is_error
     assert "missing required argument 'q'" in failed.as_text
     assert '"required":["q"]' in failed.as_text and "now loaded" in failed.as_text
@@ -214,18 +219,18 @@ def test_paragraph_is_deterministic() -> None:
 def test_paragraph_keeps_the_manifest_within_budget() -> None:
     big = {f"server{s:02d}": [f"tool_number_{t:03d}" for t in range(100)] for s in range(50)}
     tools = make_tools(big)
-    text = deferred_paragraph(tools)
+    text = paragraph(tools)
     manifest = text.split("tool names):\n", 1)[1]
     assert estimate_tokens(manifest) <= MANIFEST_BUDGET_TOKENS
     assert estimate_tokens(manifest) > MANIFEST_BUDGET_TOKENS * 0.8  # the budget is used
     assert text.count("\n- ") == 50 and "5000 more MCP tools from 50 servers" in text
     assert "- server00 (100): tool_number_000, " in text and "… and 9" in text
-    assert deferred_paragraph(tools) == text
+    assert paragraph(tools) == text
 
 
 def test_paragraph_with_too_many_servers_for_their_counts() -> None:
     many = {f"s{i:04d}": ["only_tool"] for i in range(2000)}
-    text = deferred_paragraph(make_tools(many))
+    text = paragraph(make_tools(many))
     manifest = text.split("tool names):\n", 1)[1]
     assert estimate_tokens(manifest) <= MANIFEST_BUDGET_TOKENS
     assert manifest.splitlines()[-1].startswith("- … and ")
@@ -233,7 +238,7 @@ def test_paragraph_with_too_many_servers_for_their_counts() -> None:
 
 
 def test_small_catalog_lists_every_name() -> None:
-    text = deferred_paragraph(make_tools({"time": ["get_current_time", "convert_time"]}))
+    text = paragraph(make_tools({"time": ["get_current_time", "convert_time"]}))
     assert text.endswith("- time (2): get_current_time, convert_time")
     assert "2 more MCP tools from 1 server are" in text
 
@@ -243,13 +248,7 @@ def test_small_catalog_lists_every_name() -> None:
 
 def test_filter_costs_well_under_a_fifth_of_a_millisecond_at_1000_tools() -> None:
     catalog = {f"server{s}": [f"tool_{t}" for t in range(100)] for s in range(10)}
-    tools = make_tools(catalog)
-    box = LazyToolbox(
-        builtins=[Echo(), Note()],
-        mcp_tools=lambda: tools,
-        activation=ActivationCell(McpActivationSet.empty(24)),
-        eager_servers=frozenset(),
-    )
+    box = LazyBox(builtins=[Echo(), Note()], catalog=StaticCatalog(make_tools(catalog)))
     box.activation.activate([f"mcp__server{s}__tool_{s}" for s in range(10)])
     box.offered()
     samples = []
@@ -290,19 +289,20 @@ def test_auto_is_lazy_above_a_tenth_of_the_window() -> None:
 
 def test_a_server_forced_lazy_makes_the_others_eager() -> None:
     policy = resolve_policy(Settings().tools, {"github": True, "time": None, "idle": None})
-    decision = decide(policy, make_tools(CATALOG), servers=["idle"], context_window=200_000)
-    assert decision.lazy and decision.eager_servers == {"gitlab", "time", "idle"}
+    decision = decide(policy, make_tools(CATALOG), context_window=200_000)
+    assert decision.lazy and not decision.is_eager("github")
+    assert all(decision.is_eager(server) for server in ("gitlab", "time", "idle"))
 
 
 # ---------------------------------------------------------------------------- session
 
 
-def test_lazy_off_gives_the_plain_static_toolbox(tmp_path: Path) -> None:
+def test_lazy_off_offers_every_tool(tmp_path: Path) -> None:
     mcp = FakeMcp(CATALOG)
     session = make_session(ScriptedProvider([]), tmp_path, mcp=mcp, settings=Settings())
     assert session.activation is None and not session.lazy
     request = session.agent().build_request()
-    plain = StaticToolbox([*session.tools, *mcp.tools()])
+    plain = ToolList([*session.builtins, *mcp.tools()])
     assert request.tools == tuple(tool.spec for tool in plain.offered())
     assert request.system == "You are a test."
 
@@ -310,18 +310,17 @@ def test_lazy_off_gives_the_plain_static_toolbox(tmp_path: Path) -> None:
 def test_session_lazy_auto_follows_catalog_size(tmp_path: Path) -> None:
     session = make_session(ScriptedProvider([]), tmp_path, settings=lazy_settings("auto"))
     assert session.activation is not None and not session.lazy
-    assert isinstance(session.toolbox(), StaticToolbox)
+    assert "ToolSearch" not in names(session.toolset) and len(names(session.toolset)) == 10
     huge = {f"s{i}": [f"tool_with_a_longer_name_{t}" for t in range(200)] for i in range(20)}
     assert isinstance(session.mcp, FakeMcp)
     session.mcp.set_catalog(huge)  # ~4,000 tools: well over 10% of 128k tokens
-    assert session.lazy and isinstance(session.toolbox(), LazyToolbox)
+    assert session.lazy and names(session.toolset) == ["Echo", "Note", "ToolSearch"]
 
 
 def test_server_pinned_eager_in_a_lazy_session(tmp_path: Path) -> None:
     mcp = FakeMcp(CATALOG, lazy={"time": False})
     session = make_session(ScriptedProvider([]), tmp_path, mcp=mcp)
-    assert session.eager_servers == {"time"}
-    assert names(session.toolbox())[3:] == [TIME_NOW, TIME_CONVERT]  # type: ignore[arg-type]
+    assert names(session.toolset)[2:] == ["ToolSearch", TIME_NOW, TIME_CONVERT]
 
 
 def test_clear_empties_the_activation_set_keeping_the_cap(tmp_path: Path) -> None:
@@ -333,8 +332,6 @@ def test_clear_empties_the_activation_set_keeping_the_cap(tmp_path: Path) -> Non
     assert session.activation is cell and len(cell.get()) == 0 and cell.get().cap == 7
 
 
-def test_toolboxes_of_one_session_share_the_search_index(tmp_path: Path) -> None:
+async def test_one_toolset_serves_every_prompt_of_a_session(tmp_path: Path) -> None:
     session = make_session(ScriptedProvider([]), tmp_path)
-    first, second = session.toolbox(), session.toolbox()
-    assert isinstance(first, LazyToolbox) and isinstance(second, LazyToolbox)
-    assert first.catalog().index() is second.catalog().index()
+    assert session.agent().toolset is session.agent().toolset is session.toolset

@@ -360,7 +360,7 @@ def mcp_search(
     """Rank the configured servers' tools as ToolSearch would, without a model."""
     import json
 
-    from caliban.mcp.wire import format_search, search_catalog
+    from caliban.mcp.lazy.tool_search import format_search, search_catalog
 
     config = _load()
     if not config.servers:

@@ -15,10 +15,17 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from caliban.messages import ImagePart, ResultPart, TextPart, ToolSpec
-from caliban.tools.base import CallContext, ToolKind, ToolOutput
+from caliban.tools.base import (
+    CallContext,
+    McpOrigin,
+    Preview,
+    ToolEnv,
+    ToolOutput,
+    json_preview,
+)
 
 if TYPE_CHECKING:
     import mcp_types
@@ -34,13 +41,18 @@ def sanitize(part: str) -> str:
     return _UNSAFE.sub("_", part) or "_"
 
 
+def wire_prefix(server: str) -> str:
+    """``mcp__<server>__``: how every wire name of ``server``'s tools begins."""
+    return f"{PREFIX}{sanitize(server)}__"
+
+
 def wire_name(server: str, tool: str) -> str:
     """``mcp__<server>__<tool>``, at most 64 characters.
 
     Longer names are truncated and end with ``_`` and 8 hex digits of the SHA-1 of the full
     original name, so they stay readable, distinct and the same from run to run.
     """
-    name = f"{PREFIX}{sanitize(server)}__{sanitize(tool)}"
+    name = f"{wire_prefix(server)}{sanitize(tool)}"
     if len(name) <= MAX_NAME:
         return name
     return _hashed(name[: MAX_NAME - _HASH_CHARS - 1], f"{PREFIX}{server}__{tool}")
@@ -67,14 +79,6 @@ def unique_wire_names(server: str, tools: list[str]) -> list[str]:
     return names
 
 
-def split_wire_name(name: str) -> tuple[str, str] | None:
-    """``(server, sanitised tool)`` for an ``mcp__server__tool`` name, else None."""
-    if not name.startswith(PREFIX):
-        return None
-    server, sep, tool = name[len(PREFIX) :].partition("__")
-    return (server, tool) if sep and server and tool else None
-
-
 class McpDispatcher(Protocol):
     """What an :class:`McpTool` calls; :class:`caliban.mcp.client.McpManager` implements it."""
 
@@ -90,8 +94,6 @@ class McpDispatcher(Protocol):
 @dataclass(frozen=True, kw_only=True)
 class McpTool:
     """One tool of one MCP server, as the agent loop sees it."""
-
-    kind: ClassVar[ToolKind] = "mcp"
 
     server: str
     tool_name: str
@@ -117,14 +119,37 @@ class McpTool:
             name=self.name, description=self.description, input_schema=self.input_schema
         )
 
-    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
-        return None
+    @functools.cached_property
+    def origin(self) -> McpOrigin:
+        return McpOrigin(server=self.server, tool=self.tool_name)
+
+    def bind(self, arguments: Mapping[str, Any]) -> McpInvocation:
+        """MCP servers validate their own arguments: every call binds."""
+        return McpInvocation(tool=self, arguments=arguments)
 
     async def call(self, arguments: Mapping[str, Any], ctx: CallContext) -> ToolOutput:
-        if self.dispatcher is None:
-            return ToolOutput.error(f"{self.name}: not connected to MCP server {self.server!r}")
-        return await self.dispatcher.call_tool(
-            self.server, self.tool_name, arguments, timeout=self.timeout
+        """Run without a permission check (tests and internal callers)."""
+        return await self.bind(arguments).run(ctx)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class McpInvocation:
+    tool: McpTool
+    arguments: Mapping[str, Any]
+
+    @property
+    def subject(self) -> str | None:
+        return None
+
+    def preview(self, env: ToolEnv) -> Preview:
+        return json_preview(self.arguments)
+
+    async def run(self, ctx: CallContext) -> ToolOutput:
+        tool = self.tool
+        if tool.dispatcher is None:
+            return ToolOutput.error(f"{tool.name}: not connected to MCP server {tool.server!r}")
+        return await tool.dispatcher.call_tool(
+            tool.server, tool.tool_name, self.arguments, timeout=tool.timeout
         )
 
 
@@ -241,14 +266,15 @@ def _summary(parts: list[ResultPart]) -> str | None:
 __all__ = [
     "MAX_NAME",
     "McpDispatcher",
+    "McpInvocation",
     "McpTool",
     "convert_result",
     "hashed_name",
     "image_placeholder",
     "media_placeholder",
     "sanitize",
-    "split_wire_name",
     "tool_from_sdk",
     "unique_wire_names",
     "wire_name",
+    "wire_prefix",
 ]

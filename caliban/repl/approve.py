@@ -1,7 +1,7 @@
 """The interactive approver: asks the user, inline, whether a tool call may run.
 
-It shows what the call would do (a coloured diff for Edit and Write, the command for Bash,
-the input otherwise), why caliban asks, and three answers::
+It shows what the call would do (the file change as a coloured diff for Edit and Write, the
+command for Bash, the input otherwise), why caliban asks, and three answers::
 
     1. Yes
     2. Yes, and don't ask again for Bash(git status*) this session
@@ -37,10 +37,11 @@ from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from caliban.repl.render import ELBOW, display_name, head_tail, relative, shorten
+from caliban.diff import FileChange, diff_lines
+from caliban.repl.render import ELBOW, display_name, head_tail, relative, render_diff, shorten
 
 if TYPE_CHECKING:
-    from caliban.permissions import PermissionAnswer, PermissionRequest
+    from caliban.permissions.approval import PermissionAnswer, PermissionRequest
 
 Choice = Literal["once", "session", "deny"]
 DIALOG_STYLE = Style.from_dict({"selected": "bold #5fafff", "question": "bold"})
@@ -60,26 +61,13 @@ def _nothing() -> Iterator[None]:
 
 
 def preview_text(preview: str, *, max_lines: int) -> Text:
-    """A preview with diff lines coloured (``+`` green, ``-`` red, ``@@`` cyan), cut to fit."""
+    """A text preview (a command, the input) cut to fit: its head and tail."""
     out = Text()
     half = max(1, max_lines // 2)
-    lines = head_tail(preview.rstrip("\n").splitlines(), half, half)
-    for index, line in enumerate(lines):
+    for index, line in enumerate(head_tail(preview.rstrip("\n").splitlines(), half, half)):
         if index:
             out.append("\n")
-        if line.startswith(("+++", "---")):
-            style = "bold"
-        elif line.startswith("+"):
-            style = "green"
-        elif line.startswith("-"):
-            style = "red"
-        elif line.startswith("@@"):
-            style = "cyan"
-        elif line.startswith("… +"):
-            style = "dim"
-        else:
-            style = ""
-        out.append(line, style=style)
+        out.append(line, style="dim" if line.startswith("… +") else "")
     return out
 
 
@@ -92,7 +80,7 @@ def title(request: PermissionRequest, cwd: Path | None) -> str:
             return f"{request.tool_name} {relative(request.subject, cwd)}"
         case _:
             subject = f"({shorten(relative(request.subject, cwd), 60)})" if request.subject else ""
-            return f"{display_name(request.tool_name)}{subject}"
+            return f"{display_name(request.tool_name, request.origin)}{subject}"
 
 
 class TerminalApprover:
@@ -110,7 +98,7 @@ class TerminalApprover:
         self._lock = asyncio.Lock()
 
     async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
-        from caliban.permissions import PermissionAnswer, user_denial
+        from caliban.permissions.approval import PermissionAnswer, user_denial
 
         async with self._lock:
             with self.pause():
@@ -139,9 +127,7 @@ class TerminalApprover:
         if not on_terminal:
             self.console.print(panel)
         try:
-            choice = await choose(
-                options, header=self._ansi(panel) if on_terminal else None
-            )
+            choice = await choose(options, header=self._ansi(panel) if on_terminal else None)
         except (KeyboardInterrupt, EOFError):
             self.console.print(Text(f"  {ELBOW}  Refused; interrupting.", style="red"))
             return Decision(choice="deny", interrupted=True)
@@ -161,8 +147,12 @@ class TerminalApprover:
 
     def _panel(self, request: PermissionRequest, *, max_preview: int) -> RenderableType:
         parts: list[RenderableType] = []
-        if request.preview.strip():
-            parts.append(preview_text(request.preview, max_lines=max_preview))
+        preview = request.preview()
+        if isinstance(preview, FileChange):
+            diff = diff_lines(preview.before or "", preview.after)
+            parts.append(render_diff(diff.lines, indent=0, max_lines=max_preview))
+        elif preview.strip():
+            parts.append(preview_text(preview, max_lines=max_preview))
         parts.append(Text(f"caliban asks because {request.reason}", style="dim"))
         return Panel(
             Group(*parts),

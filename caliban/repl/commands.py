@@ -18,18 +18,17 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from caliban.context import context_report
 from caliban.repl.info import (
     agent_definitions,
     config_rows,
-    context_report,
     format_cost,
-    format_tokens,
     mcp_activation,
     mcp_servers,
-    offered_and_deferred,
     session_cost,
 )
-from caliban.tokens import estimate_json_tokens
+from caliban.tokens import estimate_json_tokens, format_tokens
+from caliban.tools.base import McpOrigin
 
 if TYPE_CHECKING:
     from caliban.messages import Message
@@ -270,14 +269,17 @@ async def _mcp(ctx: CommandContext, arg: str) -> None:
 
 @command("tools", "List the tools offered to the model")
 async def _tools(ctx: CommandContext, arg: str) -> None:
-    offered, deferred = offered_and_deferred(ctx.session)
+    view = ctx.session.toolset.describe()
+    offered = view.offered
+    deferred = len(view.lazy.deferred) if view.lazy else 0
     table = Table(box=None, padding=(0, 2), show_edge=False)
     table.add_column("tool", style="bold")
     table.add_column("kind")
     table.add_column("~tokens", justify="right", style="dim")
     for tool in offered:
         tokens = estimate_json_tokens(tool.spec.as_dict())
-        table.add_row(Text(tool.name), tool.kind, format_tokens(tokens))
+        kind = "mcp" if isinstance(tool.origin, McpOrigin) else "builtin"
+        table.add_row(Text(tool.name), kind, format_tokens(tokens))
     ctx.console.print(table)
     summary = f"{len(offered)} tool{'s' if len(offered) != 1 else ''} on the wire"
     if deferred:

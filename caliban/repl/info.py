@@ -1,54 +1,26 @@
-"""What the REPL shows about a session, read through small accessors.
+"""What the REPL's toolbar and slash commands show about a session.
 
-The toolbar and the slash commands ask these functions, never the session's internals
-directly, so a session attribute that appears later (per-server MCP status, the lazy-MCP
-activation set, a measured context report) is wired in here, in one place. Where data is
-not available the accessors say so (``None`` or an empty list) rather than inventing it.
+Small accessors over the session, so a command never digs through it; where data is not
+available they say so (``None`` or an empty list) rather than inventing it.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from caliban.pricing import cost_usd
 
 if TYPE_CHECKING:
     from caliban.agents import AgentDefinition
-    from caliban.context import ContextReport
     from caliban.mcp.cli import StatusRow
     from caliban.session import Session
-
-DEFAULT_CONTEXT_WINDOW = 200_000
-
-
-def format_tokens(n: int) -> str:
-    """``1234`` → ``1.2k``; ``1234567`` → ``1.2M``."""
-    if n < 1000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}".removesuffix(".0") + "k"
-    return f"{n / 1_000_000:.1f}".removesuffix(".0") + "M"
 
 
 def format_cost(usd: float | None) -> str:
     if usd is None:
         return "n/a"
     return f"${usd:.4f}" if usd < 1 else f"${usd:.2f}"
-
-
-# ---------------------------------------------------------------------------- model and usage
-
-
-def context_window(session: Session) -> int:
-    """The model's context window in tokens (200k when the provider module cannot say)."""
-    from caliban.providers.select import context_window as lookup
-
-    with contextlib.suppress(Exception):
-        if (window := lookup(session.provider, session.model)) > 0:
-            return window
-    return DEFAULT_CONTEXT_WINDOW
 
 
 def context_used(session: Session) -> int | None:
@@ -60,9 +32,6 @@ def context_used(session: Session) -> int | None:
 def session_cost(session: Session) -> float | None:
     """What this session's conversation has cost so far, in USD (``None``: unknown price)."""
     return cost_usd(session.model, session.conversation.usage)
-
-
-# ---------------------------------------------------------------------------- MCP
 
 
 def mcp_servers(session: Session) -> list[StatusRow]:
@@ -86,24 +55,6 @@ def mcp_activation(session: Session) -> Activation | None:
         return None
     current = session.activation.get()
     return Activation(active=current.names(), cap=current.cap)
-
-
-def offered_and_deferred(session: Session) -> tuple[list[Any], int]:
-    """The tools on the wire for the next request, and how many more are callable (deferred)."""
-    toolbox = session.toolbox()
-    offered = list(toolbox.offered())
-    return offered, max(0, len(toolbox.names()) - len(offered))
-
-
-# ---------------------------------------------------------------------------- /context
-
-
-def context_report(session: Session) -> ContextReport:
-    """What fills the context window of the next request (``caliban.context``)."""
-    return session.context_report()
-
-
-# ---------------------------------------------------------------------------- /config, /agents
 
 
 def config_rows(session: Session) -> list[tuple[str, str, str]] | None:

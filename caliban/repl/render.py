@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import difflib
 import functools
 import json
 import re
@@ -32,6 +31,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from caliban.diff import DiffLine, FileChange, diff_lines
 from caliban.events import (
     ActivationChanged,
     AgentEvent,
@@ -46,20 +46,18 @@ from caliban.events import (
     UserPrompt,
 )
 from caliban.messages import Message, ToolCall
+from caliban.tools.base import McpOrigin, ToolOrigin
 
 if TYPE_CHECKING:
     from rich.markdown import Markdown
 
 BULLET = "●"
 ELBOW = "⎿"
-SNAPSHOT_LIMIT = 512 * 1024
-"""Files larger than this are not snapshotted for diffs (bytes)."""
 DIFF_MAX_LINES = 40
 OUTPUT_HEAD = 6
 OUTPUT_TAIL = 6
 ARG_WIDTH = 80
 REFRESH_PER_SECOND = 12
-EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write"})
 PRIMARY_ARGS = ("file_path", "command", "pattern", "query", "url", "description", "path")
 
 
@@ -171,11 +169,10 @@ class _Tail:
 # ---------------------------------------------------------------------------- tool display
 
 
-def display_name(name: str) -> str:
-    """``mcp__github__search_issues`` → ``github - search_issues (MCP)``."""
-    if name.startswith("mcp__"):
-        server, _, tool = name[5:].partition("__")
-        return f"{server} - {tool} (MCP)"
+def display_name(name: str, origin: ToolOrigin | None) -> str:
+    """An MCP tool as ``github - search_issues (MCP)``; a built-in by its name."""
+    if isinstance(origin, McpOrigin):
+        return f"{origin.server} - {origin.tool} (MCP)"
     return name
 
 
@@ -186,17 +183,18 @@ def shorten(text: str, width: int = ARG_WIDTH) -> str:
     return first if len(first) <= width else first[: width - 1] + "…"
 
 
-def describe_call(call: ToolCall, cwd: Path | None = None) -> str:
+def describe_call(call: ToolCall, cwd: Path | None = None, origin: ToolOrigin | None = None) -> str:
     """``Read(caliban/cli.py)``: the tool and its most telling argument."""
     args = call.arguments
+    name = display_name(call.name, origin)
     for key in PRIMARY_ARGS:
         value = args.get(key)
         if isinstance(value, str) and value:
             if key in ("file_path", "path"):
                 value = relative(value, cwd)
-            return f"{display_name(call.name)}({shorten(value)})"
+            return f"{name}({shorten(value)})"
     shown = ", ".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
-    return f"{display_name(call.name)}({shorten(shown)})"
+    return f"{name}({shorten(shown)})"
 
 
 def relative(path: str, cwd: Path | None) -> str:
@@ -218,37 +216,7 @@ def head_tail(lines: list[str], head: int = OUTPUT_HEAD, tail: int = OUTPUT_TAIL
     return [*lines[:head], f"… +{len(lines) - head - tail} lines", *lines[-tail:]]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DiffLine:
-    kind: str
-    """``+``, ``-``, `` `` (context) or ``…`` (a gap between hunks)."""
-    number: int | None
-    text: str
-
-
-def diff_lines(before: str, after: str, *, context: int = 2) -> tuple[list[DiffLine], int, int]:
-    """The changed lines of ``before`` → ``after`` with line numbers, and the +/- counts."""
-    old, new = before.splitlines(), after.splitlines()
-    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
-    lines: list[DiffLine] = []
-    added = removed = 0
-    for index, group in enumerate(matcher.get_grouped_opcodes(context)):
-        if index:
-            lines.append(DiffLine(kind="…", number=None, text=""))
-        for tag, i1, i2, j1, j2 in group:
-            if tag == "equal":
-                lines.extend(DiffLine(kind=" ", number=j + 1, text=new[j]) for j in range(j1, j2))
-                continue
-            if tag in ("replace", "delete"):
-                removed += i2 - i1
-                lines.extend(DiffLine(kind="-", number=i + 1, text=old[i]) for i in range(i1, i2))
-            if tag in ("replace", "insert"):
-                added += j2 - j1
-                lines.extend(DiffLine(kind="+", number=j + 1, text=new[j]) for j in range(j1, j2))
-    return lines, added, removed
-
-
-def render_diff(lines: list[DiffLine], *, indent: int, max_lines: int = DIFF_MAX_LINES) -> Text:
+def render_diff(lines: Sequence[DiffLine], *, indent: int, max_lines: int = DIFF_MAX_LINES) -> Text:
     """Diff lines as coloured text (``  12 - old`` red, ``  12 + new`` green)."""
     out = Text()
     width = max((len(str(line.number)) for line in lines if line.number), default=1)
@@ -265,21 +233,13 @@ def render_diff(lines: list[DiffLine], *, indent: int, max_lines: int = DIFF_MAX
     return out
 
 
-def _read_text(path: Path) -> str | None:
-    try:
-        if path.stat().st_size > SNAPSHOT_LIMIT:
-            return None
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 # ---------------------------------------------------------------------------- the renderer
 
 
 @dataclass(kw_only=True)
 class _Running:
     call: ToolCall
+    origin: ToolOrigin | None
     depth: int
     started: float
 
@@ -301,7 +261,6 @@ class Renderer:
         self._running: dict[str, _Running] = {}
         self._depth: dict[str, int] = {}
         self._header_printed: set[str] = set()
-        self._snapshots: dict[str, str | None] = {}
         self._after_tool: list[tuple[int, str]] = []
         """Activation notices raised inside a running tool call, shown after its result."""
         self._thinking = ""
@@ -390,8 +349,8 @@ class Renderer:
             case AssistantMessage():
                 if depth == 0:
                     self._flush_text()
-            case ToolStarted(call=call):
-                self._tool_started(call, depth, event.parent_tool_use_id)
+            case ToolStarted(call=call, origin=origin):
+                self._tool_started(call, origin, depth, event.parent_tool_use_id)
             case ToolFinished():
                 self._tool_finished(event, depth)
             case ToolResultsMessage():
@@ -428,13 +387,14 @@ class Renderer:
             return 0
         return self._depth.get(parent_id, 0) + 1
 
-    def _tool_started(self, call: ToolCall, depth: int, parent_id: str | None) -> None:
+    def _tool_started(
+        self, call: ToolCall, origin: ToolOrigin | None, depth: int, parent_id: str | None
+    ) -> None:
         self._flush_text()
         self._depth[call.id] = depth
-        self._running[call.id] = _Running(call=call, depth=depth, started=time.monotonic())
-        if call.name in EDIT_TOOLS and isinstance(path := call.arguments.get("file_path"), str):
-            # Snapshot before the tool runs, so the finished call can show a real diff.
-            self._snapshots[call.id] = _read_text(self._resolve(path))
+        self._running[call.id] = _Running(
+            call=call, origin=origin, depth=depth, started=time.monotonic()
+        )
         if parent_id is not None:
             self._ensure_header(parent_id)
 
@@ -443,14 +403,14 @@ class Renderer:
         running = self._running.get(call_id)
         if running is not None and call_id not in self._header_printed:
             self._header_printed.add(call_id)
-            self._print_header(running.call, running.depth)
+            self._print_header(running.call, running.origin, running.depth)
 
-    def _print_header(self, call: ToolCall, depth: int) -> None:
+    def _print_header(self, call: ToolCall, origin: ToolOrigin | None, depth: int) -> None:
         if depth == 0:
             self.console.print()  # a blank line between entries, as in a chat transcript
         header = Text("    " * depth)
         header.append(f"{BULLET} ", style="green" if depth == 0 else "dim green")
-        header.append(describe_call(call, self.cwd), style="bold" if depth == 0 else "dim")
+        header.append(describe_call(call, self.cwd, origin), style="bold" if depth == 0 else "dim")
         self.console.print(header)
 
     def _tool_finished(self, event: ToolFinished, depth: int) -> None:
@@ -463,13 +423,12 @@ class Renderer:
         self._flush_text()
         call = event.call
         self._running.pop(call.id, None)
-        before = self._snapshots.pop(call.id, None)
         header_shown = call.id in self._header_printed
         self._header_printed.discard(call.id)
         if depth == 0:
             if not header_shown:
-                self._print_header(call, depth)
-            self.console.print(self._result(event, before, depth))
+                self._print_header(call, event.origin, depth)
+            self.console.print(self._result(event, depth))
             return
         # A sub-agent's calls are one compact line each.
         failed = event.result.is_error
@@ -478,7 +437,7 @@ class Renderer:
             line.append(f"  {ELBOW}  ", style="dim")
         else:
             line.append(f"{BULLET} ", style="red" if failed else "dim green")
-            line.append(describe_call(call, self.cwd), style="dim")
+            line.append(describe_call(call, self.cwd, event.origin), style="dim")
             line.append(" · ", style="dim")
         if failed:
             line.append("error", style="red dim")
@@ -495,7 +454,7 @@ class Renderer:
         n = count_lines(text)
         return f"{n} line{'s' if n != 1 else ''}"
 
-    def _result(self, event: ToolFinished, before: str | None, depth: int) -> RenderableType:
+    def _result(self, event: ToolFinished, depth: int) -> RenderableType:
         pad = "    " * depth + "  "
         first = f"{pad}{ELBOW}  "
         cont = " " * len(first)
@@ -507,8 +466,8 @@ class Renderer:
                 body.append(f"\n{cont}{line}", style="red")
             return body
         call = event.call
-        if call.name in EDIT_TOOLS:
-            return self._edit_result(event, before, first, cont)
+        if event.change is not None:
+            return _change_result(event.change, first, cont, self.cwd)
         if call.name == "Bash":
             lines = head_tail(text.rstrip("\n").splitlines())
             if not lines:
@@ -518,35 +477,6 @@ class Renderer:
                 body.append(f"\n{cont}{line}", style="dim" if line.startswith("… +") else "")
             return body
         return Text(f"{first}{self._summary(event)}", style="dim")
-
-    def _edit_result(
-        self, event: ToolFinished, before: str | None, first: str, cont: str
-    ) -> RenderableType:
-        args = event.call.arguments
-        path = args.get("file_path")
-        after = _read_text(self._resolve(path)) if isinstance(path, str) else None
-        old, new = args.get("old_string"), args.get("new_string")
-        if before is not None and after is not None:
-            lines, added, removed = diff_lines(before, after)
-        elif isinstance(old, str) and isinstance(new, str):
-            lines, added, removed = diff_lines(old, new)
-        elif isinstance(content := args.get("content"), str):
-            lines, added, removed = diff_lines("", content)
-        else:
-            return Text(f"{first}{self._summary(event)}", style="dim")
-        shown = relative(path, self.cwd) if isinstance(path, str) else "file"
-        verb = "Created" if before is None and event.call.name == "Write" else "Updated"
-        head = Text(f"{first}{verb} {shown}")
-        head.append(f" (+{added} -{removed})", style="dim")
-        if not lines:
-            return head
-        return Group(head, render_diff(lines, indent=len(cont)))
-
-    def _resolve(self, path: str) -> Path:
-        candidate = Path(path).expanduser()
-        if candidate.is_absolute() or self.cwd is None:
-            return candidate
-        return self.cwd / candidate
 
     # -- text
 
@@ -649,7 +579,7 @@ class Renderer:
         hint = f"({elapsed}s · ctrl-c to interrupt)"
         running = [r for r in list(self._running.values()) if r.depth == 0]
         if running:
-            what = describe_call(running[0].call, self.cwd)
+            what = describe_call(running[0].call, self.cwd, running[0].origin)
             more = f" +{len(running) - 1}" if len(running) > 1 else ""
             return f"Running {shorten(what, 50)}{more}… {hint}"
         if self._waiting:
@@ -657,3 +587,14 @@ class Renderer:
         if self._buffer:
             return f"Writing… {hint}"
         return None
+
+
+def _change_result(change: FileChange, first: str, cont: str, cwd: Path | None) -> RenderableType:
+    """``Updated a.py (+2 -1)`` and the diff under it."""
+    diff = diff_lines(change.before or "", change.after)
+    verb = "Created" if change.created else "Updated"
+    head = Text(f"{first}{verb} {relative(str(change.path), cwd)}")
+    head.append(f" (+{diff.added} -{diff.removed})", style="dim")
+    if not diff.lines:
+        return head
+    return Group(head, render_diff(diff.lines, indent=len(cont)))

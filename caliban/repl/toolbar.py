@@ -6,13 +6,12 @@ from typing import TYPE_CHECKING
 
 from caliban.repl.info import (
     context_used,
-    context_window,
     format_cost,
-    format_tokens,
     mcp_activation,
     mcp_servers,
     session_cost,
 )
+from caliban.tokens import format_tokens
 
 if TYPE_CHECKING:
     from caliban.session import Session
@@ -20,7 +19,7 @@ if TYPE_CHECKING:
 
 def toolbar_items(session: Session) -> list[str]:
     """The toolbar's fields, left to right."""
-    window = context_window(session)
+    window = session.context_window()
     used = context_used(session)
     if used is None:
         context = f"ctx 0/{format_tokens(window)}"

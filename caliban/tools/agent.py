@@ -1,9 +1,10 @@
 """The ``Agent`` tool: hand a task to a sub-agent with its own context window and tools.
 
 The tool knows nothing about sessions: it is given the definitions and a factory that builds
-the child :class:`~caliban.agent.Agent` for one call (:func:`caliban.agents.build_child` bound
-to the session). It runs the child to completion and returns its final text, cut at
-:data:`MAX_RESULT_CHARS`, followed by a one-line summary of turns and tokens. Several calls in
+the child :class:`~caliban.agent.Agent` for one call (a session's
+:meth:`~caliban.session.Session.spawn_child`). It runs the child to completion and returns
+its final text, cut at :data:`MAX_RESULT_CHARS`, followed by a one-line summary of turns and
+tokens. Several calls in
 one turn run concurrently because the loop gathers tool calls; cancelling the parent's turn
 cancels the child's run, which is awaited here.
 """
@@ -23,13 +24,12 @@ from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 if TYPE_CHECKING:
     from caliban.agent import Agent, RunResult
     from caliban.messages import Usage
-    from caliban.session import Session
 
 MAX_RESULT_CHARS: Final = 20_000
 """The longest sub-agent answer passed back to the parent; the rest is cut with a note."""
 
 ChildFactory = Callable[[AgentDefinition, CallContext], "Agent"]
-"""Builds the child agent for one call (see :func:`caliban.agents.build_child`)."""
+"""Builds the child agent for one call (see :meth:`caliban.session.Session.spawn_child`)."""
 
 DESCRIPTION = """\
 Launch a sub-agent to carry out a task on its own, with its own context window and tools, \
@@ -123,17 +123,6 @@ class AgentTool(BuiltinTool[AgentInput]):
         )
 
 
-def session_agent_tool(session: Session, definitions: Sequence[AgentDefinition]) -> AgentTool:
-    """The ``Agent`` tool for ``session``: children are built from it, and what they cost is
-    added to the session's usage (so ``/cost`` includes sub-agents)."""
-    from caliban.agents import build_child
-
-    def add_usage(usage: Usage) -> None:
-        session.conversation.usage += usage
-
-    return AgentTool(definitions, functools.partial(build_child, session), on_usage=add_usage)
-
-
 def _counts(turns: int, usage: Usage) -> str:
     plural = "turn" if turns == 1 else "turns"
     return f"{turns} {plural}, {usage.context_tokens:,} in / {usage.output_tokens:,} out tokens"
@@ -144,5 +133,4 @@ __all__ = [
     "AgentInput",
     "AgentTool",
     "ChildFactory",
-    "session_agent_tool",
 ]

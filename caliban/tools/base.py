@@ -1,28 +1,57 @@
 """The tool interface.
 
 A :class:`Tool` is anything the model can call: a built-in (a :class:`BuiltinTool`, whose
-input is a pydantic model that also generates its JSON Schema) or an MCP tool. Tools never
-raise for bad input or failure: :meth:`Tool.call` returns a :class:`ToolOutput` with
-``is_error`` set, which the model reads.
+input is a pydantic model that also generates its JSON Schema) or an MCP tool. Every tool has
+a typed :data:`ToolOrigin`; nothing identifies a tool's kind or server by parsing its name.
+
+A call goes through two steps. :meth:`Tool.bind` validates the arguments once and returns an
+:class:`Invocation` — what the permission policy matches (:attr:`Invocation.subject`), what the
+user is shown when asked (:meth:`Invocation.preview`) — or an error message for the model.
+:meth:`Invocation.run` then does the work. Tools never raise for bad input or failure: they
+return a :class:`ToolOutput` with ``is_error`` set, which the model reads.
 """
 
 from __future__ import annotations
 
 import abc
 import functools
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from caliban.diff import FileChange
 from caliban.messages import ImagePart, ResultPart, TextPart, ToolSpec
 
 if TYPE_CHECKING:
     from caliban.events import AgentEvent
 
-ToolKind = Literal["builtin", "mcp"]
+
+@dataclass(frozen=True, slots=True)
+class BuiltinOrigin:
+    """A tool implemented in caliban."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class McpOrigin:
+    """A tool of an MCP server."""
+
+    server: str
+    """The server's name in the configuration."""
+    tool: str
+    """The name the server knows the tool by."""
+
+
+ToolOrigin = BuiltinOrigin | McpOrigin
+BUILTIN = BuiltinOrigin()
+
+Preview = FileChange | str
+"""What a call would do: a file change for Write and Edit, plain text otherwise."""
+
+MAX_PREVIEW_CHARS = 20_000
 
 
 @dataclass(kw_only=True)
@@ -61,15 +90,19 @@ class CallContext:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolOutput:
-    """A tool's result. ``summary`` is a short line for the terminal (``120 lines``)."""
+    """A tool's result. ``summary`` is a short line for the terminal (``120 lines``);
+    ``change`` is the file a Write or Edit changed, for showing its diff."""
 
     content: tuple[ResultPart, ...]
     is_error: bool = False
     summary: str | None = None
+    change: FileChange | None = None
 
     @classmethod
-    def text(cls, text: str, *, summary: str | None = None) -> ToolOutput:
-        return cls(content=(TextPart(text=text),), summary=summary)
+    def text(
+        cls, text: str, *, summary: str | None = None, change: FileChange | None = None
+    ) -> ToolOutput:
+        return cls(content=(TextPart(text=text),), summary=summary, change=change)
 
     @classmethod
     def error(cls, text: str) -> ToolOutput:
@@ -82,6 +115,21 @@ class ToolOutput:
         )
 
 
+class Invocation(Protocol):
+    """One call of a tool with arguments that passed its validation."""
+
+    @property
+    def subject(self) -> str | None:
+        """What ``Tool(pattern)`` permission rules match: a path, a command, or nothing."""
+        ...
+
+    def preview(self, env: ToolEnv) -> Preview:
+        """What the call would do, for the permission prompt (may read the disk)."""
+        ...
+
+    async def run(self, ctx: CallContext) -> ToolOutput: ...
+
+
 class Tool(Protocol):
     """Anything the model can call."""
 
@@ -89,7 +137,7 @@ class Tool(Protocol):
     def name(self) -> str: ...
 
     @property
-    def kind(self) -> ToolKind: ...
+    def origin(self) -> ToolOrigin: ...
 
     @property
     def read_only(self) -> bool:
@@ -99,11 +147,29 @@ class Tool(Protocol):
     @property
     def spec(self) -> ToolSpec: ...
 
-    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
-        """What ``Tool(pattern)`` permission rules match: a path, a command, or nothing."""
+    def bind(self, arguments: Mapping[str, Any]) -> Invocation | str:
+        """Validate ``arguments``: the call to run, or a message saying what is wrong."""
         ...
 
-    async def call(self, arguments: Mapping[str, Any], ctx: CallContext) -> ToolOutput: ...
+
+async def call_tool(tool: Tool, arguments: Mapping[str, Any], ctx: CallContext) -> ToolOutput:
+    """Bind and run in one step (no permission check): for tests and internal callers."""
+    bound = tool.bind(arguments)
+    if isinstance(bound, str):
+        return ToolOutput.error(bound)
+    return await bound.run(ctx)
+
+
+def json_preview(arguments: Mapping[str, Any]) -> str:
+    """The input as indented JSON, capped: the preview of a tool with nothing better."""
+    return cap_preview(json.dumps(dict(arguments), indent=2, ensure_ascii=False, default=str))
+
+
+def cap_preview(text: str) -> str:
+    if len(text) <= MAX_PREVIEW_CHARS:
+        return text
+    rest = text[MAX_PREVIEW_CHARS:]
+    return text[:MAX_PREVIEW_CHARS] + f"\n… ({rest.count(chr(10)) + 1:,} more lines)"
 
 
 InputT = TypeVar("InputT", bound=BaseModel)
@@ -117,14 +183,37 @@ def format_validation_error(tool: str, error: ValidationError) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True, slots=True)
+class BuiltinInvocation(Generic[InputT]):
+    """A built-in tool bound to its parsed input."""
+
+    tool: BuiltinTool[InputT]
+    args: InputT
+
+    @property
+    def subject(self) -> str | None:
+        return self.tool.subject(self.args)
+
+    def preview(self, env: ToolEnv) -> Preview:
+        try:
+            return self.tool.preview(self.args, env)
+        except (OSError, ValueError) as exc:
+            return f"(no preview: {exc})"
+
+    async def run(self, ctx: CallContext) -> ToolOutput:
+        return await self.tool.run(self.args, ctx)
+
+
 class BuiltinTool(abc.ABC, Generic[InputT]):
-    """A tool implemented in caliban. Subclasses set the class attributes and :meth:`run`."""
+    """A tool implemented in caliban. Subclasses set the class attributes and :meth:`run`,
+    and override :meth:`subject` and :meth:`preview` when permission rules or the user
+    need more than the input."""
 
     name: ClassVar[str]
     description: ClassVar[str]
     input_model: ClassVar[type[BaseModel]]
     read_only: ClassVar[bool] = False
-    kind: ClassVar[ToolKind] = "builtin"
+    origin: ClassVar[ToolOrigin] = BUILTIN
 
     @functools.cached_property
     def spec(self) -> ToolSpec:
@@ -134,27 +223,44 @@ class BuiltinTool(abc.ABC, Generic[InputT]):
             prop.pop("title", None)
         return ToolSpec(name=self.name, description=self.description, input_schema=schema)
 
-    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
-        return None
-
-    async def call(self, arguments: Mapping[str, Any], ctx: CallContext) -> ToolOutput:
+    def bind(self, arguments: Mapping[str, Any]) -> BuiltinInvocation[InputT] | str:
         try:
             parsed = self.input_model.model_validate(arguments)
         except ValidationError as exc:
-            return ToolOutput.error(format_validation_error(self.name, exc))
-        return await self.run(parsed, ctx)  # type: ignore[arg-type]
+            return format_validation_error(self.name, exc)
+        return BuiltinInvocation(self, parsed)  # type: ignore[arg-type]
+
+    def subject(self, args: InputT) -> str | None:
+        """What ``Tool(pattern)`` permission rules match; ``None``: only ``Tool`` rules."""
+        return None
+
+    def preview(self, args: InputT, env: ToolEnv) -> Preview:
+        return json_preview(args.model_dump(mode="json", by_alias=True, exclude_unset=True))
+
+    async def call(self, arguments: Mapping[str, Any], ctx: CallContext) -> ToolOutput:
+        """Bind and run (no permission check)."""
+        return await call_tool(self, arguments, ctx)
 
     @abc.abstractmethod
     async def run(self, args: InputT, ctx: CallContext) -> ToolOutput: ...
 
 
 __all__ = [
+    "BUILTIN",
+    "BuiltinInvocation",
+    "BuiltinOrigin",
     "BuiltinTool",
     "CallContext",
     "ImagePart",
+    "Invocation",
+    "McpOrigin",
+    "Preview",
     "TextPart",
     "Tool",
     "ToolEnv",
-    "ToolKind",
+    "ToolOrigin",
     "ToolOutput",
+    "call_tool",
+    "cap_preview",
+    "json_preview",
 ]

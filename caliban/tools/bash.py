@@ -16,16 +16,14 @@ import shlex
 import shutil
 import signal
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from caliban.messages import TextPart
 from caliban.tools import _files
-from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput
+from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput, cap_preview
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -168,9 +166,14 @@ class Bash(BuiltinTool[BashInput]):
     description = DESCRIPTION
     input_model = BashInput
 
-    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
-        command = arguments.get("command")
-        return command.strip() if isinstance(command, str) else None
+    def subject(self, args: BashInput) -> str | None:
+        return args.command.strip()
+
+    def preview(self, args: BashInput, env: ToolEnv) -> Preview:
+        text = f"$ {args.command}"
+        if args.description:
+            text += f"\n# {args.description}"
+        return cap_preview(text)
 
     async def run(self, args: BashInput, ctx: CallContext) -> ToolOutput:
         notes: list[str] = []

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from caliban.diff import FileChange
 from caliban.fsutil import atomic_write_bytes
 from caliban.tools import _files
-from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
+from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput
 
 CONTEXT_LINES = 4
 MAX_SNIPPET_LINES = 40
@@ -221,13 +220,33 @@ def load_text(path: Path, shown: str) -> TextFile:
     return TextFile(text=text.replace("\r\n", "\n") if crlf else text, encoding=encoding, crlf=crlf)
 
 
+def _lf(text: str, crlf: bool) -> str:
+    """Text the model wrote, matched against a CRLF file's LF-normalised content."""
+    return text.replace("\r\n", "\n") if crlf else text
+
+
 class Edit(BuiltinTool[EditInput]):
     name = "Edit"
     description = DESCRIPTION
     input_model = EditInput
 
-    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
-        return _files.file_path_subject(arguments)
+    def subject(self, args: EditInput) -> str | None:
+        return args.file_path
+
+    def preview(self, args: EditInput, env: ToolEnv) -> Preview:
+        path = _files.resolve(env, args.file_path)
+        shown = _files.display_path(path, env.cwd)
+        if not path.exists():
+            if args.old_string == "":
+                return FileChange(path=path, shown=shown, before=None, after=args.new_string)
+            return f"(no such file: {shown})"
+        try:
+            file = load_text(path, shown)
+            old, new = _lf(args.old_string, file.crlf), _lf(args.new_string, file.crlf)
+            plan = apply_edit(file.text, old, new, replace_all=args.replace_all, shown=shown)
+        except EditError as exc:
+            return f"(this edit would fail: {exc})"
+        return FileChange(path=path, shown=shown, before=file.text, after=plan.text)
 
     async def run(self, args: EditInput, ctx: CallContext) -> ToolOutput:
         path = _files.resolve(ctx.env, args.file_path)
@@ -250,9 +269,7 @@ class Edit(BuiltinTool[EditInput]):
             return ToolOutput.error(problem)
         try:
             file = load_text(path, shown)
-            newline = "\r\n" if file.crlf else "\n"
-            old = args.old_string.replace(newline, "\n") if file.crlf else args.old_string
-            new = args.new_string.replace(newline, "\n") if file.crlf else args.new_string
+            old, new = _lf(args.old_string, file.crlf), _lf(args.new_string, file.crlf)
             plan = apply_edit(file.text, old, new, replace_all=args.replace_all, shown=shown)
         except EditError as exc:
             return ToolOutput.error(str(exc))
@@ -278,6 +295,7 @@ class Edit(BuiltinTool[EditInput]):
         return ToolOutput.text(
             f"Edited {shown} ({what}):\n{snippet(plan.text, plan.first_line, plan.new_lines)}",
             summary=_files.plural(plan.replacements, "replacement"),
+            change=FileChange(path=path, shown=shown, before=file.text, after=plan.text),
         )
 
     def _create(self, path: Path, shown: str, content: str, ctx: CallContext) -> ToolOutput:
@@ -290,6 +308,7 @@ class Edit(BuiltinTool[EditInput]):
         return ToolOutput.text(
             f"Created {shown} ({_files.plural(lines, 'line')}).",
             summary=f"Created {path.name}",
+            change=FileChange(path=path, shown=shown, before=None, after=content),
         )
 
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -65,11 +63,8 @@ class Glob(BuiltinTool[GlobInput]):
     input_model = GlobInput
     read_only = True
 
-    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
-        pattern = arguments.get("pattern")
-        base = split_pattern(pattern)[0] if isinstance(pattern, str) else None
-        path = arguments.get("path")
-        return base or (path if isinstance(path, str) and path else ".")
+    def subject(self, args: GlobInput) -> str | None:
+        return split_pattern(args.pattern)[0] or args.path or "."
 
     async def run(self, args: GlobInput, ctx: CallContext) -> ToolOutput:
         cwd = ctx.env.cwd

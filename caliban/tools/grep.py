@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -135,9 +134,8 @@ class Grep(BuiltinTool[GrepInput]):
     input_model = GrepInput
     read_only = True
 
-    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
-        path = arguments.get("path")
-        return path if isinstance(path, str) and path else "."
+    def subject(self, args: GrepInput) -> str | None:
+        return args.path or "."
 
     async def run(self, args: GrepInput, ctx: CallContext) -> ToolOutput:
         cwd = ctx.env.cwd

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,8 +66,8 @@ class Read(BuiltinTool[ReadInput]):
     input_model = ReadInput
     read_only = True
 
-    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
-        return _files.file_path_subject(arguments)
+    def subject(self, args: ReadInput) -> str | None:
+        return args.file_path
 
     async def run(self, args: ReadInput, ctx: CallContext) -> ToolOutput:
         path = _files.resolve(ctx.env, args.file_path)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
+from caliban.diff import FileChange
 from caliban.fsutil import atomic_write_bytes
 from caliban.tools import _files
-from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
+from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput
+from caliban.tools.edit import EditError, load_text
 
 DESCRIPTION = """\
 Writes a file to the local filesystem, creating parent directories as needed.
@@ -41,8 +39,20 @@ class Write(BuiltinTool[WriteInput]):
     description = DESCRIPTION
     input_model = WriteInput
 
-    def permission_subject(self, arguments: Mapping[str, Any]) -> str | None:
-        return _files.file_path_subject(arguments)
+    def subject(self, args: WriteInput) -> str | None:
+        return args.file_path
+
+    def preview(self, args: WriteInput, env: ToolEnv) -> Preview:
+        path = _files.resolve(env, args.file_path)
+        shown = _files.display_path(path, env.cwd)
+        after = args.content.replace("\r\n", "\n")
+        if not path.exists():
+            return FileChange(path=path, shown=shown, before=None, after=after)
+        try:
+            before = load_text(path, shown).text
+        except EditError as exc:
+            return f"(replaces {shown}: {exc})"
+        return FileChange(path=path, shown=shown, before=before, after=after)
 
     async def run(self, args: WriteInput, ctx: CallContext) -> ToolOutput:
         path = _files.resolve(ctx.env, args.file_path)
@@ -53,6 +63,7 @@ class Write(BuiltinTool[WriteInput]):
         content = args.content
         encoding = _files.UTF8
         note = ""
+        before: str | None = None
         if existed:
             if (problem := _files.staleness(ctx.env, path)) is not None:
                 return ToolOutput.error(problem)
@@ -61,9 +72,10 @@ class Write(BuiltinTool[WriteInput]):
             except OSError as exc:
                 return ToolOutput.error(f"Cannot read {shown}: {exc.strerror or exc}")
             encoding = _files.detect_encoding(old, complete=True)
-            old_text = encoding.decode(old, errors="replace")
-            if "\r\n" in old_text and "\n" not in old_text.replace("\r\n", ""):
+            before = encoding.decode(old, errors="replace")
+            if "\r\n" in before and "\n" not in before.replace("\r\n", ""):
                 content = content.replace("\r\n", "\n").replace("\n", "\r\n")
+                before = before.replace("\r\n", "\n")
         try:
             data = encoding.encode(content)
         except UnicodeEncodeError:
@@ -78,12 +90,11 @@ class Write(BuiltinTool[WriteInput]):
         verb = "Updated" if existed else "Created"
         return ToolOutput.text(
             f"{verb} {shown}: wrote {_files.plural(lines, 'line')}{note}.",
-            summary=f"Wrote {_files.plural(lines, 'line')} to {_short(path)}",
+            summary=f"Wrote {_files.plural(lines, 'line')} to {path.name}",
+            change=FileChange(
+                path=path, shown=shown, before=before, after=args.content.replace("\r\n", "\n")
+            ),
         )
-
-
-def _short(path: Path) -> str:
-    return path.name
 
 
 __all__ = ["Write", "WriteInput"]

@@ -2,25 +2,29 @@
 
 With lazy MCP loading (``tools.lazy_mcp``) most MCP tools are not in the tool list sent to the
 model. ``ToolSearch`` takes Claude Code's input shape — ``{query, max_results}`` — searches the
-deferred catalog (``caliban.mcp.search``), activates what it found and answers with each
+deferred catalog (``caliban.search.index``), activates what it found and answers with each
 match's full name, description and JSON Schema, so the model can call a match on its very next
 turn whatever provider it runs on (the schemas are plain text here, and on the wire from the
-next request on). The searching and activating is done by the toolbox it is bound to
-(:class:`ToolSearcher`, implemented by ``caliban.mcp.wire.LazyToolbox``); this module only
-validates the input and formats the answer.
+next request on). The searching and activating is done by the toolset it is bound to
+(:class:`ToolSearcher`, implemented by :class:`caliban.mcp.lazy.toolset.LazyMcpToolset`); this
+module validates the input and words the answers — ToolSearch's, and ``caliban mcp search``'s
+(:func:`search_catalog`, :func:`format_search`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from caliban.events import ActivationChanged
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
+
+if TYPE_CHECKING:
+    from caliban.tools.base import Tool
 
 __all__ = [
     "DEFAULT_MAX_RESULTS",
@@ -32,6 +36,8 @@ __all__ = [
     "ToolSearchInput",
     "ToolSearcher",
     "format_outcome",
+    "format_search",
+    "search_catalog",
 ]
 
 TOOL_SEARCH_NAME = "ToolSearch"
@@ -80,8 +86,10 @@ class SearchOutcome:
     """Names the cap pushed out of the activation set, oldest first."""
     missing: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """``select:`` names that matched nothing, each with the closest real names."""
-    no_match: str | None = None
-    """The whole answer when nothing matched (closest names, servers)."""
+    closest: tuple[str, ...] = ()
+    """When nothing matched: the tool names that look most like the query."""
+    servers: tuple[tuple[str, int], ...] = ()
+    """When nothing matched: every server that has deferred tools, with their counts."""
     limited_to: int | None = None
     """Set when ``max_results`` was lowered to the activation cap."""
     event: ActivationChanged | None = None
@@ -89,15 +97,15 @@ class SearchOutcome:
 
 
 class ToolSearcher(Protocol):
-    """What ToolSearch is bound to: one agent's lazy toolbox and its activation set."""
+    """What ToolSearch is bound to: one agent's lazy toolset and its activation set."""
 
     def search_tools(self, query: str, max_results: int) -> SearchOutcome:
-        """Search this toolbox's lazily loaded tools and activate the matches."""
+        """Search this toolset's lazily loaded tools and activate the matches."""
         ...
 
 
 class ToolSearch(BuiltinTool[ToolSearchInput]):
-    """Searches one toolbox's deferred MCP tools; read-only (allowed in every mode)."""
+    """Searches one toolset's deferred MCP tools; read-only (allowed in every mode)."""
 
     name = TOOL_SEARCH_NAME
     description = DESCRIPTION
@@ -123,7 +131,7 @@ def _schema_text(schema: Mapping[str, Any]) -> str:
 def format_outcome(outcome: SearchOutcome) -> str:
     """The text ToolSearch answers with."""
     if not outcome.matches:
-        return outcome.no_match or f"No MCP tools matched '{outcome.query}'."
+        return no_match_text(outcome)
     count = len(outcome.matches)
     lines = [
         f"Found {count} MCP tool{'s' if count != 1 else ''} for '{outcome.query}'. "
@@ -157,3 +165,79 @@ def _missing_lines(outcome: SearchOutcome) -> list[str]:
         hint = f" Closest: {', '.join(closest)}." if closest else ""
         lines.append(f"Not found: {name}.{hint}")
     return lines
+
+
+def no_match_text(outcome: SearchOutcome) -> str:
+    """The answer when nothing matched: the closest names and what servers there are."""
+    lines = [f"No MCP tools matched '{outcome.query}'."]
+    if outcome.missing:
+        lines.extend(_missing_lines(outcome))
+    elif outcome.closest:
+        lines.append("Closest tool names: " + ", ".join(outcome.closest))
+    lines.append(servers_line(outcome.servers))
+    return "\n".join(lines)
+
+
+def servers_line(servers: Sequence[tuple[str, int]]) -> str:
+    if not servers:
+        return "No MCP servers are connected."
+    listing = ", ".join(f"{s} ({c} tool{'s' if c != 1 else ''})" for s, c in servers)
+    return "Servers: " + listing
+
+
+# ---------------------------------------------------------------------------- mcp search
+
+
+def search_catalog(tools: Sequence[Tool], query: str, limit: int) -> dict[str, Any]:
+    """Rank ``tools`` for ``query`` as ToolSearch would, activating nothing.
+
+    Returns JSON-ready data: ``results`` (best first, each with ``name``, ``server``,
+    ``tool``, ``score`` and ``description``), ``missing`` (``select:`` names that matched
+    nothing), ``searched`` (the catalog size) and, when nothing matched, ``no_match`` (the
+    text ToolSearch would answer with).
+    """
+    from caliban.mcp.lazy.catalog import search_doc
+    from caliban.search.index import ToolIndex
+
+    index = ToolIndex.build(search_doc(tool) for tool in tools)
+    result = index.search(query, limit)
+    data: dict[str, Any] = {
+        "query": query,
+        "mode": result.mode,
+        "searched": len(index),
+        "results": [
+            {
+                "name": hit.doc.name,
+                "server": hit.doc.server,
+                "tool": hit.doc.tool,
+                "score": round(hit.score, 3),
+                "description": hit.doc.description,
+            }
+            for hit in result.hits
+        ],
+        "missing": list(result.missing_names),
+    }
+    if not result.hits:
+        outcome = SearchOutcome(
+            query=query, closest=index.closest_names(query, 5), servers=index.server_counts()
+        )
+        data["no_match"] = no_match_text(outcome)
+    return data
+
+
+def format_search(data: Mapping[str, Any]) -> str:
+    """:func:`search_catalog`'s data as text: one numbered hit a line, its description under."""
+    if not data["results"]:
+        return str(data.get("no_match") or f"No MCP tools matched '{data['query']}'.")
+    lines = []
+    width = max(len(hit["name"]) for hit in data["results"])
+    for rank, hit in enumerate(data["results"], start=1):
+        score = f"score {hit['score']:.2f}" if data["mode"] == "keywords" else "selected"
+        lines.append(f"{rank:>2}. {hit['name'].ljust(width)}  {score}")
+        summary = (hit["description"].strip().splitlines() or [""])[0]
+        if summary:
+            lines.append(f"    {summary[:200]}")
+    for name in data["missing"]:
+        lines.append(f"Not found: {name}")
+    lines.append(f"({data['searched']} tools searched)")
+    return "\n".join(lines)

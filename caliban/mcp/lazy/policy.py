@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, assert_never
 
 from caliban.config import ToolsSettings
 from caliban.tokens import estimate_json_tokens
@@ -58,10 +58,19 @@ class LazyPolicy:
 
 @dataclass(frozen=True, kw_only=True)
 class LazyDecision:
-    """What the wire filter needs: lazy or not, and the servers that stay eager."""
+    """What the wire filter needs: lazy or not, and which servers stay eager."""
 
     lazy: bool
     eager_servers: frozenset[str] = frozenset()
+    """Servers pinned eager (``lazy = false``)."""
+    lazy_servers: frozenset[str] | None = None
+    """When set, only these servers are lazy (``lazy = true`` while ``lazy_mcp`` is off)."""
+
+    def is_eager(self, server: str) -> bool:
+        """Whether ``server``'s tools are always on the wire."""
+        if server in self.eager_servers:
+            return True
+        return self.lazy_servers is not None and server not in self.lazy_servers
 
 
 OFF = LazyDecision(lazy=False)
@@ -99,18 +108,8 @@ def mcp_definition_tokens(tools: Iterable[Tool]) -> int:
     return sum(estimate_json_tokens(tool.spec.as_dict()) for tool in tools)
 
 
-def decide(
-    policy: LazyPolicy,
-    mcp_tools: Sequence[Tool],
-    *,
-    servers: Iterable[str] = (),
-    context_window: int,
-) -> LazyDecision:
-    """Lazy or eager for the current catalog.
-
-    ``servers`` are the configured server names (those without tools yet included), so a
-    server forced lazy makes every other server eager when ``lazy_mcp`` is off.
-    """
+def decide(policy: LazyPolicy, mcp_tools: Sequence[Tool], *, context_window: int) -> LazyDecision:
+    """Lazy or eager for the current catalog (``"auto"`` weighs its size against the window)."""
     match policy.mode:
         case "on":
             return LazyDecision(lazy=True, eager_servers=policy.pinned_eager)
@@ -120,7 +119,8 @@ def decide(
                 return LazyDecision(lazy=True, eager_servers=policy.pinned_eager)
         case "off":
             pass
+        case _:
+            assert_never(policy.mode)
     if not policy.forced_lazy:
         return OFF
-    known = {*servers, *(getattr(tool, "server", "") for tool in mcp_tools)}
-    return LazyDecision(lazy=True, eager_servers=frozenset(known - policy.forced_lazy - {""}))
+    return LazyDecision(lazy=True, lazy_servers=policy.forced_lazy)

@@ -1,0 +1,107 @@
+"""One version of the MCP catalog as the lazy wrapper needs it: split, grouped, indexed.
+
+A :class:`Catalog` is built when the MCP tool list (or the lazy decision) changes and is
+immutable afterwards, except for the search index, built on the first search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from caliban.mcp.lazy.manifest import ManifestGroup, deferred_paragraph, group_by_server
+from caliban.mcp.lazy.policy import LazyDecision
+from caliban.mcp.tools import wire_prefix
+from caliban.tools.base import McpOrigin, Tool
+
+if TYPE_CHECKING:
+    from caliban.search.index import SearchDoc, ToolIndex
+
+__all__ = ["Catalog", "search_doc"]
+
+
+def search_doc(tool: Tool) -> SearchDoc:
+    """``tool`` as the search index sees it."""
+    from caliban.search.index import SearchDoc
+
+    server, short = _manifest_entry(tool)
+    origin = tool.origin
+    spec = tool.spec
+    return SearchDoc(
+        name=tool.name,
+        server=server,
+        tool=origin.tool if isinstance(origin, McpOrigin) else short,
+        description=spec.description,
+        input_schema=spec.input_schema,
+    )
+
+
+def _manifest_entry(tool: Tool) -> tuple[str, str]:
+    """(server, short name): the model calls ``mcp__<server>__<short>``."""
+    origin = tool.origin
+    if not isinstance(origin, McpOrigin):
+        return "", tool.name
+    return origin.server, tool.name.removeprefix(wire_prefix(origin.server))
+
+
+class Catalog:
+    """MCP tools split into eager (always on the wire) and lazy (deferred until found)."""
+
+    def __init__(self, source: Sequence[Tool], decision: LazyDecision) -> None:
+        self.source = source
+        self.decision = decision
+        self.by_name: dict[str, Tool] = {}
+        eager: list[Tool] = []
+        lazy: list[Tool] = []
+        for tool in source:
+            if tool.name in self.by_name:
+                continue
+            self.by_name[tool.name] = tool
+            origin = tool.origin
+            deferred = (
+                decision.lazy
+                and isinstance(origin, McpOrigin)
+                and not decision.is_eager(origin.server)
+            )
+            (lazy if deferred else eager).append(tool)
+        self.eager = tuple(eager)
+        self.lazy = tuple(lazy)
+        self.lazy_by_name = {tool.name: tool for tool in lazy}
+        entries = {tool.name: _manifest_entry(tool) for tool in lazy}
+        # The manifest of the whole lazy catalog, per server; an activation only refilters
+        # the groups of the servers whose tools are active.
+        self.groups = group_by_server(list(entries.values()))
+        position = {group.server: i for i, group in enumerate(self.groups)}
+        self._entry = {name: (position[server], short) for name, (server, short) in entries.items()}
+        self._without: dict[tuple[int, frozenset[str]], ManifestGroup] = {}
+        self._index: ToolIndex[SearchDoc] | None = None
+
+    def paragraph(self, active: Sequence[Tool]) -> str:
+        """The deferred paragraph while ``active`` (lazy tools) are on the wire."""
+        hidden: dict[int, set[str]] = {}
+        for tool in active:
+            group, short = self._entry[tool.name]
+            hidden.setdefault(group, set()).add(short)
+        groups = [
+            self._group_without(i, frozenset(hidden[i])) if i in hidden else group
+            for i, group in enumerate(self.groups)
+        ]
+        return deferred_paragraph(groups)
+
+    def _group_without(self, i: int, hidden: frozenset[str]) -> ManifestGroup:
+        # An activation changes one or two groups; the others' filtered forms are reused.
+        key = (i, hidden)
+        group = self._without.get(key)
+        if group is None:
+            if len(self._without) > 512:
+                self._without.clear()
+            group = self._without[key] = self.groups[i].without(hidden)
+        return group
+
+    def index(self) -> ToolIndex[SearchDoc]:
+        """The search index over the lazy tools (built on first use)."""
+        if self._index is None:
+            from caliban.search.index import ToolIndex
+
+            self._index = ToolIndex.build(search_doc(tool) for tool in self.lazy)
+        return self._index

@@ -1,0 +1,323 @@
+"""The lazy-loading wrapper: which MCP tools go on the wire each turn.
+
+:class:`LazyMcpToolset` wraps the MCP tools of one agent (all of them, or a sub-agent's
+allowed ones). While loading is lazy it offers, in this order:
+
+1. ``ToolSearch``, when at least one MCP tool is deferred;
+2. the tools of eager servers (``lazy = false`` in ``mcp.toml``), in catalog order;
+3. the active MCP tools, in the order they were first activated.
+
+(The built-in tools come before all of these: they are another part of the agent's
+:class:`~caliban.toolsets.combined.CombinedToolset`.) So a turn that activates nothing sends
+exactly the tool list of the turn before, and the provider's prompt cache stays valid. While
+something is deferred, :meth:`LazyMcpToolset.system_addendum` is the deferred paragraph
+(:mod:`caliban.mcp.lazy.manifest`). Deferred tools stay callable by their full name: the call
+runs (after the normal permission check) and activates the tool (:meth:`note_call`).
+
+The activation set lives in an :class:`~caliban.mcp.lazy.activation.ActivationCell` and
+changes only through ``cell.update`` / ``cell.swap``, so parallel tool calls of one turn
+never lose an update. The catalog split is redone when the MCP tool list or the lazy decision
+changes; the per-turn result when the activation set changes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from caliban.events import ActivationChanged, AgentEvent
+from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
+from caliban.mcp.lazy.catalog import Catalog
+from caliban.mcp.lazy.policy import LazyPolicy, decide
+from caliban.mcp.lazy.tool_search import MAX_RESULTS, Match, SearchOutcome, ToolSearch
+from caliban.messages import TextPart, ToolSpec
+from caliban.tools.base import (
+    CallContext,
+    Invocation,
+    Preview,
+    Tool,
+    ToolEnv,
+    ToolOrigin,
+    ToolOutput,
+)
+from caliban.toolsets.base import ChildScope, LazyView, Toolset, ToolsetView
+
+__all__ = ["DeferredTool", "LazyMcpToolset"]
+
+
+class DeferredTool:
+    """A deferred MCP tool called by name: on an error result its schema is added.
+
+    The model never saw the schema of a tool it calls without searching first, so when the
+    server rejects the arguments the result says what they should be.
+    """
+
+    def __init__(self, tool: Tool) -> None:
+        self.tool = tool
+
+    @property
+    def name(self) -> str:
+        return self.tool.name
+
+    @property
+    def origin(self) -> ToolOrigin:
+        return self.tool.origin
+
+    @property
+    def read_only(self) -> bool:
+        return self.tool.read_only
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self.tool.spec
+
+    def bind(self, arguments: Mapping[str, Any]) -> Invocation | str:
+        bound = self.tool.bind(arguments)
+        return bound if isinstance(bound, str) else _DeferredInvocation(self.tool, bound)
+
+
+@dataclass(frozen=True, slots=True)
+class _DeferredInvocation:
+    tool: Tool
+    inner: Invocation
+
+    @property
+    def subject(self) -> str | None:
+        return self.inner.subject
+
+    def preview(self, env: ToolEnv) -> Preview:
+        return self.inner.preview(env)
+
+    async def run(self, ctx: CallContext) -> ToolOutput:
+        output = await self.inner.run(ctx)
+        if not output.is_error:
+            return output
+        schema = json.dumps(self.tool.spec.input_schema, ensure_ascii=False, separators=(",", ":"))
+        hint = TextPart(
+            text=f"{self.tool.name} is now loaded. Its input schema: {schema}\n"
+            "If the arguments were wrong, call it again with arguments matching the schema."
+        )
+        return ToolOutput(content=(*output.content, hint), is_error=True, summary=output.summary)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Wire:
+    """What one catalog and one activation order put on the wire."""
+
+    catalog: Catalog
+    order: tuple[str, ...]
+    offered: tuple[Tool, ...]
+    active: tuple[Tool, ...]
+    addendum: str
+
+
+class LazyMcpToolset:
+    """MCP tools only once found (or pinned eager); see the module docstring.
+
+    ``context_window`` returns the current model's window, which ``lazy_mcp = "auto"``
+    weighs the catalog against.
+    """
+
+    def __init__(
+        self,
+        inner: Toolset,
+        *,
+        activation: ActivationCell,
+        policy: LazyPolicy,
+        context_window: Callable[[], int],
+    ) -> None:
+        self.inner = inner
+        self.activation = activation
+        self.policy = policy
+        self.context_window = context_window
+        self.tool_search = ToolSearch(self)
+        self._catalog: Catalog | None = None
+        self._source: Sequence[Tool] | None = None
+        self._window = 0
+        self._auto = policy.mode == "auto"
+        self._wire: _Wire | None = None
+
+    # -- state
+
+    def catalog(self) -> Catalog:
+        """The current catalog, rebuilt only when the MCP tools or the model's window change."""
+        source = self.inner.offered()
+        window = self.context_window() if self._auto else 0
+        catalog = self._catalog
+        if catalog is None or source is not self._source or window != self._window:
+            decision = decide(self.policy, source, context_window=window)
+            catalog = self._catalog = Catalog(source, decision)
+            self._source, self._window = source, window
+        return catalog
+
+    def _current(self) -> _Wire:
+        catalog = self.catalog()
+        order = self.activation.get().activation_order
+        wire = self._wire
+        if wire is not None and wire.catalog is catalog and wire.order == order:
+            return wire
+        if not catalog.decision.lazy:
+            self._wire = _Wire(
+                catalog=catalog, order=order, offered=catalog.eager, active=(), addendum=""
+            )
+            return self._wire
+        lazy = catalog.lazy_by_name
+        active = tuple(lazy[name] for name in order if name in lazy)
+        search: tuple[Tool, ...] = (self.tool_search,) if len(active) < len(lazy) else ()
+        self._wire = _Wire(
+            catalog=catalog,
+            order=order,
+            offered=(*search, *catalog.eager, *active),
+            active=active,
+            addendum=catalog.paragraph(active) if len(active) < len(lazy) else "",
+        )
+        return self._wire
+
+    @property
+    def lazy(self) -> bool:
+        """Whether MCP tools are loaded lazily now (``"auto"`` follows the catalog's size)."""
+        return self.catalog().decision.lazy
+
+    # -- the Toolset protocol
+
+    def offered(self) -> tuple[Tool, ...]:
+        """ToolSearch (if anything is deferred), eager servers' tools, active tools."""
+        return self._current().offered
+
+    def system_addendum(self) -> str:
+        """The deferred paragraph, or '' when no MCP tool is deferred."""
+        return self._current().addendum
+
+    def find(self, name: str) -> Tool | None:
+        """Any callable tool; a deferred MCP tool comes wrapped in :class:`DeferredTool`."""
+        catalog = self.catalog()
+        if name == self.tool_search.name and catalog.decision.lazy:
+            return self.tool_search
+        tool = catalog.by_name.get(name)
+        if tool is not None and name in catalog.lazy_by_name and name not in self.activation.get():
+            return DeferredTool(tool)
+        return tool
+
+    def names(self) -> tuple[str, ...]:
+        """Every callable name: ToolSearch (while offered), then every MCP tool."""
+        search = (self.tool_search.name,) if self.tool_search in self.offered() else ()
+        return (*search, *self.catalog().by_name)
+
+    def note_call(self, name: str) -> AgentEvent | None:
+        """Activate a deferred tool that is about to run, or refresh an active one's recency."""
+        if name not in self.catalog().lazy_by_name:
+            return None
+
+        def step(
+            current: McpActivationSet,
+        ) -> tuple[McpActivationSet, tuple[tuple[str, ...], McpActivationSet] | None]:
+            if name in current:
+                return current.touch(name), None
+            new, evicted = current.activate((name,))
+            return new, (evicted, new)
+
+        changed = self.activation.update(step)
+        if changed is None:
+            return None
+        evicted, new = changed
+        return ActivationChanged(activated=(name,), evicted=evicted, active=new.names())
+
+    def describe(self) -> ToolsetView:
+        wire = self._current()
+        catalog = wire.catalog
+        lazy = None
+        if catalog.decision.lazy:
+            active = self.activation.get()
+            lazy = LazyView(
+                cap=active.cap,
+                active=active.names(),
+                deferred=self.deferred(),
+                tool_search=self.tool_search,
+            )
+        return ToolsetView(
+            offered=wire.offered,
+            addendum=wire.addendum,
+            mcp_tools=tuple(catalog.by_name.values()),
+            lazy=lazy,
+        )
+
+    def for_child(self, scope: ChildScope) -> LazyMcpToolset:
+        """The child's MCP tools with its own activation cell: the parent's current set (or
+        an empty one), minus what the scope excludes, plus the lazy tools it names exactly."""
+        current = self.activation.get()
+        start = current if scope.inherit_active_mcp else McpActivationSet.empty(current.cap)
+        start = start.without(name for name in start.names() if not scope.allows(name))
+        lazy = self.catalog().lazy_by_name
+        start, _evicted = start.activate(name for name in scope.exact_tools if name in lazy)
+        return LazyMcpToolset(
+            self.inner.for_child(scope),
+            activation=ActivationCell(start),
+            policy=self.policy,
+            context_window=self.context_window,
+        )
+
+    # -- ToolSearch
+
+    def deferred(self) -> tuple[Tool, ...]:
+        """The lazily loaded MCP tools not on the wire now, in catalog order."""
+        catalog = self.catalog()
+        active = self.activation.get()
+        return tuple(tool for tool in catalog.lazy if tool.name not in active)
+
+    def search_tools(self, query: str, max_results: int) -> SearchOutcome:
+        """Rank the lazily loaded tools for ``query``, activate the hits, describe them."""
+        catalog = self.catalog()
+        index = catalog.index()
+        cap = self.activation.get().cap
+        limit = min(max_results, MAX_RESULTS, cap)
+        result = index.search(query, limit)
+        # select: of an eager server's tool: nothing to load, it is always on the wire
+        pinned = [catalog.by_name[n] for n in result.missing_names if n in catalog.by_name]
+        missing = tuple(
+            (name, index.closest_names(name, 3))
+            for name in result.missing_names
+            if name not in catalog.by_name
+        )
+        if not result.hits and not pinned:
+            return SearchOutcome(
+                query=query,
+                missing=missing,
+                closest=index.closest_names(query, 5),
+                servers=index.server_counts(),
+            )
+        tools = [catalog.by_name[hit.doc.name] for hit in result.hits]
+        names = [tool.name for tool in tools]
+
+        def step(
+            current: McpActivationSet,
+        ) -> tuple[McpActivationSet, tuple[McpActivationSet, McpActivationSet, tuple[str, ...]]]:
+            new, evicted = current.activate(names)
+            return new, (current, new, evicted)
+
+        before, after, evicted = self.activation.update(step)
+        newly = tuple(name for name in names if name not in before)
+        event = (
+            ActivationChanged(activated=newly, evicted=evicted, active=after.names())
+            if newly or evicted
+            else None
+        )
+        matches = tuple(
+            Match(
+                name=tool.name,
+                description=tool.spec.description,
+                input_schema=tool.spec.input_schema,
+                newly_activated=tool.name in newly,
+            )
+            for tool in [*tools, *pinned]
+        )
+        limited = limit if result.mode == "keywords" and max_results > limit else None
+        return SearchOutcome(
+            query=query,
+            matches=matches,
+            evicted=evicted,
+            missing=missing,
+            limited_to=limited,
+            event=event,
+        )

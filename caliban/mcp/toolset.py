@@ -1,0 +1,64 @@
+"""Every tool of the connected MCP servers, as a toolset that follows the live catalog."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from caliban.toolsets.base import ChildScope, ToolsetView
+from caliban.toolsets.filtered import FilteredToolset
+
+if TYPE_CHECKING:
+    from caliban.events import AgentEvent
+    from caliban.tools.base import Tool
+
+
+class McpCatalog(Protocol):
+    """Where the tools come from: :class:`caliban.mcp.client.McpManager`."""
+
+    def tools(self) -> Sequence[Tool]:
+        """The current tools; the same object until the catalog changes."""
+        ...
+
+
+class McpToolset:
+    """Offers every MCP tool, in catalog order (eagerly: the lazy wrapper filters)."""
+
+    def __init__(self, catalog: McpCatalog) -> None:
+        self.catalog = catalog
+        self._source: Sequence[Tool] | None = None
+        self._tools: tuple[Tool, ...] = ()
+        self._by_name: dict[str, Tool] = {}
+
+    def _current(self) -> tuple[Tool, ...]:
+        source = self.catalog.tools()
+        if source is not self._source:
+            self._source = source
+            self._by_name = {}
+            for tool in source:
+                self._by_name.setdefault(tool.name, tool)
+            self._tools = tuple(self._by_name.values())
+        return self._tools
+
+    def offered(self) -> tuple[Tool, ...]:
+        return self._current()
+
+    def find(self, name: str) -> Tool | None:
+        self._current()
+        return self._by_name.get(name)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(tool.name for tool in self._current())
+
+    def system_addendum(self) -> str:
+        return ""
+
+    def note_call(self, name: str) -> AgentEvent | None:
+        return None
+
+    def describe(self) -> ToolsetView:
+        tools = self._current()
+        return ToolsetView(offered=tools, addendum="", mcp_tools=tools)
+
+    def for_child(self, scope: ChildScope) -> FilteredToolset:
+        return FilteredToolset(self, scope.allows)

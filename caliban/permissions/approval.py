@@ -1,0 +1,187 @@
+"""Asking the user: the request shown, the answers, and the loop's ``authorize`` seam.
+
+:func:`make_authorize` wraps the session's :class:`~caliban.permissions.policy.PermissionPolicy`
+into the agent loop's ``Authorize`` callback, asking an :class:`Approver` (the REPL's prompt,
+or :func:`deny_approver` when headless) whenever the decision is "ask".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Protocol, assert_never
+
+from caliban.permissions.policy import Decision, PermissionPolicy
+from caliban.permissions.rules import PATH_TOOLS, RuleError, suggest_rule
+from caliban.tools.base import Invocation, Preview, ToolEnv, ToolOrigin
+
+if TYPE_CHECKING:
+    from caliban.agent import Authorize
+    from caliban.tools.base import CallContext, Tool
+
+__all__ = [
+    "Approver",
+    "PermissionAnswer",
+    "PermissionRequest",
+    "deny_approver",
+    "describe",
+    "headless_denial",
+    "make_authorize",
+    "user_denial",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PermissionRequest:
+    """What the user is asked about."""
+
+    tool_name: str
+    origin: ToolOrigin
+    invocation: Invocation
+    env: ToolEnv
+    subject: str | None
+    reason: str
+    """Why it asks, to follow "caliban asks because …" (e.g. "default mode asks before Bash
+    runs")."""
+    suggestion: str
+    """The rule "don't ask again this session" would add, e.g. ``Bash(git commit*)``."""
+
+    def preview(self) -> Preview:
+        """What the call would do: a file change, a command, or the input. Built only when
+        someone looks (a headless denial never reads the file)."""
+        return self.invocation.preview(self.env)
+
+
+AnswerKind = Literal["allow_once", "allow_session", "deny"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PermissionAnswer:
+    behavior: AnswerKind
+    pattern: str | None = None
+    """For ``allow_session``: the rule to add (default: the request's suggestion)."""
+    reason: str | None = None
+    """For ``deny``: the message the model gets, as is (see :func:`user_denial`); None
+    gives a standard "the user declined" message."""
+
+    @classmethod
+    def allow_once(cls) -> PermissionAnswer:
+        return cls(behavior="allow_once")
+
+    @classmethod
+    def allow_session(cls, pattern: str | None = None) -> PermissionAnswer:
+        return cls(behavior="allow_session", pattern=pattern)
+
+    @classmethod
+    def deny(cls, reason: str | None = None) -> PermissionAnswer:
+        return cls(behavior="deny", reason=reason)
+
+
+class Approver(Protocol):
+    """Asks the user; the REPL shows the request and waits for an answer."""
+
+    def __call__(self, request: PermissionRequest) -> Awaitable[PermissionAnswer]: ...
+
+
+def describe(request: PermissionRequest) -> str:
+    """A short phrase for what the call would do: ``running `npm test``` …"""
+    if request.tool_name == "Bash" and request.subject:
+        return f"Running `{request.subject}`"
+    if request.tool_name in PATH_TOOLS and request.subject:
+        return f"{request.tool_name} on {request.subject}"
+    return f"Calling {request.tool_name}"
+
+
+def headless_denial(request: PermissionRequest) -> str:
+    return (
+        f"{describe(request)} requires approval ({request.reason}); caliban is running "
+        f"headless (-p). Allow it with --allowed-tools '{request.suggestion}' or a "
+        "[permissions] allow rule."
+    )
+
+
+async def deny_approver(request: PermissionRequest) -> PermissionAnswer:
+    """The approver for headless runs: whatever would ask is denied, with how to allow it."""
+    return PermissionAnswer.deny(headless_denial(request))
+
+
+def user_denial(tool_name: str, said: str | None) -> str:
+    """The model's message when the user says no, with what the user typed, if anything."""
+    text = f"the user declined this {tool_name} call, so nothing was run or changed."
+    if said:
+        return f"{text} The user said: {said}"
+    return f"{text} Do not retry it; ask the user how to proceed."
+
+
+def make_authorize(policy: PermissionPolicy, approver: Approver) -> Authorize:
+    """The agent loop's ``authorize`` for ``policy``, asking ``approver`` when needed.
+
+    Questions are asked one at a time; a call waiting for its turn is decided again first,
+    so a "don't ask again" answer given meanwhile covers it.
+    """
+    lock = asyncio.Lock()
+
+    async def authorize(tool: Tool, invocation: Invocation, ctx: CallContext) -> str | None:
+        subject = _subject(tool.name, invocation, ctx.env.cwd)
+
+        def check() -> Decision:
+            return policy.decide(tool.name, subject, read_only=tool.read_only, origin=tool.origin)
+
+        decision = check()
+        if decision.behavior == "ask":
+            async with lock:
+                decision = check()
+                if decision.behavior == "ask":
+                    return await _ask(tool, invocation, subject, decision, ctx)
+        match decision.behavior:
+            case "allow":
+                return None
+            case "deny":
+                return decision.reason
+            case "ask":
+                raise AssertionError("asked above")
+            case _:
+                assert_never(decision.behavior)
+
+    async def _ask(
+        tool: Tool,
+        invocation: Invocation,
+        subject: str | None,
+        decision: Decision,
+        ctx: CallContext,
+    ) -> str | None:
+        request = PermissionRequest(
+            tool_name=tool.name,
+            origin=tool.origin,
+            invocation=invocation,
+            env=ctx.env,
+            subject=subject,
+            reason=decision.reason,
+            suggestion=suggest_rule(tool.name, subject, policy.project_root),
+        )
+        answer = await approver(request)
+        match answer.behavior:
+            case "allow_once":
+                return None
+            case "allow_session":
+                try:
+                    policy.allow_for_session(answer.pattern or request.suggestion)
+                except RuleError:
+                    policy.allow_for_session(request.suggestion)
+                return None
+            case "deny":
+                return answer.reason or user_denial(tool.name, None)
+            case _:
+                assert_never(answer.behavior)
+
+    return authorize
+
+
+def _subject(tool_name: str, invocation: Invocation, cwd: Path) -> str | None:
+    """The call's permission subject; a file tool's path made absolute and normalised."""
+    subject = invocation.subject
+    if subject is not None and tool_name in PATH_TOOLS:
+        subject = str((cwd / Path(subject).expanduser()).resolve())
+    return subject

@@ -1,0 +1,195 @@
+"""The permission decision: may a tool call run, must the user be asked, or is it refused?
+
+:func:`decide` is a pure function of the tool, its permission subject (a path or a
+command), the mode and the rules (:mod:`caliban.permissions.rules`).
+:class:`PermissionPolicy` is a session's permission state: mode, rules, and the rules the
+user allowed for this session. Asking the user is :mod:`caliban.permissions.approval`'s job.
+
+Precedence, first match wins:
+
+1. a ``deny`` rule denies (in every mode, ``bypassPermissions`` included);
+2. ``bypassPermissions`` allows everything else;
+3. ``plan`` mode denies every tool that is not read-only (allow rules do not override it);
+4. an ``ask`` rule asks;
+5. a write (Write/Edit) outside the project root asks, unless an allow rule names that
+   place by an absolute path;
+6. an ``allow`` rule (config, ``--allowed-tools`` or "don't ask again this session") allows;
+7. the mode's default: read-only built-in tools run; in ``acceptEdits`` file edits inside
+   the project run; everything else asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, assert_never
+
+from caliban.config import ConfigError, PermissionMode, PermissionsSettings
+from caliban.permissions.rules import (
+    EDIT_TOOLS,
+    PermissionRules,
+    Rule,
+    RuleError,
+    is_within,
+)
+from caliban.permissions.shell import split_command
+from caliban.tools.base import BuiltinOrigin, McpOrigin, ToolOrigin
+
+__all__ = ["PLAN_MODE_REASON", "Behavior", "Decision", "PermissionPolicy", "decide"]
+
+Behavior = Literal["allow", "ask", "deny"]
+
+PLAN_MODE_REASON = (
+    "plan mode is read-only: present your plan instead of changing files or running commands"
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Decision:
+    behavior: Behavior
+    reason: str
+    """Why: shown to the user when asking, and to the model when denied."""
+    rule: str | None = None
+    """The rule that decided, if one did."""
+
+
+def _find(
+    rules: Sequence[Rule],
+    tool_name: str,
+    subject: str | None,
+    project_root: Path,
+    *,
+    allowing: bool,
+    absolute_only: bool = False,
+) -> Rule | None:
+    """The first rule covering the call. For Bash, allow rules must cover every simple
+    command of the line; deny and ask rules match the line or any simple command in it."""
+
+    def first(text: str | None) -> Rule | None:
+        for rule in rules:
+            if rule.matches(
+                tool_name, text, project_root=project_root, absolute_only=absolute_only
+            ):
+                return rule
+        return None
+
+    if tool_name != "Bash" or subject is None:
+        return first(subject)
+    if not allowing:
+        pieces = split_command(subject, lenient=True) or []
+        return next((r for r in (first(text) for text in (subject, *pieces)) if r), None)
+    parts = split_command(subject)
+    if parts is None:  # command substitution: only a rule for all of Bash vouches for it
+        return next((rule for rule in rules if rule.names(tool_name) and not rule.pattern), None)
+    found = [first(text) for text in parts] or [first(subject)]
+    return found[0] if all(found) else None
+
+
+def decide(
+    tool_name: str,
+    subject: str | None,
+    *,
+    read_only: bool,
+    origin: ToolOrigin,
+    mode: PermissionMode,
+    rules: PermissionRules,
+    project_root: Path,
+    writes_path: Path | None,
+) -> Decision:
+    """Allow, ask or deny one tool call. Pure: no I/O, no state.
+
+    ``subject`` is what rules match (an absolute path for file tools, the command for
+    Bash); ``writes_path`` is the file a Write/Edit call would change (None otherwise).
+    """
+    if rule := _find(rules.deny, tool_name, subject, project_root, allowing=False):
+        return Decision(
+            behavior="deny", reason=f"the permission rule {rule.text!r} denies it", rule=rule.text
+        )
+    match mode:
+        case "bypassPermissions":
+            return Decision(behavior="allow", reason="bypassPermissions mode allows everything")
+        case "plan" if not read_only:
+            return Decision(behavior="deny", reason=PLAN_MODE_REASON)
+        case "plan" | "default" | "acceptEdits":
+            pass
+        case _:
+            assert_never(mode)
+    if rule := _find(rules.ask, tool_name, subject, project_root, allowing=False):
+        return Decision(
+            behavior="ask", reason=f"the permission rule {rule.text!r} asks first", rule=rule.text
+        )
+    if writes_path is not None and not is_within(writes_path, project_root):
+        rule = _find(
+            rules.allow, tool_name, subject, project_root, allowing=True, absolute_only=True
+        )
+        if rule:
+            return Decision(behavior="allow", reason=f"allowed by {rule.text!r}", rule=rule.text)
+        return Decision(
+            behavior="ask",
+            reason=f"it writes outside the project root ({project_root})",
+        )
+    if rule := _find(rules.allow, tool_name, subject, project_root, allowing=True):
+        return Decision(behavior="allow", reason=f"allowed by {rule.text!r}", rule=rule.text)
+    if read_only and isinstance(origin, BuiltinOrigin):
+        return Decision(behavior="allow", reason="read-only tool")
+    if mode == "acceptEdits" and writes_path is not None:
+        return Decision(behavior="allow", reason="acceptEdits mode allows edits in the project")
+    if isinstance(origin, McpOrigin):
+        return Decision(behavior="ask", reason=f"{mode} mode asks before MCP tools run")
+    return Decision(behavior="ask", reason=f"{mode} mode asks before {tool_name} runs")
+
+
+@dataclass(kw_only=True)
+class PermissionPolicy:
+    """The session's permission state: mode, rules, and rules allowed for this session."""
+
+    project_root: Path
+    mode: PermissionMode = "default"
+    rules: PermissionRules = field(default_factory=PermissionRules)
+    session_rules: list[Rule] = field(default_factory=list)
+    """Added by "yes, and don't ask again this session"; forgotten when caliban exits."""
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: PermissionsSettings,
+        *,
+        project_root: Path,
+        mode: PermissionMode | None = None,
+        allowed: Iterable[str] = (),
+        disallowed: Iterable[str] = (),
+    ) -> PermissionPolicy:
+        """The policy from ``[permissions]`` plus ``--permission-mode``, ``--allowed-tools``
+        and ``--disallowed-tools``; raises :class:`ConfigError` for a malformed rule."""
+        try:
+            rules = PermissionRules.parse(
+                allow=[*settings.allow, *allowed],
+                ask=settings.ask,
+                deny=[*settings.deny, *disallowed],
+            )
+        except RuleError as exc:
+            raise ConfigError(f"permissions: {exc}") from None
+        return cls(project_root=project_root.resolve(), mode=mode or settings.mode, rules=rules)
+
+    def decide(
+        self, tool_name: str, subject: str | None, *, read_only: bool, origin: ToolOrigin
+    ) -> Decision:
+        writes = Path(subject) if subject and tool_name in EDIT_TOOLS else None
+        return decide(
+            tool_name,
+            subject,
+            read_only=read_only,
+            origin=origin,
+            mode=self.mode,
+            rules=self.rules.with_allow(self.session_rules),
+            project_root=self.project_root,
+            writes_path=writes,
+        )
+
+    def allow_for_session(self, pattern: str) -> Rule:
+        """Allow calls matching ``pattern`` until the session ends; raises RuleError."""
+        rule = Rule.parse(pattern)
+        if rule not in self.session_rules:
+            self.session_rules.append(rule)
+        return rule

@@ -1,0 +1,278 @@
+"""Permission rules: their grammar and what each one matches.
+
+A rule is ``Tool`` or ``Tool(pattern)`` (Claude Code's syntax). The tool part is a glob on the
+tool name; ``Edit(...)`` also covers Write, and ``Read(...)`` covers Glob and Grep. The pattern
+is a path glob for file tools (:func:`path_matches`) and a command pattern for Bash
+(:func:`command_matches`). :func:`suggest_rule` proposes the rule for "don't ask again".
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from caliban.permissions.shell import split_command
+
+__all__ = [
+    "EDIT_TOOLS",
+    "PATH_TOOLS",
+    "READ_TOOLS",
+    "PermissionRules",
+    "Rule",
+    "RuleError",
+    "command_matches",
+    "is_within",
+    "path_matches",
+    "suggest_rule",
+]
+
+EDIT_TOOLS = frozenset({"Edit", "Write", "NotebookEdit"})
+"""Tools that write the file named by their subject; an ``Edit(...)`` rule covers them all."""
+READ_TOOLS = frozenset({"Read", "Glob", "Grep", "NotebookRead"})
+"""Tools that read under their subject path; a ``Read(...)`` rule covers them all."""
+PATH_TOOLS = EDIT_TOOLS | READ_TOOLS
+_FAMILIES = {"Edit": EDIT_TOOLS, "Read": READ_TOOLS}
+_GLOB_CHARS = frozenset("*?[{")
+
+
+class RuleError(ValueError):
+    """A permission rule that cannot be parsed; the message shows the expected form."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Rule:
+    """``Tool`` or ``Tool(pattern)``. The tool part is a glob on the tool name."""
+
+    text: str
+    tool: str
+    pattern: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Rule:
+        """Parse ``Bash``, ``Bash(git status*)``, ``Edit(src/**)``, ``mcp__github__*``."""
+        stripped = text.strip()
+        match = re.fullmatch(r"([A-Za-z0-9_*?\-.]+)(?:\((.*)\))?", stripped, re.DOTALL)
+        if not match:
+            hint = ""
+            if " " in stripped and "(" not in stripped:
+                hint = f" — did you mean Bash({stripped})?"
+            raise RuleError(
+                f"invalid permission rule {text!r}: expected Tool or Tool(pattern), e.g. "
+                f"Read, Bash(git status*), Edit(src/**) or mcp__github__*{hint}"
+            )
+        pattern = match.group(2)
+        if pattern is not None and pattern.strip() in ("", "*"):
+            pattern = None  # Tool() and Tool(*) mean the whole tool
+        return cls(text=stripped, tool=match.group(1), pattern=pattern)
+
+    def names(self, tool_name: str) -> bool:
+        """Whether the tool part of the rule covers ``tool_name``."""
+        if fnmatch.fnmatchcase(tool_name, self.tool):
+            return True
+        if tool_name in _FAMILIES.get(self.tool, ()):
+            return True
+        # mcp__server covers every tool of that server, as in Claude Code.
+        return self.tool.startswith("mcp__") and tool_name.startswith(self.tool + "__")
+
+    @property
+    def absolute(self) -> bool:
+        """True when the pattern names a place by absolute path (``/x``, ``//x``, ``~/x``)."""
+        return self.pattern is not None and self.pattern.startswith(("/", "~"))
+
+    def matches(
+        self,
+        tool_name: str,
+        subject: str | None,
+        *,
+        project_root: Path,
+        absolute_only: bool = False,
+    ) -> bool:
+        """Whether this rule covers a call of ``tool_name`` on ``subject``."""
+        if not self.names(tool_name):
+            return False
+        if self.pattern is None:
+            return not absolute_only
+        if subject is None:
+            return False
+        if tool_name in PATH_TOOLS:
+            return path_matches(
+                self.pattern, Path(subject), project_root, absolute_only=absolute_only
+            )
+        return not absolute_only and command_matches(self.pattern, subject)
+
+
+def _parse_all(texts: Iterable[str]) -> tuple[Rule, ...]:
+    return tuple(Rule.parse(text) for text in texts)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PermissionRules:
+    """Rules by behavior. deny beats ask beats allow."""
+
+    allow: tuple[Rule, ...] = ()
+    ask: tuple[Rule, ...] = ()
+    deny: tuple[Rule, ...] = ()
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        allow: Iterable[str] = (),
+        ask: Iterable[str] = (),
+        deny: Iterable[str] = (),
+    ) -> PermissionRules:
+        """Rules from their text; raises :class:`RuleError` on the first bad one."""
+        return cls(allow=_parse_all(allow), ask=_parse_all(ask), deny=_parse_all(deny))
+
+    def with_allow(self, rules: Sequence[Rule]) -> PermissionRules:
+        return PermissionRules(allow=(*self.allow, *rules), ask=self.ask, deny=self.deny)
+
+
+def _glob_regex(glob: str) -> str:
+    """Path glob → regex: ``**`` spans directories, ``*`` and ``?`` stay within one."""
+    out: list[str] = []
+    i = 0
+    while i < len(glob):
+        char = glob[i]
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif char == "*":
+            out.append("[^/]*")
+            i += 1
+        elif char == "?":
+            out.append("[^/]")
+            i += 1
+        elif char == "{" and (end := glob.find("}", i)) != -1:
+            options = glob[i + 1 : end].split(",")
+            out.append("(?:" + "|".join(_glob_regex(option) for option in options) + ")")
+            i = end + 1
+        elif char == "[" and (end := glob.find("]", i + 2)) != -1:
+            body = glob[i + 1 : end]
+            body = "^" + body[1:] if body.startswith("!") else body
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(char))
+            i += 1
+    return "".join(out)
+
+
+def _with_ancestors(path: PurePosixPath) -> list[str]:
+    """The path and each directory above it: a rule on a directory covers what is in it."""
+    return [str(path), *(str(parent) for parent in path.parents if str(parent) not in (".", "/"))]
+
+
+def path_matches(
+    pattern: str, path: Path, project_root: Path, *, absolute_only: bool = False
+) -> bool:
+    """Whether a path rule pattern covers ``path`` (absolute).
+
+    - ``src/**``, ``./x.py``: relative to the project root (a pattern with a ``/`` is
+      anchored there);
+    - ``*.env``, ``.env`` (no ``/``): that file name at any depth, anywhere;
+    - ``//abs/**`` and ``~/x``: absolute (``~`` is the home directory);
+    - ``/x/**``: absolute, and also relative to the project root (Claude Code reads a
+      leading ``/`` as project-relative, so both are honoured).
+
+    ``**`` spans directories; ``*`` and ``?`` do not cross ``/``. A pattern whose last
+    segment is literal (``src``, ``.git``) also covers everything under that directory.
+    """
+    if not path.is_absolute():
+        path = project_root / path
+    absolute = PurePosixPath(os.path.normpath(path))
+    pattern = pattern.rstrip("/") or "/"
+    candidates: list[tuple[str, PurePosixPath]] = []  # (glob, path it is matched against)
+    if pattern.startswith("~"):
+        candidates.append((os.path.expanduser(pattern), absolute))
+    elif pattern.startswith("//"):
+        candidates.append((pattern[1:], absolute))
+    elif pattern.startswith("/"):
+        candidates.append((pattern, absolute))
+        if not absolute_only:
+            candidates.append((pattern[1:], _relative(absolute, project_root)))
+    elif absolute_only:
+        return False
+    elif "/" in pattern.removeprefix("./"):
+        candidates.append((pattern.removeprefix("./"), _relative(absolute, project_root)))
+    elif pattern.startswith("./"):
+        candidates.append((pattern[2:], _relative(absolute, project_root)))
+    else:
+        candidates.append(("**/" + pattern, absolute))
+    for glob, target in candidates:
+        if str(target) == "":
+            continue
+        regex = re.compile(_glob_regex(glob), re.DOTALL)
+        # A literal last segment (src, .git, secrets/) names a directory and covers its
+        # contents; a wildcard one (src/*) matches only what it says.
+        literal = not _GLOB_CHARS & set(glob.rsplit("/", 1)[-1])
+        texts = _with_ancestors(target) if literal else [str(target)]
+        if any(regex.fullmatch(text) for text in texts):
+            return True
+    return False
+
+
+def _relative(path: PurePosixPath, root: Path) -> PurePosixPath:
+    """``path`` relative to ``root``; empty when it lies outside (relative rules never match)."""
+    try:
+        return path.relative_to(PurePosixPath(os.path.normpath(root)))
+    except ValueError:
+        return PurePosixPath("")
+
+
+def command_matches(pattern: str, command: str) -> bool:
+    """Whether a command rule pattern covers ``command``.
+
+    ``*`` matches anything (spaces and slashes included); everything else is literal.
+    ``git commit:*`` (Claude Code's prefix form) matches ``git commit`` and
+    ``git commit …``. Runs of whitespace count as one space.
+    """
+    command = " ".join(command.split())
+    pattern = " ".join(pattern.split())
+    if pattern.endswith(":*"):
+        prefix = pattern[:-2]
+        return command == prefix or command.startswith(prefix + " ")
+    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
+    return re.fullmatch(regex, command, re.DOTALL) is not None
+
+
+def suggest_rule(tool_name: str, subject: str | None, project_root: Path) -> str:
+    """The rule offered for "don't ask again this session": ``Bash(git commit*)``,
+    ``Edit(src/**)``, or the tool name (MCP tools and anything without a subject)."""
+    if subject is None:
+        return tool_name
+    if tool_name == "Bash":
+        first = (split_command(subject, lenient=True) or [subject])[0]
+        words = first.split()
+        if not words:
+            return tool_name
+        prefix = words[0]
+        if len(words) > 1 and re.fullmatch(r"[A-Za-z][\w.:-]*", words[1]):
+            prefix += " " + words[1]
+        return f"Bash({prefix}*)"
+    if tool_name in PATH_TOOLS:
+        family = "Edit" if tool_name in EDIT_TOOLS else tool_name
+        path = Path(os.path.normpath(subject))
+        if not is_within(path, project_root):
+            return f"{family}({path.parent}/**)"
+        relative = PurePosixPath(os.path.relpath(path, project_root))
+        if family != "Edit":
+            return f"{family}(./{relative})"
+        if len(relative.parts) <= 1:
+            return f"{family}(./*)"
+        return f"{family}({relative.parts[0]}/**)"
+    return tool_name
+
+
+def is_within(path: Path, root: Path) -> bool:
+    """Whether ``path`` is ``root`` or lies under it (both normalised, not resolved)."""
+    normal = os.path.normpath(path)
+    top = os.path.normpath(root)
+    return normal == top or normal.startswith(top.rstrip(os.sep) + os.sep)

@@ -1,0 +1,1 @@
+"""Ranking tools for a request: the search behind ToolSearch and ``caliban mcp search``."""

@@ -1,0 +1,85 @@
+"""The toolset interface the agent loop talks to, and what a toolset says about itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from caliban.events import AgentEvent
+    from caliban.tools.base import Tool
+
+
+class ChildScope(Protocol):
+    """What a sub-agent may use (a sub-agent definition)."""
+
+    def allows(self, tool_name: str) -> bool:
+        """Whether the child may be given ``tool_name``."""
+        ...
+
+    @property
+    def inherit_active_mcp(self) -> bool:
+        """Start from the parent's active MCP tools rather than none."""
+        ...
+
+    @property
+    def exact_tools(self) -> tuple[str, ...]:
+        """Tool names the definition lists exactly (active from the child's first turn)."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LazyView:
+    """The lazy-MCP state of a toolset."""
+
+    cap: int
+    active: tuple[str, ...]
+    """Active lazily loaded tools, most recently used first."""
+    deferred: tuple[Tool, ...]
+    """Lazily loaded tools not on the wire now."""
+    tool_search: Tool
+    """The ToolSearch tool (on the wire while anything is deferred)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolsetView:
+    """What a toolset puts in the next request, for ``/context`` and ``/tools``."""
+
+    offered: tuple[Tool, ...]
+    addendum: str
+    mcp_tools: tuple[Tool, ...] = ()
+    """Every MCP tool this toolset may use, on the wire or not."""
+    lazy: LazyView | None = None
+    """Set while MCP tools are loaded lazily."""
+
+
+class Toolset(Protocol):
+    """What the loop asks each turn; see :mod:`caliban.toolsets`."""
+
+    def offered(self) -> tuple[Tool, ...]:
+        """The tools to send with the next request, in a stable order."""
+        ...
+
+    def find(self, name: str) -> Tool | None:
+        """The tool a call names, offered or not (deferred MCP tools stay callable)."""
+        ...
+
+    def names(self) -> tuple[str, ...]:
+        """Every callable tool name, for error messages."""
+        ...
+
+    def system_addendum(self) -> str:
+        """Text appended to the system prompt ('' for none)."""
+        ...
+
+    def note_call(self, name: str) -> AgentEvent | None:
+        """Called before a tool runs; the lazy wrapper activates or refreshes MCP tools."""
+        ...
+
+    def describe(self) -> ToolsetView:
+        """What the next request carries, and the lazy-loading state."""
+        ...
+
+    def for_child(self, scope: ChildScope) -> Toolset:
+        """The toolset of a sub-agent limited to ``scope``, derived from this one."""
+        ...
