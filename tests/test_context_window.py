@@ -186,11 +186,13 @@ async def test_the_configured_window_wins_and_nothing_is_asked(
     assert fake_model_server.probes == []
 
 
-async def test_openai_itself_and_anthropic_are_not_asked(
-    fake_model_server: FakeModelServer,
+async def test_openai_itself_anthropic_and_models_the_table_knows_are_not_asked(
+    fake_model_server: FakeModelServer, provider: OpenAIProvider
 ) -> None:
     official = OpenAIProvider(api_key="sk", base_url=None)  # a connection would fail the test
-    assert await refresh(official, "gpt-5.5") == 400_000
+    assert await refresh(official, "qwen-on-openai") == 128_000
+    fake_model_server.endpoints["GET /v1/models"] = LLAMA_CPP_MODELS_NEW
+    assert await refresh(provider, "anthropic/claude-sonnet-4.5") == 200_000  # OpenRouter
     claude = AnthropicProvider(api_key="sk", base_url=fake_model_server.url)
     assert await claude.refresh_context_window("claude-opus-4-6") == 200_000
     await claude.aclose()

@@ -290,10 +290,12 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
         )
 
     async def _probe_window(self, model: str) -> int | None:
-        if is_openai_endpoint(self.base_url):
+        from caliban.providers.windows import known_context_window, probe_openai_compatible
+
+        if self.base_url is None or is_openai_endpoint(self.base_url):
             return None  # the built-in table knows OpenAI's models
-        assert self.base_url is not None
-        from caliban.providers.windows import probe_openai_compatible
+        if known_context_window(self.name, model) is not None:
+            return None  # Claude or GPT behind a gateway: the table knows, skip the traffic
 
         # The SDK import (under way in warm_up) is not the server's time: wait for it first,
         # in a daemon thread so the loop never blocks and exit never waits.

@@ -16,6 +16,7 @@ answers (each parser below documents the response it reads):
 ``{root}`` is the base URL without its ``/v1``. Requests go through the provider's SDK
 client (same key, same TLS settings) with a short timeout; a server that answers none of
 them keeps the table's value, and ``providers.<name>.context_window`` overrides everything.
+Models the table knows (Claude, OpenAI's families, also behind a gateway) are not asked about.
 """
 
 from __future__ import annotations
@@ -37,15 +38,20 @@ MIN_WINDOW: Final = 256
 """Smaller reported values are taken for nonsense (llama.cpp's router reports 0)."""
 
 
-def static_context_window(provider: str, model: str) -> int:
-    """Tokens the model can read: 200k for Claude models, known OpenAI families, else 128k."""
+def known_context_window(provider: str, model: str) -> int | None:
+    """The table's window for a Claude model or a known OpenAI family; ``None`` otherwise."""
     name = model.rsplit("/", 1)[-1].lower()  # "anthropic/claude-…" on OpenRouter
     if provider == "anthropic" or name.startswith("claude"):
         return CLAUDE_CONTEXT_WINDOW
     for prefix, window in _OPENAI_WINDOWS:
         if name.startswith(prefix):
             return window
-    return DEFAULT_CONTEXT_WINDOW
+    return None
+
+
+def static_context_window(provider: str, model: str) -> int:
+    """Tokens the model can read: 200k for Claude models, known OpenAI families, else 128k."""
+    return known_context_window(provider, model) or DEFAULT_CONTEXT_WINDOW
 
 
 # ---------------------------------------------------------------------------- parsers
