@@ -3,8 +3,10 @@ through the real SDK client against the fake server's llama.cpp / vLLM / Ollama 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,6 +20,8 @@ from caliban.providers.openai import OpenAIProvider
 from caliban.providers.select import context_window, create_provider, resolve_provider
 
 pytestmark = pytest.mark.anyio
+
+RECORDED = Path(__file__).parent / "recorded" / "llama-server"
 
 # Shapes as llama.cpp's server (tools/server/server-context.cpp) builds them.
 LLAMA_CPP_MODELS_OLD = {
@@ -150,6 +154,19 @@ async def test_the_server_says_how_much_the_model_reads(
         assert asked(fake_model_server) == questions
     assert fake_model_server.requests == []  # no model request, no step used
     assert fake_model_server.probes[0].headers["authorization"] == "Bearer sk-local"
+
+
+@pytest.mark.parametrize("where", ["GET /v1/models", "GET /props"])
+async def test_what_a_real_llama_server_answers(
+    fake_model_server: FakeModelServer, provider: OpenAIProvider, where: str
+) -> None:
+    """Answers recorded from llama-server started with -c 8192 (see tests/recorded)."""
+    recorded = {
+        "GET /v1/models": json.loads((RECORDED / "models.json").read_text()),
+        "GET /props": json.loads((RECORDED / "props.json").read_text()),
+    }
+    fake_model_server.endpoints[where] = recorded[where]  # old builds: no meta.n_ctx
+    assert await refresh(provider, "local") == 8192
 
 
 async def test_a_server_that_cannot_say_keeps_the_default_and_is_asked_once(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,6 +27,8 @@ from caliban.providers.openai import OpenAIProvider
 from caliban.providers.retry import IncompleteStream, RetryPolicy, StreamRejected, prompt_too_long
 
 pytestmark = pytest.mark.anyio
+
+RECORDED = Path(__file__).parent / "recorded" / "llama-server"
 
 APIS = ["anthropic", "openai"]
 
@@ -157,6 +160,19 @@ async def test_openai_stream_cut_before_the_end_is_retried_not_taken_as_complete
     assert result[-1].message.text == "whole answer"
 
 
+async def test_a_real_llama_server_stream_passes_and_the_same_stream_cut_does_not(
+    fake_model_server: FakeModelServer,
+) -> None:
+    recorded = (RECORDED / "stream.sse").read_bytes()
+    cut = recorded[: recorded.index(b'data: {"choices":[{"finish_reason":"length"')]
+    fake_model_server.add({"raw": recorded}, {"raw": cut})
+    events = await collect(provider_for("openai", fake_model_server))
+    done = events[-1]
+    assert done.message.text == "Hello! How can I assist" and done.stop_reason == "max_tokens"
+    with pytest.raises(ProviderError, match="broke off after part of it was shown"):
+        await collect(provider_for("openai", fake_model_server))
+
+
 async def test_openai_answer_cut_after_text_was_shown_is_an_error(
     fake_model_server: FakeModelServer,
 ) -> None:
@@ -206,16 +222,7 @@ async def test_within_the_limits_nothing_changes(fake_model_server: FakeModelSer
 # ---------------------------------------------------------------------------- prompt too long
 
 
-LLAMA_CPP_TOO_LONG = {
-    "error": {
-        "code": 400,
-        "message": "request (9000 tokens) exceeds the available context size (8192 tokens), "
-        "try increasing it",
-        "type": "exceed_context_size_error",
-        "n_prompt_tokens": 9000,
-        "n_ctx": 8192,
-    }
-}
+LLAMA_CPP_TOO_LONG = json.loads((RECORDED / "too_long.json").read_text())
 OPENAI_TOO_LONG = {
     "error": {
         "message": "This model's maximum context length is 128000 tokens. However, your "
@@ -246,7 +253,7 @@ VLLM_MAX_TOKENS_TOO_LARGE = {
             200_000,
         ),
         ("openai", {"status": 400, "body": OPENAI_TOO_LONG}, 130_512, 128_000),
-        ("openai", {"status": 400, "body": LLAMA_CPP_TOO_LONG}, 9_000, 8_192),
+        ("openai", {"status": 400, "body": LLAMA_CPP_TOO_LONG}, 9_030, 8_192),
     ],
 )
 async def test_prompt_too_long_is_its_own_error(
