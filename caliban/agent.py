@@ -16,12 +16,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
+from caliban.compaction import CompactionFailed, CompactionPolicy, Trigger
 from caliban.events import (
     AgentEvent,
     ApiRetryEvent,
     AssistantDelta,
     AssistantMessage,
     AssistantThinkingDelta,
+    ConversationCompacted,
     HistoryAppended,
     Notice,
     ToolFinished,
@@ -32,6 +34,7 @@ from caliban.events import (
 from caliban.messages import Message, TextPart, ToolCall, ToolResult, Usage
 from caliban.providers.base import (
     ApiRetry,
+    PromptTooLong,
     Provider,
     ProviderRequest,
     ResponseDone,
@@ -134,6 +137,7 @@ class Agent:
         max_turns: int = 100,
         max_tokens: int = 16_384,
         parent_tool_use_id: str | None = None,
+        compaction: CompactionPolicy | None = None,
     ) -> None:
         self.provider = provider
         self.model = model
@@ -146,6 +150,7 @@ class Agent:
         self.max_turns = max_turns
         self.max_tokens = max_tokens
         self.parent_id = parent_tool_use_id
+        self.compaction = compaction
         self.repeat_guard = RepeatGuard()
 
     def build_request(self) -> ProviderRequest:
@@ -166,7 +171,7 @@ class Agent:
         usage = Usage()
         cut_text: str | None = None  # an answer cut at max_tokens, continued once
         for turn in range(1, self.max_turns + 1):
-            response = await self._stream(self.build_request())
+            response = await self._respond()
             usage += response.usage
             calls = response.message.tool_calls
             if not calls:
@@ -201,6 +206,55 @@ class Agent:
             num_turns=self.max_turns,
             usage=usage,
             error=f"Reached the maximum number of turns ({self.max_turns}).",
+        )
+
+    async def _respond(self) -> ResponseDone:
+        """The model's next response; the history is compacted first when it has grown past
+        the policy's share of the window, or once when the provider says it is too long."""
+        policy = self.compaction
+        if policy is not None and policy.due(self.conversation.last_usage):
+            await self.compact("auto")
+        try:
+            return await self._stream(self.build_request())
+        except PromptTooLong as too_long:
+            if policy is None:
+                raise
+            try:
+                await self.compact("auto")
+            except CompactionFailed:
+                raise too_long from None
+            return await self._stream(self.build_request())
+
+    async def compact(self, trigger: Trigger, instructions: str | None = None) -> None:
+        """Replace the older part of the history with a summary (see :mod:`caliban.compaction`).
+
+        Raises :class:`~caliban.compaction.CompactionFailed` when there is nothing to compact.
+        """
+        from caliban.compaction import compact
+
+        window = self.compaction.window() if self.compaction is not None else 0
+        last = self.conversation.last_usage
+        lazy = self.toolset.describe().lazy
+        result = await compact(
+            self.provider,
+            self.build_request(),
+            window=window,
+            instructions=instructions,
+            active_tools=lazy.active if lazy is not None else (),
+            measured_tokens=last.context_tokens if last is not None else None,
+        )
+        self.conversation.messages = list(result.messages)
+        self.conversation.usage += result.usage
+        self.conversation.last_usage = None  # measured before compaction: no longer true
+        self.emit(
+            ConversationCompacted(
+                trigger=trigger,
+                messages=result.messages,
+                summary=result.summary,
+                pre_tokens=result.pre_tokens,
+                post_tokens=result.post_tokens,
+                parent_tool_use_id=self.parent_id,
+            )
         )
 
     def _append(self, message: Message, event: AgentEvent | None = None) -> None:

@@ -68,6 +68,12 @@ class PermissionsSettings(_Section):
     """Rules that never run. deny beats ask beats allow."""
 
 
+class ContextSettings(_Section):
+    auto_compact_at: float = Field(default=0.85, ge=0, le=1)
+    """Compact the conversation when the latest request read this share of the context
+    window (0 turns automatic compaction off; /compact still works)."""
+
+
 class Settings(_Section):
     provider: Literal["anthropic", "openai"] | None = None
     """Model provider; unset picks one from the API keys in the environment."""
@@ -84,6 +90,8 @@ class Settings(_Section):
     """Tool behaviour, including lazy MCP loading."""
     permissions: PermissionsSettings = Field(default_factory=PermissionsSettings)
     """What tools may do without asking."""
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    """When long conversations are compacted."""
 
 
 # ---------------------------------------------------------------------------- key paths

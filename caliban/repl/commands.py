@@ -217,6 +217,18 @@ async def _context(ctx: CommandContext, arg: str) -> None:
         )
 
 
+@command("compact", "Summarise the conversation to free the context", usage="[instructions]")
+async def _compact(ctx: CommandContext, arg: str) -> None:
+    from caliban.compaction import CompactionFailed
+    from caliban.providers.base import ProviderError
+
+    ctx.console.print(_dim("Compacting the conversation…"))
+    try:
+        await ctx.session.compact(arg or None)
+    except (CompactionFailed, ProviderError) as exc:
+        ctx.console.print(Text(f"Not compacted: {exc}", style="yellow"))
+
+
 @command("model", "Show or switch the model", usage="[name]")
 async def _model(ctx: CommandContext, arg: str) -> None:
     session = ctx.session

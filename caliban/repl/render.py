@@ -40,6 +40,7 @@ from caliban.events import (
     AssistantMessage,
     AssistantThinkingDelta,
     ConversationCleared,
+    ConversationCompacted,
     HistoryAppended,
     ModelChanged,
     Notice,
@@ -49,6 +50,7 @@ from caliban.events import (
     UserPrompt,
 )
 from caliban.messages import Message, ToolCall
+from caliban.tokens import format_tokens
 from caliban.tools.base import McpOrigin, ToolOrigin
 
 if TYPE_CHECKING:
@@ -380,6 +382,14 @@ class Renderer:
                 style = {"info": "dim", "warning": "yellow", "error": "red"}[level]
                 mark = {"info": ELBOW, "warning": "⚠", "error": "✗"}[level]
                 self._line(depth, f"{mark}  {text}", style=style)
+            case ConversationCompacted():
+                self._line(
+                    depth,
+                    f"{ELBOW}  Conversation compacted ({event.trigger}): about "
+                    f"{format_tokens(event.pre_tokens)} → {format_tokens(event.post_tokens)} "
+                    "tokens; the earlier part is summarised",
+                    style="dim",
+                )
             case HistoryAppended() | ModelChanged() | ConversationCleared():
                 pass  # nothing to show: the REPL prints its own lines for /model and /clear
             case _:
