@@ -27,6 +27,15 @@ class AssistantDelta:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class AssistantThinkingDelta:
+    """A piece of the model's reasoning, streamed before its answer. Never part of the answer
+    text; the complete reasoning arrives as a ``ThinkingPart`` of the ``AssistantMessage``."""
+
+    text: str
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class AssistantMessage:
     """One complete model response, with the usage of that request."""
 
@@ -90,6 +99,19 @@ class ConversationCleared:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ConversationCompacted:
+    """The history was compacted: its older part is now one summary message (``messages``
+    is the whole new history, so a transcript can resume from here)."""
+
+    trigger: Literal["auto", "manual"]
+    messages: tuple[Message, ...]
+    summary: str
+    pre_tokens: int
+    post_tokens: int
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ApiRetryEvent:
     attempt: int
     max_attempts: int
@@ -121,6 +143,7 @@ class Notice:
 AgentEvent = (
     UserPrompt
     | AssistantDelta
+    | AssistantThinkingDelta
     | AssistantMessage
     | ToolStarted
     | ToolFinished
@@ -128,6 +151,7 @@ AgentEvent = (
     | HistoryAppended
     | ModelChanged
     | ConversationCleared
+    | ConversationCompacted
     | ApiRetryEvent
     | ActivationChanged
     | Notice

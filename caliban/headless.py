@@ -22,6 +22,7 @@ from caliban.events import (
     AgentEvent,
     ApiRetryEvent,
     AssistantMessage,
+    ConversationCompacted,
     Notice,
     ToolResultsMessage,
 )
@@ -118,6 +119,34 @@ class HeadlessPrinter:
                         f"caliban: API error ({event.error}); attempt {event.attempt} of "
                         f"{event.max_attempts} in {event.delay_s:.1f}s\n"
                     )
+            case ConversationCompacted() if event.parent_tool_use_id is None:
+                if self.output_format != "stream-json":
+                    self.err.write(
+                        f"caliban: compacted the conversation ({event.trigger}): "
+                        f"~{event.pre_tokens:,} → ~{event.post_tokens:,} tokens\n"
+                    )
+                    return
+                # Claude Code's boundary frame, then the summary as the user message it is.
+                self.line(
+                    {
+                        "type": "system",
+                        "subtype": "compact_boundary",
+                        "session_id": self.session_id,
+                        "compact_metadata": {
+                            "trigger": event.trigger,
+                            "pre_tokens": event.pre_tokens,
+                            "post_tokens": event.post_tokens,
+                        },
+                    }
+                )
+                self.line(
+                    {
+                        "type": "user",
+                        "message": message_to_json(event.messages[0]),
+                        "parent_tool_use_id": None,
+                        "session_id": self.session_id,
+                    }
+                )
             case Notice(level=level, text=text):
                 self.err.write(f"caliban: {level}: {text}\n")
             case AssistantMessage() if self.output_format == "stream-json":

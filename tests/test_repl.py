@@ -525,6 +525,7 @@ def completions(text: str, cwd: Path) -> list[tuple[str, str]]:
 def test_slash_completion_has_descriptions(tmp_path: Path) -> None:
     assert completions("/co", tmp_path) == [
         ("/context", COMMANDS["context"].description),
+        ("/compact", COMMANDS["compact"].description),
         ("/config", COMMANDS["config"].description),
         ("/cost", COMMANDS["cost"].description),
     ]
@@ -591,6 +592,22 @@ async def test_agents_lists_name_source_model_tools_and_inheritance(project: Pat
     assert row[2:] == ["small-model", "Read,", "Grep", "false"]
     assert "reviewer.md" in h.text
     assert "broken.md" in h.text, h.lines
+
+
+async def test_compact_summarises_the_conversation_and_says_how_much_it_freed(
+    project: Path,
+) -> None:
+    async with harness(["first answer", "<summary>We said hello.</summary>"], project) as h:
+        await h.run(
+            "hello" + ENTER + "/compact keep it short" + ENTER + "/compact" + ENTER + CTRL_D
+        )
+    assert "Compacting the conversation…" in h.lines
+    assert any(
+        line.lstrip().startswith("⎿  Conversation compacted (manual): about ") for line in h.lines
+    ), h.lines
+    assert h.session.conversation.messages[0].text.startswith("This conversation was compacted")
+    # Nothing new since: the second /compact has only the summary to work on, and says so.
+    assert "Not compacted: nothing new to compact since the last compaction" in h.lines
 
 
 # ---------------------------------------------------------------------------- @path limits

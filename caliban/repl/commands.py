@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from caliban.providers.select import KnowsContextWindows
 from caliban.repl.info import (
     agent_definitions,
     config_rows,
@@ -216,6 +217,18 @@ async def _context(ctx: CommandContext, arg: str) -> None:
         )
 
 
+@command("compact", "Summarise the conversation to free the context", usage="[instructions]")
+async def _compact(ctx: CommandContext, arg: str) -> None:
+    from caliban.compaction import CompactionFailed
+    from caliban.providers.base import ProviderError
+
+    ctx.console.print(_dim("Compacting the conversation…"))
+    try:
+        await ctx.session.compact(arg or None)
+    except (CompactionFailed, ProviderError) as exc:
+        ctx.console.print(Text(f"Not compacted: {exc}", style="yellow"))
+
+
 @command("model", "Show or switch the model", usage="[name]")
 async def _model(ctx: CommandContext, arg: str) -> None:
     session = ctx.session
@@ -228,6 +241,9 @@ async def _model(ctx: CommandContext, arg: str) -> None:
         return
     previous = session.model
     session.set_model(arg)
+    if isinstance(session.provider, KnowsContextWindows):
+        # /context and lazy_mcp = "auto" should weigh the new model's window, not the old one's.
+        await session.provider.refresh_context_window(arg)
     line = Text(f"Model: {previous} → ")
     line.append(arg, style="bold")
     line.append(" (from the next prompt)")

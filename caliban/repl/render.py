@@ -38,7 +38,9 @@ from caliban.events import (
     ApiRetryEvent,
     AssistantDelta,
     AssistantMessage,
+    AssistantThinkingDelta,
     ConversationCleared,
+    ConversationCompacted,
     HistoryAppended,
     ModelChanged,
     Notice,
@@ -49,6 +51,7 @@ from caliban.events import (
 )
 from caliban.mcp.tools import unmark
 from caliban.messages import Message, ToolCall
+from caliban.tokens import format_tokens
 from caliban.tools.base import McpOrigin, ToolOrigin
 
 if TYPE_CHECKING:
@@ -270,6 +273,9 @@ class Renderer:
         self._header_printed: set[str] = set()
         self._after_tool: list[tuple[int, str]] = []
         """Activation notices raised inside a running tool call, shown after its result."""
+        self._thinking = ""
+        """Reasoning not printed yet (it is printed dimmed, a line at a time)."""
+        self._thinking_shown = False
 
     # -- turn lifecycle, driven by the REPL
 
@@ -340,8 +346,13 @@ class Renderer:
             case UserPrompt():
                 if depth == 0:
                     self._waiting = True
+            case AssistantThinkingDelta(text=text):
+                if depth == 0:
+                    self._thinking += text
+                    self._commit_thinking(final=False)
             case AssistantDelta(text=text):
                 if depth == 0:
+                    self._commit_thinking(final=True)
                     self._waiting = False
                     self._buffer += text
                     self._commit_blocks(final=False)
@@ -376,6 +387,14 @@ class Renderer:
                 style = {"info": "dim", "warning": "yellow", "error": "red"}[level]
                 mark = {"info": ELBOW, "warning": "⚠", "error": "✗"}[level]
                 self._line(depth, f"{mark}  {text}", style=style)
+            case ConversationCompacted():
+                self._line(
+                    depth,
+                    f"{ELBOW}  Conversation compacted ({event.trigger}): about "
+                    f"{format_tokens(event.pre_tokens)} → {format_tokens(event.post_tokens)} "
+                    "tokens; the earlier part is summarised",
+                    style="dim",
+                )
             case HistoryAppended() | ModelChanged() | ConversationCleared():
                 pass  # nothing to show: the REPL prints its own lines for /model and /clear
             case _:
@@ -505,8 +524,24 @@ class Renderer:
         self._blocks_printed += 1
         return markdown_block(block, first=first)
 
+    def _commit_thinking(self, *, final: bool) -> None:
+        """Print the finished lines of reasoning dimmed (all of it once the answer starts)."""
+        done, _, rest = self._thinking.rpartition("\n")
+        if final:
+            done, rest = self._thinking, ""
+        if done.strip():
+            if not self._thinking_shown:  # a blank line before it, as before a message
+                self.console.print()
+            self._thinking_shown = True
+            self.console.print(Padding(Text(done.strip("\n"), style="dim italic"), (0, 0, 0, 2)))
+        if done or final:
+            self._thinking = rest
+        if final:
+            self._thinking_shown = False
+
     def _flush_text(self) -> None:
         """Print whatever text is buffered; the next text starts a new message."""
+        self._commit_thinking(final=True)
         if self._buffer.strip():
             self._commit_blocks(final=True)
         self._buffer = ""

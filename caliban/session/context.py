@@ -17,25 +17,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any
 
-from caliban.messages import ImagePart, Message, TextPart, ToolCall, ToolResult, Usage
-from caliban.tokens import estimate_json_tokens, estimate_tokens
+from caliban.messages import (
+    Usage,
+)
+from caliban.tokens import estimate_tokens, message_tokens, tool_tokens
 from caliban.tools.base import McpOrigin, Tool
 
 if TYPE_CHECKING:
     from caliban.session.session import Session
 
 __all__ = [
-    "IMAGE_TOKENS",
     "ContextReport",
     "context_report",
-    "message_tokens",
-    "tool_tokens",
 ]
-
-IMAGE_TOKENS = 1_600
-"""Rough tokens for one image (Anthropic bills ~1.15 megapixels at about this much)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,33 +124,6 @@ class ContextReport:
             "last_request_tokens": self.measured,
             "mcp": mcp,
         }
-
-
-def tool_tokens(tools: Sequence[Tool]) -> int:
-    """Estimated tokens of these tools' definitions (compact JSON, as sent)."""
-    return sum(estimate_json_tokens(tool.spec.as_dict()) for tool in tools)
-
-
-def message_tokens(message: Message) -> int:
-    """An offline estimate of one message's tokens."""
-    total = 0
-    for part in message.parts:
-        match part:
-            case TextPart(text=text):
-                total += estimate_tokens(text)
-            case ToolCall(name=name, arguments=arguments):
-                total += estimate_tokens(name) + estimate_json_tokens(dict(arguments))
-            case ToolResult(content=content):
-                for item in content:
-                    if isinstance(item, TextPart):
-                        total += estimate_tokens(item.text)
-                    else:
-                        total += IMAGE_TOKENS
-            case ImagePart():
-                total += IMAGE_TOKENS
-            case _:
-                assert_never(part)
-    return total
 
 
 def context_report(session: Session) -> ContextReport:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from caliban.agent import Agent, Authorize, Conversation, RunResult, allow_all
+from caliban.compaction import CompactionPolicy
 from caliban.config import LoadedConfig, Settings
 from caliban.events import AgentEvent, ConversationCleared, ModelChanged
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
@@ -128,10 +129,11 @@ class Session:
         return self._lazy is not None and self._lazy.lazy
 
     def context_window(self) -> int:
-        """The current model's context window in tokens."""
+        """The current model's context window in tokens, as well as known now (the provider
+        may have asked its server: see ``refresh_context_window``)."""
         from caliban.providers.select import context_window
 
-        return context_window(self.provider.name, self.model)
+        return context_window(self.provider, self.model)
 
     # -- listeners
 
@@ -148,6 +150,17 @@ class Session:
 
     # -- running
 
+    def compaction(self) -> CompactionPolicy:
+        """When this session's conversations are compacted (``[context] auto_compact_at``)."""
+        return CompactionPolicy(
+            auto_at=self.settings.context.auto_compact_at, window=self.context_window
+        )
+
+    async def compact(self, instructions: str | None = None) -> None:
+        """Compact the conversation now (``/compact``); raises
+        :class:`~caliban.compaction.CompactionFailed` when there is nothing to compact."""
+        await self.agent().compact("manual", instructions)
+
     def agent(self) -> Agent:
         return Agent(
             provider=self.provider,
@@ -159,6 +172,7 @@ class Session:
             authorize=self.authorize,
             emit=self.emit,
             max_turns=self.max_turns,
+            compaction=self.compaction(),
         )
 
     async def run(self, prompt: str | Message) -> RunResult:
@@ -180,8 +194,10 @@ class Session:
             env=env,
             authorize=self.authorize,
             emit=ctx.emit,
-            max_turns=definition.max_turns or DEFAULT_MAX_TURNS,
+            # --max-turns bounds a sub-agent too: a looping child must not outrun its parent.
+            max_turns=min(definition.max_turns or DEFAULT_MAX_TURNS, self.max_turns),
             parent_tool_use_id=ctx.call_id,
+            compaction=self.compaction(),
         )
 
     def _add_child_usage(self, usage: Usage) -> None:

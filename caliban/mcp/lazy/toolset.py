@@ -108,6 +108,58 @@ class _DeferredInvocation:
         return ToolOutput(content=(*output.content, hint), is_error=True, summary=output.summary)
 
 
+class GuessedTool:
+    """An MCP tool the model called by a bare name (``get_current_time`` for
+    ``mcp__time__get_current_time``): it runs, and the result says the full name."""
+
+    def __init__(self, tool: Tool, called_as: str) -> None:
+        self.tool = tool
+        self.called_as = called_as
+
+    @property
+    def name(self) -> str:
+        return self.tool.name
+
+    @property
+    def origin(self) -> ToolOrigin:
+        return self.tool.origin
+
+    @property
+    def read_only(self) -> bool:
+        return self.tool.read_only
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self.tool.spec
+
+    def bind(self, arguments: Mapping[str, Any]) -> Invocation | str:
+        bound = self.tool.bind(arguments)
+        return bound if isinstance(bound, str) else _GuessedInvocation(self, bound)
+
+
+@dataclass(frozen=True, slots=True)
+class _GuessedInvocation:
+    guessed: GuessedTool
+    inner: Invocation
+
+    @property
+    def subject(self) -> str | None:
+        return self.inner.subject
+
+    def preview(self, env: ToolEnv) -> Preview:
+        return self.inner.preview(env)
+
+    async def run(self, ctx: CallContext) -> ToolOutput:
+        output = await self.inner.run(ctx)
+        note = TextPart(
+            text=f"(There is no tool named {self.guessed.called_as}; this ran "
+            f"{self.guessed.name}. Call it by that full name.)"
+        )
+        return ToolOutput(
+            content=(*output.content, note), is_error=output.is_error, summary=output.summary
+        )
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _Wire:
     """What one catalog and one activation order put on the wire."""
@@ -202,9 +254,15 @@ class LazyMcpToolset:
         if name == self.tool_search.name and catalog.decision.lazy:
             return self.tool_search
         tool = catalog.by_name.get(name)
-        if tool is not None and name in catalog.lazy_by_name and name not in self.activation.get():
-            return DeferredTool(tool)
-        return tool
+        if tool is None:
+            guess = catalog.bare_name(name)
+            return GuessedTool(self._callable(guess), name) if guess is not None else None
+        return self._callable(tool)
+
+    def _callable(self, tool: Tool) -> Tool:
+        """A deferred tool wrapped so that an error result brings its schema."""
+        deferred = tool.name in self.catalog().lazy_by_name
+        return DeferredTool(tool) if deferred and tool.name not in self.activation.get() else tool
 
     def names(self) -> tuple[str, ...]:
         """Every callable name: ToolSearch (while offered), then every MCP tool."""
