@@ -6,7 +6,6 @@ and written back with CRLF.
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 import itertools
 import re
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from caliban.background import start_in_daemon_thread
 from caliban.diff import FileChange
 from caliban.fsutil import atomic_write_bytes
 from caliban.text import plural
@@ -329,9 +329,11 @@ class Edit(BuiltinTool[EditInput]):
         if (problem := _files.staleness(ctx.env, path)) is not None:
             return ToolOutput.error(problem)
         try:
-            # In a worker thread: the event loop stays free to cancel the call (Ctrl-C,
-            # SIGTERM) however large the file.
-            file, plan, data = await asyncio.to_thread(_prepare, path, shown, args)
+            # In a daemon thread: the event loop stays free to cancel the call (Ctrl-C,
+            # SIGTERM) however large the file, and exiting does not wait for it.
+            file, plan, data = await start_in_daemon_thread(
+                lambda: _prepare(path, shown, args), name="caliban-edit"
+            )
         except EditError as exc:
             return ToolOutput.error(str(exc))
         try:
