@@ -355,13 +355,53 @@ def _find(
 
     if tool_name != "Bash" or subject is None:
         return first(subject)
+    return _find_bash(rules, subject, project_root, allowing=allowing)
+
+
+# ---------------------------------------------------------------------------- Bash rules
+# Matched on the parsed command line (caliban.shell_analysis), never on its text alone.
+
+
+def _find_bash(
+    rules: Sequence[Rule], command: str, project_root: Path, *, allowing: bool
+) -> Rule | None:
+    """The first Bash rule covering ``command``.
+
+    Deny and ask rules match any part of the line (every simple command, what wrappers
+    and ``bash -c`` run, substitutions), understood or not. An allow rule for all of Bash
+    allows anything; otherwise the line must be fully understood, write nothing outside
+    the project root through a redirection, and every simple command must be covered by
+    some allow rule.
+    """
+    from caliban import shell_analysis
+
+    bash = [rule for rule in rules if rule.names("Bash")]
+    analysis = shell_analysis.analyze(command)
     if not allowing:
-        pieces = split_command(subject, lenient=True) or []
-        return next((r for r in (first(text) for text in (subject, *pieces)) if r), None)
-    parts = split_command(subject)
-    if parts is None:  # command substitution: only a rule for all of Bash vouches for it
-        return next((rule for rule in rules if rule.names(tool_name) and not rule.pattern), None)
-    found = [first(text) for text in parts] or [first(subject)]
+        return next(
+            (
+                rule
+                for rule in bash
+                if rule.pattern is None or shell_analysis.deny_matches(rule.pattern, analysis)
+            ),
+            None,
+        )
+    if whole := next((rule for rule in bash if rule.pattern is None), None):
+        return whole
+    if not isinstance(analysis, shell_analysis.Understood) or not analysis.commands:
+        return None
+    # TODO(lead): resolve against the Bash tool's working directory and run each path
+    # through the Write path rules (protected paths); the project root stands in here.
+    written = shell_analysis.written_paths(analysis, cwd=project_root)
+    if any(not _within(path, project_root) for path in written):
+        return None
+    found = [
+        next(
+            (r for r in bash if r.pattern and shell_analysis.allows(r.pattern, one)),
+            None,
+        )
+        for one in analysis.commands
+    ]
     return found[0] if all(found) else None
 
 
@@ -434,14 +474,10 @@ def suggest_rule(tool_name: str, subject: str | None, project_root: Path) -> str
     if subject is None:
         return tool_name
     if tool_name == "Bash":
-        first = (split_command(subject, lenient=True) or [subject])[0]
-        words = first.split()
-        if not words:
-            return tool_name
-        prefix = words[0]
-        if len(words) > 1 and re.fullmatch(r"[A-Za-z][\w.:-]*", words[1]):
-            prefix += " " + words[1]
-        return f"Bash({prefix}*)"
+        from caliban import shell_analysis
+
+        # "" when no rule could allow the line (not understood): nothing to offer.
+        return shell_analysis.suggest_rule(subject) or ""
     if tool_name in PATH_TOOLS:
         family = "Edit" if tool_name in EDIT_TOOLS else tool_name
         path = Path(os.path.normpath(subject))

@@ -372,9 +372,9 @@ def test_malformed_config_rule_is_a_config_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("tool", "subject", "expected"),
     [
-        ("Bash", "git commit -m 'wip'", "Bash(git commit*)"),
-        ("Bash", "npm test && npm run lint", "Bash(npm test*)"),
-        ("Bash", "ls -la /tmp", "Bash(ls*)"),
+        ("Bash", "git commit -m 'wip'", "Bash(git commit:*)"),
+        ("Bash", "npm test && npm run lint", "Bash(npm test:*)"),
+        ("Bash", "ls -la /tmp", "Bash(ls:*)"),
         ("Edit", "/proj/src/pkg/a.py", "Edit(src/**)"),
         ("Write", "/proj/setup.py", "Edit(./*)"),
         ("Write", "/tmp/scratch/x.py", "Edit(/tmp/scratch/**)"),
@@ -416,12 +416,12 @@ async def test_allow_for_session_stops_asking_for_that_pattern(tmp_path: Path) -
     authorize = make_authorize(policy, approver)
     ctx = _ctx(tmp_path)
     assert await authorize(Bash(), {"command": "git commit -m one"}, ctx) is None
-    assert approver.requests[0].suggestion == "Bash(git commit*)"
-    assert [r.text for r in policy.session_rules] == ["Bash(git commit*)"]
+    assert approver.requests[0].suggestion == "Bash(git commit:*)"
+    assert [r.text for r in policy.session_rules] == ["Bash(git commit:*)"]
     assert await authorize(Bash(), {"command": "git commit -m two"}, ctx) is None
     assert len(approver.requests) == 1  # not asked again
     assert await authorize(Bash(), {"command": "git push"}, ctx) is None  # allow once
-    assert policy.session_rules == [Rule.parse("Bash(git commit*)")]
+    assert policy.session_rules == [Rule.parse("Bash(git commit:*)")]
     denied = await authorize(Bash(), {"command": "rm -rf build"}, ctx)
     assert denied is not None and "the user declined this Bash call" in denied
     assert len(approver.requests) == 3
@@ -464,7 +464,7 @@ async def test_headless_denial_says_how_to_allow(tmp_path: Path) -> None:
     reason = await authorize(Bash(), {"command": "npm test"}, _ctx(tmp_path))
     assert reason == (
         "Running `npm test` requires approval (default mode asks before Bash runs); caliban is "
-        "running headless (-p). Allow it with --allowed-tools 'Bash(npm test*)' or a "
+        "running headless (-p). Allow it with --allowed-tools 'Bash(npm test:*)' or a "
         "[permissions] allow rule."
     )
     (tmp_path / "a.py").write_text("x\n")
