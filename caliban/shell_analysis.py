@@ -150,8 +150,9 @@ class Redirect:
 
     @property
     def benign(self) -> bool:
-        """True when it changes no file: a descriptor copy, or ``/dev/null`` and friends."""
-        return self.kind != "write" or (not self.tilde and self.target in BENIGN_TARGETS)
+        """True when it touches no file: a descriptor copy, a heredoc, or ``/dev/null`` and
+        friends."""
+        return self.kind in ("dup", "input") or (not self.tilde and self.target in BENIGN_TARGETS)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -168,12 +169,12 @@ class SimpleCommand:
     separator: str = ""
     """What follows it: ``;``, ``&``, ``&&``, ``||``, ``|``, ``|&``, ``\\n``, or ``""`` at
     the end. Subshells and ``{ }`` groups are flattened, so this is approximate there."""
+    text: str = field(init=False, repr=False, compare=False)
+    """The argv as rules see it (:func:`render`): words joined by spaces, a word quoted
+    only when it is empty or contains whitespace, quotes or backslashes."""
 
-    @property
-    def text(self) -> str:
-        """The argv as rules see it: words joined by spaces, a word quoted only when it
-        contains whitespace, quotes or backslashes, or is empty."""
-        return render(self.argv)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", render(self.argv))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -320,12 +321,23 @@ class _Word:
 
 
 _QUOTED = "\0"  # stands for a quoted piece in a word's shape (NUL never reaches the lexer)
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:,+=@%^-]+")  # nothing bash would quote or expand
 _BRACE_EXPANSION = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")
 
 
 def _lex_word(text: str) -> _Word:
     """One bash word read with bash's quoting rules; raises :class:`_Unclear` on any
     expansion, or when ``text`` is not exactly one word."""
+    if _PLAIN_WORD.fullmatch(text):
+        return _Word(
+            raw=text,
+            value=text,
+            quoted=False,
+            glob=False,
+            brace=False,
+            tilde=False,
+            inner_tilde=False,
+        )
     out: list[str] = []
     shape: list[str] = []  # the unquoted characters, with _QUOTED for each quoted piece
     quoted = False
@@ -580,6 +592,8 @@ class _Walker:
             if child.type == "comment":
                 self.comment(child)
             elif not child.is_named:
+                if child.type == "((":
+                    raise _Unclear(f"an arithmetic command `(( … ))` ({self.snip(node)!r})")
                 if child.type not in allowed:
                     raise _Unclear(f"{child.type!r} where bash does not allow it")
                 self.atom(child, "op")
@@ -697,6 +711,9 @@ class _Walker:
                 if not pending.argv:
                     raise _Unclear(f"an argument before the command name ({self.snip(child)!r})")
                 pending.argv.append(self.word(child))
+            elif kind == "$":  # the grammar splits `$"…"` into `$` and a string
+                rest = self.data[child.start_byte : node.end_byte].decode("utf-8")
+                raise _Unclear(_dollar(rest, 0))
             else:
                 raise _Unclear(f"{kind!r} in a command ({self.snip(node)!r})")
         pending.argv.extend(tail.words)
@@ -1045,12 +1062,13 @@ def _check_directories(commands: Sequence[SimpleCommand]) -> None:
 def _lenient(root: Node, data: bytes) -> Iterator[SimpleCommand]:
     """Every command node anywhere in the tree, words resolved where possible and kept as
     written otherwise. For deny and ask rules only."""
-    stack = [root]
+    stack: list[tuple[Node, Node | None]] = [(root, None)]
     while stack:
-        node = stack.pop()
+        node, parent = stack.pop()
         if node.type == "command":
-            yield _lenient_command(node, data)
-        stack.extend(reversed(node.children))
+            yield _lenient_command(node, parent, data)
+        # Node.parent walks down from the root each time: carry it instead.
+        stack.extend((child, node) for child in reversed(node.children))
 
 
 def _lenient_word(node: Node, data: bytes) -> str:
@@ -1061,7 +1079,7 @@ def _lenient_word(node: Node, data: bytes) -> str:
         return text
 
 
-def _lenient_command(node: Node, data: bytes) -> SimpleCommand:
+def _lenient_command(node: Node, parent: Node | None, data: bytes) -> SimpleCommand:
     argv: list[str] = []
     assignments: list[str] = []
     redirects: list[Redirect] = []
@@ -1072,7 +1090,6 @@ def _lenient_command(node: Node, data: bytes) -> SimpleCommand:
             assignments.append(_text(data, child))
         elif child.is_named and child.type in _WORD_NODES:
             argv.append(_lenient_word(child, data))
-    parent = node.parent
     siblings = (
         parent.children if parent is not None and parent.type == "redirected_statement" else []
     )
