@@ -6,6 +6,9 @@ understood lines are checked against what real bash runs (differential tests at 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import random
 import subprocess
 import sys
 import time
@@ -602,3 +605,326 @@ def test_tree_sitter_loads_only_when_a_command_is_checked() -> None:
         "caliban.shell_analysis.analyze('ls'); assert 'tree_sitter' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------------------- against bash
+# An understood line must never run a command the analysis did not report: each line is run
+# by real bash with logging stand-ins for every command name, in a scratch directory.
+
+FAKE_COMMANDS = ("a", "b", "git", "rm", "touch", "make", "x")
+
+
+class Bash:
+    """Runs lines in bash with PATH holding only logging stand-ins."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.bin = root / "bin"
+        self.home = root / "home"
+        self.logs = root / "logs"
+        for directory in (self.bin, self.home, self.logs):
+            directory.mkdir()
+        for name in FAKE_COMMANDS:
+            script = self.bin / name
+            # One file per run: background and piped commands run concurrently.
+            script.write_text(f'#!{BASH}\nprintf "%s\\0" {name} "$@" > "$LOGS/$$.$RANDOM"\n')
+            script.chmod(0o755)
+        self.runs = 0
+
+    def run(self, line: str) -> tuple[list[tuple[str, ...]], set[Path]] | None:
+        """The argvs the stand-ins saw and the files written; None on a timeout."""
+        self.runs += 1
+        work = self.root / f"w{self.runs}"
+        work.mkdir()
+        env = {"PATH": str(self.bin), "HOME": str(self.home), "LOGS": str(self.logs)}
+        process = subprocess.Popen(
+            [BASH, "-c", line],
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            process.wait(timeout=5)
+            deadline = time.monotonic() + 5
+            while _group_alive(process.pid):  # background jobs outlive bash -c
+                if time.monotonic() > deadline:
+                    return None
+                time.sleep(0.002)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, 9)
+            process.wait()
+        ran = []
+        for log in self.logs.iterdir():
+            ran.append(tuple(part.decode() for part in log.read_bytes().split(b"\0")[:-1]))
+            log.unlink()
+        return ran, {path.resolve() for path in work.rglob("*") if path.is_file()}
+
+    def check(self, line: str) -> list[str]:
+        """Problems: commands bash ran, or files it wrote, that the analysis missed."""
+        analysis = analyze(line)
+        if not isinstance(analysis, Understood):
+            return []
+        outcome = self.run(line)
+        if outcome is None:
+            return []
+        ran, files = outcome
+        reported = [_without_time(one.argv) for one in analysis.commands]
+        problems = []
+        for argv in sorted(ran, key=lambda argv: argv not in reported):
+            match = next((m for m in reported if _same_run(m, argv, self.home)), None)
+            if match is None:
+                problems.append(f"{line!r}: bash ran {argv!r}, analysis has {reported!r}")
+            else:
+                reported.remove(match)
+        work = self.root / f"w{self.runs}"
+        written = set(written_paths(analysis, cwd=work.resolve(), home=self.home))
+        problems += [f"{line!r}: bash wrote {path}" for path in files - written]
+        return problems
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of the group still runs (zombies left to init do not count)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == group:
+            return True
+    return False
+
+
+def _without_time(argv: tuple[str, ...]) -> tuple[str, ...]:
+    # `time` is a keyword: bash runs what follows it.
+    while argv[:1] == ("time",):
+        argv = argv[1:]
+        while argv[:1] in (("-p",), ("--",)):
+            argv = argv[1:]
+    return argv
+
+
+def _same_run(reported: tuple[str, ...], ran: tuple[str, ...], home: Path) -> bool:
+    """Equal, up to what the analysis keeps as written on purpose: globs, ~ in arguments."""
+    if reported == ran:
+        return True
+    if any(char in word for word in reported for char in "*?["):
+        return reported[0] == ran[0]
+    return len(reported) == len(ran) and all(
+        mine == theirs
+        or (mine.startswith("~") and theirs == str(home) + mine[1:])
+        or ("=~" in mine and theirs == mine.replace("=~", f"={home}", 1))
+        for mine, theirs in zip(reported, ran, strict=True)
+    )
+
+
+@pytest.fixture
+def real_bash(tmp_path: Path) -> Bash:
+    if not os.access(BASH, os.X_OK):
+        pytest.skip("needs /bin/bash")
+    return Bash(tmp_path)
+
+
+CORPUS = [
+    QUOTE_TRICK.replace("/tmp/x", "made"),
+    COMMENT_TRICK.replace("/tmp/x", "made"),
+    "git status > out; git status >> out 2> err &> both >| forced",
+    "a; b && x || git | rm |& make & touch t\nx",
+    "(a; b) && { x; git status; } > grouped",
+    "if a; then b; elif x; then git; else rm; fi; while false; do a; done; ! b",
+    "\\rm r\\m \"rm\" 'r'm $'\\x72m' $'\\'' \"\\$ \\\\\" '#' a#b",
+    "git commit -m 'a && b; c | d' -m \"x > y\" # trailing 'comment",
+    "A=1 B='x y' git diff; C=2",
+    "touch made <<'EOF'\n$HOME `id` \\\nEOF\nx after",
+    "a <<-END > heredoc.out\n\tbody\n\tEND\nb",
+    "git status 2>&1 | x; a >&2 3>&1 3>&-",
+    "cd sub 2>/dev/null; mkdir() { :; }",
+    "time a -p; time -p b",
+    "x 'a\nb' \"c\nd\" $'e\\nf'",
+    "a\\\n  b",
+    "a | b |& x &",
+]
+
+
+@pytest.mark.slow
+def test_understood_lines_run_exactly_the_reported_commands(real_bash: Bash) -> None:
+    problems = [problem for line in CORPUS for problem in real_bash.check(line)]
+    assert not problems
+    assert real_bash.runs >= len(CORPUS) - 2  # nearly all of them were understood and ran
+
+
+_SPECIAL = list(";|&#\"'\\$ \n\t(){}<>*?~`!=")
+
+
+def _random_word(rng: random.Random) -> str:
+    def piece() -> str:
+        kind = rng.randrange(7)
+        if kind == 0:
+            return (
+                "'" + "".join(rng.choice([*_SPECIAL, "a"]) for _ in range(3)).replace("'", "") + "'"
+            )
+        if kind == 1:
+            return '"' + "".join(rng.choice([*_SPECIAL, "a"]) for _ in range(3)) + '"'
+        if kind == 2:
+            escapes = ["\\'", "\\\\", "\\n", "\\x41", "\\101", ";", " ", '\\"', "\\u00e9", "'"]
+            return "$'" + "".join(rng.choice(escapes) for _ in range(2)) + "'"
+        if kind == 3:
+            return "\\" + rng.choice([*_SPECIAL, "a"])
+        if kind == 4:
+            return rng.choice(["~", "~/", "*", "{a,b}", "[a]", "#", "=", "x=", "--", "-"])
+        return rng.choice(["a", "b", "o", "f", "-rf", "status"])
+
+    return "".join(piece() for _ in range(rng.randint(1, 3)))
+
+
+def _random_command(rng: random.Random) -> str:
+    words = [rng.choice(["a", "b", "git", "rm", "'a'", '"git"', "\\rm", "r\\m", "time a", "! b"])]
+    for _ in range(rng.randint(0, 3)):
+        if rng.random() < 0.2:
+            operator = rng.choice([">", ">>", "2>", "&>", ">|", "2>&1", ">&2", "<", ">&"])
+            words.append(operator + rng.choice(["", " "]) + _random_word(rng))
+        else:
+            words.append(_random_word(rng))
+    return rng.choice([" ", "  ", "\t"]).join(words)
+
+
+def _random_line(rng: random.Random) -> str:
+    line = _random_command(rng)
+    for _ in range(rng.randint(0, 3)):
+        separator = rng.choice(
+            [";", " && ", " || ", " | ", " & ", "\n", " |& ", " \\\n", " # c'x\n", "#'\n"]
+        )
+        line += separator + rng.choice(
+            [
+                _random_command(rng),
+                "{ " + _random_command(rng) + "; }",
+                "(" + _random_command(rng) + ")",
+            ]
+        )
+    if rng.random() < 0.3:  # a stray special character anywhere
+        at = rng.randint(0, len(line))
+        line = line[:at] + rng.choice(_SPECIAL) + line[at:]
+    return line
+
+
+@pytest.mark.slow
+def test_random_understood_lines_run_exactly_the_reported_commands(real_bash: Bash) -> None:
+    # Seeded: the same lines every run. Development runs used many more seeds (~40,000
+    # lines); each bug they found has a case in NOT_UNDERSTOOD above.
+    rng = random.Random(14)
+    problems = [problem for _ in range(400) for problem in real_bash.check(_random_line(rng))]
+    assert not problems
+    assert real_bash.runs > 80
+
+
+# ---------------------------------------------------------------------------- the executable
+
+
+def _caliban(server: object, cwd: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    from fake_model_server import FakeModelServer
+
+    assert isinstance(server, FakeModelServer)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    env.update(
+        HOME=str(home),
+        ANTHROPIC_API_KEY="test-key",
+        ANTHROPIC_BASE_URL=server.anthropic_base_url,
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "caliban", "-p", "--output-format", "json", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _bash_calls(*commands: str) -> dict[str, object]:
+    return {"tool_calls": [{"name": "Bash", "arguments": {"command": c}} for c in commands]}
+
+
+@pytest.fixture
+def attack_home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    return home
+
+
+@pytest.mark.slow
+def test_allow_rule_bypasses_fail_through_the_executable(
+    fake_model_server: object, project: Path, attack_home: Path, tmp_path: Path
+) -> None:
+    from fake_model_server import FakeModelServer
+
+    assert isinstance(fake_model_server, FakeModelServer)
+    made = tmp_path / "made"
+    fake_model_server.add(
+        _bash_calls(
+            f"git status $'\\''; touch {made}1",
+            f"git status #'\ntouch {made}2",
+            "git status > ~/.bashrc",
+            "git status >> ~/.bashrc",
+            "git status 2> ~/.bashrc",
+            "git status > status.txt",  # allowed: inside the project
+        ),
+        {"text": "done"},
+    )
+    result = _caliban(
+        fake_model_server, project, attack_home, "--allowed-tools", "Bash(git status*)", "go"
+    )
+    assert result.returncode == 0, result.stderr
+    assert not list(tmp_path.glob("made*"))
+    assert not (attack_home / ".bashrc").exists()
+    assert (project / "status.txt").exists()  # the rule still allows what it names
+    sent = str(fake_model_server.requests[1].body["messages"])
+    assert sent.count("requires approval") == 5
+
+
+@pytest.mark.slow
+def test_deny_rule_bypasses_fail_through_the_executable(
+    fake_model_server: object, project: Path, attack_home: Path, tmp_path: Path
+) -> None:
+    from fake_model_server import FakeModelServer
+
+    assert isinstance(fake_model_server, FakeModelServer)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    fake_model_server.add(
+        _bash_calls(
+            f"git status $'\\''; rm -rf {victim}",
+            f"git status #'\nrm -rf {victim}",
+            f"git status $'\\''; touch {tmp_path}/made1",
+            f"git status #'\ntouch {tmp_path}/made2",
+            f"echo ok > {tmp_path}/ran",  # not denied: bypassPermissions runs it
+        ),
+        {"text": "done"},
+    )
+    result = _caliban(
+        fake_model_server,
+        project,
+        attack_home,
+        "--permission-mode",
+        "bypassPermissions",
+        "--disallowed-tools",
+        "Bash(rm *),Bash(touch *)",
+        "go",
+    )
+    assert result.returncode == 0, result.stderr
+    assert victim.is_dir()
+    assert not list(tmp_path.glob("made*"))
+    assert (tmp_path / "ran").read_text() == "ok\n"
+    sent = str(fake_model_server.requests[1].body["messages"])
+    assert sent.count("denies it") == 4
