@@ -677,7 +677,10 @@ class Bash:
         reported = [_without_time(one.argv) for one in analysis.commands]
         problems = []
         for argv in sorted(ran, key=lambda argv: argv not in reported):
-            match = next((m for m in reported if _same_run(m, argv, self.home)), None)
+            if argv in reported:
+                match: tuple[str, ...] | None = argv
+            else:
+                match = next((m for m in reported if _same_run(m, argv, self.home)), None)
             if match is None:
                 problems.append(f"{line!r}: bash ran {argv!r}, analysis has {reported!r}")
             else:
