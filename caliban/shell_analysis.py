@@ -877,6 +877,7 @@ class _Walker:
                 self.same_line(words[index - 1][1], start)
             self.atoms.append((start, stop, "word"))
             pending.argv.append(_lex_word(self.data[start:stop].decode("utf-8")))
+        _check_test([word.value for word in pending.argv])
         pending.redirects.extend(group)
         self.pending.append(pending)
 
@@ -971,6 +972,7 @@ def _check_command(pending: _Pending) -> None:
         raise _Unclear("`printf -v` (it assigns a variable)")
     if head == "set":
         _check_set(inner[1:])
+    _check_test(inner)
     if head in ("cd", "pushd"):
         offset = len(argv) - len(inner)
         target = _cd_argument(inner)
@@ -980,6 +982,12 @@ def _check_command(pending: _Pending) -> None:
                 raise _Unclear(f"`cd` to a pattern bash would expand ({word.value!r})")
             if word.value.startswith("~") and not word.tilde:
                 raise _Unclear(f"`cd` to a directory named ~ ({word.value!r})")
+
+
+def _check_test(argv: Sequence[str]) -> None:
+    # `test -v 'a[$(cmd)]'` evaluates the subscript, and so runs cmd.
+    if argv and argv[0] in ("test", "[") and "-v" in argv[1:]:
+        raise _Unclear(f"`{argv[0]} -v` (it evaluates array subscripts, which can run commands)")
 
 
 def _options(words: Sequence[str]) -> Iterator[str]:

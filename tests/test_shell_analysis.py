@@ -291,6 +291,8 @@ NOT_UNDERSTOOD = [
     ("declare -x A=1", "assigns variables"),
     ("read PATH <<< /tmp", "assigns variables"),
     ("printf -v PATH /tmp", "`printf -v`"),
+    ("[ -v 'a[$(id)]' ]", "`[ -v`"),  # bash evaluates the subscript: runs id
+    ("test -v x", "`test -v`"),
     ("mapfile lines < f", "assigns variables"),
     ("unset PATH", "unset"),
     ("f() { rm x; }; f", "function definition"),
