@@ -113,7 +113,7 @@ _WORD_NODES = frozenset(
 # Node kinds the walk refuses, with the reason given to the user.
 _REFUSED = {
     "function_definition": "a function definition",
-    "for_statement": "a `for` loop (it assigns a variable)",
+    "for_statement": "a `for` or `select` loop (it assigns a variable)",
     "c_style_for_statement": "a C-style `for` loop",
     "case_statement": "a `case` statement",
     "declaration_command": "`export`/`declare`/`local`/`readonly`/`typeset` (it assigns "
@@ -728,6 +728,8 @@ class _Walker:
         match = _ASSIGNMENT.match(text)
         name = node.child_by_field_name("name")
         value = node.child_by_field_name("value")
+        if name is not None and name.type == "subscript":
+            raise _Unclear(f"an array assignment ({_snippet(text)!r})")
         if match is None or name is None or name.type != "variable_name":
             raise _Unclear(f"an assignment the parser and bash read differently ({text!r})")
         if value is not None and value.type == "array":

@@ -303,6 +303,8 @@ NOT_UNDERSTOOD = [
     ("coproc rm x", "reads as syntax"),
     ("time { rm x; }", "`time` before a compound command"),
     ("x=(a b)", "array assignment"),
+    ("a[$(id)]=1 x", "array assignment"),
+    ("select x in a; do b; done", "`select` loop"),
     ("a ;; b", "';;'"),
     ("echo 'unterminated", "does not parse"),
     ("echo (", "does not parse"),
