@@ -297,7 +297,7 @@ NOT_UNDERSTOOD = [
     ("unset PATH", "unset"),
     ("f() { rm x; }; f", "function definition"),
     ("function f { x; }", "function definition"),
-    ("for f in *; do rm $f; done", "`for` loop"),
+    ("for f in *; do rm $f; done", "`for` or `select` loop"),
     ("for ((i=0;i<3;i++)); do x; done", "C-style `for`"),
     ("case x in a) rm y;; esac", "`case`"),
     ("coproc rm x", "reads as syntax"),
