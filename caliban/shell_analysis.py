@@ -227,7 +227,7 @@ def analyze(command: str) -> Analysis:
     return _analyze(command)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)  # decide() asks up to three times per call
 def _analyze(command: str) -> Analysis:
     if len(command) > MAX_COMMAND_CHARS:
         return NotUnderstood(
