@@ -129,7 +129,7 @@ def test_a_prefix_rule_cannot_be_walked_past(
 
 
 @pytest.mark.parametrize(
-    "command", ["x $'\\''; {verb} {target}", "x #'\n{verb} {target}", "x '; {verb} {target}'"]
+    "command", ["x $'\\''; {verb} {target}", "x #'\n{verb} {target}", 'x "$({verb} {target})"']
 )
 @pytest.mark.parametrize("verb", ["touch", "rm"])
 def test_quoting_tricks_do_not_get_past_a_deny_rule(
@@ -271,6 +271,38 @@ def test_accept_edits_cannot_raise_its_own_privileges(
     )
     allowed = caliban(fake_model_server, repo, "--allowed-tools", "Edit(./.git/config)", "go")
     assert results(allowed.stdout)[1][0] is False
+
+
+def test_a_redirection_cannot_write_what_write_may_not(
+    fake_model_server: FakeModelServer, repo: Path
+) -> None:
+    marker = repo.parent / "fsmonitor-ran"
+    config = repo / ".git" / "config"
+    before = config.read_text()
+    fake_model_server.add(
+        calls(
+            ("Bash", {"command": f"echo '[core] fsmonitor = touch {marker}' >> .git/config"}),
+            ("Bash", {"command": "cd .git && echo x > hooks/pre-commit"}),
+            ("Bash", {"command": "git status > status.txt"}),
+        ),
+        calls(("Bash", {"command": "git status"})),
+        {"text": "done"},
+    )
+    result = caliban(
+        fake_model_server,
+        repo,
+        "--permission-mode",
+        "acceptEdits",
+        "--allowed-tools",
+        "Bash(git status*),Bash(echo *),Bash(cd *)",
+        "go",
+    )
+    config_write, hook, status, _ = results(result.stdout)
+    assert config_write[0] and f"it writes {config} through a redirection" in config_write[1]
+    assert "--allowed-tools 'Edit(./.git/config)'" in config_write[1]
+    assert hook[0] and "git runs it as a hook" in hook[1]
+    assert not status[0] and (repo / "status.txt").exists()  # an ordinary write: acceptEdits
+    assert config.read_text() == before and not marker.exists()
 
 
 # ---------------------------------------------------------------------------- 4. read deny

@@ -30,7 +30,6 @@ from caliban.permissions.rules import (
     path_matches,
     suggest_rule,
 )
-from caliban.permissions.shell import split_command
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
 from caliban.tools.base import (
     BUILTIN,
@@ -152,20 +151,6 @@ def test_command_patterns(pattern: str, command: str, expected: bool) -> None:
     assert command_matches(pattern, command) is expected
 
 
-def test_split_command() -> None:
-    assert split_command("git add . && git commit -m 'a && b'; ls | wc -l") == [
-        "git add .",
-        "git commit -m 'a && b'",
-        "ls",
-        "wc -l",
-    ]
-    assert split_command("make & echo started") == ["make", "echo started"]
-    assert split_command('echo "$(rm -rf ~)"') is None
-    assert split_command("echo `id`") is None
-    assert split_command("echo '$(literal)'") is None  # an allow rule cannot tell
-    assert split_command("echo $(rm -rf ~)", lenient=True) == ["echo", "rm -rf ~"]
-
-
 @pytest.mark.parametrize(
     "line",
     [
@@ -174,20 +159,15 @@ def test_split_command() -> None:
         "git status > ~/.bashrc",
         "git status >> ~/.bashrc",
         "git status 2> ~/.bashrc",
-        "git status < /etc/passwd",
-        "git status \\\ntouch x",
         "git status 'unclosed",
         'git status $"x"',
     ],
 )
-def test_allow_rules_do_not_vouch_for_what_the_splitter_cannot_read(line: str) -> None:
-    assert split_command(line) is None
+def test_allow_rules_do_not_vouch_for_lines_that_escape_the_prefix(line: str) -> None:
     assert _decide("Bash", line, rules=rules(allow=["Bash(git status*)"])).behavior == "ask"
 
 
-@pytest.mark.parametrize(
-    "line", ["git status $'\\''; touch /tmp/x", "git status #'\ntouch /tmp/x", "x '; touch y'"]
-)
+@pytest.mark.parametrize("line", ["git status $'\\''; touch /tmp/x", "git status #'\ntouch /tmp/x"])
 def test_deny_rules_see_through_quotes_they_cannot_read(line: str) -> None:
     assert _decide("Bash", line, rules=rules(deny=["Bash(touch *)"])).behavior == "deny"
 
@@ -416,9 +396,9 @@ def test_malformed_rule_is_a_config_error_naming_the_file_and_line(project: Path
 @pytest.mark.parametrize(
     ("tool", "subject", "expected"),
     [
-        ("Bash", "git commit -m 'wip'", "Bash(git commit*)"),
-        ("Bash", "npm test && npm run lint", "Bash(npm test*)"),
-        ("Bash", "ls -la /tmp", "Bash(ls*)"),
+        ("Bash", "git commit -m 'wip'", "Bash(git commit:*)"),
+        ("Bash", "npm test && npm run lint", "Bash(npm test:*)"),
+        ("Bash", "ls -la /tmp", "Bash(ls:*)"),
         ("Edit", "/proj/src/pkg/a.py", "Edit(src/**)"),
         ("Write", "/proj/setup.py", "Edit(./*)"),
         ("Write", "/tmp/scratch/x.py", "Edit(/tmp/scratch/**)"),
@@ -469,12 +449,12 @@ async def test_allow_for_session_stops_asking_for_that_pattern(tmp_path: Path) -
     authorize = make_authorize(policy, approver)
     ctx = _ctx(tmp_path)
     assert await check(authorize, Bash(), {"command": "git commit -m one"}, ctx) is None
-    assert approver.requests[0].suggestion == "Bash(git commit*)"
-    assert [r.text for r in policy.session_rules] == ["Bash(git commit*)"]
+    assert approver.requests[0].suggestion == "Bash(git commit:*)"
+    assert [r.text for r in policy.session_rules] == ["Bash(git commit:*)"]
     assert await check(authorize, Bash(), {"command": "git commit -m two"}, ctx) is None
     assert len(approver.requests) == 1  # not asked again
     assert await check(authorize, Bash(), {"command": "git push"}, ctx) is None  # allow once
-    assert policy.session_rules == [Rule.parse("Bash(git commit*)")]
+    assert policy.session_rules == [Rule.parse("Bash(git commit:*)")]
     denied = await check(authorize, Bash(), {"command": "rm -rf build"}, ctx)
     assert denied is not None and "the user declined this Bash call" in denied
     assert len(approver.requests) == 3
@@ -515,7 +495,7 @@ async def test_headless_denial_says_how_to_allow(tmp_path: Path) -> None:
     reason = await check(authorize, Bash(), {"command": "npm test"}, _ctx(tmp_path))
     assert reason == (
         "Running `npm test` requires approval (default mode asks before Bash runs); caliban is "
-        "running headless (-p). Allow it with --allowed-tools 'Bash(npm test*)' or a "
+        "running headless (-p). Allow it with --allowed-tools 'Bash(npm test:*)' or a "
         "[permissions] allow rule."
     )
     (tmp_path / "a.py").write_text("x\n")
@@ -768,3 +748,85 @@ def test_caliban_user_files_and_the_trust_store_are_protected() -> None:
     for path in (user_config_path(), user_config_path().with_name("mcp.toml"), trust_file()):
         decision = _decide("Write", str(path), rules=rules(allow=["Edit(//**)"]))
         assert decision.behavior == "ask" and "is protected" in decision.reason
+
+
+async def test_a_line_no_rule_can_check_says_why_and_what_would_allow_it(tmp_path: Path) -> None:
+    authorize = make_authorize(PermissionPolicy(project_root=tmp_path), deny_approver)
+    reason = await check(authorize, Bash(), {"command": "echo $(date)"}, _ctx(tmp_path))
+    assert reason is not None
+    assert "no rule can vouch for this command line (command substitution" in reason
+    assert "--allowed-tools 'Bash'" in reason and "--allowed-tools ''" not in reason
+
+
+# ---------------------------------------------------------------------------- redirections
+
+
+def _bash(command: str, **kw: Any) -> Decision:
+    return decide(
+        "Bash",
+        command,
+        read_only=False,
+        origin=BUILTIN,
+        mode=kw.pop("mode", "default"),
+        rules=kw.pop("rules", NO_RULES),
+        project_root=ROOT,
+        writes_path=None,
+        cwd=kw.pop("cwd", ROOT),
+    )
+
+
+GIT_STATUS = rules(allow=["Bash(git status*)"])
+
+
+@pytest.mark.parametrize("operator", [">", ">>", "2>", "&>", ">|"])
+def test_a_redirection_is_a_write_of_its_target(operator: str) -> None:
+    home = Path.home()
+    decision = _bash(f"git status {operator} ~/.bashrc", rules=GIT_STATUS)
+    assert decision.behavior == "ask"
+    assert decision.reason.startswith(f"it writes {home}/.bashrc through a redirection (")
+    assert "is protected: every new shell runs it" in decision.reason
+    assert decision.suggestion == "Edit(~/.bashrc)"
+    named = rules(allow=["Bash(git status*)", "Edit(~/.bashrc)"])
+    assert _bash(f"git status {operator} ~/.bashrc", rules=named).behavior == "allow"
+
+
+def test_redirections_go_through_the_write_rules_and_the_mode() -> None:
+    # In the project: the mode decides, as for Write (acceptEdits allows, default asks).
+    assert _bash("git status > status.txt", rules=GIT_STATUS).behavior == "ask"
+    accept = _bash("git status > status.txt", rules=GIT_STATUS, mode="acceptEdits")
+    assert accept.behavior == "allow"
+    edits = rules(allow=["Bash(git status*)", "Edit(./*)"])
+    assert _bash("git status > status.txt", rules=edits).behavior == "allow"
+    # Relative targets resolve against the Bash tool's working directory, through cd.
+    assert _bash("git status > config", rules=GIT_STATUS, cwd=ROOT / ".git").suggestion == (
+        "Edit(./.git/config)"
+    )
+    assert "is protected" in _bash("cd .git && git status > config", rules=GIT_STATUS).reason
+    # Outside the project: asks even in acceptEdits, unless an absolute rule allows it.
+    outside = _bash("git status > /tmp/s.txt", rules=GIT_STATUS, mode="acceptEdits")
+    assert outside.behavior == "ask" and "outside the project root" in outside.reason
+    tmp = rules(allow=["Bash(git status*)", "Edit(//tmp/**)"])
+    assert _bash("git status > /tmp/s.txt", rules=tmp).behavior == "allow"
+    # Deny and ask rules on the target apply; /dev/null and descriptor copies are no writes.
+    no_logs = rules(allow=["Bash(git status*)"], deny=["Edit(*.log)"])
+    denied = _bash("git status 2> err.log", rules=no_logs, mode="bypassPermissions")
+    assert denied.behavior == "deny" and "'Edit(*.log)' denies it" in denied.reason
+    assert _bash("git status > /dev/null 2>&1", rules=GIT_STATUS).behavior == "allow"
+
+
+def test_a_read_redirection_honours_read_deny_rules() -> None:
+    secrets = rules(allow=["Bash(cat*)"], deny=["Read(.env)"])
+    decision = _bash("cat < .env", rules=secrets)
+    assert decision.behavior == "deny"
+    assert decision.reason == (
+        f"it reads {ROOT}/.env through a redirection, and the permission rule 'Read(.env)' "
+        "denies reading it"
+    )
+    assert _bash("cat < notes.txt", rules=secrets).behavior == "allow"
+
+
+def test_a_command_that_asks_anyway_mentions_its_protected_write() -> None:
+    decision = _bash("npm test > .mcp.json")
+    assert decision.behavior == "ask"
+    assert decision.reason.startswith("default mode asks before Bash runs; also, it writes ")
+    assert "it lists MCP servers" in decision.reason

@@ -500,7 +500,7 @@ async def test_permission_dont_ask_again_for_the_session(project: Path) -> None:
     text = h.text
     assert text.count("Do you want to proceed?") <= 1
     assert text.count("Bash command") == 1
-    assert "✓ Bash(echo one*) allowed for the rest of this session" in text
+    assert "✓ Bash(echo one:*) allowed for the rest of this session" in text
     assert "  ⎿  one more" in h.lines
 
 

@@ -95,10 +95,19 @@ def describe(request: PermissionRequest) -> str:
 
 
 def headless_denial(request: PermissionRequest) -> str:
-    return (
+    start = (
         f"{describe(request)} requires approval ({request.reason}); caliban is running "
-        f"headless (-p). Allow it with --allowed-tools '{request.suggestion}' or a "
-        "[permissions] allow rule."
+        "headless (-p)."
+    )
+    if not request.suggestion:
+        # A line no rule can match: only allowing all of the tool would let it run.
+        return (
+            f"{start} Rewrite the command in a form caliban can check, or allow every "
+            f"{request.tool_name} call with --allowed-tools '{request.tool_name}'."
+        )
+    return (
+        f"{start} Allow it with --allowed-tools '{request.suggestion}' or a [permissions] "
+        "allow rule."
     )
 
 
@@ -127,7 +136,9 @@ def make_authorize(policy: PermissionPolicy, approver: Approver) -> Authorize:
         subject = _subject(tool.name, invocation, ctx.env.cwd)
 
         def check() -> Decision:
-            return policy.decide(tool.name, subject, read_only=tool.read_only, origin=tool.origin)
+            return policy.decide(
+                tool.name, subject, read_only=tool.read_only, origin=tool.origin, cwd=ctx.env.cwd
+            )
 
         decision = check()
         if decision.behavior == "ask":

@@ -22,12 +22,14 @@ Precedence, first match wins:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, assert_never
 
 from caliban.config import ConfigError, PermissionMode, PermissionsSettings
+from caliban.permissions import shell
 from caliban.permissions.protected import protected_reason
 from caliban.permissions.rules import (
     EDIT_TOOLS,
@@ -36,9 +38,9 @@ from caliban.permissions.rules import (
     RuleError,
     file_rule,
     is_within,
+    suggest_rule,
 )
-from caliban.permissions.shell import split_command
-from caliban.tools.base import BuiltinOrigin, McpOrigin, ToolOrigin
+from caliban.tools.base import BUILTIN, BuiltinOrigin, McpOrigin, ToolOrigin
 
 __all__ = ["PLAN_MODE_REASON", "Behavior", "Decision", "PermissionPolicy", "decide"]
 
@@ -83,13 +85,36 @@ def _find(
 
     if tool_name != "Bash" or subject is None:
         return first(subject)
+    return _find_bash(rules, subject, project_root, allowing=allowing)
+
+
+def _find_bash(
+    rules: Sequence[Rule], command: str, project_root: Path, *, allowing: bool
+) -> Rule | None:
+    """The first Bash rule covering ``command``, matched on the parsed command line
+    (:mod:`caliban.permissions.shell`), never on its text alone.
+
+    Deny and ask rules match any part of the line (every simple command, what wrappers and
+    ``bash -c`` run, substitutions), understood or not. An allow rule for all of Bash allows
+    anything; otherwise the line must be fully understood and every simple command must be
+    covered by some allow rule. (What its redirections write is decided apart, as writes:
+    :func:`_with_redirections`.)
+    """
+    bash = [rule for rule in rules if rule.names("Bash")]
+    analysis = shell.analyze(command)
     if not allowing:
-        pieces = split_command(subject, lenient=True) or []
-        return next((r for r in (first(text) for text in (subject, *pieces)) if r), None)
-    parts = split_command(subject)
-    if parts is None:  # command substitution: only a rule for all of Bash vouches for it
-        return next((rule for rule in rules if rule.names(tool_name) and not rule.pattern), None)
-    found = [first(text) for text in parts] or [first(subject)]
+        return next(
+            (r for r in bash if r.pattern is None or shell.deny_matches(r.pattern, analysis)),
+            None,
+        )
+    if whole := next((rule for rule in bash if rule.pattern is None), None):
+        return whole
+    if not isinstance(analysis, shell.Understood) or not analysis.commands:
+        return None
+    found = [
+        next((r for r in bash if r.pattern and shell.allows(r.pattern, one)), None)
+        for one in analysis.commands
+    ]
     return found[0] if all(found) else None
 
 
@@ -103,12 +128,99 @@ def decide(
     rules: PermissionRules,
     project_root: Path,
     writes_path: Path | None,
+    cwd: Path | None = None,
 ) -> Decision:
-    """Allow, ask or deny one tool call. Pure: no I/O, no state.
+    """Allow, ask or deny one tool call. Pure: no I/O, no state (resolving a Bash line's
+    redirection targets follows symlinks).
 
     ``subject`` is what rules match (an absolute path for file tools, the command for
-    Bash); ``writes_path`` is the file a Write/Edit call would change (None otherwise).
+    Bash); ``writes_path`` is the file a Write/Edit call would change (None otherwise);
+    ``cwd`` is where a Bash command runs (default: the project root), against which its
+    redirections' relative targets resolve. A Bash line's redirections are decided as
+    writes (and reads) of their targets, and the stricter answer wins.
     """
+    decision = _decide(
+        tool_name,
+        subject,
+        read_only=read_only,
+        origin=origin,
+        mode=mode,
+        rules=rules,
+        project_root=project_root,
+        writes_path=writes_path,
+    )
+    if tool_name != "Bash" or subject is None or decision.behavior == "deny":
+        return decision
+    analysis = shell.analyze(subject)
+    if not isinstance(analysis, shell.Understood):
+        return decision  # no allow rule vouches for it: it asks, or runs in bypass mode
+    return _with_redirections(
+        decision, analysis, mode=mode, rules=rules, project_root=project_root, cwd=cwd
+    )
+
+
+def _with_redirections(
+    decision: Decision,
+    analysis: shell.Understood,
+    *,
+    mode: PermissionMode,
+    rules: PermissionRules,
+    project_root: Path,
+    cwd: Path | None,
+) -> Decision:
+    """``decision`` about a Bash line, made stricter by what its redirections do: each file
+    it writes (``>``, ``>>``, ``2>``, ``&>``…) is decided as a Write of that file (deny and
+    ask rules, protected paths, outside the project, the mode), each file it reads (``<``)
+    against the Read deny rules."""
+    where = cwd or project_root
+    for path in shell.read_paths(analysis, cwd=where):
+        if rule := _find(rules.deny, "Read", str(path), project_root, allowing=False):
+            return Decision(
+                behavior="deny",
+                reason=f"it reads {path} through a redirection, and the permission rule "
+                f"{rule.text!r} denies reading it",
+                rule=rule.text,
+            )
+    verdict = decision
+    for path in shell.written_paths(analysis, cwd=where):
+        write = _decide(
+            "Write",
+            str(path),
+            read_only=False,
+            origin=BUILTIN,
+            mode=mode,
+            rules=rules,
+            project_root=project_root,
+            writes_path=path,
+        )
+        what = f"it writes {path} through a redirection ({write.reason})"
+        match write.behavior:
+            case "deny":
+                return Decision(behavior="deny", reason=what, rule=write.rule)
+            case "ask" if verdict.behavior == "allow":
+                suggestion = write.suggestion or suggest_rule("Write", str(path), project_root)
+                verdict = Decision(behavior="ask", reason=what, suggestion=suggestion)
+            case "ask":
+                verdict = dataclasses.replace(verdict, reason=f"{verdict.reason}; also, {what}")
+            case "allow":
+                pass
+            case _:
+                assert_never(write.behavior)
+    return verdict
+
+
+def _decide(
+    tool_name: str,
+    subject: str | None,
+    *,
+    read_only: bool,
+    origin: ToolOrigin,
+    mode: PermissionMode,
+    rules: PermissionRules,
+    project_root: Path,
+    writes_path: Path | None,
+) -> Decision:
+    """:func:`decide` for one call, without looking at a Bash line's redirections."""
     if rule := _find(rules.deny, tool_name, subject, project_root, allowing=False):
         return Decision(
             behavior="deny", reason=f"the permission rule {rule.text!r} denies it", rule=rule.text
@@ -160,6 +272,13 @@ def decide(
         return Decision(behavior="allow", reason="acceptEdits mode allows edits in the project")
     if isinstance(origin, McpOrigin):
         return Decision(behavior="ask", reason=f"{mode} mode asks before MCP tools run")
+    if tool_name == "Bash" and subject is not None:
+        analysis = shell.analyze(subject)
+        if isinstance(analysis, shell.NotUnderstood):
+            return Decision(
+                behavior="ask",
+                reason=f"no rule can vouch for this command line ({analysis.reason})",
+            )
     return Decision(behavior="ask", reason=f"{mode} mode asks before {tool_name} runs")
 
 
@@ -196,14 +315,23 @@ class PermissionPolicy:
         return cls(project_root=project_root.resolve(), mode=mode or settings.mode, rules=rules)
 
     def decide(
-        self, tool_name: str, subject: str | None, *, read_only: bool, origin: ToolOrigin
+        self,
+        tool_name: str,
+        subject: str | None,
+        *,
+        read_only: bool,
+        origin: ToolOrigin,
+        cwd: Path | None = None,
     ) -> Decision:
+        """:func:`decide` with this policy's mode and rules (session rules included);
+        ``cwd`` is the Bash tool's working directory."""
         writes = Path(subject) if subject and tool_name in EDIT_TOOLS else None
         return decide(
             tool_name,
             subject,
             read_only=read_only,
             origin=origin,
+            cwd=cwd,
             mode=self.mode,
             rules=self.rules.with_allow(self.session_rules),
             project_root=self.project_root,

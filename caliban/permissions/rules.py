@@ -15,7 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from caliban.permissions.shell import split_command
+from caliban.permissions.shell import pattern_matches
+from caliban.permissions.shell import suggest_rule as shell_suggestion
 
 __all__ = [
     "EDIT_TOOLS",
@@ -246,35 +247,21 @@ def _relative(path: PurePosixPath, root: Path) -> PurePosixPath:
 
 
 def command_matches(pattern: str, command: str) -> bool:
-    """Whether a command rule pattern covers ``command``.
-
-    ``*`` matches anything (spaces and slashes included); everything else is literal.
-    ``git commit:*`` (Claude Code's prefix form) matches ``git commit`` and
-    ``git commit …``. Runs of whitespace count as one space.
-    """
-    command = " ".join(command.split())
-    pattern = " ".join(pattern.split())
-    if pattern.endswith(":*"):
-        prefix = pattern[:-2]
-        return command == prefix or command.startswith(prefix + " ")
-    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
-    return re.fullmatch(regex, command, re.DOTALL) is not None
+    """Whether a command-style rule pattern covers ``command`` (runs of whitespace count as
+    one space): ``*`` matches anything, ``prefix:*`` Claude Code's prefix form, the rest is
+    literal. Bash rules are matched on the parsed command line instead
+    (:mod:`caliban.permissions.shell`)."""
+    return pattern_matches(pattern, " ".join(command.split()))
 
 
 def suggest_rule(tool_name: str, subject: str | None, project_root: Path) -> str:
-    """The rule offered for "don't ask again this session": ``Bash(git commit*)``,
+    """The rule offered for "don't ask again this session": ``Bash(git commit:*)``,
     ``Edit(src/**)``, or the tool name (MCP tools and anything without a subject)."""
     if subject is None:
         return tool_name
     if tool_name == "Bash":
-        first = (split_command(subject, lenient=True) or [subject])[0]
-        words = first.split()
-        if not words:
-            return tool_name
-        prefix = words[0]
-        if len(words) > 1 and re.fullmatch(r"[A-Za-z][\w.:-]*", words[1]):
-            prefix += " " + words[1]
-        return f"Bash({prefix}*)"
+        # "" when no rule could allow the line (not understood): nothing to offer.
+        return shell_suggestion(subject) or ""
     if tool_name in PATH_TOOLS:
         family = "Edit" if tool_name in EDIT_TOOLS else tool_name
         path = Path(os.path.normpath(subject))
