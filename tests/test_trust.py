@@ -300,3 +300,10 @@ def test_mcp_list_and_tools_start_nothing_in_an_untrusted_folder(project: Path) 
     result = CliRunner().invoke(app, ["mcp", "get", "evil"])
     assert "trusted:   no" in result.stdout
     assert not marker.exists()
+
+
+def test_a_broken_config_does_not_stop_trusting(project: Path) -> None:
+    (project / ".caliban" / "config.toml").write_text("[permissions\n")
+    code, out, err = cli(str(project))
+    assert code == 0 and out.startswith(f"Trusted {project}")
+    assert "invalid TOML" in err and is_trusted(project)

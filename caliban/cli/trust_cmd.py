@@ -57,9 +57,14 @@ def trust_command(
     if revoke:
         _revoke(folder)
         return
+    from caliban.errors import ConfigError
     from caliban.session.assemble import held_back
 
-    pending = held_back(folder)
+    try:
+        pending = held_back(folder)
+    except ConfigError as exc:  # a broken file must not stop the user from trusting
+        _err(f"caliban: warning: {exc}")
+        pending = []
     stored = trust.trust(folder)
     print(f"Trusted {stored} and every folder below it.")
     if stored in (Path.home().resolve(), Path(stored.anchor)):
