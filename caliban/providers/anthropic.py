@@ -21,6 +21,7 @@ never marked for caching. Without an effort level nothing about thinking is sent
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
@@ -53,10 +54,8 @@ from caliban.providers.base import (
 from caliban.providers.guard import DEFAULT_LIMITS, StreamLimits, check_part, check_parts
 from caliban.providers.history import normalize
 from caliban.providers.retry import (
-    DEFAULT_RETRY,
     Failure,
     IncompleteStream,
-    RetryPolicy,
     classify_status,
     connection_failure,
     malformed_failure,
@@ -379,30 +378,10 @@ class AnthropicProvider(SdkProvider["AsyncAnthropic"]):
     name = "anthropic"
     default_key_env = DEFAULT_KEY_ENV
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str | None = None,
-        key_env: str | None = None,
-        retry: RetryPolicy = DEFAULT_RETRY,
-        timeout: float = 600.0,
-        effort: Effort | None = None,
-        context_window: int | None = None,
-        limits: StreamLimits = DEFAULT_LIMITS,
-    ) -> None:
-        super().__init__(
-            api_key=api_key,
-            base_url=base_url,
-            key_env=key_env,
-            retry=retry,
-            timeout=timeout,
-            effort=effort,
-            context_window=context_window,
-            limits=limits,
-        )
-        self._styles: dict[str, ThinkingStyle] = {}
+    @functools.cached_property
+    def _styles(self) -> dict[str, ThinkingStyle]:
         """The thinking form each model accepted after a 400 for the other one."""
+        return {}
 
     def _create_client(self) -> AsyncAnthropic:
         import anthropic

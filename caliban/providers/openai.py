@@ -29,6 +29,7 @@ Translation notes:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import urllib.parse
@@ -40,13 +41,10 @@ from caliban.messages import ImagePart, Message, TextPart, ThinkingPart, ToolRes
 from caliban.providers._sdk import SdkProvider
 from caliban.providers.accumulate import ChatStreamAccumulator
 from caliban.providers.base import Effort, ProviderEvent, ProviderRequest, ResponseDone
-from caliban.providers.guard import DEFAULT_LIMITS, StreamLimits
 from caliban.providers.history import normalize
 from caliban.providers.retry import (
-    DEFAULT_RETRY,
     Failure,
     IncompleteStream,
-    RetryPolicy,
     classify_status,
     connection_failure,
     malformed_failure,
@@ -196,33 +194,16 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
     name = "openai"
     default_key_env = DEFAULT_KEY_ENV
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str | None = None,
-        key_env: str | None = None,
-        retry: RetryPolicy = DEFAULT_RETRY,
-        timeout: float = 600.0,
-        effort: Effort | None = None,
-        context_window: int | None = None,
-        limits: StreamLimits = DEFAULT_LIMITS,
-    ) -> None:
-        super().__init__(
-            api_key=api_key,
-            base_url=base_url,
-            key_env=key_env,
-            retry=retry,
-            timeout=timeout,
-            effort=effort,
-            context_window=context_window,
-            limits=limits,
-        )
-        self.token_limit_key = (
-            "max_completion_tokens" if is_openai_endpoint(base_url) else "max_tokens"
-        )
-        self.send_effort = effort is not None
+    @functools.cached_property
+    def token_limit_key(self) -> str:
+        """``max_completion_tokens`` for OpenAI's own API, ``max_tokens`` elsewhere; switched
+        when a server rejects the parameter itself."""
+        return "max_completion_tokens" if is_openai_endpoint(self.base_url) else "max_tokens"
+
+    @functools.cached_property
+    def send_effort(self) -> bool:
         """False once the server rejected ``reasoning_effort``."""
+        return self.effort is not None
 
     def _create_client(self) -> AsyncOpenAI:
         import openai

@@ -53,12 +53,8 @@ from caliban.toolsets.base import ChildScope, LazyView, Toolset, ToolsetView
 __all__ = ["DeferredTool", "LazyMcpToolset"]
 
 
-class DeferredTool:
-    """A deferred MCP tool called by name: on an error result its schema is added.
-
-    The model never saw the schema of a tool it calls without searching first, so when the
-    server rejects the arguments the result says what they should be.
-    """
+class _WrappedTool:
+    """Another tool, unchanged but for what :meth:`bind` returns."""
 
     def __init__(self, tool: Tool) -> None:
         self.tool = tool
@@ -79,13 +75,11 @@ class DeferredTool:
     def spec(self) -> ToolSpec:
         return self.tool.spec
 
-    def bind(self, arguments: Mapping[str, Any]) -> Invocation | str:
-        bound = self.tool.bind(arguments)
-        return bound if isinstance(bound, str) else _DeferredInvocation(self.tool, bound)
-
 
 @dataclass(frozen=True, slots=True)
-class _DeferredInvocation:
+class _WrappedInvocation:
+    """Another tool's invocation whose output :meth:`amend` may add to."""
+
     tool: Tool
     inner: Invocation
 
@@ -97,7 +91,27 @@ class _DeferredInvocation:
         return self.inner.preview(env)
 
     async def run(self, ctx: CallContext) -> ToolOutput:
-        output = await self.inner.run(ctx)
+        return self.amend(await self.inner.run(ctx))
+
+    def amend(self, output: ToolOutput) -> ToolOutput:
+        return output
+
+
+class DeferredTool(_WrappedTool):
+    """A deferred MCP tool called by name: on an error result its schema is added.
+
+    The model never saw the schema of a tool it calls without searching first, so when the
+    server rejects the arguments the result says what they should be.
+    """
+
+    def bind(self, arguments: Mapping[str, Any]) -> Invocation | str:
+        bound = self.tool.bind(arguments)
+        return bound if isinstance(bound, str) else _WithSchemaOnError(self.tool, bound)
+
+
+@dataclass(frozen=True, slots=True)
+class _WithSchemaOnError(_WrappedInvocation):
+    def amend(self, output: ToolOutput) -> ToolOutput:
         if not output.is_error:
             return output
         schema = json.dumps(self.tool.spec.input_schema, ensure_ascii=False, separators=(",", ":"))
@@ -108,53 +122,32 @@ class _DeferredInvocation:
         return ToolOutput(content=(*output.content, hint), is_error=True, summary=output.summary)
 
 
-class GuessedTool:
+class GuessedTool(_WrappedTool):
     """An MCP tool the model called by a bare name (``get_current_time`` for
     ``mcp__time__get_current_time``): it runs, and the result says the full name."""
 
     def __init__(self, tool: Tool, called_as: str) -> None:
-        self.tool = tool
+        super().__init__(tool)
         self.called_as = called_as
-
-    @property
-    def name(self) -> str:
-        return self.tool.name
-
-    @property
-    def origin(self) -> ToolOrigin:
-        return self.tool.origin
-
-    @property
-    def read_only(self) -> bool:
-        return self.tool.read_only
-
-    @property
-    def spec(self) -> ToolSpec:
-        return self.tool.spec
 
     def bind(self, arguments: Mapping[str, Any]) -> Invocation | str:
         bound = self.tool.bind(arguments)
-        return bound if isinstance(bound, str) else _GuessedInvocation(self, bound)
+        if isinstance(bound, str):
+            return bound
+        return _WithFullName(
+            self.tool,
+            bound,
+            f"(There is no tool named {self.called_as}; "
+            f"this ran {self.tool.name}. Call it by that full name.)",
+        )
 
 
 @dataclass(frozen=True, slots=True)
-class _GuessedInvocation:
-    guessed: GuessedTool
-    inner: Invocation
+class _WithFullName(_WrappedInvocation):
+    note: str
 
-    @property
-    def subject(self) -> str | None:
-        return self.inner.subject
-
-    def preview(self, env: ToolEnv) -> Preview:
-        return self.inner.preview(env)
-
-    async def run(self, ctx: CallContext) -> ToolOutput:
-        output = await self.inner.run(ctx)
-        note = TextPart(
-            text=f"(There is no tool named {self.guessed.called_as}; this ran "
-            f"{self.guessed.name}. Call it by that full name.)"
-        )
+    def amend(self, output: ToolOutput) -> ToolOutput:
+        note = TextPart(text=self.note)
         return ToolOutput(
             content=(*output.content, note), is_error=output.is_error, summary=output.summary
         )
