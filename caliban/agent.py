@@ -404,9 +404,17 @@ def _unknown_tool(name: str, toolset: Toolset) -> str:
             for candidate in close:
                 if (tool := toolset.find(candidate)) is not None:
                     schema = json.dumps(tool.spec.input_schema, separators=(",", ":"))
-                    summary = tool.spec.description.strip()[:200]
-                    text += f"\n{candidate}: {summary} Input schema: {schema}"
+                    text += f"\n{candidate}: {_ends(tool.spec.description.strip())}"
+                    text += f" Input schema: {schema}"
     return text
+
+
+def _ends(text: str, head: int = 160, tail: int = 60) -> str:
+    """``text`` shortened to its start and its end, so a description wrapped in tags
+    (an MCP server's, marked as its data) keeps its closing tag."""
+    if len(text) <= head + tail + 3:
+        return text
+    return f"{text[:head]} … {text[-tail:]}"
 
 
 def _error_result(call_id: str, text: str) -> ToolResult:

@@ -326,6 +326,7 @@ async def test_an_ambiguous_bare_name_runs_nothing_and_shows_the_candidates(
     await run(session)
     [result] = results(provider, 1)
     assert result.is_error and result.text.startswith("Unknown tool 'create_issue'")
-    assert f"\n{GH_CREATE}: Create issue on github. Input schema: " in result.text
-    assert f"\n{GL_CREATE}: Create issue on gitlab. Input schema: " in result.text
+    for name, server in ((GH_CREATE, "github"), (GL_CREATE, "gitlab")):
+        description = f'<mcp-data server="{server}">\nCreate issue on {server}.\n</mcp-data>'
+        assert f"\n{name}: {description} Input schema: " in result.text
     assert mcp.dispatcher.calls == []

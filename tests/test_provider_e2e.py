@@ -11,6 +11,8 @@ import pytest
 from fake_model_server import FakeModelServer
 from test_headless_e2e import check_stream_shapes, lines, run
 
+from caliban.trust import trust
+
 pytestmark = pytest.mark.slow
 
 THOUGHT = "The file list is what they want; Glob gives it."
@@ -148,6 +150,7 @@ def test_lazy_auto_and_the_context_report_use_the_window_the_server_reports(
     fake_model_server: FakeModelServer, project: Path, n_ctx: int | None, lazy: bool
 ) -> None:
     catalog = Path(__file__).parent / "mcp_servers" / "catalog_server.py"
+    trust(project)  # its mcp.toml servers start only in a trusted folder
     (project / ".caliban" / "mcp.toml").write_text(
         f'[server.catalog]\ncommand = "{sys.executable}"\nargs = ["{catalog}"]\n'
     )
