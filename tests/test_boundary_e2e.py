@@ -298,7 +298,7 @@ def test_a_redirection_cannot_write_what_write_may_not(
         "go",
     )
     config_write, hook, status, _ = results(result.stdout)
-    assert config_write[0] and f"it writes {config} through a redirection" in config_write[1]
+    assert config_write[0] and f"it redirects output to {config}, and" in config_write[1]
     assert "--allowed-tools 'Edit(./.git/config)'" in config_write[1]
     assert hook[0] and "git runs it as a hook" in hook[1]
     assert not status[0] and (repo / "status.txt").exists()  # an ordinary write: acceptEdits

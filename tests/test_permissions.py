@@ -783,7 +783,7 @@ def test_a_redirection_is_a_write_of_its_target(operator: str) -> None:
     home = Path.home()
     decision = _bash(f"git status {operator} ~/.bashrc", rules=GIT_STATUS)
     assert decision.behavior == "ask"
-    assert decision.reason.startswith(f"it writes {home}/.bashrc through a redirection (")
+    assert decision.reason.startswith(f"it redirects output to {home}/.bashrc, and {home}/")
     assert "is protected: every new shell runs it" in decision.reason
     assert decision.suggestion == "Edit(~/.bashrc)"
     named = rules(allow=["Bash(git status*)", "Edit(~/.bashrc)"])
@@ -828,5 +828,5 @@ def test_a_read_redirection_honours_read_deny_rules() -> None:
 def test_a_command_that_asks_anyway_mentions_its_protected_write() -> None:
     decision = _bash("npm test > .mcp.json")
     assert decision.behavior == "ask"
-    assert decision.reason.startswith("default mode asks before Bash runs; also, it writes ")
+    assert decision.reason.startswith("default mode asks before Bash runs; also, it redirects ")
     assert "it lists MCP servers" in decision.reason

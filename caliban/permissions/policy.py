@@ -193,7 +193,7 @@ def _with_redirections(
             project_root=project_root,
             writes_path=path,
         )
-        what = f"it writes {path} through a redirection ({write.reason})"
+        what = f"it redirects output to {path}, and {write.reason}"
         match write.behavior:
             case "deny":
                 return Decision(behavior="deny", reason=what, rule=write.rule)
