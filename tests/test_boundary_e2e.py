@@ -446,8 +446,9 @@ def test_edit_on_a_3_mb_one_line_file_is_fast_and_its_echo_is_capped(
     assert results(denied.stdout)[1][0] and time.monotonic() - started < 30
 
 
-def test_sigint_interrupts_a_long_edit_at_once(
-    fake_model_server: FakeModelServer, project: Path
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_interrupts_a_long_edit_at_once(
+    fake_model_server: FakeModelServer, project: Path, signal_number: int
 ) -> None:
     big = project / "huge.txt"
     big.write_text("ab" * 40_000_000)  # 80 MB on one line: the replacement takes seconds
@@ -499,7 +500,7 @@ def test_sigint_interrupts_a_long_edit_at_once(
     assert edits_started == 1
     time.sleep(0.3)
     signalled = time.monotonic()
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signal_number)
     process.communicate(timeout=30)
     assert process.returncode == 130
     assert time.monotonic() - signalled < 2.0
