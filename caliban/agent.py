@@ -288,6 +288,7 @@ class Agent:
                 origin=origin,
                 summary=output.summary,
                 change=output.change,
+                data=output.data,
                 duration_ms=int((time.perf_counter() - started) * 1000),
                 parent_tool_use_id=self.parent_id,
             )

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
@@ -189,6 +189,8 @@ def describe_call(call: ToolCall, cwd: Path | None = None, origin: ToolOrigin | 
     """``Read(caliban/cli.py)``: the tool and its most telling argument."""
     args = call.arguments
     name = display_name(call.name, origin)
+    if call.name == "TodoWrite":
+        return "Update Todos"
     for key in PRIMARY_ARGS:
         value = args.get(key)
         if isinstance(value, str) and value:
@@ -464,6 +466,8 @@ class Renderer:
         call = event.call
         if event.change is not None:
             return _change_result(event.change, first, cont, self.cwd)
+        if call.name == "TodoWrite" and (todos := _todos(event)) is not None:
+            return _checklist(todos, first, cont)
         if call.name == "Bash":
             lines = head_tail(text.rstrip("\n").splitlines())
             if not lines:
@@ -567,6 +571,31 @@ class Renderer:
         if self._buffer:
             return f"Writing… {hint}"
         return None
+
+
+TODO_MARKS = {"completed": "☒", "in_progress": "☐", "pending": "☐"}
+
+
+def _todos(event: ToolFinished) -> list[dict[str, Any]] | None:
+    """The list a TodoWrite call left, from its structured result."""
+    data = event.data
+    todos = data.get("newTodos") if isinstance(data, dict) else None
+    if not isinstance(todos, list) or not all(isinstance(t, dict) for t in todos):
+        return None
+    return todos
+
+
+def _checklist(todos: list[dict[str, Any]], first: str, cont: str) -> RenderableType:
+    """``☒ Write the code`` (done, struck through), ``☐ Run the tests`` (in progress, bold)."""
+    if not todos:
+        return Text(f"{first}(empty list)", style="dim")
+    out = Text()
+    for index, todo in enumerate(todos):
+        status = str(todo.get("status", "pending"))
+        out.append(first if index == 0 else f"\n{cont}")
+        style = {"completed": "dim strike", "in_progress": "bold"}.get(status, "")
+        out.append(f"{TODO_MARKS.get(status, '☐')} {todo.get('content', '')}", style=style)
+    return out
 
 
 def _change_result(change: FileChange, first: str, cont: str, cwd: Path | None) -> RenderableType:

@@ -8,12 +8,13 @@ from caliban.tools.edit import Edit
 from caliban.tools.glob import Glob
 from caliban.tools.grep import Grep
 from caliban.tools.read import Read
+from caliban.tools.todo_write import TodoWrite
 from caliban.tools.write import Write
 
 
 def builtin_tools() -> list[Tool]:
-    """Read, Write, Edit, Glob, Grep and Bash, fresh instances in that order."""
-    return [Read(), Write(), Edit(), Glob(), Grep(), Bash()]
+    """Read, Write, Edit, Glob, Grep, Bash and TodoWrite, fresh instances in that order."""
+    return [Read(), Write(), Edit(), Glob(), Grep(), Bash(), TodoWrite()]
 
 
 __all__ = ["builtin_tools"]
