@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 import functools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
@@ -64,6 +64,10 @@ class ToolEnv:
         )
 
 
+AskModel = Callable[[str], Awaitable[str]]
+"""One question to the agent's model, without tools or history; returns the answer's text."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class CallContext:
     """What one tool call gets besides its arguments."""
@@ -71,6 +75,9 @@ class CallContext:
     env: ToolEnv
     call_id: str
     emit: Callable[[AgentEvent], None] = lambda event: None
+    ask_model: AskModel | None = None
+    """A side request to the same provider and model (WebFetch's answer about a page);
+    ``None`` where no model is at hand."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -267,6 +274,7 @@ class BuiltinTool(abc.ABC, Generic[InputT]):
 
 __all__ = [
     "BUILTIN",
+    "AskModel",
     "BuiltinInvocation",
     "BuiltinOrigin",
     "BuiltinTool",

@@ -9,12 +9,14 @@ from caliban.tools.glob import Glob
 from caliban.tools.grep import Grep
 from caliban.tools.read import Read
 from caliban.tools.todo_write import TodoWrite
+from caliban.tools.web_fetch import WebFetch
 from caliban.tools.write import Write
 
 
 def builtin_tools() -> list[Tool]:
-    """Read, Write, Edit, Glob, Grep, Bash and TodoWrite, fresh instances in that order."""
-    return [Read(), Write(), Edit(), Glob(), Grep(), Bash(), TodoWrite()]
+    """Read, Write, Edit, Glob, Grep, Bash, TodoWrite and WebFetch, fresh instances in that
+    order (WebFetch's page cache is per session)."""
+    return [Read(), Write(), Edit(), Glob(), Grep(), Bash(), TodoWrite(), WebFetch()]
 
 
 __all__ = ["builtin_tools"]
