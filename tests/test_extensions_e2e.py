@@ -107,3 +107,85 @@ def test_todowrite_is_a_normal_tool_call_in_stream_json(
     assert "Todos have been modified successfully" in json.dumps(result)
     assert not result.get("is_error")
     assert "TodoWrite" in objs[0]["tools"]
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def first_user_texts(request: CapturedRequest) -> list[str]:
+    content = request.body["messages"][0]["content"]
+    return [block["text"] for block in content if block.get("type") == "text"]
+
+
+def test_a_custom_command_runs_headless(
+    fake_model_server: FakeModelServer, project: Path, isolated_dirs: Path
+) -> None:
+    write(
+        isolated_dirs / "claude",  # the user's ~/.claude: runs without trusting the project
+        {
+            "commands/mycmd.md": "---\ndescription: My custom command\n"
+            "argument-hint: [file] [mode]\n---\nPlease handle $ARGUMENTS carefully.\n"
+            "First: $1. Second: $2.\nBang: !`echo bang-output`\nFile: @hello.txt\n"
+        },
+    )
+    write(project, {"hello.txt": "hello world\n"})
+    fake_model_server.add({"text": "cmd done"})
+    done = run(fake_model_server, "anthropic", project, "/mycmd foo bar")
+    assert (done.returncode, done.stdout) == (0, "cmd done\n"), done.stderr
+    called, read, header, body = first_user_texts(fake_model_server.requests[0])
+    assert f'"file_path":"{project}/hello.txt"' in called and "hello world" in read
+    assert header == (
+        "<command-message>mycmd</command-message>\n<command-name>/mycmd</command-name>\n"
+        "<command-args>foo bar</command-args>\n"
+    )
+    assert body == (
+        "Please handle foo bar carefully.\nFirst: bar. Second: .\nBang: bang-output\n"
+        "File: @hello.txt\n"
+    )
+
+
+def test_an_unknown_command_and_an_untrusted_snippet_make_no_request(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    write(project, {".claude/commands/bang.md": "Run !`touch ran.txt` now\n"})
+    unknown = run(fake_model_server, "anthropic", project, "--output-format", "json", "/nosuch x")
+    [result] = lines(unknown.stdout)
+    assert (unknown.returncode, result["result"], result["num_turns"]) == (
+        0,
+        "Unknown command: /nosuch",
+        0,
+    )
+    refused = run(fake_model_server, "anthropic", project, "/bang")
+    assert refused.returncode == 1
+    assert "not trusted" in refused.stderr and not (project / "ran.txt").exists()
+    assert fake_model_server.requests == []
+
+
+def test_a_skill_body_arrives_only_after_the_skill_call(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    write(
+        project,
+        {
+            ".claude/skills/deploy-helper/SKILL.md": "---\nname: deploy-helper\n"
+            "description: Helps deploy the app to staging.\n---\n\n# Deploy helper\n\n"
+            "SKILL-BODY-MARKER: deploy with $ARGUMENTS.\n",
+            ".claude/skills/deploy-helper/reference.md": "Reference details.\n",
+        },
+    )
+    fake_model_server.add(
+        tool_step("Skill", {"skill": "deploy-helper", "args": "staging"}), {"text": "deployed"}
+    )
+    done = run(fake_model_server, "anthropic", project, "--output-format", "stream-json", "deploy")
+    assert done.returncode == 0, done.stderr
+    first, second = fake_model_server.requests
+    assert "- deploy-helper: Helps deploy the app to staging." in json.dumps(first.body["system"])
+    assert "SKILL-BODY-MARKER" not in json.dumps(first.body)
+    assert "Skill" in first.tool_names
+    assert "SKILL-BODY-MARKER: deploy with staging." in json.dumps(second.body["messages"])
+    assert "reference.md" in json.dumps(second.body["messages"])
+    assert "Skill" in lines(done.stdout)[0]["tools"]

@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,13 +37,21 @@ from caliban.events import AgentEvent
 from caliban.messages import Message
 from caliban.repl.approve import TerminalApprover
 from caliban.repl.attach import attach
-from caliban.repl.commands import CommandContext, ExitRepl, parse_command, run_command
+from caliban.repl.commands import (
+    CommandContext,
+    ExitRepl,
+    find_command,
+    parse_command,
+    run_command,
+)
 from caliban.repl.complete import ReplCompleter
 from caliban.repl.render import ELBOW, Renderer
 from caliban.repl.toolbar import toolbar_text
 
 if TYPE_CHECKING:
+    from caliban.permissions.rules import Rule
     from caliban.session.session import Session
+    from caliban.skills.catalog import Skill
 
 EXIT_ARM_SECONDS = 2.0
 """A second Ctrl-C on an empty prompt within this many seconds exits."""
@@ -224,7 +232,7 @@ class Repl:
         self.prompt: PromptSession[str] = PromptSession(
             message=self._message,
             history=history if history is not None else _file_history(),
-            completer=ReplCompleter(self.cwd),
+            completer=ReplCompleter(self.cwd, custom=self._custom_commands),
             complete_while_typing=True,
             key_bindings=self._key_bindings(),
             bottom_toolbar=self._toolbar,
@@ -312,7 +320,12 @@ class Repl:
         if not text:
             return
         session = await self.wait_for_session()
-        if parse_command(text) is not None:
+        if (parsed := parse_command(text)) is not None:
+            from caliban.skills.catalog import find_skill
+
+            if find_command(parsed[0]) is None and (skill := find_skill(session.skills, parsed[0])):
+                await self.run_custom(skill, parsed[1])
+                return
             context = CommandContext(
                 session=session, console=self.console, replay=self.renderer.replay
             )
@@ -327,10 +340,26 @@ class Repl:
             self.console.print(Text(f"  ⚠  {problem}", style="yellow"))
         await self.run_turn(message if attachments else text)
 
-    async def run_turn(self, prompt: str | Message) -> None:
+    async def run_custom(self, skill: Skill, arguments: str) -> None:
+        """``/name args`` of a custom command or skill: expanded, then run as a prompt."""
+        from caliban.skills.invoke import CommandRefused, expand_invocation
+
+        try:
+            expanded = await expand_invocation(self.session, skill, arguments)
+        except CommandRefused as exc:
+            self.renderer.error(str(exc))
+            return
+        for note in expanded.notes:
+            self.console.print(Text(f"  ⚠  {note}", style="yellow"))
+        await self.run_turn(expanded.message, model=expanded.model, allow=expanded.allow)
+
+    async def run_turn(
+        self, prompt: str | Message, *, model: str | None = None, allow: Sequence[Rule] = ()
+    ) -> None:
         """Run one prompt to the end, or until Ctrl-C (:meth:`interrupt`) cancels it."""
         self.renderer.begin_turn()
-        task: asyncio.Task[object] = asyncio.create_task(self.session.run(prompt))
+        run = self.session.run(prompt, model=model, allow=allow)
+        task: asyncio.Task[object] = asyncio.create_task(run)
         self._turn = task
         try:
             with self._sigint_interrupts(), self._no_echo():
@@ -366,6 +395,11 @@ class Repl:
             self._add_sigint_handler()
 
     # -- prompt pieces
+
+    def _custom_commands(self) -> list[tuple[str, str]]:
+        if not self._ready.done() or self._ready.cancelled() or self._ready.exception():
+            return []
+        return [(skill.name, skill.description) for skill in self.session.skills]
 
     def _message(self) -> StyleAndTextTuples:
         width = self.prompt.app.output.get_size().columns

@@ -40,6 +40,8 @@ def preload() -> None:
     import caliban.permissions.approval
     import caliban.providers.select
     import caliban.session.resume
+    import caliban.skills.catalog
+    import caliban.skills.toolset
     import caliban.subagents
     import caliban.tools.agent
     import caliban.tools.builtin  # noqa: F401
@@ -78,6 +80,7 @@ async def open_session(
     from caliban.permissions.policy import PermissionPolicy
     from caliban.providers.select import create_provider, resolve_provider
     from caliban.session.resume import close_transcript, open_transcript
+    from caliban.skills.catalog import load_catalog
     from caliban.subagents import list_agents
     from caliban.tools.builtin import builtin_tools
 
@@ -100,6 +103,7 @@ async def open_session(
         disallowed=options.disallowed_tools,
     )
     agent_definitions, agent_warnings = list_agents(options.cwd)
+    catalog = load_catalog(options.cwd)
     session = Session(
         settings=settings,
         provider=provider,
@@ -108,6 +112,8 @@ async def open_session(
         env=ToolEnv(cwd=options.cwd, project_root=root),
         builtins=builtin_tools(),
         agents=agent_definitions,
+        skills=catalog.items,
+        permissions=policy,
         authorize=make_authorize(policy, approver or deny_approver),
         listeners=list(listeners),
         max_turns=settings.max_turns,
@@ -122,6 +128,7 @@ async def open_session(
             *mcp_config.problems,
             *mcp_config.warnings,
             *agent_warnings,
+            *catalog.warnings,
             *([lazy_warning] if lazy_warning else []),
         ]:
             session.emit(Notice(level="warning", text=text))

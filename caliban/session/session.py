@@ -30,6 +30,9 @@ from caliban.toolsets.tool_list import ToolList
 if TYPE_CHECKING:
     from caliban.mcp.client import McpManager
     from caliban.mcp.lazy.toolset import LazyMcpToolset
+    from caliban.permissions.policy import PermissionPolicy
+    from caliban.permissions.rules import Rule
+    from caliban.skills.catalog import Skill
     from caliban.subagents import AgentDefinition
 
 Listener = Callable[[AgentEvent], None]
@@ -60,6 +63,10 @@ class Session:
     """Built-in tools, in the fixed order they are offered."""
     agents: Sequence[AgentDefinition] = ()
     """Sub-agents the ``Agent`` tool can start; none: no ``Agent`` tool."""
+    skills: Sequence[Skill] = ()
+    """Custom commands and skills (``/name``; listed for the model, loaded with ``Skill``)."""
+    permissions: PermissionPolicy | None = None
+    """The policy behind ``authorize``, when there is one: its mode (Shift+Tab) and rules."""
     id: str = field(default_factory=new_session_id)
     conversation: Conversation = field(default_factory=Conversation)
     authorize: Authorize = allow_all
@@ -92,6 +99,10 @@ class Session:
 
             tools.append(AgentTool(self.agents, self.spawn_child, on_usage=self._add_child_usage))
         parts: list[Toolset] = [ToolList(tools)]
+        if any(skill.model_invocable for skill in self.skills):
+            from caliban.skills.toolset import SkillToolset
+
+            parts.append(SkillToolset(self.skills))
         if self.activation is not None and self.lazy_policy is not None:
             from caliban.mcp.lazy.toolset import LazyMcpToolset
             from caliban.mcp.toolset import McpToolset
@@ -161,9 +172,18 @@ class Session:
             max_turns=self.max_turns,
         )
 
-    async def run(self, prompt: str | Message) -> RunResult:
-        """Run one prompt to completion on this session's conversation."""
-        return await self.agent().run(prompt)
+    async def run(
+        self, prompt: str | Message, *, model: str | None = None, allow: Sequence[Rule] = ()
+    ) -> RunResult:
+        """Run one prompt to completion on this session's conversation; ``model`` and the
+        ``allow`` rules apply to this prompt only (a custom command's frontmatter)."""
+        agent = self.agent()
+        if model:
+            agent.model = model
+        if not allow or self.permissions is None:
+            return await agent.run(prompt)
+        with self.permissions.allowing(allow):
+            return await agent.run(prompt)
 
     def spawn_child(self, definition: AgentDefinition, ctx: CallContext) -> Agent:
         """The sub-agent for one ``Agent`` call: its own history, env and toolset (derived
@@ -200,6 +220,7 @@ class Session:
     def clear(self) -> None:
         """Start a new conversation (``/clear``)."""
         self.conversation = Conversation()
+        self.env.state.clear()  # the todo list belongs to the conversation
         if self.activation is not None:
             self.activation.swap(lambda current: McpActivationSet.empty(current.cap))
         self.emit(ConversationCleared())
