@@ -309,6 +309,16 @@ class Renderer:
             for call in message.tool_calls:
                 self.console.print(Text(f"{BULLET} {describe_call(call, self.cwd)}", style="dim"))
 
+    def shell_output(self, text: str, *, failed: bool) -> None:
+        """The output of ``!command``, as a Bash call's: its head and tail under an elbow."""
+        lines = head_tail(text.rstrip("\n").splitlines()) or ["(no output)"]
+        first = f"  {ELBOW}  "
+        body = Text(f"{first}{lines[0]}", style="red" if failed else "")
+        for line in lines[1:]:
+            style = "dim" if line.startswith("… +") else "red" if failed else ""
+            body.append(f"\n{' ' * len(first)}{line}", style=style)
+        self.console.print(body)
+
     def error(self, text: str) -> None:
         self._flush_text()
         self.console.print()

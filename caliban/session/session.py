@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from caliban.agent import Agent, Authorize, Conversation, RunResult, allow_all
 from caliban.config import LoadedConfig, Settings
-from caliban.events import AgentEvent, ConversationCleared, ModelChanged
+from caliban.events import AgentEvent, ConversationCleared, HistoryAppended, ModelChanged
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.mcp.lazy.policy import LazyPolicy, resolve_policy
 from caliban.messages import Message, Usage
@@ -184,6 +184,12 @@ class Session:
             return await agent.run(prompt)
         with self.permissions.allowing(allow):
             return await agent.run(prompt)
+
+    def add_context(self, message: Message) -> None:
+        """Append a user message without a request (``!command``'s output); the next prompt
+        carries it. Announced like every history change, so transcripts keep it."""
+        self.conversation.messages.append(message)
+        self.emit(HistoryAppended(message=message))
 
     def spawn_child(self, definition: AgentDefinition, ctx: CallContext) -> Agent:
         """The sub-agent for one ``Agent`` call: its own history, env and toolset (derived
