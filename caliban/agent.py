@@ -21,6 +21,7 @@ from caliban.events import (
     ApiRetryEvent,
     AssistantDelta,
     AssistantMessage,
+    AssistantThinkingDelta,
     HistoryAppended,
     Notice,
     ToolFinished,
@@ -35,6 +36,7 @@ from caliban.providers.base import (
     ProviderRequest,
     ResponseDone,
     TextDelta,
+    ThinkingDelta,
     ToolCallStarted,
 )
 from caliban.tools.base import CallContext, Invocation, Tool, ToolEnv, ToolOutput
@@ -223,6 +225,10 @@ class Agent:
                     case TextDelta(text=text):
                         partial.append(text)
                         self.emit(AssistantDelta(text=text, parent_tool_use_id=self.parent_id))
+                    case ThinkingDelta(text=text):
+                        self.emit(
+                            AssistantThinkingDelta(text=text, parent_tool_use_id=self.parent_id)
+                        )
                     case ApiRetry():
                         self.emit(
                             ApiRetryEvent(

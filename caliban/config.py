@@ -35,6 +35,8 @@ class ProviderSettings(_Section):
     """Endpoint to use instead of the provider's default (an OpenAI-compatible server, a proxy)."""
     api_key_env: str | None = None
     """Environment variable holding the API key (default ANTHROPIC_API_KEY / OPENAI_API_KEY)."""
+    context_window: int | None = Field(default=None, ge=1_024)
+    """Tokens the model can read, when caliban's guess (or the server's answer) is wrong."""
 
 
 class ProvidersSettings(_Section):
@@ -71,6 +73,9 @@ class Settings(_Section):
     """Model provider; unset picks one from the API keys in the environment."""
     model: str | None = None
     """Model name; unset uses the provider's default."""
+    model_effort: Literal["low", "medium", "high"] | None = None
+    """How hard the model thinks: low, medium or high (Anthropic thinking, OpenAI
+    reasoning_effort); unset sends neither."""
     max_turns: int = Field(default=100, ge=1)
     """Model requests allowed for one prompt before caliban stops."""
     providers: ProvidersSettings = Field(default_factory=ProvidersSettings)

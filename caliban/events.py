@@ -27,6 +27,15 @@ class AssistantDelta:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class AssistantThinkingDelta:
+    """A piece of the model's reasoning, streamed before its answer. Never part of the answer
+    text; the complete reasoning arrives as a ``ThinkingPart`` of the ``AssistantMessage``."""
+
+    text: str
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class AssistantMessage:
     """One complete model response, with the usage of that request."""
 
@@ -123,6 +132,7 @@ class Notice:
 AgentEvent = (
     UserPrompt
     | AssistantDelta
+    | AssistantThinkingDelta
     | AssistantMessage
     | ToolStarted
     | ToolFinished

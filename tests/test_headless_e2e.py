@@ -78,7 +78,14 @@ def check_stream_shapes(objs: list[dict[str, Any]]) -> None:
         message = obj["message"]
         assert message["role"] == obj["type"] and "parent_tool_use_id" in obj
         for block in message["content"]:
-            assert block["type"] in ("text", "tool_use", "tool_result", "image")
+            assert block["type"] in (
+                "text",
+                "tool_use",
+                "tool_result",
+                "image",
+                "thinking",
+                "redacted_thinking",
+            )
     assert result.keys() >= RESULT_KEYS and result["type"] == "result"
     assert result["session_id"] == init["session_id"]
 

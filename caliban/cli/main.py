@@ -24,6 +24,7 @@ from caliban.cli.options import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     CliOptions,
+    EffortName,
     OutputFormat,
     PermissionModeName,
 )
@@ -121,6 +122,14 @@ def root(
             help="anthropic or openai (any OpenAI-compatible endpoint).",
         ),
     ] = None,
+    effort: Annotated[
+        EffortName | None,
+        typer.Option(
+            "--effort",
+            metavar="LEVEL",
+            help="How hard the model thinks: low, medium or high (default: model_effort).",
+        ),
+    ] = None,
     max_turns: Annotated[
         int | None,
         typer.Option(
@@ -171,6 +180,7 @@ def root(
         model=model,
         provider=provider,
         max_turns=max_turns,
+        effort=effort,
         permission_mode=permission_mode,
         allowed_tools=_split_rules(allowed_tools),
         disallowed_tools=_split_rules(disallowed_tools),

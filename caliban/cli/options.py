@@ -16,6 +16,7 @@ EXIT_INTERRUPTED = 130
 
 OutputFormat = Literal["text", "json", "stream-json"]
 PermissionModeName = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
+EffortName = Literal["low", "medium", "high"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,3 +36,5 @@ class CliOptions:
     resume: str | None
     """A session id, ``""`` for the picker, or ``None``."""
     cwd: Path
+    effort: str | None = None
+    """``--effort``: low, medium or high (the ``model_effort`` setting)."""

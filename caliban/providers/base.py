@@ -1,10 +1,12 @@
 """The provider protocol: one streaming call per model request.
 
 A provider receives a :class:`ProviderRequest` and yields :class:`ProviderEvent` values:
-any number of :class:`TextDelta`, :class:`ToolCallStarted` and :class:`ApiRetry`, then
-exactly one :class:`ResponseDone` carrying the final message and its usage. Errors the user
-must act on (a bad key, a bad request) are raised as :class:`ProviderError`; transient ones
-(429, 5xx, overloaded, connection reset) are retried inside the provider.
+any number of :class:`TextDelta`, :class:`ThinkingDelta`, :class:`ToolCallStarted` and
+:class:`ApiRetry`, then exactly one :class:`ResponseDone` carrying the final message and its
+usage. Errors the user must act on (a bad key, a bad request) are raised as
+:class:`ProviderError` — :class:`PromptTooLong` when the conversation no longer fits the
+model's context window; transient ones (429, 5xx, overloaded, connection reset) are retried
+inside the provider.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from typing import Literal, Protocol
 from caliban.messages import Message, ToolSpec, Usage
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "other"]
+Effort = Literal["low", "medium", "high"]
+"""How hard the model should think: Anthropic extended/adaptive thinking, OpenAI
+``reasoning_effort``. ``None`` (the default) sends neither."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -29,6 +34,13 @@ class ProviderRequest:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThinkingDelta:
+    """A piece of the model's reasoning (not of its answer)."""
+
     text: str
 
 
@@ -58,11 +70,23 @@ class ResponseDone:
     stop_reason: StopReason
 
 
-ProviderEvent = TextDelta | ToolCallStarted | ApiRetry | ResponseDone
+ProviderEvent = TextDelta | ThinkingDelta | ToolCallStarted | ApiRetry | ResponseDone
 
 
 class ProviderError(Exception):
     """A model API failure that retrying will not fix. The message is shown to the user."""
+
+
+class PromptTooLong(ProviderError):
+    """The request does not fit the model's context window; a shorter history would.
+
+    ``tokens`` and ``limit`` are the figures the server gave, when it gave them.
+    """
+
+    def __init__(self, message: str, *, tokens: int | None = None, limit: int | None = None):
+        super().__init__(message)
+        self.tokens = tokens
+        self.limit = limit
 
 
 class Provider(Protocol):

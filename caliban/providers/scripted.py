@@ -3,7 +3,8 @@
 Each step answers one request: a string (a text reply), a :class:`Message` (usually with
 tool calls, see :func:`tool_call`), a :class:`CutOff` (text stopped at max_tokens), a
 callable that builds the reply from the request, or
-:data:`HANG` (never answers, for cancellation tests). Every request is recorded, and a
+:data:`HANG` (never answers, for cancellation tests). A :class:`ThinkingPart` in a reply
+streams as :class:`ThinkingDelta` before what follows it. Every request is recorded, and a
 request beyond the script fails the test loudly.
 """
 
@@ -15,13 +16,14 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from caliban.messages import Message, Part, TextPart, ToolCall, Usage
+from caliban.messages import Message, Part, TextPart, ThinkingPart, ToolCall, Usage
 from caliban.providers.base import (
     ProviderEvent,
     ProviderRequest,
     ResponseDone,
     StopReason,
     TextDelta,
+    ThinkingDelta,
     ToolCallStarted,
 )
 
@@ -103,6 +105,9 @@ class ScriptedProvider:
                 for chunk in _chunks(part.text):
                     yield TextDelta(text=chunk)
                     await asyncio.sleep(0)
+            elif isinstance(part, ThinkingPart):
+                for chunk in _chunks(part.text):
+                    yield ThinkingDelta(text=chunk)
             elif isinstance(part, ToolCall):
                 yield ToolCallStarted(id=part.id, name=part.name)
         stop: StopReason = "max_tokens" if cut else "tool_use" if message.tool_calls else "end_turn"

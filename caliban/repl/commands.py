@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from caliban.providers.select import KnowsContextWindows
 from caliban.repl.info import (
     agent_definitions,
     config_rows,
@@ -249,6 +250,9 @@ async def _model(ctx: CommandContext, arg: str) -> None:
         return
     previous = session.model
     session.set_model(arg)
+    if isinstance(session.provider, KnowsContextWindows):
+        # /context and lazy_mcp = "auto" should weigh the new model's window, not the old one's.
+        await session.provider.refresh_context_window(arg)
     line = Text(f"Model: {previous} → ")
     line.append(arg, style="bold")
     line.append(" (from the next prompt)")

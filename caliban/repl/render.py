@@ -38,6 +38,7 @@ from caliban.events import (
     ApiRetryEvent,
     AssistantDelta,
     AssistantMessage,
+    AssistantThinkingDelta,
     ConversationCleared,
     HistoryAppended,
     ModelChanged,
@@ -267,6 +268,9 @@ class Renderer:
         self._header_printed: set[str] = set()
         self._after_tool: list[tuple[int, str]] = []
         """Activation notices raised inside a running tool call, shown after its result."""
+        self._thinking = ""
+        """Reasoning not printed yet (it is printed dimmed, a line at a time)."""
+        self._thinking_shown = False
 
     # -- turn lifecycle, driven by the REPL
 
@@ -347,8 +351,13 @@ class Renderer:
             case UserPrompt():
                 if depth == 0:
                     self._waiting = True
+            case AssistantThinkingDelta(text=text):
+                if depth == 0:
+                    self._thinking += text
+                    self._commit_thinking(final=False)
             case AssistantDelta(text=text):
                 if depth == 0:
+                    self._commit_thinking(final=True)
                     self._waiting = False
                     self._buffer += text
                     self._commit_blocks(final=False)
@@ -512,8 +521,24 @@ class Renderer:
         self._blocks_printed += 1
         return markdown_block(block, first=first)
 
+    def _commit_thinking(self, *, final: bool) -> None:
+        """Print the finished lines of reasoning dimmed (all of it once the answer starts)."""
+        done, _, rest = self._thinking.rpartition("\n")
+        if final:
+            done, rest = self._thinking, ""
+        if done.strip():
+            if not self._thinking_shown:  # a blank line before it, as before a message
+                self.console.print()
+            self._thinking_shown = True
+            self.console.print(Padding(Text(done.strip("\n"), style="dim italic"), (0, 0, 0, 2)))
+        if done or final:
+            self._thinking = rest
+        if final:
+            self._thinking_shown = False
+
     def _flush_text(self) -> None:
         """Print whatever text is buffered; the next text starts a new message."""
+        self._commit_thinking(final=True)
         if self._buffer.strip():
             self._commit_blocks(final=True)
         self._buffer = ""

@@ -7,6 +7,7 @@ MCP servers start in their own processes.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Sequence
@@ -56,6 +57,8 @@ def cli_overrides(options: CliOptions) -> dict[str, Any]:
         overrides["model"] = options.model
     if options.max_turns:
         overrides["max_turns"] = options.max_turns
+    if options.effort:
+        overrides["model_effort"] = options.effort
     if options.permission_mode:
         overrides.setdefault("permissions", {})["mode"] = options.permission_mode
     return overrides
@@ -91,6 +94,9 @@ async def open_session(
     )
     provider = create_provider(choice)
     warm_up = start_in_daemon_thread(provider.warm_up, name="caliban-sdk-import")
+    # The server's real context window (a local model's is rarely 128k), asked off the
+    # critical path; /context and lazy_mcp = "auto" read it once known.
+    window = asyncio.ensure_future(provider.refresh_context_window(choice.model))
 
     root = project_root(options.cwd)
     mcp_config = load_mcp_config(options.cwd)
@@ -137,10 +143,14 @@ async def open_session(
                 if status.state == "failed":
                     session.emit(Notice(level="warning", text=describe_failure(status)))
             await warm_up
+            lazy = session.lazy_policy
+            if manager is not None and lazy is not None and lazy.mode == "auto":
+                await window  # "auto" weighs the tools against it; a short timeout bounds it
         yield session
     finally:
         close_transcript(session)
         warm_up.cancel()
+        window.cancel()
         if manager is not None:
             await manager.aclose()
         await provider.aclose()

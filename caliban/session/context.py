@@ -19,7 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, assert_never
 
-from caliban.messages import ImagePart, Message, TextPart, ToolCall, ToolResult, Usage
+from caliban.messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from caliban.tokens import estimate_json_tokens, estimate_tokens
 from caliban.tools.base import McpOrigin, Tool
 
@@ -164,6 +172,10 @@ def message_tokens(message: Message) -> int:
                         total += IMAGE_TOKENS
             case ImagePart():
                 total += IMAGE_TOKENS
+            case ThinkingPart(text=text, signature=signature, redacted_data=redacted):
+                # Sent back (with its signature) only to the model that wrote it; counted as
+                # if it were, the upper bound.
+                total += estimate_tokens(text + (signature or "") + (redacted or ""))
             case _:
                 assert_never(part)
     return total

@@ -139,10 +139,11 @@ class Session:
         return self._lazy is not None and self._lazy.lazy
 
     def context_window(self) -> int:
-        """The current model's context window in tokens."""
+        """The current model's context window in tokens, as well as known now (the provider
+        may have asked its server: see ``refresh_context_window``)."""
         from caliban.providers.select import context_window
 
-        return context_window(self.provider.name, self.model)
+        return context_window(self.provider, self.model)
 
     # -- listeners
 
