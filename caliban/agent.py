@@ -136,6 +136,7 @@ class Agent:
         max_turns: int = 100,
         max_tokens: int = 16_384,
         parent_tool_use_id: str | None = None,
+        web_search: bool = False,
     ) -> None:
         self.provider = provider
         self.model = model
@@ -148,6 +149,8 @@ class Agent:
         self.max_turns = max_turns
         self.max_tokens = max_tokens
         self.parent_id = parent_tool_use_id
+        self.web_search = web_search
+        """Offer the provider's own web search (see ``ProviderRequest.web_search``)."""
         self.repeat_guard = RepeatGuard()
 
     def build_request(self) -> ProviderRequest:
@@ -159,6 +162,7 @@ class Agent:
             messages=tuple(self.conversation.messages),
             tools=tuple(tool.spec for tool in self.toolset.offered()),
             max_tokens=self.max_tokens,
+            web_search=self.web_search,
         )
 
     async def run(self, prompt: str | Message) -> RunResult:
@@ -172,6 +176,8 @@ class Agent:
             usage += response.usage
             calls = response.message.tool_calls
             if not calls:
+                if response.stop_reason == "pause_turn":
+                    continue  # the provider's own tools paused: the history resumes them
                 if response.stop_reason == "max_tokens":
                     if cut_text is None:
                         cut_text = response.message.text

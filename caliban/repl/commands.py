@@ -305,6 +305,8 @@ async def _tools(ctx: CommandContext, arg: str) -> None:
         tokens = estimate_json_tokens(tool.spec.as_dict())
         kind = "mcp" if isinstance(tool.origin, McpOrigin) else "builtin"
         table.add_row(Text(tool.name), kind, format_tokens(tokens))
+    if ctx.session.offers_web_search():
+        table.add_row(Text("WebSearch"), "server", "-")
     ctx.console.print(table)
     summary = f"{len(offered)} tool{'s' if len(offered) != 1 else ''} on the wire"
     if deferred:

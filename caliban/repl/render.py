@@ -48,7 +48,8 @@ from caliban.events import (
     ToolStarted,
     UserPrompt,
 )
-from caliban.messages import Message, ToolCall
+from caliban.messages import Message, ServerToolPart, ToolCall
+from caliban.text import plural
 from caliban.tools.base import McpOrigin, ToolOrigin
 
 if TYPE_CHECKING:
@@ -364,6 +365,7 @@ class Renderer:
             case AssistantMessage():
                 if depth == 0:
                     self._flush_text()
+                self._server_tools(event.message, depth)
             case ToolStarted(call=call, origin=origin):
                 self._tool_started(call, origin, depth, event.parent_tool_use_id)
             case ToolFinished():
@@ -398,6 +400,29 @@ class Renderer:
                 assert_never(event)
 
     # -- tools
+
+    def _server_tools(self, message: Message, depth: int) -> None:
+        """The web searches the provider ran within a response: ``● Web Search("query")``
+        and how many results came back."""
+        results = {
+            str(part.block.get("tool_use_id")): part.block.get("content")
+            for part in message.parts
+            if isinstance(part, ServerToolPart) and part.kind.endswith("_tool_result")
+        }
+        for part in message.parts:
+            if not isinstance(part, ServerToolPart) or part.kind != "server_tool_use":
+                continue
+            query = (part.block.get("input") or {}).get("query", "")
+            found = results.get(str(part.block.get("id")))
+            count = len(found) if isinstance(found, list) else 0
+            outcome = plural(count, "result") if isinstance(found, list) else "no results"
+            if depth == 0:
+                self.console.print()
+            header = Text("    " * depth)
+            header.append(f"{BULLET} ", style="green")
+            header.append(f"Web Search({shorten(str(query), 60)})", style="bold")
+            self.console.print(header)
+            self._line(depth, f"{ELBOW}  {outcome}", style="dim")
 
     def _depth_for(self, parent_id: str | None) -> int:
         if parent_id is None:

@@ -176,7 +176,8 @@ def session_init_info(session: Session) -> dict[str, Any]:
     return {
         "cwd": str(session.cwd),
         "model": session.model,
-        "tools": [tool.name for tool in session.toolset.offered()],
+        "tools": [tool.name for tool in session.toolset.offered()]
+        + (["WebSearch"] if session.offers_web_search() else []),
         "mcp_servers": [{"name": s.name, "status": s.state} for s in servers],
         "permission_mode": session.settings.permissions.mode,
     }

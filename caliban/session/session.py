@@ -22,7 +22,7 @@ from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.mcp.lazy.policy import LazyPolicy, resolve_policy
 from caliban.messages import Message, Usage
 from caliban.providers.base import Provider
-from caliban.tools.base import CallContext, Tool, ToolEnv
+from caliban.tools.base import BUILTIN, CallContext, Tool, ToolEnv
 from caliban.toolsets.base import Toolset
 from caliban.toolsets.combined import CombinedToolset
 from caliban.toolsets.tool_list import ToolList
@@ -171,7 +171,20 @@ class Session:
             authorize=self.authorize,
             emit=self.emit,
             max_turns=self.max_turns,
+            web_search=self.offers_web_search(),
         )
+
+    def offers_web_search(self, scope: AgentDefinition | None = None) -> bool:
+        """Whether the model gets the provider's own web search: only Anthropic has one, and
+        a ``WebSearch`` deny rule (or a sub-agent's tool list) turns it off."""
+        if self.provider.name != "anthropic":
+            return False
+        if scope is not None and not scope.allows("WebSearch"):
+            return False
+        if self.permissions is None:
+            return True
+        decision = self.permissions.decide("WebSearch", None, read_only=True, origin=BUILTIN)
+        return decision.behavior != "deny"
 
     async def run(
         self, prompt: str | Message, *, model: str | None = None, allow: Sequence[Rule] = ()
@@ -210,6 +223,7 @@ class Session:
             # --max-turns bounds a sub-agent too: a looping child must not outrun its parent.
             max_turns=min(definition.max_turns or DEFAULT_MAX_TURNS, self.max_turns),
             parent_tool_use_id=ctx.call_id,
+            web_search=self.offers_web_search(definition),
         )
 
     def _add_child_usage(self, usage: Usage) -> None:
