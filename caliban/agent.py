@@ -59,6 +59,8 @@ CONTINUE_PROMPT = (
 INTERRUPTED = "The user interrupted this tool call before it finished."
 REPEAT_LIMIT = 3
 """Turns in a row that repeat a read-only call before the run stops (small models loop)."""
+SIDE_SYSTEM = "You answer one request about the text you are given, briefly and accurately."
+SIDE_MAX_TOKENS = 4_096
 
 
 async def allow_all(tool: Tool, invocation: Invocation, ctx: CallContext) -> str | None:
@@ -138,6 +140,7 @@ class Agent:
         max_tokens: int = 16_384,
         parent_tool_use_id: str | None = None,
         compaction: CompactionPolicy | None = None,
+        web_search: bool = False,
     ) -> None:
         self.provider = provider
         self.model = model
@@ -151,6 +154,8 @@ class Agent:
         self.max_tokens = max_tokens
         self.parent_id = parent_tool_use_id
         self.compaction = compaction
+        self.web_search = web_search
+        """Offer the provider's own web search (see ``ProviderRequest.web_search``)."""
         self.repeat_guard = RepeatGuard()
 
     def build_request(self) -> ProviderRequest:
@@ -162,6 +167,7 @@ class Agent:
             messages=tuple(self.conversation.messages),
             tools=tuple(tool.spec for tool in self.toolset.offered()),
             max_tokens=self.max_tokens,
+            web_search=self.web_search,
         )
 
     async def run(self, prompt: str | Message) -> RunResult:
@@ -175,6 +181,8 @@ class Agent:
             usage += response.usage
             calls = response.message.tool_calls
             if not calls:
+                if response.stop_reason == "pause_turn":
+                    continue  # the provider's own tools paused: the history resumes them
                 if response.stop_reason == "max_tokens":
                     if cut_text is None:
                         cut_text = response.message.text
@@ -348,6 +356,7 @@ class Agent:
                 origin=origin,
                 summary=output.summary,
                 change=output.change,
+                data=output.data,
                 duration_ms=int((time.perf_counter() - started) * 1000),
                 parent_tool_use_id=self.parent_id,
             )
@@ -371,7 +380,9 @@ class Agent:
         bound = tool.bind(call.arguments)
         if isinstance(bound, str):
             return ToolOutput.error(bound)
-        ctx = CallContext(env=self.env, call_id=call.id, emit=self._emit_own)
+        ctx = CallContext(
+            env=self.env, call_id=call.id, emit=self._emit_own, ask_model=self.ask_model
+        )
         if (reason := await self.authorize(tool, bound, ctx)) is not None:
             return ToolOutput.error(f"Permission denied for {call.name}: {reason}")
         if (event := self.toolset.note_call(tool.name)) is not None:
@@ -382,6 +393,22 @@ class Agent:
             raise
         except Exception as exc:  # a tool failure is a result the model reads
             return ToolOutput.error(f"{call.name} failed: {type(exc).__name__}: {exc}")
+
+    async def ask_model(self, prompt: str) -> str:
+        """A side request to this agent's provider and model: no tools, no history, nothing
+        emitted (a tool's own question, e.g. WebFetch's). Its tokens count as the agent's."""
+        request = ProviderRequest(
+            model=self.model,
+            system=SIDE_SYSTEM,
+            messages=(Message.user(prompt),),
+            tools=(),
+            max_tokens=SIDE_MAX_TOKENS,
+        )
+        async for event in self.provider.stream(request):
+            if isinstance(event, ResponseDone):
+                self.conversation.usage += event.usage
+                return event.message.text
+        raise RuntimeError(f"provider {self.provider.name} ended the stream without a response")
 
     def _emit_own(self, event: AgentEvent) -> None:
         """Emit an event of this agent's tools or toolset (e.g. a sub-agent's ToolSearch

@@ -20,7 +20,8 @@ Precedence, first match wins:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, assert_never
@@ -220,6 +221,17 @@ class PermissionPolicy:
             project_root=self.project_root,
             writes_path=writes,
         )
+
+    @contextlib.contextmanager
+    def allowing(self, rules: Sequence[Rule]) -> Iterator[None]:
+        """Also allow ``rules`` while the block runs (a custom command's allowed-tools)."""
+        added = [rule for rule in rules if rule not in self.session_rules]
+        self.session_rules.extend(added)
+        try:
+            yield
+        finally:
+            for rule in added:
+                self.session_rules.remove(rule)
 
     def allow_for_session(self, pattern: str) -> Rule:
         """Allow calls matching ``pattern`` until the session ends; raises RuleError."""

@@ -41,6 +41,8 @@ def preload() -> None:
     import caliban.permissions.approval
     import caliban.providers.select
     import caliban.session.resume
+    import caliban.skills.catalog
+    import caliban.skills.toolset
     import caliban.subagents
     import caliban.tools.agent
     import caliban.tools.builtin  # noqa: F401
@@ -81,6 +83,7 @@ async def open_session(
     from caliban.permissions.policy import PermissionPolicy
     from caliban.providers.select import create_provider, resolve_provider
     from caliban.session.resume import close_transcript, open_transcript
+    from caliban.skills.catalog import load_catalog
     from caliban.subagents import list_agents
     from caliban.tools.builtin import builtin_tools
 
@@ -106,6 +109,7 @@ async def open_session(
         disallowed=options.disallowed_tools,
     )
     agent_definitions, agent_warnings = list_agents(options.cwd)
+    catalog = load_catalog(options.cwd)
     session = Session(
         settings=settings,
         provider=provider,
@@ -114,6 +118,8 @@ async def open_session(
         env=ToolEnv(cwd=options.cwd, project_root=root),
         builtins=builtin_tools(),
         agents=agent_definitions,
+        skills=catalog.items,
+        permissions=policy,
         authorize=make_authorize(policy, approver or deny_approver),
         listeners=list(listeners),
         max_turns=settings.max_turns,
@@ -128,6 +134,7 @@ async def open_session(
             *mcp_config.problems,
             *mcp_config.warnings,
             *agent_warnings,
+            *catalog.warnings,
             *([lazy_warning] if lazy_warning else []),
         ]:
             session.emit(Notice(level="warning", text=text))
@@ -169,7 +176,8 @@ def session_init_info(session: Session) -> dict[str, Any]:
     return {
         "cwd": str(session.cwd),
         "model": session.model,
-        "tools": [tool.name for tool in session.toolset.offered()],
+        "tools": [tool.name for tool in session.toolset.offered()]
+        + (["WebSearch"] if session.offers_web_search() else []),
         "mcp_servers": [{"name": s.name, "status": s.state} for s in servers],
         "permission_mode": session.settings.permissions.mode,
     }
