@@ -11,21 +11,25 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from caliban.background import start_in_daemon_thread
 from caliban.cli.options import CliOptions
 from caliban.config import load_config
 from caliban.events import Notice
+from caliban.messages import Message
 from caliban.paths import project_root
 from caliban.prompts import system_prompt
 from caliban.session.session import Listener, Session
 from caliban.tools.base import ToolEnv
 
 if TYPE_CHECKING:
+    from caliban.config import LoadedConfig
+    from caliban.hooks import HookRunner
     from caliban.mcp.client import McpManager
     from caliban.mcp.config import ServerConfig
-    from caliban.permissions.approval import Approver
+    from caliban.permissions.approval import Approver, PermissionAnswer, PermissionRequest
 
 
 def preload() -> None:
@@ -110,6 +114,7 @@ async def open_session(
     )
     agent_definitions, agent_warnings = list_agents(options.cwd)
     catalog = load_catalog(options.cwd)
+    notifying = _NotifyingApprover(approver) if approver is not None else None
     session = Session(
         settings=settings,
         provider=provider,
@@ -120,12 +125,15 @@ async def open_session(
         agents=agent_definitions,
         skills=catalog.items,
         permissions=policy,
-        authorize=make_authorize(policy, approver or deny_approver),
+        authorize=make_authorize(policy, notifying or deny_approver),
         listeners=list(listeners),
         max_turns=settings.max_turns,
         config=loaded,
         mcp=manager,
     )
+    hooks = _hooks(loaded, session, root)
+    if notifying is not None:
+        notifying.hooks = hooks
     try:
         await open_transcript(session, options, interactive=interactive)  # -c / --resume
         lazy_warning = session.lazy_policy.warning if session.lazy_policy else None
@@ -146,14 +154,70 @@ async def open_session(
             lazy = session.lazy_policy
             if manager is not None and lazy is not None and lazy.mode == "auto":
                 await window  # "auto" weighs the tools against it; a short timeout bounds it
+        if hooks is not None:
+            source = (
+                "resume" if options.continue_session or options.resume is not None else "startup"
+            )
+            if context := await hooks.session_started(source):
+                session.add_context(Message.user(context))
         yield session
     finally:
+        if hooks is not None:
+            with contextlib.suppress(Exception):  # a failing hook must not lose the session
+                await hooks.session_ended("other")
         close_transcript(session)
         warm_up.cancel()
         window.cancel()
         if manager is not None:
             await manager.aclose()
         await provider.aclose()
+
+
+class _NotifyingApprover:
+    """The user's approver, after the Notification hooks (caliban waits for an answer)."""
+
+    def __init__(self, approver: Approver) -> None:
+        self.approver = approver
+        self.hooks: HookRunner | None = None
+
+    async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
+        if self.hooks is not None:
+            await self.hooks.notification(
+                f"caliban needs your permission to use {request.tool_name}"
+            )
+        return await self.approver(request)
+
+
+def _hooks(loaded: LoadedConfig, session: Session, root: Path) -> HookRunner | None:
+    """The session's hook runner from every config file's ``[hooks]`` (a project file's only
+    in a trusted folder); ``None`` when no hook is configured. Notices go to the session."""
+    from caliban.hooks import HookRunner, configured_hooks
+    from caliban.session.resume import current_transcript
+    from caliban.trust import is_trusted
+
+    trusted = is_trusted(root)
+    config, warnings = configured_hooks(
+        [(str(f.path), f.data.get("hooks"), f.scope == "user" or trusted) for f in loaded.files]
+    )
+    for text in warnings:
+        session.emit(Notice(level="warning", text=text))
+    if not config:
+        return None
+
+    def transcript() -> Path | None:
+        current = current_transcript(session)
+        return current.path if current is not None else None
+
+    runner = HookRunner(
+        config,
+        project_dir=root,
+        session_id=lambda: session.id,
+        transcript_path=transcript,
+        permission_mode=session.settings.permissions.mode,
+        notice=lambda text: session.emit(Notice(level="warning", text=text)),
+    )
+    session.hooks = runner
+    return runner
 
 
 def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:

@@ -19,6 +19,7 @@ from caliban.agent import Agent, Authorize, Conversation, RunResult, allow_all
 from caliban.compaction import CompactionPolicy
 from caliban.config import LoadedConfig, Settings
 from caliban.events import AgentEvent, ConversationCleared, HistoryAppended, ModelChanged
+from caliban.hooks import NO_HOOKS, LoopHooks
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.mcp.lazy.policy import LazyPolicy, resolve_policy
 from caliban.messages import Message, Usage
@@ -63,6 +64,8 @@ class Session:
     builtins: Sequence[Tool]
     """Built-in tools, in the fixed order they are offered."""
     agents: Sequence[AgentDefinition] = ()
+    hooks: LoopHooks = NO_HOOKS
+    """The user's hooks (see :mod:`caliban.hooks`), given to every agent of the session."""
     """Sub-agents the ``Agent`` tool can start; none: no ``Agent`` tool."""
     skills: Sequence[Skill] = ()
     """Custom commands and skills (``/name``; listed for the model, loaded with ``Skill``)."""
@@ -185,6 +188,7 @@ class Session:
             max_turns=self.max_turns,
             compaction=self.compaction(),
             web_search=self.offers_web_search(),
+            hooks=self.hooks,
         )
 
     def offers_web_search(self, scope: AgentDefinition | None = None) -> bool:
@@ -238,6 +242,7 @@ class Session:
             parent_tool_use_id=ctx.call_id,
             compaction=self.compaction(),
             web_search=self.offers_web_search(definition),
+            hooks=self.hooks,
         )
 
     def _add_child_usage(self, usage: Usage) -> None:

@@ -14,12 +14,13 @@ return a :class:`ToolOutput` with ``is_error`` set, which the model reads.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import functools
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -78,6 +79,8 @@ class CallContext:
     ask_model: AskModel | None = None
     """A side request to the same provider and model (WebFetch's answer about a page);
     ``None`` where no model is at hand."""
+    hook_decision: Literal["allow", "ask"] | None = None
+    """A PreToolUse hook's word on the permission check (deny rules still apply)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -107,6 +110,10 @@ class ToolOutput:
     @classmethod
     def error(cls, text: str) -> ToolOutput:
         return cls(content=(TextPart(text=text),), is_error=True)
+
+    def with_note(self, note: str) -> ToolOutput:
+        """The same result with ``note`` after it (a hook's words about it)."""
+        return dataclasses.replace(self, content=(*self.content, TextPart(text=note)))
 
     @property
     def as_text(self) -> str:
