@@ -31,6 +31,7 @@ from caliban.events import (
     ToolStarted,
     UserPrompt,
 )
+from caliban.hooks import NO_HOOKS, STOP_BLOCK_CAP, LoopHooks
 from caliban.messages import Message, TextPart, ToolCall, ToolResult, Usage
 from caliban.providers.base import (
     ApiRetry,
@@ -59,6 +60,8 @@ CONTINUE_PROMPT = (
 INTERRUPTED = "The user interrupted this tool call before it finished."
 REPEAT_LIMIT = 3
 """Turns in a row that repeat a read-only call before the run stops (small models loop)."""
+SIDE_SYSTEM = "You answer one request about the text you are given, briefly and accurately."
+SIDE_MAX_TOKENS = 4_096
 
 
 async def allow_all(tool: Tool, invocation: Invocation, ctx: CallContext) -> str | None:
@@ -138,6 +141,8 @@ class Agent:
         max_tokens: int = 16_384,
         parent_tool_use_id: str | None = None,
         compaction: CompactionPolicy | None = None,
+        web_search: bool = False,
+        hooks: LoopHooks = NO_HOOKS,
     ) -> None:
         self.provider = provider
         self.model = model
@@ -151,7 +156,12 @@ class Agent:
         self.max_tokens = max_tokens
         self.parent_id = parent_tool_use_id
         self.compaction = compaction
+        self.web_search = web_search
+        """Offer the provider's own web search (see ``ProviderRequest.web_search``)."""
         self.repeat_guard = RepeatGuard()
+        self.hooks = hooks
+        self._stop: str | None = None
+        """Set when a PreToolUse hook asked to end the turn after its tool ran."""
 
     def build_request(self) -> ProviderRequest:
         addendum = self.toolset.system_addendum()
@@ -162,19 +172,35 @@ class Agent:
             messages=tuple(self.conversation.messages),
             tools=tuple(tool.spec for tool in self.toolset.offered()),
             max_tokens=self.max_tokens,
+            web_search=self.web_search,
         )
 
     async def run(self, prompt: str | Message) -> RunResult:
         """Send ``prompt`` and loop until the model answers without calling a tool."""
         message = Message.user(prompt) if isinstance(prompt, str) else prompt
-        self._append(message, UserPrompt(message=message, parent_tool_use_id=self.parent_id))
         usage = Usage()
+        if self.parent_id is None:  # a user's prompt, not a sub-agent's task
+            verdict = await self.hooks.prompt_submitted(message.text)
+            if verdict.blocked is not None:
+                text = (
+                    f"UserPromptSubmit operation blocked by hook:\n{verdict.blocked}\n\n"
+                    f"Original prompt: {message.text}"
+                )
+                return RunResult(subtype="success", text=text, num_turns=0, usage=usage)
+            if verdict.context:
+                message = Message(
+                    role="user", parts=(*message.parts, TextPart(text=verdict.context))
+                )
+        self._append(message, UserPrompt(message=message, parent_tool_use_id=self.parent_id))
         cut_text: str | None = None  # an answer cut at max_tokens, continued once
+        stop_feedback = 0  # times Stop hooks sent the model back to work
         for turn in range(1, self.max_turns + 1):
             response = await self._respond()
             usage += response.usage
             calls = response.message.tool_calls
             if not calls:
+                if response.stop_reason == "pause_turn":
+                    continue  # the provider's own tools paused: the history resumes them
                 if response.stop_reason == "max_tokens":
                     if cut_text is None:
                         cut_text = response.message.text
@@ -184,6 +210,14 @@ class Agent:
                         Notice(level="warning", text=CUT_TWICE, parent_tool_use_id=self.parent_id)
                     )
                 text = (cut_text or "") + response.message.text
+                if stop_feedback < STOP_BLOCK_CAP and (
+                    feedback := await self.hooks.stopping(
+                        text, subagent=self.parent_id is not None, again=stop_feedback > 0
+                    )
+                ):
+                    stop_feedback += 1
+                    self._append(Message.user(feedback))
+                    continue
                 return RunResult(subtype="success", text=text, num_turns=turn, usage=usage)
             results = await self._dispatch(calls)
             tool_message = Message(role="user", parts=tuple(results))
@@ -191,6 +225,8 @@ class Agent:
                 tool_message,
                 ToolResultsMessage(message=tool_message, parent_tool_use_id=self.parent_id),
             )
+            if self._stop is not None:  # a PreToolUse hook said "continue": false
+                return RunResult(subtype="success", text="", num_turns=turn, usage=usage)
             if self.repeat_guard.end_turn():
                 return RunResult(
                     subtype="error_during_execution",
@@ -232,6 +268,8 @@ class Agent:
         """
         from caliban.compaction import compact
 
+        if (blocked := await self.hooks.compacting(trigger, instructions)) is not None:
+            raise CompactionFailed(f"a PreCompact hook stopped it: {blocked}")
         window = self.compaction.window() if self.compaction is not None else 0
         last = self.conversation.last_usage
         lazy = self.toolset.describe().lazy
@@ -348,6 +386,7 @@ class Agent:
                 origin=origin,
                 summary=output.summary,
                 change=output.change,
+                data=output.data,
                 duration_ms=int((time.perf_counter() - started) * 1000),
                 parent_tool_use_id=self.parent_id,
             )
@@ -371,17 +410,53 @@ class Agent:
         bound = tool.bind(call.arguments)
         if isinstance(bound, str):
             return ToolOutput.error(bound)
-        ctx = CallContext(env=self.env, call_id=call.id, emit=self._emit_own)
+        verdict = await self.hooks.before_tool(tool.name, call.arguments, call.id)
+        if verdict.blocked is not None:
+            return ToolOutput.error(verdict.blocked)
+        if verdict.updated_input is not None:
+            bound = tool.bind(verdict.updated_input)
+            if isinstance(bound, str):
+                return ToolOutput.error(f"A PreToolUse hook changed the input: {bound}")
+        if verdict.stop is not None:
+            self._stop = verdict.stop
+        ctx = CallContext(
+            env=self.env,
+            call_id=call.id,
+            emit=self._emit_own,
+            ask_model=self.ask_model,
+            hook_decision=verdict.decision,
+        )
         if (reason := await self.authorize(tool, bound, ctx)) is not None:
             return ToolOutput.error(f"Permission denied for {call.name}: {reason}")
         if (event := self.toolset.note_call(tool.name)) is not None:
             self._emit_own(event)
         try:
-            return await bound.run(ctx)
+            output = await bound.run(ctx)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a tool failure is a result the model reads
-            return ToolOutput.error(f"{call.name} failed: {type(exc).__name__}: {exc}")
+            output = ToolOutput.error(f"{call.name} failed: {type(exc).__name__}: {exc}")
+        response = output.data if output.data is not None else output.as_text
+        note = await self.hooks.after_tool(
+            tool.name, call.arguments, call.id, response, failed=output.is_error
+        )
+        return output.with_note(note) if note else output
+
+    async def ask_model(self, prompt: str) -> str:
+        """A side request to this agent's provider and model: no tools, no history, nothing
+        emitted (a tool's own question, e.g. WebFetch's). Its tokens count as the agent's."""
+        request = ProviderRequest(
+            model=self.model,
+            system=SIDE_SYSTEM,
+            messages=(Message.user(prompt),),
+            tools=(),
+            max_tokens=SIDE_MAX_TOKENS,
+        )
+        async for event in self.provider.stream(request):
+            if isinstance(event, ResponseDone):
+                self.conversation.usage += event.usage
+                return event.message.text
+        raise RuntimeError(f"provider {self.provider.name} ended the stream without a response")
 
     def _emit_own(self, event: AgentEvent) -> None:
         """Emit an event of this agent's tools or toolset (e.g. a sub-agent's ToolSearch

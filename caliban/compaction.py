@@ -19,15 +19,17 @@ summary message names them, and the user's latest request is carried over verbat
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, assert_never
 
 from caliban.messages import (
     ImagePart,
     Message,
     Part,
+    ServerToolPart,
     TextPart,
     ThinkingPart,
     ToolCall,
@@ -152,11 +154,11 @@ async def compact(
     summary_input = _fit(
         older, budget=int(window * SUMMARY_INPUT_SHARE) - fixed - SUMMARY_MAX_TOKENS
     )
-    summary_request = ProviderRequest(
-        model=request.model,
-        system=request.system,
+    # The request the loop was about to send, with the instruction appended: same prefix,
+    # so a provider's prompt cache still applies.
+    summary_request = dataclasses.replace(
+        request,
         messages=(*summary_input, asked),
-        tools=request.tools,
         max_tokens=min(SUMMARY_MAX_TOKENS, request.max_tokens),
     )
     text, usage = await _answer(provider, summary_request)
@@ -206,8 +208,12 @@ def _trim_part(part: Part) -> Part:
             return ToolResult(
                 tool_call_id=part.tool_call_id, content=trimmed, is_error=part.is_error
             )
-        case TextPart() | ToolResult() | ToolCall() | ImagePart() | ThinkingPart():
+        case (
+            TextPart() | ToolResult() | ToolCall() | ImagePart() | ThinkingPart() | ServerToolPart()
+        ):
             return part
+        case _:
+            assert_never(part)
 
 
 def _result_chars(content: Sequence[TextPart | ImagePart]) -> int:

@@ -112,6 +112,9 @@ class Settings(_Section):
     """What tools may do without asking."""
     context: ContextSettings = Field(default_factory=ContextSettings)
     """When long conversations are compacted."""
+    hooks: dict[str, Any] = Field(default_factory=dict)
+    """Commands run at points of a session, in Claude Code's format (see docs/hooks.md);
+    a project file's hooks run only in a trusted folder."""
 
 
 # ---------------------------------------------------------------------------- key paths

@@ -7,7 +7,7 @@ Every event carries ``parent_tool_use_id``: ``None`` for the main agent, the id 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from caliban.diff import FileChange
 from caliban.messages import Message, ToolCall, ToolResult, Usage
@@ -61,6 +61,8 @@ class ToolFinished:
     summary: str | None = None
     change: FileChange | None = None
     """The file a Write or Edit changed, before and after (for showing the diff)."""
+    data: Any = None
+    """The tool's structured result (``ToolOutput.data``: Claude Code's ``tool_use_result``)."""
     duration_ms: int = 0
     parent_tool_use_id: str | None = None
 

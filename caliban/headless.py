@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from caliban.agent import RunResult
 from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
@@ -29,6 +29,9 @@ from caliban.events import (
 from caliban.messages import Usage
 from caliban.pricing import cost_usd
 from caliban.serialize import message_to_json
+
+if TYPE_CHECKING:
+    from caliban.session.session import Session
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -240,7 +243,7 @@ async def _run(options: CliOptions, prompt: str, printer: HeadlessPrinter) -> in
             printer.session_id = session.id
             printer.init(**session_init_info(session))
             before = session.conversation.usage
-            result = await session.run(prompt)
+            result = await _run_prompt(session, prompt)
             # The session's usage also counts sub-agents; the run's only the main agent.
             result = dataclasses.replace(result, usage=session.conversation.usage - before)
             _finish(printer, session.model, result, extra=result_extra(session))
@@ -256,6 +259,16 @@ async def _run(options: CliOptions, prompt: str, printer: HeadlessPrinter) -> in
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)
+
+
+async def _run_prompt(session: Session, prompt: str) -> RunResult:
+    """``/name args`` runs a custom command or skill; anything else is the prompt."""
+    from caliban.skills.invoke import run_command
+    from caliban.skills.slash import parse_slash
+
+    if (command := parse_slash(prompt)) is not None:
+        return await run_command(session, *command)
+    return await session.run(prompt)
 
 
 def _finish(printer: HeadlessPrinter, model: str, result: RunResult, extra: dict[str, Any]) -> None:

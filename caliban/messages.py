@@ -76,7 +76,21 @@ class ThinkingPart:
     model: str | None = None
 
 
-Part = TextPart | ImagePart | ToolCall | ToolResult | ThinkingPart
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServerToolPart:
+    """A tool the provider ran itself within one response (Anthropic's web search): the call
+    (a ``server_tool_use`` block) or its result (``web_search_tool_result``), kept exactly as
+    the API sent it, encrypted content included, because the API wants it back unchanged.
+    Only the Anthropic provider sends it; others leave it out."""
+
+    block: Mapping[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.block.get("type", ""))
+
+
+Part = TextPart | ImagePart | ToolCall | ToolResult | ThinkingPart | ServerToolPart
 Role = Literal["user", "assistant"]
 
 

@@ -15,6 +15,7 @@ from caliban.messages import (
     Message,
     Part,
     ResultPart,
+    ServerToolPart,
     TextPart,
     ThinkingPart,
     ToolCall,
@@ -43,6 +44,8 @@ def part_to_json(part: Part) -> dict[str, Any]:
             }
         case ThinkingPart():
             return _thinking_to_json(part)
+        case ServerToolPart(block=block):
+            return dict(block)
         case _:
             assert_never(part)
 
@@ -75,6 +78,8 @@ def part_from_json(data: dict[str, Any]) -> Part:
         return ToolCall(
             id=str(data["id"]), name=str(data["name"]), arguments=dict(data.get("input") or {})
         )
+    if kind == "server_tool_use" or (isinstance(kind, str) and kind.endswith("_tool_result")):
+        return ServerToolPart(block=dict(data))
     if kind in ("thinking", "redacted_thinking"):
         model = data.get("model")
         signature = data.get("signature")

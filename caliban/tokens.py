@@ -16,6 +16,7 @@ from typing import Any, Protocol, assert_never
 from caliban.messages import (
     ImagePart,
     Message,
+    ServerToolPart,
     TextPart,
     ThinkingPart,
     ToolCall,
@@ -82,6 +83,8 @@ def message_tokens(message: Message) -> int:
                         total += IMAGE_TOKENS
             case ImagePart():
                 total += IMAGE_TOKENS
+            case ServerToolPart(block=block):
+                total += estimate_json_tokens(dict(block))
             case ThinkingPart(text=text, signature=signature, redacted_data=redacted):
                 # Sent back (with its signature) only to the model that wrote it; counted as
                 # if it were, the upper bound.

@@ -52,6 +52,7 @@ def isolated_dirs(
     monkeypatch.setenv("CALIBAN_CONFIG_DIR", str(home / "config"))
     monkeypatch.setenv("CALIBAN_STATE_DIR", str(home / "state"))
     monkeypatch.setenv("CALIBAN_DATA_DIR", str(home / "data"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / "claude"))
     for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     yield home

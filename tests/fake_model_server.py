@@ -52,6 +52,10 @@ Python a step may also be a callable taking the :class:`CapturedRequest` and ret
 ``{"raw": b"data: ..."}`` (or ``"raw_b64"`` in script files)
     Exactly these bytes as the response body (HTTP 200, ``text/event-stream``), for streams
     that are not UTF-8 or not SSE at all.
+``{"web_search": {"query": "q", "results": [{"title": "T", "url": "https://x"}]}, "text": "A"}``
+    (Anthropic) The server-side web search: a ``server_tool_use`` block, its
+    ``web_search_tool_result`` (each result with ``encrypted_content``), then the text with
+    a ``citations_delta``; the usage counts one ``web_search_requests``.
 ``{"thinking": "Let me see.", "signature": "sig", "text": "Hi"}``
     Reasoning before the reply. Anthropic: a ``thinking`` block streamed as
     ``thinking_delta`` pieces, then its ``signature_delta`` (``"signature"``, default
@@ -206,6 +210,8 @@ def anthropic_events(
         )
         head.append({"type": "content_block_stop", "index": index})
         index += 1
+    if (search := step.get("web_search")) is not None:
+        index = _web_search_blocks(head, index, search)
     text_index = index
     if text := step.get("text", ""):
         head.append(
@@ -222,6 +228,24 @@ def anthropic_events(
                     "type": "content_block_delta",
                     "index": text_index,
                     "delta": {"type": "text_delta", "text": piece},
+                }
+            )
+        if search is not None and search.get("results"):
+            first = search["results"][0]
+            head.append(
+                {
+                    "type": "content_block_delta",
+                    "index": text_index,
+                    "delta": {
+                        "type": "citations_delta",
+                        "citation": {
+                            "type": "web_search_result_location",
+                            "cited_text": text[:20],
+                            "url": first["url"],
+                            "title": first.get("title", ""),
+                            "encrypted_index": "fake-encrypted-index",
+                        },
+                    },
                 }
             )
         index += 1
@@ -253,15 +277,68 @@ def anthropic_events(
         tail.append({"type": "content_block_stop", "index": index})
         index += 1
     stop = step.get("stop_reason") or ("tool_use" if calls else "end_turn")
+    end_usage: dict[str, Any] = {"output_tokens": usage["output_tokens"]}
+    if search is not None:
+        end_usage["server_tool_use"] = {"web_search_requests": 1}
     tail.append(
         {
             "type": "message_delta",
             "delta": {"stop_reason": stop, "stop_sequence": None},
-            "usage": {"output_tokens": usage["output_tokens"]},
+            "usage": end_usage,
         }
     )
     tail.append({"type": "message_stop"})
     return head, tail
+
+
+def _web_search_blocks(head: list[dict[str, Any]], index: int, search: Mapping[str, Any]) -> int:
+    """A ``server_tool_use`` block (the search the model asked for) and its
+    ``web_search_tool_result``, as the API streams them; returns the next block index."""
+    use_id = search.get("id") or f"srvtoolu_fake_{next(_ids)}"
+    head.append(
+        {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {
+                "type": "server_tool_use",
+                "id": use_id,
+                "name": "web_search",
+                "input": {},
+            },
+        }
+    )
+    for piece in ["", *_pieces(json.dumps({"query": search.get("query", "")}), 12)]:
+        head.append(
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "input_json_delta", "partial_json": piece},
+            }
+        )
+    head.append({"type": "content_block_stop", "index": index})
+    results = [
+        {
+            "type": "web_search_result",
+            "title": result.get("title", ""),
+            "url": result["url"],
+            "encrypted_content": f"fake-encrypted-{n}",
+            "page_age": None,
+        }
+        for n, result in enumerate(search.get("results", []))
+    ]
+    head.append(
+        {
+            "type": "content_block_start",
+            "index": index + 1,
+            "content_block": {
+                "type": "web_search_tool_result",
+                "tool_use_id": use_id,
+                "content": results,
+            },
+        }
+    )
+    head.append({"type": "content_block_stop", "index": index + 1})
+    return index + 2
 
 
 def anthropic_error(status: int, error_type: str, message: str) -> dict[str, Any]:

@@ -125,6 +125,7 @@ def test_json_shape(tmp_path: Path) -> None:
         "categories",
         "last_request_tokens",
         "mcp",
+        "skills",
     }
     assert data["mcp"]["lazy"] is True and data["mcp"]["deferred_tools"] == 8
     assert data["mcp"]["active"] == [] and data["mcp"]["cap"] == 24

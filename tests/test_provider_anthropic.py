@@ -170,7 +170,7 @@ async def test_cache_usage_is_mapped(
     [
         ("max_tokens", "max_tokens"),
         ("refusal", "refusal"),
-        ("pause_turn", "other"),
+        ("pause_turn", "pause_turn"),  # resumed by the loop (web search)
         ("stop_sequence", "other"),
     ],
 )

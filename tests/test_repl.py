@@ -411,8 +411,8 @@ async def test_tools_lists_the_tools_on_the_wire(project: Path) -> None:
     async with harness([], project) as h:
         await h.run("/tools" + ENTER + CTRL_D)
     names = [line.split()[0] for line in h.lines if line.split()[-1].isdigit()]
-    assert names == ["Read", "Write", "Edit", "Glob", "Grep", "Bash"]
-    assert "6 tools on the wire" in h.lines
+    assert names == ["Read", "Write", "Edit", "Glob", "Grep", "Bash", "TodoWrite", "WebFetch"]
+    assert "8 tools on the wire" in h.lines
 
 
 async def test_config_shows_each_setting_and_its_origin(project: Path) -> None:

@@ -136,9 +136,10 @@ def make_authorize(policy: PermissionPolicy, approver: Approver) -> Authorize:
         subject = _subject(tool.name, invocation, ctx.env.cwd)
 
         def check() -> Decision:
-            return policy.decide(
+            decision = policy.decide(
                 tool.name, subject, read_only=tool.read_only, origin=tool.origin, cwd=ctx.env.cwd
             )
+            return _with_hook(decision, ctx.hook_decision)
 
         decision = check()
         if decision.behavior == "ask":
@@ -188,6 +189,16 @@ def make_authorize(policy: PermissionPolicy, approver: Approver) -> Authorize:
                 assert_never(answer.behavior)
 
     return authorize
+
+
+def _with_hook(decision: Decision, hook: str | None) -> Decision:
+    """A PreToolUse hook's ``allow`` spares the question and its ``ask`` forces one; a deny
+    (a rule, plan mode) stands either way."""
+    if hook == "allow" and decision.behavior == "ask":
+        return Decision(behavior="allow", reason="a PreToolUse hook allowed it")
+    if hook == "ask" and decision.behavior == "allow":
+        return Decision(behavior="ask", reason="a PreToolUse hook asks first")
+    return decision
 
 
 def _subject(tool_name: str, invocation: Invocation, cwd: Path) -> str | None:

@@ -22,8 +22,9 @@ Precedence, first match wins:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, assert_never
@@ -343,6 +344,17 @@ class PermissionPolicy:
         Grep and Glob ask it about each file they find (:data:`~caliban.tools.base.ReadGuard`)."""
         rule = _find(self.rules.deny, tool_name, str(path), self.project_root, allowing=False)
         return rule.text if rule is not None else None
+
+    @contextlib.contextmanager
+    def allowing(self, rules: Sequence[Rule]) -> Iterator[None]:
+        """Also allow ``rules`` while the block runs (a custom command's allowed-tools)."""
+        added = [rule for rule in rules if rule not in self.session_rules]
+        self.session_rules.extend(added)
+        try:
+            yield
+        finally:
+            for rule in added:
+                self.session_rules.remove(rule)
 
     def allow_for_session(self, pattern: str) -> Rule:
         """Allow calls matching ``pattern`` until the session ends; raises RuleError."""

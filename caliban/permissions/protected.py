@@ -54,6 +54,8 @@ def protected_reason(path: Path) -> str | None:
             return "it is Claude Code's settings file (permissions and hooks)"
         if part == ".claude" and rest[0] == "hooks":
             return "Claude Code runs it as a hook"
+        if part == ".claude" and rest[0] in ("commands", "skills"):
+            return "it is a custom command or skill, whose !`…` snippets run as commands"
         if part == ".git":
             if "hooks" in rest[:-1]:
                 return "git runs it as a hook"

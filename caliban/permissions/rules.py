@@ -2,8 +2,9 @@
 
 A rule is ``Tool`` or ``Tool(pattern)`` (Claude Code's syntax). The tool part is a glob on the
 tool name; ``Edit(...)`` also covers Write, and ``Read(...)`` covers Glob and Grep. The pattern
-is a path glob for file tools (:func:`path_matches`) and a command pattern for Bash
-(:func:`command_matches`). :func:`suggest_rule` proposes the rule for "don't ask again".
+is a path glob for file tools (:func:`path_matches`), a command pattern for Bash
+(:func:`command_matches`) and ``domain:HOST`` for WebFetch (:func:`domain_matches`).
+:func:`suggest_rule` proposes the rule for "don't ask again".
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "Rule",
     "RuleError",
     "command_matches",
+    "domain_matches",
     "file_rule",
     "is_within",
     "path_matches",
@@ -69,6 +71,8 @@ class Rule:
         pattern = match.group(2)
         if pattern is not None and pattern.strip() in ("", "*"):
             pattern = None  # Tool() and Tool(*) mean the whole tool
+        if match.group(1) == WEB_FETCH and pattern is not None:
+            _check_domain_pattern(text, pattern)
         return cls(text=stripped, tool=match.group(1), pattern=pattern)
 
     def names(self, tool_name: str) -> bool:
@@ -115,6 +119,8 @@ class Rule:
             return path_matches(
                 self.pattern, Path(subject), project_root, absolute_only=absolute_only
             )
+        if tool_name == WEB_FETCH:
+            return not absolute_only and domain_matches(self.pattern, subject)
         return not absolute_only and command_matches(self.pattern, subject)
 
 
@@ -254,11 +260,39 @@ def command_matches(pattern: str, command: str) -> bool:
     return pattern_matches(pattern, " ".join(command.split()))
 
 
+WEB_FETCH = "WebFetch"
+_DOMAIN = re.compile(r"domain:([a-z0-9*?.\-]+|\[[0-9a-f:.]+\])", re.IGNORECASE)
+
+
+def _check_domain_pattern(text: str, pattern: str) -> None:
+    """WebFetch rules name a host; anything else (a URL, a path) is refused, not guessed."""
+    if not _DOMAIN.fullmatch(pattern.strip()):
+        raise RuleError(
+            f"invalid permission rule {text!r}: WebFetch rules name a domain, e.g. "
+            "WebFetch(domain:example.com) or WebFetch(domain:*.example.com)"
+        )
+
+
+def domain_matches(pattern: str, host: str) -> bool:
+    """Whether ``domain:HOST`` covers ``host`` (a WebFetch call's subject). The host part is
+    a glob, case-insensitive: ``domain:example.com`` is that host only,
+    ``domain:*.example.com`` its subdomains. A malformed pattern matches nothing."""
+    match = _DOMAIN.fullmatch(pattern.strip())
+    if match is None:
+        return False
+    wanted, host = match.group(1).lower(), host.lower().rstrip(".")
+    if wanted.startswith("["):  # an IPv6 address: exact
+        return host.strip("[]") == wanted[1:-1]
+    return fnmatch.fnmatchcase(host, wanted)
+
+
 def suggest_rule(tool_name: str, subject: str | None, project_root: Path) -> str:
     """The rule offered for "don't ask again this session": ``Bash(git commit:*)``,
     ``Edit(src/**)``, or the tool name (MCP tools and anything without a subject)."""
     if subject is None:
         return tool_name
+    if tool_name == WEB_FETCH:
+        return f"{WEB_FETCH}(domain:{subject})"
     if tool_name == "Bash":
         # "" when no rule could allow the line (not understood): nothing to offer.
         return shell_suggestion(subject) or ""

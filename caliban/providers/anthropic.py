@@ -32,6 +32,7 @@ from caliban.messages import (
     ImagePart,
     Message,
     Part,
+    ServerToolPart,
     TextPart,
     ThinkingPart,
     ToolCall,
@@ -72,7 +73,14 @@ STOP_REASONS: Mapping[str, StopReason] = {
     "tool_use": "tool_use",
     "max_tokens": "max_tokens",
     "refusal": "refusal",
+    "pause_turn": "pause_turn",
 }
+WEB_SEARCH_TOOL: Final[Mapping[str, Any]] = {
+    "type": "web_search_20250305",
+    "name": "web_search",
+    "max_uses": 5,
+}
+"""The server tool offered when a request asks for web search (the API runs the searches)."""
 
 
 ThinkingStyle = Literal["adaptive", "budget"]
@@ -101,8 +109,10 @@ def build_params(
     if request.system:
         system = {"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}
         params["system"] = [system]
-    if request.tools:
+    if request.tools or request.web_search:
         params["tools"] = [wire_tool(tool) for tool in request.tools]
+        if request.web_search:
+            params["tools"].append(dict(WEB_SEARCH_TOOL))
     if effort is not None:
         params.update(
             thinking_params(effort, style or thinking_style(request.model), request.max_tokens)
@@ -226,6 +236,8 @@ def _block(part: Part) -> dict[str, Any]:
             return {"type": "redacted_thinking", "data": data}
         case ThinkingPart(text=text, signature=signature):
             return {"type": "thinking", "thinking": text, "signature": signature}
+        case ServerToolPart(block=server_block):
+            return dict(server_block)
         case _:
             assert_never(part)
 
@@ -249,6 +261,8 @@ class _Block:
     name: str = ""
     signature: list[str] = field(default_factory=list)
     data: str | None = None
+    raw: Mapping[str, Any] | None = None
+    """A server tool's result block, kept whole."""
 
     def add(self, piece: str, limits: StreamLimits) -> None:
         self.size += len(piece)
@@ -303,6 +317,13 @@ class MessagesStreamAccumulator:
         if kind == "tool_use":
             self.blocks[index] = _Block(kind=kind, id=str(block["id"]), name=str(block["name"]))
             return [ToolCallStarted(id=str(block["id"]), name=str(block["name"]))]
+        if kind == "server_tool_use":
+            self.blocks[index] = _Block(kind=kind, id=str(block["id"]), name=str(block["name"]))
+            return []
+        if kind.endswith("_tool_result"):  # web_search_tool_result: complete at its start
+            check_part(len(json.dumps(block)), f"a {kind} block", self.limits)
+            self.blocks[index] = _Block(kind=kind, raw=dict(block))
+            return []
         new = self.blocks[index] = _Block(kind=kind)
         match kind:
             case "text" if text := block.get("text"):
@@ -334,7 +355,7 @@ class MessagesStreamAccumulator:
             case "signature_delta" if block.kind == "thinking":
                 block.signature.append(str(delta.get("signature") or ""))
                 check_part(sum(map(len, block.signature)), "a thinking signature", self.limits)
-            case "input_json_delta" if block.kind == "tool_use":
+            case "input_json_delta" if block.kind in ("tool_use", "server_tool_use"):
                 block.add(str(delta.get("partial_json") or ""), self.limits)
         return []
 
@@ -359,6 +380,12 @@ class MessagesStreamAccumulator:
                 )
             elif block.kind == "redacted_thinking" and block.data is not None:
                 parts.append(ThinkingPart(redacted_data=block.data, model=self.model))
+            elif block.kind == "server_tool_use":
+                arguments = dict(parse_arguments("".join(block.text)))
+                server_call = {"type": block.kind, "id": block.id, "name": block.name}
+                parts.append(ServerToolPart(block={**server_call, "input": arguments}))
+            elif block.raw is not None:
+                parts.append(ServerToolPart(block=block.raw))
         usage = Usage(
             input_tokens=self.usage.get("input_tokens", 0),
             output_tokens=self.usage.get("output_tokens", 0),

@@ -17,7 +17,9 @@ from typing import Literal, Protocol
 
 from caliban.messages import Message, ToolSpec, Usage
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "other"]
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "pause_turn", "other"]
+"""``pause_turn``: the provider paused a long turn of its own tools (web search); sending
+the history back as it is lets it go on."""
 Effort = Literal["low", "medium", "high"]
 """How hard the model should think: Anthropic extended/adaptive thinking, OpenAI
 ``reasoning_effort``. ``None`` (the default) sends neither."""
@@ -30,6 +32,9 @@ class ProviderRequest:
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]
     max_tokens: int = 16_384
+    web_search: bool = False
+    """Offer the provider's own web search (Anthropic's ``web_search`` server tool, run by
+    the API within the response); a provider without one never gets it set."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

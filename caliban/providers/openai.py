@@ -37,7 +37,16 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from caliban.background import start_in_daemon_thread
-from caliban.messages import ImagePart, Message, TextPart, ThinkingPart, ToolResult, ToolSpec, Usage
+from caliban.messages import (
+    ImagePart,
+    Message,
+    ServerToolPart,
+    TextPart,
+    ThinkingPart,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
 from caliban.providers._sdk import SdkProvider
 from caliban.providers.accumulate import ChatStreamAccumulator
 from caliban.providers.base import Effort, ProviderEvent, ProviderRequest, ResponseDone
@@ -116,10 +125,12 @@ def wire_messages(system: str, messages: Sequence[Message]) -> list[dict[str, An
 
 
 def _without_thinking(messages: Sequence[Message]) -> list[Message]:
-    """The history without reasoning: Chat Completions has no field for sending it back."""
+    """The history without reasoning and another provider's server-tool blocks: Chat
+    Completions has no field for sending them back."""
+    dropped = (ThinkingPart, ServerToolPart)
     return [
-        Message(role=m.role, parts=tuple(p for p in m.parts if not isinstance(p, ThinkingPart)))
-        if any(isinstance(p, ThinkingPart) for p in m.parts)
+        Message(role=m.role, parts=tuple(p for p in m.parts if not isinstance(p, dropped)))
+        if any(isinstance(p, dropped) for p in m.parts)
         else m
         for m in messages
     ]

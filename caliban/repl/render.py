@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
@@ -50,7 +50,8 @@ from caliban.events import (
     UserPrompt,
 )
 from caliban.mcp.tools import unmark
-from caliban.messages import Message, ToolCall
+from caliban.messages import Message, ServerToolPart, ToolCall
+from caliban.text import plural
 from caliban.tokens import format_tokens
 from caliban.tools.base import McpOrigin, ToolOrigin
 
@@ -194,6 +195,8 @@ def describe_call(call: ToolCall, cwd: Path | None = None, origin: ToolOrigin | 
     """``Read(caliban/cli.py)``: the tool and its most telling argument."""
     args = call.arguments
     name = display_name(call.name, origin)
+    if call.name == "TodoWrite":
+        return "Update Todos"
     for key in PRIMARY_ARGS:
         value = args.get(key)
         if isinstance(value, str) and value:
@@ -318,6 +321,16 @@ class Renderer:
             for call in message.tool_calls:
                 self.console.print(Text(f"{BULLET} {describe_call(call, self.cwd)}", style="dim"))
 
+    def shell_output(self, text: str, *, failed: bool) -> None:
+        """The output of ``!command``, as a Bash call's: its head and tail under an elbow."""
+        lines = head_tail(text.rstrip("\n").splitlines()) or ["(no output)"]
+        first = f"  {ELBOW}  "
+        body = Text(f"{first}{lines[0]}", style="red" if failed else "")
+        for line in lines[1:]:
+            style = "dim" if line.startswith("… +") else "red" if failed else ""
+            body.append(f"\n{' ' * len(first)}{line}", style=style)
+        self.console.print(body)
+
     def error(self, text: str) -> None:
         self._flush_text()
         self.console.print()
@@ -359,6 +372,7 @@ class Renderer:
             case AssistantMessage():
                 if depth == 0:
                     self._flush_text()
+                self._server_tools(event.message, depth)
             case ToolStarted(call=call, origin=origin):
                 self._tool_started(call, origin, depth, event.parent_tool_use_id)
             case ToolFinished():
@@ -401,6 +415,29 @@ class Renderer:
                 assert_never(event)
 
     # -- tools
+
+    def _server_tools(self, message: Message, depth: int) -> None:
+        """The web searches the provider ran within a response: ``● Web Search("query")``
+        and how many results came back."""
+        results = {
+            str(part.block.get("tool_use_id")): part.block.get("content")
+            for part in message.parts
+            if isinstance(part, ServerToolPart) and part.kind.endswith("_tool_result")
+        }
+        for part in message.parts:
+            if not isinstance(part, ServerToolPart) or part.kind != "server_tool_use":
+                continue
+            query = (part.block.get("input") or {}).get("query", "")
+            found = results.get(str(part.block.get("id")))
+            count = len(found) if isinstance(found, list) else 0
+            outcome = plural(count, "result") if isinstance(found, list) else "no results"
+            if depth == 0:
+                self.console.print()
+            header = Text("    " * depth)
+            header.append(f"{BULLET} ", style="green")
+            header.append(f"Web Search({shorten(str(query), 60)})", style="bold")
+            self.console.print(header)
+            self._line(depth, f"{ELBOW}  {outcome}", style="dim")
 
     def _depth_for(self, parent_id: str | None) -> int:
         if parent_id is None:
@@ -490,6 +527,8 @@ class Renderer:
         call = event.call
         if event.change is not None:
             return _change_result(event.change, first, cont, self.cwd)
+        if call.name == "TodoWrite" and (todos := _todos(event)) is not None:
+            return _checklist(todos, first, cont)
         if call.name == "Bash":
             lines = head_tail(text.rstrip("\n").splitlines())
             if not lines:
@@ -609,6 +648,31 @@ class Renderer:
         if self._buffer:
             return f"Writing… {hint}"
         return None
+
+
+TODO_MARKS = {"completed": "☒", "in_progress": "☐", "pending": "☐"}
+
+
+def _todos(event: ToolFinished) -> list[dict[str, Any]] | None:
+    """The list a TodoWrite call left, from its structured result."""
+    data = event.data
+    todos = data.get("newTodos") if isinstance(data, dict) else None
+    if not isinstance(todos, list) or not all(isinstance(t, dict) for t in todos):
+        return None
+    return todos
+
+
+def _checklist(todos: list[dict[str, Any]], first: str, cont: str) -> RenderableType:
+    """``☒ Write the code`` (done, struck through), ``☐ Run the tests`` (in progress, bold)."""
+    if not todos:
+        return Text(f"{first}(empty list)", style="dim")
+    out = Text()
+    for index, todo in enumerate(todos):
+        status = str(todo.get("status", "pending"))
+        out.append(first if index == 0 else f"\n{cont}")
+        style = {"completed": "dim strike", "in_progress": "bold"}.get(status, "")
+        out.append(f"{TODO_MARKS.get(status, '☐')} {todo.get('content', '')}", style=style)
+    return out
 
 
 def _change_result(change: FileChange, first: str, cont: str, cwd: Path | None) -> RenderableType:

@@ -18,6 +18,7 @@ from caliban.background import start_in_daemon_thread
 from caliban.cli.options import CliOptions
 from caliban.config import load_config
 from caliban.events import Notice
+from caliban.messages import Message
 from caliban.paths import project_root
 from caliban.prompts import system_prompt
 from caliban.session.session import Listener, Session
@@ -25,9 +26,11 @@ from caliban.tools.base import ToolEnv
 from caliban.trust import has_project_files, is_trusted
 
 if TYPE_CHECKING:
+    from caliban.config import LoadedConfig
+    from caliban.hooks import HookRunner
     from caliban.mcp.client import McpManager
     from caliban.mcp.config import ServerConfig
-    from caliban.permissions.approval import Approver
+    from caliban.permissions.approval import Approver, PermissionAnswer, PermissionRequest
 
 
 def preload() -> None:
@@ -43,6 +46,8 @@ def preload() -> None:
     import caliban.permissions.approval
     import caliban.providers.select
     import caliban.session.resume
+    import caliban.skills.catalog
+    import caliban.skills.toolset
     import caliban.subagents
     import caliban.tools.agent
     import caliban.tools.builtin  # noqa: F401
@@ -83,6 +88,7 @@ async def open_session(
     from caliban.permissions.policy import PermissionPolicy
     from caliban.providers.select import create_provider, resolve_provider
     from caliban.session.resume import close_transcript, open_transcript
+    from caliban.skills.catalog import load_catalog
     from caliban.subagents import list_agents
     from caliban.tools.builtin import builtin_tools
 
@@ -109,6 +115,8 @@ async def open_session(
         disallowed=options.disallowed_tools,
     )
     agent_definitions, agent_warnings = list_agents(options.cwd)
+    catalog = load_catalog(options.cwd)
+    notifying = _NotifyingApprover(approver) if approver is not None else None
     session = Session(
         settings=settings,
         provider=provider,
@@ -117,12 +125,17 @@ async def open_session(
         env=ToolEnv(cwd=options.cwd, project_root=root, read_denied=policy.read_denial),
         builtins=builtin_tools(),
         agents=agent_definitions,
-        authorize=make_authorize(policy, approver or deny_approver),
+        skills=catalog.items,
+        permissions=policy,
+        authorize=make_authorize(policy, notifying or deny_approver),
         listeners=list(listeners),
         max_turns=settings.max_turns,
         config=loaded,
         mcp=manager,
     )
+    hooks = _hooks(loaded, session, root)
+    if notifying is not None:
+        notifying.hooks = hooks
     try:
         await open_transcript(session, options, interactive=interactive)  # -c / --resume
         lazy_warning = session.lazy_policy.warning if session.lazy_policy else None
@@ -133,6 +146,7 @@ async def open_session(
             *mcp_config.problems,
             *mcp_config.warnings,
             *agent_warnings,
+            *catalog.warnings,
             *([lazy_warning] if lazy_warning else []),
         ]:
             session.emit(Notice(level="warning", text=text))
@@ -144,8 +158,17 @@ async def open_session(
             lazy = session.lazy_policy
             if manager is not None and lazy is not None and lazy.mode == "auto":
                 await window  # "auto" weighs the tools against it; a short timeout bounds it
+        if hooks is not None:
+            source = (
+                "resume" if options.continue_session or options.resume is not None else "startup"
+            )
+            if context := await hooks.session_started(source):
+                session.add_context(Message.user(context))
         yield session
     finally:
+        if hooks is not None:
+            with contextlib.suppress(Exception):  # a failing hook must not lose the session
+                await hooks.session_ended("other")
         close_transcript(session)
         warm_up.cancel()
         window.cancel()
@@ -177,6 +200,53 @@ def held_back(cwd: Path) -> list[str]:
     return items
 
 
+class _NotifyingApprover:
+    """The user's approver, after the Notification hooks (caliban waits for an answer)."""
+
+    def __init__(self, approver: Approver) -> None:
+        self.approver = approver
+        self.hooks: HookRunner | None = None
+
+    async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
+        if self.hooks is not None:
+            await self.hooks.notification(
+                f"caliban needs your permission to use {request.tool_name}"
+            )
+        return await self.approver(request)
+
+
+def _hooks(loaded: LoadedConfig, session: Session, root: Path) -> HookRunner | None:
+    """The session's hook runner from every config file's ``[hooks]`` (a project file's only
+    in a trusted folder); ``None`` when no hook is configured. Notices go to the session."""
+    from caliban.hooks import HookRunner, configured_hooks
+    from caliban.session.resume import current_transcript
+    from caliban.trust import is_trusted
+
+    trusted = is_trusted(root)
+    config, warnings = configured_hooks(
+        [(str(f.path), f.data.get("hooks"), f.scope == "user" or trusted) for f in loaded.files]
+    )
+    for text in warnings:
+        session.emit(Notice(level="warning", text=text))
+    if not config:
+        return None
+
+    def transcript() -> Path | None:
+        current = current_transcript(session)
+        return current.path if current is not None else None
+
+    runner = HookRunner(
+        config,
+        project_dir=root,
+        session_id=lambda: session.id,
+        transcript_path=transcript,
+        permission_mode=session.settings.permissions.mode,
+        notice=lambda text: session.emit(Notice(level="warning", text=text)),
+    )
+    session.hooks = runner
+    return runner
+
+
 def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:
     """Start connecting to ``servers`` in the background; ``None`` when there are none.
 
@@ -197,7 +267,8 @@ def session_init_info(session: Session) -> dict[str, Any]:
     return {
         "cwd": str(session.cwd),
         "model": session.model,
-        "tools": [tool.name for tool in session.toolset.offered()],
+        "tools": [tool.name for tool in session.toolset.offered()]
+        + (["WebSearch"] if session.offers_web_search() else []),
         "mcp_servers": [{"name": s.name, "status": s.state} for s in servers],
         "permission_mode": session.settings.permissions.mode,
     }

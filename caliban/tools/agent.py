@@ -100,7 +100,7 @@ class AgentTool(BuiltinTool[AgentInput]):
             )
         child = self.spawn(definition, ctx)
         result = await child.run(args.prompt)
-        self.on_usage(result.usage)
+        self.on_usage(child.conversation.usage)  # its side requests (WebFetch) included
         return self.format_result(kind, result)
 
     def format_result(self, kind: str, result: RunResult) -> ToolOutput:

@@ -8,12 +8,15 @@ from caliban.tools.edit import Edit
 from caliban.tools.glob import Glob
 from caliban.tools.grep import Grep
 from caliban.tools.read import Read
+from caliban.tools.todo_write import TodoWrite
+from caliban.tools.web_fetch import WebFetch
 from caliban.tools.write import Write
 
 
 def builtin_tools() -> list[Tool]:
-    """Read, Write, Edit, Glob, Grep and Bash, fresh instances in that order."""
-    return [Read(), Write(), Edit(), Glob(), Grep(), Bash()]
+    """Read, Write, Edit, Glob, Grep, Bash, TodoWrite and WebFetch, fresh instances in that
+    order (WebFetch's page cache is per session)."""
+    return [Read(), Write(), Edit(), Glob(), Grep(), Bash(), TodoWrite(), WebFetch()]
 
 
 __all__ = ["builtin_tools"]
