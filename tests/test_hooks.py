@@ -244,7 +244,10 @@ def test_project_hooks_run_only_in_a_trusted_folder(
     fake_model_server.add({"text": "ok"}, {"text": "ok"})
     untrusted = run(fake_model_server, "anthropic", project, "hello")
     assert untrusted.returncode == 0 and records(log) == []
-    assert "hooks not run: this folder is not trusted" in untrusted.stderr
+    assert (
+        f"caliban: warning: ignored hooks in {project}/.caliban/config.toml: {project} is not "
+        "a trusted folder"
+    ) in untrusted.stderr
     trust(project)
     trusted = run(fake_model_server, "anthropic", project, "hello")
     assert trusted.returncode == 0 and [r["event"] for r in records(log)] == ["UserPromptSubmit"]
