@@ -199,6 +199,7 @@ class Agent:
                                 usage=event.usage,
                                 model=request.model,
                                 parent_tool_use_id=self.parent_id,
+                                stop_reason=event.stop_reason,
                             ),
                         )
                         return event
@@ -234,7 +235,7 @@ class Agent:
         origin = tool.origin if tool is not None else None
         self.emit(ToolStarted(call=call, origin=origin, parent_tool_use_id=self.parent_id))
         started = time.perf_counter()
-        output = await self._call_tool(call, tool)
+        output, denied = await self._call_tool(call, tool)
         result = ToolResult(tool_call_id=call.id, content=output.content, is_error=output.is_error)
         self.emit(
             ToolFinished(
@@ -245,24 +246,30 @@ class Agent:
                 change=output.change,
                 duration_ms=int((time.perf_counter() - started) * 1000),
                 parent_tool_use_id=self.parent_id,
+                structured=output.structured,
+                denied=denied,
             )
         )
         return result
 
-    async def _call_tool(self, call: ToolCall, tool: Tool | None) -> ToolOutput:
+    async def _call_tool(self, call: ToolCall, tool: Tool | None) -> tuple[ToolOutput, bool]:
+        """The call's output, and whether permission was denied."""
         if tool is None:
-            return ToolOutput.error(_unknown_tool(call.name, self.toolset))
+            return ToolOutput.error(_unknown_tool(call.name, self.toolset)), False
         if (raw := call.invalid_arguments) is not None:
             return ToolOutput.error(
                 f"{call.name} did not run: its arguments were not a valid JSON object "
                 f"({raw[:500]!r}). Call it again with a JSON object matching its schema."
-            )
+            ), False
         bound = tool.bind(call.arguments)
         if isinstance(bound, str):
-            return ToolOutput.error(bound)
+            return ToolOutput.error(bound), False
         ctx = CallContext(env=self.env, call_id=call.id, emit=self._emit_own)
         if (reason := await self.authorize(tool, bound, ctx)) is not None:
-            return ToolOutput.error(f"Permission denied for {call.name}: {reason}")
+            return ToolOutput.error(f"Permission denied for {call.name}: {reason}"), True
+        return await self._run_bound(call, bound, ctx), False
+
+    async def _run_bound(self, call: ToolCall, bound: Invocation, ctx: CallContext) -> ToolOutput:
         if (event := self.toolset.note_call(call.name)) is not None:
             self._emit_own(event)
         try:

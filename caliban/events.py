@@ -7,7 +7,7 @@ Every event carries ``parent_tool_use_id``: ``None`` for the main agent, the id 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from caliban.diff import FileChange
 from caliban.messages import Message, ToolCall, ToolResult, Usage
@@ -34,6 +34,8 @@ class AssistantMessage:
     usage: Usage
     model: str
     parent_tool_use_id: str | None = None
+    stop_reason: str | None = None
+    """Why the response ended (``end_turn``, ``tool_use``, ``max_tokens``, …)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -54,6 +56,10 @@ class ToolFinished:
     """The file a Write or Edit changed, before and after (for showing the diff)."""
     duration_ms: int = 0
     parent_tool_use_id: str | None = None
+    structured: Any = None
+    """The tool's result as data (:attr:`ToolOutput.structured`)."""
+    denied: bool = False
+    """The permission policy (or the user) refused the call; it did not run."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -110,6 +116,21 @@ class ActivationChanged:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class BackgroundTaskUpdate:
+    """A background command (Bash ``run_in_background``) started, finished or was stopped."""
+
+    task_id: str
+    tool_use_id: str
+    """The Bash call that started it."""
+    status: Literal["running", "completed", "failed", "killed"]
+    description: str
+    command: str
+    end_time_ms: int | None = None
+    """When it ended (Unix time, milliseconds); ``None`` while running."""
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Notice:
     """Something the user should see that is not part of the conversation."""
 
@@ -130,5 +151,6 @@ AgentEvent = (
     | ConversationCleared
     | ApiRetryEvent
     | ActivationChanged
+    | BackgroundTaskUpdate
     | Notice
 )

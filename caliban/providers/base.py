@@ -62,7 +62,12 @@ ProviderEvent = TextDelta | ToolCallStarted | ApiRetry | ResponseDone
 
 
 class ProviderError(Exception):
-    """A model API failure that retrying will not fix. The message is shown to the user."""
+    """A model API failure that retrying will not fix. The message is shown to the user;
+    ``status`` is the HTTP status of the last failed request, when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Provider(Protocol):

@@ -38,6 +38,7 @@ from caliban.events import (
     ApiRetryEvent,
     AssistantDelta,
     AssistantMessage,
+    BackgroundTaskUpdate,
     ConversationCleared,
     HistoryAppended,
     ModelChanged,
@@ -371,7 +372,11 @@ class Renderer:
                 style = {"info": "dim", "warning": "yellow", "error": "red"}[level]
                 mark = {"info": ELBOW, "warning": "⚠", "error": "✗"}[level]
                 self._line(depth, f"{mark}  {text}", style=style)
-            case HistoryAppended() | ModelChanged() | ConversationCleared():
+            case BackgroundTaskUpdate(status=status) if status != "running":
+                self._line(depth, f"{ELBOW}  background task {event.task_id} {status}", style="dim")
+            case (
+                HistoryAppended() | ModelChanged() | ConversationCleared() | BackgroundTaskUpdate()
+            ):
                 pass  # nothing to show: the REPL prints its own lines for /model and /clear
             case _:
                 assert_never(event)

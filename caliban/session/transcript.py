@@ -39,6 +39,7 @@ from caliban.events import (
     ApiRetryEvent,
     AssistantDelta,
     AssistantMessage,
+    BackgroundTaskUpdate,
     ConversationCleared,
     HistoryAppended,
     ModelChanged,
@@ -100,7 +101,7 @@ def event_to_json(event: AgentEvent) -> dict[str, Any] | None:
     """
     body: dict[str, Any]
     match event:
-        case AssistantDelta():
+        case AssistantDelta() | BackgroundTaskUpdate():
             return None
         case UserPrompt(message=message):
             body = {"type": "user_prompt", "message": message_to_json(message)}

@@ -74,18 +74,27 @@ class CallContext:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolOutput:
     """A tool's result. ``summary`` is a short line for the terminal (``120 lines``);
-    ``change`` is the file a Write or Edit changed, for showing its diff."""
+    ``change`` is the file a Write or Edit changed, for showing its diff; ``structured`` is
+    the result as data (Claude Code's ``tool_use_result``, printed by ``caliban -p``)."""
 
     content: tuple[ResultPart, ...]
     is_error: bool = False
     summary: str | None = None
     change: FileChange | None = None
+    structured: Any = None
 
     @classmethod
     def text(
-        cls, text: str, *, summary: str | None = None, change: FileChange | None = None
+        cls,
+        text: str,
+        *,
+        summary: str | None = None,
+        change: FileChange | None = None,
+        structured: Any = None,
     ) -> ToolOutput:
-        return cls(content=(TextPart(text=text),), summary=summary, change=change)
+        return cls(
+            content=(TextPart(text=text),), summary=summary, change=change, structured=structured
+        )
 
     @classmethod
     def error(cls, text: str) -> ToolOutput:

@@ -8,12 +8,18 @@ from caliban.tools.edit import Edit
 from caliban.tools.glob import Glob
 from caliban.tools.grep import Grep
 from caliban.tools.read import Read
+from caliban.tools.tasks import BackgroundTasks, TaskOutput, TaskStop
 from caliban.tools.write import Write
 
 
-def builtin_tools() -> list[Tool]:
-    """Read, Write, Edit, Glob, Grep and Bash, fresh instances in that order."""
-    return [Read(), Write(), Edit(), Glob(), Grep(), Bash()]
+def builtin_tools(tasks: BackgroundTasks | None = None) -> list[Tool]:
+    """Read, Write, Edit, Glob, Grep and Bash, fresh instances in that order; with ``tasks``
+    (the session's background commands) also TaskOutput and TaskStop, and Bash may run
+    commands in the background."""
+    tools: list[Tool] = [Read(), Write(), Edit(), Glob(), Grep(), Bash(tasks)]
+    if tasks is not None:
+        tools += [TaskOutput(tasks), TaskStop(tasks)]
+    return tools
 
 
 __all__ = ["builtin_tools"]
