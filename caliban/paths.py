@@ -35,6 +35,14 @@ def data_dir() -> Path:
     return _xdg("CALIBAN_DATA_DIR", "XDG_DATA_HOME", ".local/share")
 
 
+def claude_config_dir() -> Path:
+    """Claude Code's user directory: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``. caliban reads
+    its ``settings.json``, ``CLAUDE.md`` and ``agents/`` so Claude Code setups carry over."""
+    if value := os.environ.get("CLAUDE_CONFIG_DIR"):
+        return Path(value).expanduser()
+    return Path.home() / ".claude"
+
+
 def find_project_root(cwd: Path) -> Path | None:
     """The nearest ancestor of ``cwd`` (itself included) holding ``.caliban/`` or ``.git``."""
     cwd = cwd.resolve()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from caliban.agent import Agent, Authorize, Conversation, RunResult, allow_all
 from caliban.config import LoadedConfig, Settings
-from caliban.events import AgentEvent, ConversationCleared, ModelChanged
+from caliban.events import AgentEvent, ConversationCleared, ModelChanged, Notice
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.mcp.lazy.policy import LazyPolicy, resolve_policy
 from caliban.messages import Message, Usage
@@ -174,7 +174,7 @@ class Session:
         env = ctx.env.fork()
         return Agent(
             provider=self.provider,
-            model=definition.model or self.model,
+            model=self._child_model(definition.model, ctx),
             system_prompt=child_system_prompt(definition, env.cwd, env.project_root),
             toolset=self.toolset.for_child(definition),
             env=env,
@@ -183,6 +183,30 @@ class Session:
             max_turns=definition.max_turns or DEFAULT_MAX_TURNS,
             parent_tool_use_id=ctx.call_id,
         )
+
+    def _child_model(self, wanted: str | None, ctx: CallContext) -> str:
+        """The model a sub-agent runs on: the definition's (or the Agent call's), else
+        ``$CLAUDE_CODE_SUBAGENT_MODEL``, else this session's; Claude Code aliases resolved
+        for this session's provider."""
+        import os
+
+        from caliban.model_aliases import resolve_alias
+
+        wanted = wanted or os.environ.get("CLAUDE_CODE_SUBAGENT_MODEL") or None
+        if wanted is None:
+            return self.model
+        resolved = resolve_alias(wanted, self.provider.name, os.environ)
+        if resolved is None:
+            ctx.emit(
+                Notice(
+                    level="warning",
+                    text=f"model {wanted!r} is a Claude Code alias with no meaning for "
+                    f"{self.provider.name}; the sub-agent uses {self.model} (set "
+                    f"ANTHROPIC_DEFAULT_{wanted.upper()}_MODEL to choose one)",
+                )
+            )
+            return self.model
+        return resolved
 
     def _add_child_usage(self, usage: Usage) -> None:
         """A sub-agent's tokens count toward the session's (``/cost``)."""
