@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     import mcp_types
 
 PREFIX = "mcp__"
+ALWAYS_LOAD_META = "anthropic/alwaysLoad"
+"""The ``_meta`` key with which a server asks that a tool never be deferred."""
 MAX_NAME = 64
 _HASH_CHARS = 8
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -106,6 +108,9 @@ class McpTool:
     title: str | None = None
     timeout: float | None = None
     """Seconds a call may take (the server's ``tool_timeout``)."""
+    always_load: bool = False
+    """The server marked the tool ``_meta["anthropic/alwaysLoad"]``: it stays on the wire
+    under lazy loading, as Claude Code keeps it loaded under tool search."""
     dispatcher: McpDispatcher | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -174,6 +179,7 @@ def tool_from_sdk(
         annotations=annotations,
         title=tool.title,
         timeout=timeout,
+        always_load=(tool.meta or {}).get(ALWAYS_LOAD_META) is True,
         dispatcher=dispatcher,
     )
 
@@ -264,6 +270,7 @@ def _summary(parts: list[ResultPart]) -> str | None:
 
 
 __all__ = [
+    "ALWAYS_LOAD_META",
     "MAX_NAME",
     "McpDispatcher",
     "McpInvocation",
