@@ -254,7 +254,17 @@ def convert_result(result: mcp_types.CallToolResult) -> ToolOutput:
         parts.insert(0, TextPart(text=structured))
     if not parts:
         parts.append(TextPart(text="(no output)" if not result.is_error else "(error, no details)"))
-    return ToolOutput(content=tuple(parts), is_error=result.is_error, summary=_summary(parts))
+    as_data: dict[str, Any] | None = None
+    if result.structured_content is not None:
+        # What Claude Code reports as the call's tool_use_result (caliban -p prints it).
+        compact = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+        as_data = {"content": compact, "structuredContent": result.structured_content}
+    return ToolOutput(
+        content=tuple(parts),
+        is_error=result.is_error,
+        summary=_summary(parts),
+        structured=as_data,
+    )
 
 
 def _summary(parts: list[ResultPart]) -> str | None:

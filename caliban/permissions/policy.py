@@ -96,11 +96,13 @@ def decide(
     rules: PermissionRules,
     project_root: Path,
     writes_path: Path | None,
+    working_dirs: Sequence[Path] = (),
 ) -> Decision:
     """Allow, ask or deny one tool call. Pure: no I/O, no state.
 
     ``subject`` is what rules match (an absolute path for file tools, the command for
     Bash); ``writes_path`` is the file a Write/Edit call would change (None otherwise).
+    ``working_dirs`` (``--add-dir``) are treated like the project root for writes.
     """
     if rule := _find(rules.deny, tool_name, subject, project_root, allowing=False):
         return Decision(
@@ -119,7 +121,9 @@ def decide(
         return Decision(
             behavior="ask", reason=f"the permission rule {rule.text!r} asks first", rule=rule.text
         )
-    if writes_path is not None and not is_within(writes_path, project_root):
+    if writes_path is not None and not any(
+        is_within(writes_path, place) for place in (project_root, *working_dirs)
+    ):
         rule = _find(
             rules.allow, tool_name, subject, project_root, allowing=True, absolute_only=True
         )
@@ -149,6 +153,8 @@ class PermissionPolicy:
     rules: PermissionRules = field(default_factory=PermissionRules)
     session_rules: list[Rule] = field(default_factory=list)
     """Added by "yes, and don't ask again this session"; forgotten when caliban exits."""
+    working_dirs: tuple[Path, ...] = ()
+    """Additional working directories (``--add-dir``): writes there count as in the project."""
 
     @classmethod
     def from_settings(
@@ -159,6 +165,7 @@ class PermissionPolicy:
         mode: PermissionMode | None = None,
         allowed: Iterable[str] = (),
         disallowed: Iterable[str] = (),
+        working_dirs: Iterable[Path] = (),
     ) -> PermissionPolicy:
         """The policy from ``[permissions]`` plus ``--permission-mode``, ``--allowed-tools``
         and ``--disallowed-tools``; raises :class:`ConfigError` for a malformed rule."""
@@ -170,7 +177,12 @@ class PermissionPolicy:
             )
         except RuleError as exc:
             raise ConfigError(f"permissions: {exc}") from None
-        return cls(project_root=project_root.resolve(), mode=mode or settings.mode, rules=rules)
+        return cls(
+            project_root=project_root.resolve(),
+            mode=mode or settings.mode,
+            rules=rules,
+            working_dirs=tuple(path.resolve() for path in working_dirs),
+        )
 
     def decide(
         self, tool_name: str, subject: str | None, *, read_only: bool, origin: ToolOrigin
@@ -185,6 +197,7 @@ class PermissionPolicy:
             rules=self.rules.with_allow(self.session_rules),
             project_root=self.project_root,
             writes_path=writes,
+            working_dirs=self.working_dirs,
         )
 
     def allow_for_session(self, pattern: str) -> Rule:

@@ -18,7 +18,8 @@ from caliban.config import load_config
 from caliban.events import Notice
 from caliban.paths import project_root
 from caliban.prompts import system_prompt
-from caliban.session.session import Listener, Session
+from caliban.session.compat import caliban_mode
+from caliban.session.session import Listener, Session, new_session_id
 from caliban.tools.base import ToolEnv
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def cli_overrides(options: CliOptions) -> dict[str, Any]:
     if options.max_turns:
         overrides["max_turns"] = options.max_turns
     if options.permission_mode:
-        overrides.setdefault("permissions", {})["mode"] = options.permission_mode
+        overrides.setdefault("permissions", {})["mode"] = caliban_mode(options.permission_mode)
     return overrides
 
 
@@ -76,21 +77,32 @@ async def open_session(
     from caliban.mcp.status import describe_failure
     from caliban.permissions.approval import deny_approver, make_authorize
     from caliban.permissions.policy import PermissionPolicy
-    from caliban.providers.select import create_provider, resolve_provider
+    from caliban.providers.select import DEFAULT_MODELS, create_provider, resolve_provider
+    from caliban.session.compat import prepare, resolve_model, retry_policy, select_builtins
     from caliban.session.resume import close_transcript, open_transcript
     from caliban.subagents import list_agents
     from caliban.tools.builtin import builtin_tools
+    from caliban.tools.tasks import BackgroundTasks
 
     loaded = load_config(options.cwd, overrides=cli_overrides(options))
-    settings = loaded.settings
+    root = project_root(options.cwd)
+    # Claude Code's settings files, env, modes and flags (caliban.session.compat).
+    setup = prepare(options, loaded, root)
+    settings = setup.settings
     choice = resolve_provider(
-        settings, provider=options.provider, model=options.model, environ=os.environ
+        settings, provider=options.provider, model=setup.model, environ=os.environ
     )
-    provider = create_provider(choice)
+    choice, model_warning = resolve_model(choice, DEFAULT_MODELS[choice.provider])
+    retry = retry_policy()
+    provider = create_provider(choice, **({"retry": retry} if retry else {}))
     warm_up = start_in_daemon_thread(provider.warm_up, name="caliban-sdk-import")
 
-    root = project_root(options.cwd)
-    mcp_config = load_mcp_config(options.cwd)
+    mcp_config = load_mcp_config(
+        options.cwd,
+        extra=options.mcp_config,
+        strict=options.strict_mcp_config,
+        mcp_json_allows=setup.claude.allows_mcpjson_server,
+    )
     manager = start_mcp(mcp_config.servers)
 
     policy = PermissionPolicy.from_settings(
@@ -98,26 +110,47 @@ async def open_session(
         project_root=root,
         allowed=options.allowed_tools,
         disallowed=options.disallowed_tools,
+        working_dirs=setup.add_dirs,
     )
-    agent_definitions, agent_warnings = list_agents(options.cwd)
+    agent_definitions, agent_warnings = list_agents(options.cwd, extra=setup.extra_agents)
+    tasks = BackgroundTasks()
+    chosen = select_builtins(
+        builtin_tools(tasks),
+        only=options.tools,
+        deny=[*settings.permissions.deny, *options.disallowed_tools],
+    )
     session = Session(
         settings=settings,
         provider=provider,
         model=choice.model,
-        system_prompt=system_prompt(options.cwd, root),
+        system_prompt=system_prompt(
+            options.cwd,
+            root,
+            add_dirs=setup.add_dirs,
+            replace=options.system_prompt,
+            append=options.append_system_prompt,
+        ),
         env=ToolEnv(cwd=options.cwd, project_root=root),
-        builtins=builtin_tools(),
-        agents=agent_definitions,
-        authorize=make_authorize(policy, approver or deny_approver),
+        builtins=chosen.builtins,
+        agents=agent_definitions if chosen.agent else (),
+        authorize=make_authorize(
+            policy, deny_approver if setup.never_ask else approver or deny_approver
+        ),
         listeners=list(listeners),
         max_turns=settings.max_turns,
         config=loaded,
         mcp=manager,
+        permission_mode_name=setup.permission_mode,
+        id=options.session_id or new_session_id(),
     )
     try:
-        await open_transcript(session, options, interactive=interactive)  # -c / --resume
+        if not options.no_session_persistence:
+            await open_transcript(session, options, interactive=interactive)  # -c / --resume
         lazy_warning = session.lazy_policy.warning if session.lazy_policy else None
         for text in [
+            *setup.warnings,
+            *chosen.warnings,
+            *([model_warning] if model_warning else []),
             *loaded.warnings,
             *mcp_config.problems,
             *mcp_config.warnings,
@@ -133,6 +166,7 @@ async def open_session(
         yield session
     finally:
         close_transcript(session)
+        await tasks.aclose()
         warm_up.cancel()
         if manager is not None:
             await manager.aclose()
@@ -151,18 +185,6 @@ def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:
     manager = McpManager(servers)
     manager.start()
     return manager
-
-
-def session_init_info(session: Session) -> dict[str, Any]:
-    """The fields of stream-json's ``init`` line."""
-    servers = session.mcp.statuses() if session.mcp is not None else []
-    return {
-        "cwd": str(session.cwd),
-        "model": session.model,
-        "tools": [tool.name for tool in session.toolset.offered()],
-        "mcp_servers": [{"name": s.name, "status": s.state} for s in servers],
-        "permission_mode": session.settings.permissions.mode,
-    }
 
 
 def result_extra(session: Session) -> dict[str, Any]:

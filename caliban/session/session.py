@@ -69,6 +69,9 @@ class Session:
     """The settings files this session was built from (for ``/config``)."""
     mcp: McpManager | None = None
     """MCP server connections, when any are configured."""
+    permission_mode_name: str | None = None
+    """The permission mode in Claude Code's names (``dontAsk``), for headless output; ``None``:
+    ``settings.permissions.mode``."""
     lazy_policy: LazyPolicy | None = None
     """Lazy MCP loading settings; resolved from ``settings`` and ``mcp.toml`` when not given."""
     activation: ActivationCell | None = None

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final
 from pydantic import BaseModel, Field
 
 from caliban.messages import TextPart, ToolSpec
+from caliban.serialize import usage_to_api_json
 from caliban.subagents import AGENT_TOOL_NAME, DEFAULT_SUBAGENT, AgentDefinition
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 
@@ -120,12 +121,12 @@ class AgentTool(BuiltinTool[AgentInput]):
             "prompt": args.prompt,
             "agentId": agent_id(ctx.call_id),
             "agentType": kind,
-            "content": [{"type": "text", "text": _answer(output)}],
+            "content": [{"type": "text", "text": text}] if (text := result.text.strip()) else [],
             "resolvedModel": child.model,
             "totalDurationMs": int((time.perf_counter() - started) * 1000),
             "totalTokens": result.usage.context_tokens + result.usage.output_tokens,
             "totalToolUseCount": stats.total,
-            "usage": result.usage.as_dict(),
+            "usage": usage_to_api_json(result.usage),
             "toolStats": stats.as_dict(),
         }
         return dataclasses.replace(output, structured=structured)
@@ -149,11 +150,6 @@ class AgentTool(BuiltinTool[AgentInput]):
             is_error=result.is_error,
             summary=f"{kind}: {counts}",
         )
-
-
-def _answer(output: ToolOutput) -> str:
-    first = output.content[0] if output.content else None
-    return first.text if isinstance(first, TextPart) else ""
 
 
 def agent_id(call_id: str) -> str:
