@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,7 @@ def write(root: Path, files: dict[str, str]) -> None:
         path.write_text(text)
 
 
+RECORDING = Path(__file__).parent / "fixtures" / "claude_code" / "memory_files"
 # The files of Claude Code's recorded scenario fixtures/claude_code/memory_files.
 CLAUDE_CODE_PROJECT = {
     "CLAUDE.md": "Project rules: PROJECT-MEMORY.\n@docs/extra.md\nSee @~/personal.md too.\n"
@@ -71,9 +74,13 @@ def test_claude_code_memory_order_and_imports(
     write(home, {".claude/CLAUDE.md": "USER-MEMORY.\n", "personal.md": "HOME-PERSONAL-IMPORT.\n"})
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
     monkeypatch.setenv("HOME", str(home))
-    expected = [
+    recorded = json.loads((RECORDING / "requests.json").read_text())[0]["claude_md"]
+    claude_code_order = [
+        Path(path.replace("/tmp/ccrec/proj", str(root)).replace("/tmp/ccrec/home", str(home)))
+        for path in re.findall(r"^Contents of (\S+) \(", recorded, re.MULTILINE)
+    ]
+    assert claude_code_order == [
         home / ".claude/CLAUDE.md",
-        root / "AGENTS.md",
         root / "CLAUDE.md",
         root / "docs/extra.md",
         root / "docs/nested.md",  # relative to the importing file
@@ -81,6 +88,7 @@ def test_claude_code_memory_order_and_imports(
         root / ".claude/rules/style.md",
         root / "CLAUDE.local.md",
     ]
+    expected = [claude_code_order[0], root / "AGENTS.md", *claude_code_order[1:]]
     assert [m.path for m in memory_files(root, root, trusted=False)] == expected
     # From a subdirectory: the parents' files first, then the directory's own.
     assert [m.path for m in memory_files(root / "src", root, trusted=False)] == [
