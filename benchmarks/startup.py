@@ -6,7 +6,7 @@ Measures, with the ``caliban`` console script next to ``sys.executable``:
 
 1. the median wall time of ``caliban --version`` and ``caliban --help`` (subprocesses);
 2. which heavy modules ``import caliban.cli.main`` pulls in (``python -X importtime``): none of
-   anthropic, openai, mcp or prompt_toolkit may load at start-up;
+   anthropic, openai, mcp, prompt_toolkit or tree_sitter may load at start-up;
 3. :func:`time_to_prompt`: the time from starting ``caliban`` in a pseudo-terminal (pexpect)
    until its prompt is drawn, in a project with five stdio MCP servers configured
    (``tests/mcp_servers/catalog_server.py``, 40 tools each). MCP servers connect in the
@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG_SERVER = ROOT / "tests" / "mcp_servers" / "catalog_server.py"
-HEAVY = ("anthropic", "openai", "mcp", "prompt_toolkit")
+HEAVY = ("anthropic", "openai", "mcp", "prompt_toolkit", "tree_sitter")
 PROMPT_BUDGET_S = 0.5
 
 

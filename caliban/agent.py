@@ -10,16 +10,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import difflib
+import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
+from caliban.compaction import CompactionFailed, CompactionPolicy, Trigger
 from caliban.events import (
     AgentEvent,
     ApiRetryEvent,
     AssistantDelta,
     AssistantMessage,
+    AssistantThinkingDelta,
+    ConversationCompacted,
     HistoryAppended,
     Notice,
     ToolFinished,
@@ -30,10 +34,12 @@ from caliban.events import (
 from caliban.messages import Message, TextPart, ToolCall, ToolResult, Usage
 from caliban.providers.base import (
     ApiRetry,
+    PromptTooLong,
     Provider,
     ProviderRequest,
     ResponseDone,
     TextDelta,
+    ThinkingDelta,
     ToolCallStarted,
 )
 from caliban.tools.base import CallContext, Invocation, Tool, ToolEnv, ToolOutput
@@ -51,6 +57,10 @@ CONTINUE_PROMPT = (
     "Your response was cut off at the output token limit. Continue exactly where you stopped."
 )
 INTERRUPTED = "The user interrupted this tool call before it finished."
+REPEAT_LIMIT = 3
+"""Turns in a row that repeat a read-only call before the run stops (small models loop)."""
+SIDE_SYSTEM = "You answer one request about the text you are given, briefly and accurately."
+SIDE_MAX_TOKENS = 4_096
 
 
 async def allow_all(tool: Tool, invocation: Invocation, ctx: CallContext) -> str | None:
@@ -65,6 +75,38 @@ class Conversation:
     usage: Usage = field(default_factory=Usage)
     last_usage: Usage | None = None
     """Usage of the latest request: how full the context window is now."""
+
+
+@dataclass(kw_only=True)
+class RepeatGuard:
+    """Notices a read-only call repeated with the same arguments in consecutive turns.
+
+    Its result is already in the history, so the repeat is answered with a note instead of
+    running again; after :data:`REPEAT_LIMIT` such turns in a row the run stops. Calls that
+    change something (Bash, Write, MCP tools not marked read-only) are never held back: their
+    result may differ the second time.
+    """
+
+    limit: int = REPEAT_LIMIT
+    turns: int = 0
+    """Consecutive turns that repeated a call."""
+    _previous: frozenset[str] = frozenset()
+    _current: set[str] = field(default_factory=set)
+    _repeated: bool = False
+
+    def repeats(self, call: ToolCall) -> bool:
+        """Whether ``call`` repeats one of the previous turn's read-only calls."""
+        key = f"{call.name}\0{json.dumps(call.arguments, sort_keys=True, default=str)}"
+        self._current.add(key)
+        if key in self._previous:
+            self._repeated = True
+        return key in self._previous
+
+    def end_turn(self) -> bool:
+        """Close a turn; True when the run has repeated itself too often and must stop."""
+        self.turns = self.turns + 1 if self._repeated else 0
+        self._previous, self._current, self._repeated = frozenset(self._current), set(), False
+        return self.turns >= self.limit
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -97,6 +139,8 @@ class Agent:
         max_turns: int = 100,
         max_tokens: int = 16_384,
         parent_tool_use_id: str | None = None,
+        compaction: CompactionPolicy | None = None,
+        web_search: bool = False,
     ) -> None:
         self.provider = provider
         self.model = model
@@ -109,6 +153,10 @@ class Agent:
         self.max_turns = max_turns
         self.max_tokens = max_tokens
         self.parent_id = parent_tool_use_id
+        self.compaction = compaction
+        self.web_search = web_search
+        """Offer the provider's own web search (see ``ProviderRequest.web_search``)."""
+        self.repeat_guard = RepeatGuard()
 
     def build_request(self) -> ProviderRequest:
         addendum = self.toolset.system_addendum()
@@ -119,6 +167,7 @@ class Agent:
             messages=tuple(self.conversation.messages),
             tools=tuple(tool.spec for tool in self.toolset.offered()),
             max_tokens=self.max_tokens,
+            web_search=self.web_search,
         )
 
     async def run(self, prompt: str | Message) -> RunResult:
@@ -128,10 +177,12 @@ class Agent:
         usage = Usage()
         cut_text: str | None = None  # an answer cut at max_tokens, continued once
         for turn in range(1, self.max_turns + 1):
-            response = await self._stream(self.build_request())
+            response = await self._respond()
             usage += response.usage
             calls = response.message.tool_calls
             if not calls:
+                if response.stop_reason == "pause_turn":
+                    continue  # the provider's own tools paused: the history resumes them
                 if response.stop_reason == "max_tokens":
                     if cut_text is None:
                         cut_text = response.message.text
@@ -148,12 +199,70 @@ class Agent:
                 tool_message,
                 ToolResultsMessage(message=tool_message, parent_tool_use_id=self.parent_id),
             )
+            if self.repeat_guard.end_turn():
+                return RunResult(
+                    subtype="error_during_execution",
+                    text=self._last_text(),
+                    num_turns=turn,
+                    usage=usage,
+                    error=f"Stopped: the model repeated the same tool call with the same "
+                    f"arguments {self.repeat_guard.turns} turns in a row.",
+                )
         return RunResult(
             subtype="error_max_turns",
             text=self._last_text(),
             num_turns=self.max_turns,
             usage=usage,
             error=f"Reached the maximum number of turns ({self.max_turns}).",
+        )
+
+    async def _respond(self) -> ResponseDone:
+        """The model's next response; the history is compacted first when it has grown past
+        the policy's share of the window, or once when the provider says it is too long."""
+        policy = self.compaction
+        if policy is not None and policy.due(self.conversation.last_usage):
+            await self.compact("auto")
+        try:
+            return await self._stream(self.build_request())
+        except PromptTooLong as too_long:
+            if policy is None:
+                raise
+            try:
+                await self.compact("auto")
+            except CompactionFailed:
+                raise too_long from None
+            return await self._stream(self.build_request())
+
+    async def compact(self, trigger: Trigger, instructions: str | None = None) -> None:
+        """Replace the older part of the history with a summary (see :mod:`caliban.compaction`).
+
+        Raises :class:`~caliban.compaction.CompactionFailed` when there is nothing to compact.
+        """
+        from caliban.compaction import compact
+
+        window = self.compaction.window() if self.compaction is not None else 0
+        last = self.conversation.last_usage
+        lazy = self.toolset.describe().lazy
+        result = await compact(
+            self.provider,
+            self.build_request(),
+            window=window,
+            instructions=instructions,
+            active_tools=lazy.active if lazy is not None else (),
+            measured_tokens=last.context_tokens if last is not None else None,
+        )
+        self.conversation.messages = list(result.messages)
+        self.conversation.usage += result.usage
+        self.conversation.last_usage = None  # measured before compaction: no longer true
+        self.emit(
+            ConversationCompacted(
+                trigger=trigger,
+                messages=result.messages,
+                summary=result.summary,
+                pre_tokens=result.pre_tokens,
+                post_tokens=result.post_tokens,
+                parent_tool_use_id=self.parent_id,
+            )
         )
 
     def _append(self, message: Message, event: AgentEvent | None = None) -> None:
@@ -176,6 +285,10 @@ class Agent:
                     case TextDelta(text=text):
                         partial.append(text)
                         self.emit(AssistantDelta(text=text, parent_tool_use_id=self.parent_id))
+                    case ThinkingDelta(text=text):
+                        self.emit(
+                            AssistantThinkingDelta(text=text, parent_tool_use_id=self.parent_id)
+                        )
                     case ApiRetry():
                         self.emit(
                             ApiRetryEvent(
@@ -244,9 +357,9 @@ class Agent:
                 origin=origin,
                 summary=output.summary,
                 change=output.change,
+                data=output.data,
                 duration_ms=int((time.perf_counter() - started) * 1000),
                 parent_tool_use_id=self.parent_id,
-                structured=output.structured,
                 denied=denied,
             )
         )
@@ -261,23 +374,47 @@ class Agent:
                 f"{call.name} did not run: its arguments were not a valid JSON object "
                 f"({raw[:500]!r}). Call it again with a JSON object matching its schema."
             ), False
+        if tool.read_only and self.repeat_guard.repeats(call):
+            return ToolOutput.error(
+                f"{call.name} was not run again: you made this exact call (same arguments) in "
+                "your previous turn and its result is above. Use that result, or call it with "
+                "different arguments."
+            ), False
         bound = tool.bind(call.arguments)
         if isinstance(bound, str):
             return ToolOutput.error(bound), False
-        ctx = CallContext(env=self.env, call_id=call.id, emit=self._emit_own)
+        ctx = CallContext(
+            env=self.env, call_id=call.id, emit=self._emit_own, ask_model=self.ask_model
+        )
         if (reason := await self.authorize(tool, bound, ctx)) is not None:
             return ToolOutput.error(f"Permission denied for {call.name}: {reason}"), True
-        return await self._run_bound(call, bound, ctx), False
+        return await self._run_bound(tool, bound, ctx), False
 
-    async def _run_bound(self, call: ToolCall, bound: Invocation, ctx: CallContext) -> ToolOutput:
-        if (event := self.toolset.note_call(call.name)) is not None:
+    async def _run_bound(self, tool: Tool, bound: Invocation, ctx: CallContext) -> ToolOutput:
+        if (event := self.toolset.note_call(tool.name)) is not None:
             self._emit_own(event)
         try:
             return await bound.run(ctx)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a tool failure is a result the model reads
-            return ToolOutput.error(f"{call.name} failed: {type(exc).__name__}: {exc}")
+            return ToolOutput.error(f"{tool.name} failed: {type(exc).__name__}: {exc}")
+
+    async def ask_model(self, prompt: str) -> str:
+        """A side request to this agent's provider and model: no tools, no history, nothing
+        emitted (a tool's own question, e.g. WebFetch's). Its tokens count as the agent's."""
+        request = ProviderRequest(
+            model=self.model,
+            system=SIDE_SYSTEM,
+            messages=(Message.user(prompt),),
+            tools=(),
+            max_tokens=SIDE_MAX_TOKENS,
+        )
+        async for event in self.provider.stream(request):
+            if isinstance(event, ResponseDone):
+                self.conversation.usage += event.usage
+                return event.message.text
+        raise RuntimeError(f"provider {self.provider.name} ended the stream without a response")
 
     def _emit_own(self, event: AgentEvent) -> None:
         """Emit an event of this agent's tools or toolset (e.g. a sub-agent's ToolSearch
@@ -296,6 +433,12 @@ def _unknown_tool(name: str, toolset: Toolset) -> str:
         text += f". {len(hidden)} more tools are not loaded (ToolSearch finds them)"
         if close := difflib.get_close_matches(name, hidden, n=3):
             text += f"; closest names: {', '.join(close)}"
+            # With their schemas, a model that guessed a name can call the right one next.
+            for candidate in close:
+                if (tool := toolset.find(candidate)) is not None:
+                    schema = json.dumps(tool.spec.input_schema, separators=(",", ":"))
+                    summary = tool.spec.description.strip()[:200]
+                    text += f"\n{candidate}: {summary} Input schema: {schema}"
     return text
 
 

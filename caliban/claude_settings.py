@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from caliban.paths import claude_config_dir, project_root
+from caliban.paths import claude_user_dir, project_root
 from caliban.text import plural
 
 __all__ = [
@@ -93,7 +93,7 @@ class ClaudeSettings:
 
 
 def user_settings_path() -> Path:
-    return claude_config_dir() / "settings.json"
+    return claude_user_dir() / "settings.json"
 
 
 def project_settings_paths(cwd: Path) -> tuple[Path, Path]:

@@ -35,6 +35,8 @@ class ProviderSettings(_Section):
     """Endpoint to use instead of the provider's default (an OpenAI-compatible server, a proxy)."""
     api_key_env: str | None = None
     """Environment variable holding the API key (default ANTHROPIC_API_KEY / OPENAI_API_KEY)."""
+    context_window: int | None = Field(default=None, ge=1_024)
+    """Tokens the model can read, when caliban's guess (or the server's answer) is wrong."""
 
 
 class ProvidersSettings(_Section):
@@ -66,11 +68,20 @@ class PermissionsSettings(_Section):
     """Rules that never run. deny beats ask beats allow."""
 
 
+class ContextSettings(_Section):
+    auto_compact_at: float = Field(default=0.85, ge=0, le=1)
+    """Compact the conversation when the latest request read this share of the context
+    window (0 turns automatic compaction off; /compact still works)."""
+
+
 class Settings(_Section):
     provider: Literal["anthropic", "openai"] | None = None
     """Model provider; unset picks one from the API keys in the environment."""
     model: str | None = None
     """Model name; unset uses the provider's default."""
+    model_effort: Literal["low", "medium", "high"] | None = None
+    """How hard the model thinks: low, medium or high (Anthropic thinking, OpenAI
+    reasoning_effort); unset sends neither."""
     max_turns: int = Field(default=100, ge=1)
     """Model requests allowed for one prompt before caliban stops."""
     providers: ProvidersSettings = Field(default_factory=ProvidersSettings)
@@ -79,6 +90,8 @@ class Settings(_Section):
     """Tool behaviour, including lazy MCP loading."""
     permissions: PermissionsSettings = Field(default_factory=PermissionsSettings)
     """What tools may do without asking."""
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    """When long conversations are compacted."""
 
 
 # ---------------------------------------------------------------------------- key paths

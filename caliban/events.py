@@ -27,6 +27,15 @@ class AssistantDelta:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class AssistantThinkingDelta:
+    """A piece of the model's reasoning, streamed before its answer. Never part of the answer
+    text; the complete reasoning arrives as a ``ThinkingPart`` of the ``AssistantMessage``."""
+
+    text: str
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class AssistantMessage:
     """One complete model response, with the usage of that request."""
 
@@ -54,10 +63,10 @@ class ToolFinished:
     summary: str | None = None
     change: FileChange | None = None
     """The file a Write or Edit changed, before and after (for showing the diff)."""
+    data: Any = None
+    """The tool's structured result (``ToolOutput.data``: Claude Code's ``tool_use_result``)."""
     duration_ms: int = 0
     parent_tool_use_id: str | None = None
-    structured: Any = None
-    """The tool's result as data (:attr:`ToolOutput.structured`)."""
     denied: bool = False
     """The permission policy (or the user) refused the call; it did not run."""
 
@@ -92,6 +101,19 @@ class ModelChanged:
 class ConversationCleared:
     """The session started a new, empty conversation (``/clear``)."""
 
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConversationCompacted:
+    """The history was compacted: its older part is now one summary message (``messages``
+    is the whole new history, so a transcript can resume from here)."""
+
+    trigger: Literal["auto", "manual"]
+    messages: tuple[Message, ...]
+    summary: str
+    pre_tokens: int
+    post_tokens: int
     parent_tool_use_id: str | None = None
 
 
@@ -142,6 +164,7 @@ class Notice:
 AgentEvent = (
     UserPrompt
     | AssistantDelta
+    | AssistantThinkingDelta
     | AssistantMessage
     | ToolStarted
     | ToolFinished
@@ -149,6 +172,7 @@ AgentEvent = (
     | HistoryAppended
     | ModelChanged
     | ConversationCleared
+    | ConversationCompacted
     | ApiRetryEvent
     | ActivationChanged
     | BackgroundTaskUpdate

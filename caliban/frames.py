@@ -38,8 +38,10 @@ from caliban.events import (
     ApiRetryEvent,
     AssistantDelta,
     AssistantMessage,
+    AssistantThinkingDelta,
     BackgroundTaskUpdate,
     ConversationCleared,
+    ConversationCompacted,
     HistoryAppended,
     ModelChanged,
     Notice,
@@ -130,10 +132,14 @@ class _Stream:
 class TurnOutcome:
     """How a turn ended, for its result frame."""
 
-    kind: Literal["success", "max_turns", "api_error", "interrupted"]
+    kind: Literal["success", "max_turns", "api_error", "interrupted", "error"]
     error: str | None = None
     status: int | None = None
     max_turns: int | None = None
+    text: str | None = None
+    """The result text when it did not come from the model (an unknown ``/command``)."""
+    requested: bool = True
+    """Whether the turn made a model request (Claude Code drops some keys when not)."""
 
 
 @dataclass(kw_only=True)
@@ -258,6 +264,12 @@ class FrameBuilder:
                 self._api_retry(event)
             case BackgroundTaskUpdate():
                 self._background(event)
+            case AssistantThinkingDelta():
+                if child is None and self.ttft_ms is None and self.request_started is not None:
+                    self.ttft_ms = int((time.monotonic() - self.turn_started) * 1000)
+            case ConversationCompacted():
+                if child is None:
+                    self._compacted(event)
             case ActivationChanged() | ModelChanged() | ConversationCleared() | Notice():
                 pass
             case _:
@@ -482,8 +494,8 @@ class FrameBuilder:
         content: Any
         # Claude Code: a string, except a successful sub-agent's answer and an MCP result
         # without structuredContent, which keep their blocks.
-        mcp_blocks = isinstance(event.origin, McpOrigin) and event.structured is None
-        agent_blocks = event.call.name == AGENT_TOOL and event.structured is not None
+        mcp_blocks = isinstance(event.origin, McpOrigin) and event.data is None
+        agent_blocks = event.call.name == AGENT_TOOL and event.data is not None
         images = any(isinstance(p, ImagePart) for p in result.content)
         if images or (not result.is_error and (mcp_blocks or agent_blocks)):
             content = [part_to_json(p) for p in result.content]
@@ -507,12 +519,12 @@ class FrameBuilder:
 
     def _tool_use_result(self, event: ToolFinished) -> Any:
         result = event.result
-        if event.call.name == AGENT_TOOL and event.structured is not None:
-            return event.structured  # a sub-agent that stopped early still reports its work
+        if event.call.name == AGENT_TOOL and event.data is not None:
+            return event.data  # a sub-agent that stopped early still reports its work
         if result.is_error:
             return f"Error: {result.text}"
-        if event.structured is not None:
-            return event.structured
+        if event.data is not None:
+            return event.data
         if isinstance(event.origin, McpOrigin):
             return [part_to_json(p) for p in result.content]
         return result.text
@@ -594,6 +606,34 @@ class FrameBuilder:
             "session_id": self.session_id,
         }
 
+    def _compacted(self, event: ConversationCompacted) -> None:
+        """Claude Code's boundary frame, then the summary as the user message it now is."""
+        self.emit(
+            self._system(
+                "compact_boundary",
+                compact_metadata={
+                    "trigger": event.trigger,
+                    "pre_tokens": event.pre_tokens,
+                    "post_tokens": event.post_tokens,
+                },
+            )
+        )
+        if event.messages:
+            self.emit(
+                {
+                    "type": "user",
+                    "message": {
+                        "role": "user",
+                        "content": _blocks(event.messages[0].parts),
+                    },
+                    "parent_tool_use_id": None,
+                    "session_id": self.session_id,
+                    "uuid": _uuid(),
+                    "timestamp": _now_iso(),
+                    "isSynthetic": True,
+                }
+            )
+
     def _api_retry(self, event: ApiRetryEvent) -> None:
         frame = {
             "type": "system",
@@ -638,43 +678,48 @@ class FrameBuilder:
 
     def api_error(self, text: str, status: int | None) -> None:
         """The synthetic assistant frame Claude Code prints for an API error."""
-        self.emit(
-            {
-                "type": "assistant",
-                "message": {
-                    "id": _uuid(),
-                    "container": None,
-                    "model": "<synthetic>",
-                    "role": "assistant",
-                    "stop_details": None,
-                    "stop_reason": "stop_sequence",
-                    "stop_sequence": "",
-                    "type": "message",
-                    "usage": {
-                        "input_tokens": 0,
-                        "output_tokens": 0,
-                        "cache_creation_input_tokens": 0,
-                        "cache_read_input_tokens": 0,
-                        "server_tool_use": {"web_search_requests": 0, "web_fetch_requests": 0},
-                        "service_tier": None,
-                        "cache_creation": {
-                            "ephemeral_1h_input_tokens": 0,
-                            "ephemeral_5m_input_tokens": 0,
-                        },
-                        "inference_geo": None,
-                        "iterations": None,
-                        "speed": None,
+        self.synthetic(text, error=api_error_kind(status))
+
+    def synthetic(self, text: str, *, error: str | None = None) -> None:
+        """An assistant frame that no model wrote (an API error, an unknown command)."""
+        frame: Frame = {
+            "type": "assistant",
+            "message": {
+                "id": _uuid(),
+                "container": None,
+                "model": "<synthetic>",
+                "role": "assistant",
+                "stop_details": None,
+                "stop_reason": "stop_sequence",
+                "stop_sequence": "",
+                "type": "message",
+                "usage": {
+                    "input_tokens": 0,
+                    "output_tokens": 0,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                    "server_tool_use": {"web_search_requests": 0, "web_fetch_requests": 0},
+                    "service_tier": None,
+                    "cache_creation": {
+                        "ephemeral_1h_input_tokens": 0,
+                        "ephemeral_5m_input_tokens": 0,
                     },
-                    "content": [{"type": "text", "text": text}],
-                    "context_management": None,
+                    "inference_geo": None,
+                    "iterations": None,
+                    "speed": None,
                 },
-                "parent_tool_use_id": None,
-                "session_id": self.session_id,
-                "uuid": _uuid(),
-                "error": api_error_kind(status),
-                "request_id": None,
-            }
-        )
+                "content": [{"type": "text", "text": text}],
+                "context_management": None,
+            },
+            "parent_tool_use_id": None,
+            "session_id": self.session_id,
+            "uuid": _uuid(),
+            "error": error,
+            "request_id": None,
+        }
+        if error is None:
+            del frame["error"]
+        self.emit(frame)
 
     # ------------------------------------------------------------------ result
 
@@ -717,7 +762,7 @@ class FrameBuilder:
                     "uuid": _uuid(),
                     "errors": [f"Reached maximum number of turns ({outcome.max_turns})"],
                 }
-            case "interrupted":
+            case "interrupted" | "error":
                 frame = {
                     "type": "result",
                     "subtype": "error_during_execution",
@@ -729,6 +774,19 @@ class FrameBuilder:
                     "fast_mode_state": "off",
                     "uuid": _uuid(),
                     "errors": [outcome.error or "interrupted"],
+                }
+            case "success" | "api_error" if not outcome.requested:
+                frame = {
+                    "type": "result",
+                    "subtype": "success",
+                    "is_error": False,
+                    **common,
+                    "num_turns": 0,
+                    "result": outcome.text or "",
+                    "stop_reason": None,
+                    **totals,
+                    "fast_mode_state": "off",
+                    "uuid": _uuid(),
                 }
             case "success" | "api_error":
                 failed = outcome.kind == "api_error"
@@ -749,6 +807,8 @@ class FrameBuilder:
                 }
             case _:
                 assert_never(outcome.kind)
+        if outcome.error and outcome.kind != "success":
+            frame["error"] = outcome.error  # caliban's key, kept for earlier scripts
         frame.update(extra or {})
         return frame
 

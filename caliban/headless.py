@@ -25,6 +25,7 @@ from caliban.events import AgentEvent, ApiRetryEvent, Notice
 from caliban.frames import Frame, FrameBuilder, TurnOutcome
 
 if TYPE_CHECKING:
+    from caliban.agent import RunResult
     from caliban.messages import Message
     from caliban.session.session import Session
 
@@ -200,6 +201,8 @@ def init_info(session: Session) -> dict[str, Any]:
     servers = session.mcp.statuses() if session.mcp is not None else []
     # Claude Code lists the Agent tool under its older name, Task.
     tools = ["Task" if tool.name == "Agent" else tool.name for tool in session.toolset.offered()]
+    if session.offers_web_search():
+        tools.append("WebSearch")
     mode = session.permission_mode_name or session.settings.permissions.mode
     keys = {str(name): env for name, env in KEY_ENVS.items()}
     key_env = getattr(session.provider, "key_env", None) or keys.get(session.provider.name)
@@ -209,12 +212,12 @@ def init_info(session: Session) -> dict[str, Any]:
         "mcp_servers": [{"name": s.name, "status": s.state} for s in servers],
         "model": session.model,
         "permissionMode": mode,
-        "slash_commands": [],
+        "slash_commands": [skill.name for skill in session.skills],
         "apiKeySource": key_env or "none",
         "claude_code_version": __version__,
         "output_style": "default",
         "agents": sorted(d.name for d in session.agents),
-        "skills": [],
+        "skills": [skill.name for skill in session.skills if skill.kind == "skill"],
         "plugins": [],
         "analytics_disabled": True,
         "product_feedback_disabled": True,
@@ -242,7 +245,7 @@ async def _turn(
     builder.init(init_info(session))
     extra: dict[str, Any] = {}
     try:
-        state.turn = asyncio.ensure_future(session.run(prompt))
+        state.turn = asyncio.ensure_future(_run_prompt(session, prompt))
         try:
             result = await state.turn
         finally:
@@ -260,10 +263,18 @@ async def _turn(
         code = EXIT_ERROR
     else:
         extra = result_extra(session)
-        if result.subtype == "error_max_turns":
+        if result.error:
             sys.stderr.write(f"caliban: {result.error}\n")
+        if result.subtype == "error_max_turns":
             outcome = TurnOutcome(kind="max_turns", max_turns=session.max_turns)
             code = EXIT_ERROR
+        elif result.subtype == "error_during_execution":  # a refused /command
+            outcome = TurnOutcome(kind="error", error=result.error)
+            code = EXIT_ERROR
+        elif result.num_turns == 0:  # answered without a request: an unknown /command
+            builder.synthetic(result.text)
+            outcome = TurnOutcome(kind="success", text=result.text, requested=False)
+            code = EXIT_OK
         else:
             outcome = TurnOutcome(kind="success")
             code = EXIT_OK
@@ -271,6 +282,25 @@ async def _turn(
     if state.interrupted:
         raise asyncio.CancelledError
     return code
+
+
+async def _run_prompt(session: Session, prompt: str | Message) -> RunResult:
+    """``/name args`` runs a custom command or skill (as in Claude Code); anything else is
+    the prompt."""
+    from caliban.skills.invoke import run_command
+    from caliban.skills.slash import parse_slash
+
+    text = prompt if isinstance(prompt, str) else _only_text(prompt)
+    if text is not None and (command := parse_slash(text)) is not None:
+        return await run_command(session, *command)
+    return await session.run(prompt)
+
+
+def _only_text(message: Message) -> str | None:
+    from caliban.messages import TextPart
+
+    [*parts] = message.parts
+    return parts[0].text if len(parts) == 1 and isinstance(parts[0], TextPart) else None
 
 
 def _cancelled_by_request(state: _RunState) -> bool:

@@ -59,7 +59,38 @@ class ToolResult:
         return "\n".join(p.text for p in self.content if isinstance(p, TextPart))
 
 
-Part = TextPart | ImagePart | ToolCall | ToolResult
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThinkingPart:
+    """The model's reasoning before its answer: shown dimmed, never part of the answer's text.
+
+    ``signature`` (a ``thinking`` block) and ``redacted_data`` (an encrypted
+    ``redacted_thinking`` block) are opaque values the producing API wants back unchanged, so
+    the Anthropic provider returns such a part byte for byte, and only to ``model``, the model
+    that wrote it; every other model and provider leaves it out of the request. Reasoning
+    from an OpenAI-compatible server has neither and is never sent back.
+    """
+
+    text: str = ""
+    signature: str | None = None
+    redacted_data: str | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServerToolPart:
+    """A tool the provider ran itself within one response (Anthropic's web search): the call
+    (a ``server_tool_use`` block) or its result (``web_search_tool_result``), kept exactly as
+    the API sent it, encrypted content included, because the API wants it back unchanged.
+    Only the Anthropic provider sends it; others leave it out."""
+
+    block: Mapping[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.block.get("type", ""))
+
+
+Part = TextPart | ImagePart | ToolCall | ToolResult | ThinkingPart | ServerToolPart
 Role = Literal["user", "assistant"]
 
 
@@ -79,6 +110,11 @@ class Message:
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         return tuple(p for p in self.parts if isinstance(p, ToolCall))
+
+    @property
+    def thinking(self) -> str:
+        """The readable reasoning in this message (empty for redacted blocks)."""
+        return "".join(p.text for p in self.parts if isinstance(p, ThinkingPart))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

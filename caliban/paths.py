@@ -35,9 +35,9 @@ def data_dir() -> Path:
     return _xdg("CALIBAN_DATA_DIR", "XDG_DATA_HOME", ".local/share")
 
 
-def claude_config_dir() -> Path:
-    """Claude Code's user directory: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``. caliban reads
-    its ``settings.json``, ``CLAUDE.md`` and ``agents/`` so Claude Code setups carry over."""
+def claude_user_dir() -> Path:
+    """Claude Code's user directory, read for compatibility (commands, skills):
+    ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
     if value := os.environ.get("CLAUDE_CONFIG_DIR"):
         return Path(value).expanduser()
     return Path.home() / ".claude"

@@ -112,9 +112,9 @@ def _in_directory(directory: Path) -> Iterator[tuple[Path, MemoryScope]]:
 
 
 def _user_memory() -> Path:
-    from caliban.paths import claude_config_dir
+    from caliban.paths import claude_user_dir
 
-    return claude_config_dir() / "CLAUDE.md"
+    return claude_user_dir() / "CLAUDE.md"
 
 
 _CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.DOTALL)

@@ -1,7 +1,9 @@
 """Messages to and from JSON-ready dicts, in the Anthropic content-block shape.
 
 Headless ``stream-json`` output and session transcripts both use this shape, which is also
-what Claude Code's headless mode prints, so existing scripts can read it.
+what Claude Code's headless mode prints, so existing scripts can read it. Thinking blocks
+(``thinking``, ``redacted_thinking``) carry one key of ours, ``model``: the model that wrote
+them, the only one they are sent back to.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from caliban.messages import (
     Message,
     Part,
     ResultPart,
+    ServerToolPart,
     TextPart,
+    ThinkingPart,
     ToolCall,
     ToolResult,
     Usage,
@@ -38,8 +42,25 @@ def part_to_json(part: Part) -> dict[str, Any]:
                 "content": [part_to_json(p) for p in content],
                 "is_error": is_error,
             }
+        case ThinkingPart():
+            return _thinking_to_json(part)
+        case ServerToolPart(block=block):
+            return dict(block)
         case _:
             assert_never(part)
+
+
+def _thinking_to_json(part: ThinkingPart) -> dict[str, Any]:
+    block: dict[str, Any]
+    if part.redacted_data is not None:
+        block = {"type": "redacted_thinking", "data": part.redacted_data}
+    else:
+        block = {"type": "thinking", "thinking": part.text}
+        if part.signature is not None:
+            block["signature"] = part.signature
+    if part.model is not None:
+        block["model"] = part.model  # ours: which model may be sent this block again
+    return block
 
 
 def message_to_json(message: Message) -> dict[str, Any]:
@@ -56,6 +77,17 @@ def part_from_json(data: dict[str, Any]) -> Part:
     if kind == "tool_use":
         return ToolCall(
             id=str(data["id"]), name=str(data["name"]), arguments=dict(data.get("input") or {})
+        )
+    if kind == "server_tool_use" or (isinstance(kind, str) and kind.endswith("_tool_result")):
+        return ServerToolPart(block=dict(data))
+    if kind in ("thinking", "redacted_thinking"):
+        model = data.get("model")
+        signature = data.get("signature")
+        return ThinkingPart(
+            text=str(data.get("thinking") or ""),
+            signature=str(signature) if signature is not None else None,
+            redacted_data=str(data["data"]) if kind == "redacted_thinking" else None,
+            model=str(model) if model is not None else None,
         )
     if kind == "tool_result":
         raw = data.get("content") or []

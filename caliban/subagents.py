@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from caliban.paths import PROJECT_DIR_NAME, claude_config_dir, project_root, user_config_dir
+from caliban.paths import PROJECT_DIR_NAME, claude_user_dir, project_root, user_config_dir
 
 if TYPE_CHECKING:
     pass
@@ -295,7 +295,7 @@ def definition_dirs(cwd: Path) -> list[tuple[Source, Path]]:
         ("project", root / PROJECT_DIR_NAME / "agents"),
         ("claude", root / ".claude" / "agents"),
         ("user", user_config_dir() / "agents"),
-        ("claude-user", claude_config_dir() / "agents"),
+        ("claude-user", claude_user_dir() / "agents"),
     ]
 
 

@@ -35,7 +35,8 @@ Python a step may also be a callable taking the :class:`CapturedRequest` and ret
     Override the stop reason (Anthropic names; mapped to OpenAI ``finish_reason``).
 ``{"status": 429, "retry_after": 0, "message": "slow down", "error_type": "..."}``
     An HTTP error with the API's error body; optional ``retry_after`` (seconds) and
-    ``retry_after_ms`` headers.
+    ``retry_after_ms`` headers. ``"body": {...}`` sends exactly that JSON instead (a real
+    server's error, recorded).
 ``"delay": 0.5``
     Wait this long before answering (any step). ``"chunk_delay": 0.05`` waits between events.
 ``{"hang": true, "text": "partial"}``
@@ -48,13 +49,37 @@ Python a step may also be a callable taking the :class:`CapturedRequest` and ret
 ``{"sse": [{...}, "[DONE]"]}``
     Exactly these SSE payloads (Anthropic: ``event:`` is each object's ``type``; OpenAI:
     ``data:`` lines, strings sent as they are).
+``{"raw": b"data: ..."}`` (or ``"raw_b64"`` in script files)
+    Exactly these bytes as the response body (HTTP 200, ``text/event-stream``), for streams
+    that are not UTF-8 or not SSE at all.
+``{"web_search": {"query": "q", "results": [{"title": "T", "url": "https://x"}]}, "text": "A"}``
+    (Anthropic) The server-side web search: a ``server_tool_use`` block, its
+    ``web_search_tool_result`` (each result with ``encrypted_content``), then the text with
+    a ``citations_delta``; the usage counts one ``web_search_requests``.
+``{"thinking": "Let me see.", "signature": "sig", "text": "Hi"}``
+    Reasoning before the reply. Anthropic: a ``thinking`` block streamed as
+    ``thinking_delta`` pieces, then its ``signature_delta`` (``"signature"``, default
+    ``"fake-signature"``); ``{"redacted_thinking": "opaque"}`` adds a ``redacted_thinking``
+    block. OpenAI: ``reasoning_content`` deltas (``"reasoning_key": "reasoning"`` for
+    Ollama's name).
 ``"repeat": 3``
     (script files) the step stands for three identical steps.
+
+Other endpoints
+---------------
+``FakeModelServer(endpoints={"GET /props": {...}, "POST /api/show": {...}})`` answers those
+requests (method, space, path without the query) with the given JSON, with
+``(status, json)``, or with what a callable given the :class:`CapturedRequest` returns
+(``None``: 404); any other GET, and a POST to an unknown path that is not a model
+endpoint, gets a 404. These requests (a provider asking for a model's context window) are
+recorded in ``server.probes``, not ``server.requests``, and use no step. Script files may
+give ``{"steps": [...], "endpoints": {...}}``.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import itertools
 import json
@@ -149,11 +174,50 @@ def anthropic_events(
         }
     ]
     index = 0
+    if (thinking := step.get("thinking")) is not None:
+        head.append(
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+            }
+        )
+        for piece in _pieces(thinking, 16):
+            head.append(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "thinking_delta", "thinking": piece},
+                }
+            )
+        signature = step.get("signature", "fake-signature")
+        head.append(
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "signature_delta", "signature": signature},
+            }
+        )
+        head.append({"type": "content_block_stop", "index": index})
+        index += 1
+    if (redacted := step.get("redacted_thinking")) is not None:
+        head.append(
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "redacted_thinking", "data": redacted},
+            }
+        )
+        head.append({"type": "content_block_stop", "index": index})
+        index += 1
+    if (search := step.get("web_search")) is not None:
+        index = _web_search_blocks(head, index, search)
+    text_index = index
     if text := step.get("text", ""):
         head.append(
             {
                 "type": "content_block_start",
-                "index": 0,
+                "index": text_index,
                 "content_block": {"type": "text", "text": ""},
             }
         )
@@ -162,14 +226,32 @@ def anthropic_events(
             head.append(
                 {
                     "type": "content_block_delta",
-                    "index": 0,
+                    "index": text_index,
                     "delta": {"type": "text_delta", "text": piece},
                 }
             )
-        index = 1
+        if search is not None and search.get("results"):
+            first = search["results"][0]
+            head.append(
+                {
+                    "type": "content_block_delta",
+                    "index": text_index,
+                    "delta": {
+                        "type": "citations_delta",
+                        "citation": {
+                            "type": "web_search_result_location",
+                            "cited_text": text[:20],
+                            "url": first["url"],
+                            "title": first.get("title", ""),
+                            "encrypted_index": "fake-encrypted-index",
+                        },
+                    },
+                }
+            )
+        index += 1
     tail: list[dict[str, Any]] = []
     if text:
-        tail.append({"type": "content_block_stop", "index": 0})
+        tail.append({"type": "content_block_stop", "index": text_index})
     for call in calls:
         call_id = call.get("id") or f"toolu_fake_{next(_ids)}"
         tail.append(
@@ -195,15 +277,68 @@ def anthropic_events(
         tail.append({"type": "content_block_stop", "index": index})
         index += 1
     stop = step.get("stop_reason") or ("tool_use" if calls else "end_turn")
+    end_usage: dict[str, Any] = {"output_tokens": usage["output_tokens"]}
+    if search is not None:
+        end_usage["server_tool_use"] = {"web_search_requests": 1}
     tail.append(
         {
             "type": "message_delta",
             "delta": {"stop_reason": stop, "stop_sequence": None},
-            "usage": {"output_tokens": usage["output_tokens"]},
+            "usage": end_usage,
         }
     )
     tail.append({"type": "message_stop"})
     return head, tail
+
+
+def _web_search_blocks(head: list[dict[str, Any]], index: int, search: Mapping[str, Any]) -> int:
+    """A ``server_tool_use`` block (the search the model asked for) and its
+    ``web_search_tool_result``, as the API streams them; returns the next block index."""
+    use_id = search.get("id") or f"srvtoolu_fake_{next(_ids)}"
+    head.append(
+        {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {
+                "type": "server_tool_use",
+                "id": use_id,
+                "name": "web_search",
+                "input": {},
+            },
+        }
+    )
+    for piece in ["", *_pieces(json.dumps({"query": search.get("query", "")}), 12)]:
+        head.append(
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "input_json_delta", "partial_json": piece},
+            }
+        )
+    head.append({"type": "content_block_stop", "index": index})
+    results = [
+        {
+            "type": "web_search_result",
+            "title": result.get("title", ""),
+            "url": result["url"],
+            "encrypted_content": f"fake-encrypted-{n}",
+            "page_age": None,
+        }
+        for n, result in enumerate(search.get("results", []))
+    ]
+    head.append(
+        {
+            "type": "content_block_start",
+            "index": index + 1,
+            "content_block": {
+                "type": "web_search_tool_result",
+                "tool_use_id": use_id,
+                "content": results,
+            },
+        }
+    )
+    head.append({"type": "content_block_stop", "index": index + 1})
+    return index + 2
 
 
 def anthropic_error(status: int, error_type: str, message: str) -> dict[str, Any]:
@@ -229,6 +364,9 @@ def openai_events(
         }
 
     head: list[Any] = [chunk({"role": "assistant", "content": ""})]
+    reasoning_key = step.get("reasoning_key", "reasoning_content")
+    for piece in _pieces(step.get("thinking") or "", 16):
+        head.append(chunk({reasoning_key: piece}))
     for piece in _pieces(step.get("text", ""), 16):
         head.append(chunk({"content": piece}))
     tail: list[Any] = []
@@ -308,7 +446,30 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path.startswith("/_fake/health"):
             self._json(200, {"ok": True})
         else:
-            self._json(404, {"error": {"message": f"fake server: no GET {self.path}"}})
+            self._endpoint(self._captured("GET", None))
+
+    def _captured(self, method: str, body: Any) -> CapturedRequest:
+        return CapturedRequest(
+            method=method,
+            path=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+            received_at=time.time(),
+        )
+
+    def _endpoint(self, request: CapturedRequest) -> None:
+        owner = self.server.owner
+        with owner._lock:
+            owner.probes.append(request)
+        answer = owner.endpoints.get(f"{request.method} {request.path.split('?', 1)[0]}")
+        if callable(answer):
+            answer = answer(request)
+        if answer is None:
+            self._json(404, {"error": {"message": f"fake server: no {request.method} {self.path}"}})
+            return
+        status, payload = answer if isinstance(answer, tuple) else (200, answer)
+        with contextlib.suppress(OSError):  # the client gave up waiting (a timeout test)
+            self._json(status, payload)
 
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
@@ -317,22 +478,16 @@ class _Handler(BaseHTTPRequestHandler):
             body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = raw.decode("utf-8", "replace")
-        request = CapturedRequest(
-            method="POST",
-            path=self.path,
-            headers={k.lower(): v for k, v in self.headers.items()},
-            body=body,
-            received_at=time.time(),
-        )
+        request = self._captured("POST", body)
+        if not (self.path.endswith("/messages") or self.path.endswith("/chat/completions")):
+            self._endpoint(request)
+            return
         owner = self.server.owner
         step = owner._next(request)
         is_openai = request.api == "openai"
         if step is None:
             make_error = openai_error if is_openai else anthropic_error
             self._json(500, make_error(500, "api_error", UNEXPECTED), {"retry-after": "0"})
-            return
-        if not (self.path.endswith("/messages") or self.path.endswith("/chat/completions")):
-            self._json(404, {"error": {"message": f"fake server: no POST {self.path}"}})
             return
         if (delay := step.get("delay")) and owner.stopping.wait(float(delay)):
             return
@@ -360,10 +515,15 @@ class _Handler(BaseHTTPRequestHandler):
         if "retry_after_ms" in step:
             headers["retry-after-ms"] = str(step["retry_after_ms"])
         make_error = openai_error if is_openai else anthropic_error
-        self._json(status, make_error(status, error_type, message), headers)
+        body = step["body"] if "body" in step else make_error(status, error_type, message)
+        self._json(status, body, headers)
 
     def _stream(self, step: Mapping[str, Any], request: CapturedRequest, is_openai: bool) -> None:
         model = str((request.body or {}).get("model", "fake-model"))
+        if "raw" in step or "raw_b64" in step:
+            raw = step["raw"] if "raw" in step else base64.b64decode(step["raw_b64"])
+            self._raw(raw.encode() if isinstance(raw, str) else raw)
+            return
         if "sse" in step:
             head, tail = list(step["sse"]), []
         elif is_openai:
@@ -400,6 +560,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         except OSError:  # the client went away
             self.close_connection = True
+
+    def _raw(self, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            self.wfile.write(data)
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -447,8 +615,13 @@ class FakeModelServer:
         host: str = "127.0.0.1",
         port: int = 0,
         requests_log: Path | None = None,
+        endpoints: Mapping[str, Any] | None = None,
     ) -> None:
         self.steps: list[Step] = list(steps)
+        self.endpoints: dict[str, Any] = dict(endpoints or {})
+        """Answers to other requests: ``"GET /props"`` → JSON, or ``(status, JSON)``."""
+        self.probes: list[CapturedRequest] = []
+        """Requests to other endpoints (context-window questions), in order."""
         self.requests: list[CapturedRequest] = []
         self.unexpected: list[CapturedRequest] = []
         self.requests_log = requests_log
@@ -537,6 +710,12 @@ class FakeModelServer:
 # ---------------------------------------------------------------------------- script mode
 
 
+def load_endpoints(path: Path) -> dict[str, Any]:
+    """The ``"endpoints"`` of a script file (``{}`` when it has none)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return dict(data.get("endpoints") or {}) if isinstance(data, dict) else {}
+
+
 def load_script(path: Path) -> list[dict[str, Any]]:
     """Steps from a script file, with ``"repeat"`` expanded."""
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -556,7 +735,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests-log", type=Path, help="append captured requests (JSON lines)")
     args = parser.parse_args(argv)
     steps = load_script(args.script) if args.script else []
-    server = FakeModelServer(steps, host=args.host, port=args.port, requests_log=args.requests_log)
+    endpoints = load_endpoints(args.script) if args.script else {}
+    server = FakeModelServer(
+        steps,
+        host=args.host,
+        port=args.port,
+        requests_log=args.requests_log,
+        endpoints=endpoints,
+    )
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
@@ -197,3 +198,38 @@ async def test_max_tokens_is_continued_once_then_reported() -> None:
     assert result.text == "part one part two"
     [notice] = [e for e in events if isinstance(e, Notice)]
     assert notice.level == "warning" and "incomplete" in notice.text
+
+
+async def test_a_read_only_call_repeated_turn_after_turn_is_held_back_then_stops_the_run() -> None:
+    same = {"text": "current time"}
+    provider = ScriptedProvider([reply(tool_call("Echo", same, id=f"c{n}")) for n in range(5)])
+    agent = make_agent(provider)
+    with anyio.fail_after(5):
+        result = await agent.run("what time is it?")
+    assert [r.text for r in results_of(provider, 1)] == ["echo: current time"]
+    [held] = results_of(provider, 2)
+    assert (
+        held.is_error
+        and "you made this exact call (same arguments) in your previous turn" in held.text
+    )
+    assert result.subtype == "error_during_execution" and result.num_turns == 4
+    assert result.error == (
+        "Stopped: the model repeated the same tool call with the same arguments 3 turns in a row."
+    )
+
+
+async def test_changing_the_arguments_or_calling_a_tool_that_acts_is_never_held_back() -> None:
+    provider = ScriptedProvider(
+        [
+            reply(tool_call("Echo", {"text": "a"})),
+            reply(tool_call("Echo", {"text": "b"})),
+            reply(tool_call("Boom", {"text": "x"})),
+            reply(tool_call("Boom", {"text": "x"})),
+            "done",
+        ]
+    )
+    with anyio.fail_after(5):
+        result = await make_agent(provider).run("go")
+    assert result.subtype == "success"
+    assert results_of(provider, 2)[0].text == "echo: b"
+    assert "disk on fire" in results_of(provider, 4)[0].text  # Boom ran both times

@@ -174,10 +174,10 @@ def test_agents_json_flag_beats_files(project: Path) -> None:
 
 
 def test_claude_user_agents_dir_is_searched(project: Path) -> None:
-    from caliban.paths import claude_config_dir
+    from caliban.paths import claude_user_dir
 
     write_agent(
-        claude_config_dir() / "agents",
+        claude_user_dir() / "agents",
         "y.md",
         "---\nname: y\ndescription: mine\nmodel: sonnet\n---\nY.\n",
     )

@@ -12,7 +12,7 @@ from caliban.claude_settings import load_claude_settings
 from caliban.cli.options import CliOptions
 from caliban.config import load_config
 from caliban.errors import UsageError
-from caliban.paths import claude_config_dir
+from caliban.paths import claude_user_dir
 from caliban.session.compat import prepare, resolve_model, select_builtins
 from caliban.tools.builtin import builtin_tools
 
@@ -26,7 +26,7 @@ def write_recorded_files(name: str, project: Path) -> None:
         write(project / rel, text)
     for rel, text in command["home_files"].items():
         if rel.startswith(".claude/"):
-            write(claude_config_dir() / rel.removeprefix(".claude/"), text)
+            write(claude_user_dir() / rel.removeprefix(".claude/"), text)
 
 
 def write(path: Path, data: Any) -> None:
@@ -116,7 +116,7 @@ def test_bad_files_and_keys_are_skipped_with_a_warning(project: Path) -> None:
 
 
 def test_setting_sources_and_the_settings_flag(project: Path, tmp_path: Path) -> None:
-    write(claude_config_dir() / "settings.json", {"env": {"A": "user"}})
+    write(claude_user_dir() / "settings.json", {"env": {"A": "user"}})
     write(project / ".claude" / "settings.json", {"env": {"A": "project"}})
     assert load_claude_settings(project, sources=["user"], trusted=True).env == {"A": "user"}
     inline = '{"permissions": {"allow": ["Bash(printenv:*)"]}, "env": {"A": "flag"}}'

@@ -142,6 +142,19 @@ def test_wrong_type_names_file_line_key_and_expected_type(project: Path) -> None
     )
 
 
+def test_effort_and_context_window_are_validated(project: Path) -> None:
+    path = write(
+        project_config_path(project),
+        'model_effort = "high"\n[providers.openai]\ncontext_window = 32768\n',
+    )
+    settings = load_config(project).settings
+    assert settings.model_effort == "high" and settings.providers.openai.context_window == 32768
+    with pytest.raises(ConfigError, match="not written: model_effort"):
+        set_value(path, "model_effort", "max")
+    with pytest.raises(ConfigError, match=r"providers\.openai\.context_window"):
+        set_value(path, "providers.openai.context_window", 100)
+
+
 def test_unknown_key_is_a_warning_with_suggestion(project: Path) -> None:
     path = write(project_config_path(project), "[tools]\nlazy_mpc = true\n")
     loaded = load_config(project)

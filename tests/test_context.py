@@ -16,9 +16,9 @@ from caliban.messages import Usage
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
 from caliban.repl.commands import CommandContext, run_command
 from caliban.session.assemble import result_extra
-from caliban.session.context import ContextReport, context_report, tool_tokens
+from caliban.session.context import ContextReport, context_report
 from caliban.session.session import Session
-from caliban.tokens import estimate_tokens
+from caliban.tokens import estimate_tokens, tool_tokens
 
 pytestmark = pytest.mark.anyio
 
@@ -116,6 +116,7 @@ def test_json_shape(tmp_path: Path) -> None:
         "categories",
         "last_request_tokens",
         "mcp",
+        "skills",
     }
     assert data["mcp"]["lazy"] is True and data["mcp"]["deferred_tools"] == 8
     assert data["mcp"]["active"] == [] and data["mcp"]["cap"] == 24

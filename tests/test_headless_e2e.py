@@ -85,7 +85,14 @@ def check_stream_shapes(objs: list[dict[str, Any]]) -> None:
         message = obj["message"]
         assert message["role"] == obj["type"] and "parent_tool_use_id" in obj
         [block] = message["content"]
-        assert block["type"] in ("text", "tool_use", "tool_result"), block
+        assert block["type"] in (
+            "text",
+            "tool_use",
+            "tool_result",
+            "image",
+            "thinking",
+            "redacted_thinking",
+        ), block
         if block["type"] == "tool_result":
             assert "tool_use_result" in obj
     assert result.keys() >= RESULT_KEYS and result["type"] == "result"

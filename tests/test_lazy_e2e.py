@@ -56,12 +56,13 @@ def caliban(
 
 
 def tools_sent(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Tool name → JSON Schema, in the order sent (Anthropic or OpenAI shape)."""
+    """Tool name → JSON Schema, in the order sent (Anthropic or OpenAI shape); Anthropic's
+    server tools (web search), which have no schema, are left out."""
     out = {}
     for tool in body.get("tools", []):
         if "function" in tool:
             out[tool["function"]["name"]] = tool["function"]["parameters"]
-        else:
+        elif "input_schema" in tool:
             out[tool["name"]] = tool["input_schema"]
     return out
 

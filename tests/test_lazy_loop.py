@@ -297,3 +297,33 @@ async def test_real_mcp_tools_from_the_stdio_catalog_server(tmp_path: Path) -> N
     assert failed.is_error and failed.text.startswith("date must be ISO")
     assert "mcp__catalog__fail_validation is now loaded. Its input schema:" in failed.text
     assert mcp_offered(provider, 3)[-1] == "mcp__catalog__fail_validation"
+
+
+async def test_a_bare_tool_name_runs_the_one_tool_it_names_and_says_its_full_name(
+    tmp_path: Path,
+) -> None:
+    provider = ScriptedProvider([reply(tool_call("get_current_time", {"q": "Tokyo"})), "9 am."])
+    events: list[AgentEvent] = []
+    mcp = FakeMcp(CATALOG)
+    session = make_session(provider, tmp_path, mcp=mcp, events=events)
+    await run(session)
+    [result] = results(provider, 1)
+    assert not result.is_error and result.text.startswith('time.get_current_time({"q": "Tokyo"})')
+    assert f"this ran {TIME_NOW}. Call it by that full name." in result.text
+    assert mcp.dispatcher.calls == [("time", "get_current_time", {"q": "Tokyo"})]
+    assert TIME_NOW in provider.offered[1]  # activated like any direct call
+    assert [e.activated for e in activations(events)] == [(TIME_NOW,)]
+
+
+async def test_an_ambiguous_bare_name_runs_nothing_and_shows_the_candidates(
+    tmp_path: Path,
+) -> None:
+    provider = ScriptedProvider([reply(tool_call("create_issue", {"q": "bug"})), "ok"])
+    mcp = FakeMcp(CATALOG)
+    session = make_session(provider, tmp_path, mcp=mcp)
+    await run(session)
+    [result] = results(provider, 1)
+    assert result.is_error and result.text.startswith("Unknown tool 'create_issue'")
+    assert f"\n{GH_CREATE}: Create issue on github. Input schema: " in result.text
+    assert f"\n{GL_CREATE}: Create issue on gitlab. Input schema: " in result.text
+    assert mcp.dispatcher.calls == []

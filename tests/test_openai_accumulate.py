@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 
-from caliban.messages import INVALID_ARGUMENTS_KEY, ToolCall, Usage
+from caliban.messages import INVALID_ARGUMENTS_KEY, ThinkingPart, ToolCall, Usage
 from caliban.providers.accumulate import ChatStreamAccumulator, parse_arguments, usage_from_openai
-from caliban.providers.base import TextDelta, ToolCallStarted
+from caliban.providers.base import TextDelta, ThinkingDelta, ToolCallStarted
+from caliban.providers.guard import StreamLimits
+from caliban.providers.retry import IncompleteStream, StreamRejected
 
 
 def chunk(
@@ -22,9 +24,9 @@ def calls(*tool_calls: dict[str, Any]) -> dict[str, Any]:
 
 
 def feed_all(
-    *chunks: dict[str, Any],
-) -> tuple[ChatStreamAccumulator, list[TextDelta | ToolCallStarted]]:
-    acc = ChatStreamAccumulator()
+    *chunks: dict[str, Any], limits: StreamLimits | None = None
+) -> tuple[ChatStreamAccumulator, list[TextDelta | ThinkingDelta | ToolCallStarted]]:
+    acc = ChatStreamAccumulator(limits=limits) if limits else ChatStreamAccumulator()
     shown = [event for c in chunks for event in acc.feed(c)]
     return acc, shown
 
@@ -101,6 +103,7 @@ def test_missing_index_continues_by_id_or_the_last_call() -> None:
         calls({"id": "a", "function": {"name": "Read", "arguments": '{"path":'}}),
         calls({"function": {"arguments": ' "x"}'}}),
         calls({"id": "b", "function": {"name": "Ls", "arguments": "{}"}}),
+        chunk({}, "tool_calls"),
     )
     a, b = acc.finish()[0].tool_calls
     assert a.arguments == {"path": "x"} and (b.id, b.name) == ("b", "Ls")
@@ -112,6 +115,7 @@ def test_name_repeated_in_every_chunk_or_split_in_pieces() -> None:
         calls({"index": 0, "function": {"name": "Read", "arguments": "}"}}),
         calls({"index": 1, "id": "b", "function": {"name": "Gl"}}),
         calls({"index": 1, "function": {"name": "ob", "arguments": "{}"}}),
+        chunk({}, "tool_calls"),
     )
     a, b = acc.finish()[0].tool_calls
     assert a.name == "Read" and b.name == "Glob"
@@ -123,6 +127,7 @@ def test_arguments_as_an_object_and_repeated_whole() -> None:
         calls({"index": 0, "id": "a", "function": {"name": "Read", "arguments": {"path": "obj"}}}),
         calls({"index": 1, "id": "b", "function": {"name": "Read", "arguments": '{"path": "x"}'}}),
         calls({"index": 1, "function": {"arguments": '{"path": "x"}'}}),
+        chunk({}, "tool_calls"),
     )
     a, b = acc.finish()[0].tool_calls
     assert a.arguments == {"path": "obj"} and b.arguments == {"path": "x"}
@@ -130,7 +135,8 @@ def test_arguments_as_an_object_and_repeated_whole() -> None:
 
 def test_invalid_json_is_kept_for_an_error_result() -> None:
     acc, _ = feed_all(
-        calls({"index": 0, "id": "a", "function": {"name": "Read", "arguments": '{"path": '}})
+        calls({"index": 0, "id": "a", "function": {"name": "Read", "arguments": '{"path": '}}),
+        chunk({}, "tool_calls"),
     )
     [call] = acc.finish()[0].tool_calls
     assert call.arguments == {INVALID_ARGUMENTS_KEY: '{"path": '}
@@ -164,9 +170,53 @@ def test_refusal_text_is_shown() -> None:
     assert message.text == "I can't help with that." and stop == "refusal"
 
 
-def test_no_finish_reason_is_other() -> None:
-    acc, _ = feed_all(chunk({"content": "hi"}))
+def test_no_finish_reason_is_an_incomplete_stream_not_an_answer() -> None:
+    acc, _ = feed_all(chunk({"content": "The answer is"}))
+    with pytest.raises(IncompleteStream, match="finish_reason"):
+        acc.finish()
+
+
+def test_unknown_finish_reason_is_other() -> None:
+    acc, _ = feed_all(chunk({"content": "hi"}), chunk({}, "eos"))
     assert acc.finish()[2] == "other"
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+def test_reasoning_is_thinking_not_answer(key: str) -> None:
+    acc, shown = feed_all(
+        chunk({key: "Two "}),
+        chunk({key: "options."}),
+        chunk({"content": "Use B."}),
+        chunk({}, "stop"),
+    )
+    assert shown == [
+        ThinkingDelta(text="Two "),
+        ThinkingDelta(text="options."),
+        TextDelta(text="Use B."),
+    ]
+    message, _, _ = acc.finish()
+    assert message.text == "Use B." and message.thinking == "Two options."
+    [thinking, _] = message.parts
+    assert thinking == ThinkingPart(text="Two options.")  # no signature: never sent back
+
+
+def test_oversized_text_arguments_or_call_count_are_refused() -> None:
+    small = StreamLimits(max_part_chars=10, max_parts=2)
+    with pytest.raises(StreamRejected, match="the text grew past 10 characters"):
+        feed_all(chunk({"content": "123456"}), chunk({"content": "789012"}), limits=small)
+    with pytest.raises(StreamRejected, match="arguments of tool call 'Write' grew past"):
+        feed_all(
+            calls({"index": 0, "id": "a", "function": {"name": "Write", "arguments": '{"c": "'}}),
+            calls({"index": 0, "function": {"arguments": 'xxxxxxxxx"}'}}),
+            limits=small,
+        )
+    with pytest.raises(StreamRejected, match="more than 2 content blocks"):
+        feed_all(
+            *(calls({"index": i, "id": f"c{i}", "function": {"name": "Ls"}}) for i in range(3)),
+            limits=small,
+        )
+    with pytest.raises(StreamRejected, match="reasoning text grew past"):
+        feed_all(chunk({"reasoning_content": "x" * 11}), limits=small)
 
 
 def test_cached_prompt_tokens_are_cache_reads() -> None:

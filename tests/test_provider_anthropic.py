@@ -170,7 +170,7 @@ async def test_cache_usage_is_mapped(
     [
         ("max_tokens", "max_tokens"),
         ("refusal", "refusal"),
-        ("pause_turn", "other"),
+        ("pause_turn", "pause_turn"),  # resumed by the loop (web search)
         ("stop_sequence", "other"),
     ],
 )
@@ -203,12 +203,12 @@ def test_accumulator_handles_initial_text_unknown_blocks_and_split_json() -> Non
         {
             "type": "content_block_start",
             "index": 0,
-            "content_block": {"type": "thinking", "thinking": ""},
+            "content_block": {"type": "server_tool_use", "id": "s", "name": "web_search"},
         },
         {
             "type": "content_block_delta",
             "index": 0,
-            "delta": {"type": "thinking_delta", "thinking": "hmm"},
+            "delta": {"type": "input_json_delta", "partial_json": '{"q": 1}'},
         },
         {
             "type": "content_block_start",

@@ -128,6 +128,17 @@ def test_create_provider_passes_the_choice_on() -> None:
         PLACEHOLDER_KEY,
         "OPENAI_API_KEY",
     )
+    assert openai.effort is None and openai.context_window("qwen") == 128_000
+
+
+def test_effort_and_the_window_override_reach_the_provider() -> None:
+    config = settings(model_effort="medium", providers={"anthropic": {"context_window": 1_000_000}})
+    choice = resolve(config, env={"ANTHROPIC_API_KEY": "k"})
+    provider = create_provider(choice)
+    assert isinstance(provider, AnthropicProvider) and provider.effort == "medium"
+    assert choice.context_window == provider.context_window(choice.model) == 1_000_000
+    assert context_window(provider, choice.model) == 1_000_000
+    assert context_window("anthropic", choice.model) == 200_000  # by name: the table
 
 
 @pytest.mark.slow

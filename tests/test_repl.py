@@ -411,8 +411,8 @@ async def test_tools_lists_the_tools_on_the_wire(project: Path) -> None:
     async with harness([], project) as h:
         await h.run("/tools" + ENTER + CTRL_D)
     names = [line.split()[0] for line in h.lines if line.split()[1:2] == ["builtin"]]
-    assert names == ["Read", "Write", "Edit", "Glob", "Grep", "Bash"]
-    assert "6 tools on the wire" in h.lines
+    assert names == ["Read", "Write", "Edit", "Glob", "Grep", "Bash", "TodoWrite", "WebFetch"]
+    assert "8 tools on the wire" in h.lines
 
 
 async def test_config_shows_each_setting_and_its_origin(project: Path) -> None:
@@ -500,7 +500,7 @@ async def test_permission_dont_ask_again_for_the_session(project: Path) -> None:
     text = h.text
     assert text.count("Do you want to proceed?") <= 1
     assert text.count("Bash command") == 1
-    assert "✓ Bash(echo one*) allowed for the rest of this session" in text
+    assert "✓ Bash(echo one:*) allowed for the rest of this session" in text
     assert "  ⎿  one more" in h.lines
 
 
@@ -525,6 +525,7 @@ def completions(text: str, cwd: Path) -> list[tuple[str, str]]:
 def test_slash_completion_has_descriptions(tmp_path: Path) -> None:
     assert completions("/co", tmp_path) == [
         ("/context", COMMANDS["context"].description),
+        ("/compact", COMMANDS["compact"].description),
         ("/config", COMMANDS["config"].description),
         ("/cost", COMMANDS["cost"].description),
     ]
@@ -591,3 +592,19 @@ async def test_agents_lists_name_source_model_tools_and_inheritance(project: Pat
     assert row[2:] == ["small-model", "Read,", "Grep", "false"]
     assert "reviewer.md" in h.text
     assert "broken.md" in h.text, h.lines
+
+
+async def test_compact_summarises_the_conversation_and_says_how_much_it_freed(
+    project: Path,
+) -> None:
+    async with harness(["first answer", "<summary>We said hello.</summary>"], project) as h:
+        await h.run(
+            "hello" + ENTER + "/compact keep it short" + ENTER + "/compact" + ENTER + CTRL_D
+        )
+    assert "Compacting the conversation…" in h.lines
+    assert any(
+        line.lstrip().startswith("⎿  Conversation compacted (manual): about ") for line in h.lines
+    ), h.lines
+    assert h.session.conversation.messages[0].text.startswith("This conversation was compacted")
+    # Nothing new since: the second /compact has only the summary to work on, and says so.
+    assert "Not compacted: nothing new to compact since the last compaction" in h.lines

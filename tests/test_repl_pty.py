@@ -78,7 +78,7 @@ def test_a_session_in_a_terminal(project: Path, fake_model_server: Any) -> None:
 
         child.send("tell me a long story\r")
         child.expect("Once upon a time")
-        child.sendintr()  # Ctrl-C: SIGINT, the terminal is not in raw mode during a turn
+        child.sendintr()  # Ctrl-C: SIGINT, the terminal keeps its signal keys during a turn
         child.expect("Interrupted")
         expect_prompt(child)
 
@@ -94,6 +94,33 @@ def test_a_session_in_a_terminal(project: Path, fake_model_server: Any) -> None:
     history = fake_model_server.bodies[-1]["messages"]
     assert "Once upon a time" in json.dumps(history[-2])  # the interrupted answer is kept
     assert "go on" in json.dumps(history[-1])
+
+
+def test_esc_interrupts_and_bang_runs_a_command(project: Path, fake_model_server: Any) -> None:
+    fake_model_server.add({"hang": True, "text": "A very long answer"}, {"text": "Seen it."})
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("tell me everything\r")
+        child.expect("A very long answer")
+        child.send("\x1b")  # Esc: the terminal is non-canonical during a turn
+        child.expect("Interrupted")
+        expect_prompt(child)
+
+        child.send("!echo from-$((40+2))\r")
+        child.expect("from-42")
+        expect_prompt(child)
+
+        child.send("what did it print?\r")
+        child.expect("Seen it.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    history = json.dumps(fake_model_server.bodies[-1]["messages"])
+    assert "<bash-stdout>from-42</bash-stdout>" in history
 
 
 def test_without_a_terminal_caliban_says_to_use_p(project: Path) -> None:

@@ -14,6 +14,7 @@ from caliban.events import (
     ApiRetryEvent,
     AssistantDelta,
     AssistantMessage,
+    AssistantThinkingDelta,
     Notice,
     ToolFinished,
     ToolStarted,
@@ -69,6 +70,30 @@ def stream(renderer: Renderer, text: str, size: int = 7) -> None:
 def done(renderer: Renderer, text: str) -> None:
     message = Message(role="assistant", parts=(TextPart(text=text),))
     renderer(AssistantMessage(message=message, usage=Usage(), model="m"))
+
+
+# ---------------------------------------------------------------------------- thinking
+
+
+def test_thinking_is_shown_dimmed_line_by_line_before_the_answer() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=True, color_system="standard")
+    renderer = Renderer(console)
+    for piece in ("The user wants", " a list.\nGlob ", "gives it."):
+        renderer(AssistantThinkingDelta(text=piece))
+    assert "The user wants a list." in out.getvalue() and "Glob" not in out.getvalue()
+    stream(renderer, "Here it is.")
+    done(renderer, "Here it is.")
+    text = out.getvalue()
+    assert text.index("The user wants") < text.index("Glob gives it.") < text.index("Here it is.")
+    dim = "\x1b[2;3m"  # rich: dim italic
+    assert text.count(dim) == 2 and dim not in text[text.index("Here it is.") - 20 :]
+
+
+def test_a_sub_agents_thinking_is_not_shown() -> None:
+    renderer, out = make_renderer()
+    renderer(AssistantThinkingDelta(text="child reasoning\n", parent_tool_use_id="call_1"))
+    assert "child reasoning" not in out.getvalue()
 
 
 # ---------------------------------------------------------------------------- markdown

@@ -682,3 +682,17 @@ async def test_claude_code_model_aliases_resolve_for_the_provider(
         "'haiku' is a Claude Code alias with no meaning for router" in getattr(e, "text", "")
         for e in events
     )
+
+
+async def test_max_turns_of_the_session_bounds_its_sub_agents(project: Path) -> None:
+    looping = ScriptedProvider([reply(tool_call("Echo", {"text": f"{n}"})) for n in range(10)])
+    parent = ScriptedProvider([reply(agent_call("loop", id="c1")), "gave up"])
+    session = make_session(Router(parent=parent, loop=looping), project)
+    session.max_turns = 3  # caliban -p --max-turns 3
+    with anyio.fail_after(5):
+        await session.run(PARENT)
+    assert len(looping.requests) == 3  # not the 50 a definition without max_turns allows
+    [answer] = tool_results(parent, 1)
+    assert "[sub-agent stopped before finishing: Reached the maximum number of turns (3).]" in (
+        answer.text
+    )

@@ -209,22 +209,20 @@ async def test_run_in_background_then_task_output_and_task_stop(env: ToolEnv) ->
             started = await bash.call(
                 {"command": "echo bg-done", "run_in_background": True, "description": "Echo"}, ctx
             )
-            task_id = started.structured["backgroundTaskId"]
+            task_id = started.data["backgroundTaskId"]
             assert started.as_text.startswith(f"Command running in background with ID: {task_id}.")
             done = await output.call({"task_id": task_id}, ctx)
-            assert done.structured["retrieval_status"] == "success"
-            assert done.structured["task"]["exitCode"] == 0
+            assert done.data["retrieval_status"] == "success"
+            assert done.data["task"]["exitCode"] == 0
             assert "<status>completed</status>" in done.as_text
             assert "<output>\nbg-done\n</output>" in done.as_text
 
             long = await bash.call({"command": "sleep 30", "run_in_background": True}, ctx)
-            long_id = long.structured["backgroundTaskId"]
+            long_id = long.data["backgroundTaskId"]
             waiting = await output.call({"task_id": long_id, "block": False}, ctx)
-            assert waiting.structured["retrieval_status"] == "not_ready"
+            assert waiting.data["retrieval_status"] == "not_ready"
             stopped = await stop.call({"task_id": long_id}, ctx)
-            assert (
-                stopped.structured["message"] == f"Successfully stopped task: {long_id} (sleep 30)"
-            )
+            assert stopped.data["message"] == f"Successfully stopped task: {long_id} (sleep 30)"
             assert tasks.get(long_id).status == "killed"  # type: ignore[union-attr]
             missing = await stop.call({"task_id": "nosuchtask"}, ctx)
             assert missing.is_error and missing.as_text == "No task found with ID: nosuchtask"
@@ -246,7 +244,7 @@ async def test_closing_the_registry_stops_running_tasks(env: ToolEnv) -> None:
     started = await Bash(tasks).call(
         {"command": "sleep 60", "run_in_background": True}, CallContext(env=env, call_id="b")
     )
-    task = tasks.get(started.structured["backgroundTaskId"])
+    task = tasks.get(started.data["backgroundTaskId"])
     assert task is not None
     await tasks.aclose()
     await wait_until(lambda: is_gone(task.process.pid))

@@ -224,7 +224,7 @@ async def test_grep_head_limit(tree: Path) -> None:
         f"[showing entries 1–3 of {KEPT_DIRS} (offset=0, head_limit=3); offset=3 shows the "
         "next ones]"
     )
-    assert files.structured["appliedLimit"] == 3 and len(files.structured["filenames"]) == 3
+    assert files.data["appliedLimit"] == 3 and len(files.data["filenames"]) == 3
     content = await grep(env, pattern="def func", output_mode="content", head_limit=5)
     assert len(content.as_text.splitlines()) == 6
     total = KEPT_DIRS * FILES_PER_DIR
@@ -245,7 +245,7 @@ async def test_grep_offset_pages_through_results(env: ToolEnv) -> None:
     page = await grep(env, pattern="hit", output_mode="content", offset=4, head_limit=3)
     assert page.as_text.splitlines()[:3] == ["a.txt:5:hit 5", "a.txt:6:hit 6", "a.txt:7:hit 7"]
     assert "offset=7 shows the next ones" in page.as_text
-    assert page.structured["appliedOffset"] == 4 and page.structured["numLines"] == 3
+    assert page.data["appliedOffset"] == 4 and page.data["numLines"] == 3
 
 
 async def test_grep_context_and_only_matching(env: ToolEnv) -> None:

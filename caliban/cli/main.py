@@ -25,6 +25,7 @@ from caliban.cli.options import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     CliOptions,
+    EffortName,
     InputFormat,
     OutputFormat,
     PermissionModeName,
@@ -121,6 +122,14 @@ def root(
             "--provider",
             metavar="NAME",
             help="anthropic or openai (any OpenAI-compatible endpoint).",
+        ),
+    ] = None,
+    effort: Annotated[
+        EffortName | None,
+        typer.Option(
+            "--effort",
+            metavar="LEVEL",
+            help="How hard the model thinks: low, medium or high (default: model_effort).",
         ),
     ] = None,
     max_turns: Annotated[
@@ -293,6 +302,7 @@ def root(
         model=model,
         provider=provider,
         max_turns=max_turns,
+        effort=effort,
         permission_mode="bypassPermissions" if dangerously_skip_permissions else permission_mode,
         allowed_tools=_split_rules(allowed_tools),
         disallowed_tools=_split_rules(disallowed_tools),

@@ -21,6 +21,7 @@ PermissionModeName = Literal[
 ]
 """Claude Code's modes. ``dontAsk`` is ``default`` without asking (what would ask is denied);
 ``auto`` (Claude Code's classifier) is not implemented and runs as ``default``."""
+EffortName = Literal["low", "medium", "high"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,3 +60,5 @@ class CliOptions:
     """``--tools``: exactly these built-in tools (``()`` for none); ``None``: all."""
     agents_json: str | None = None
     no_session_persistence: bool = False
+    effort: str | None = None
+    """``--effort``: low, medium or high (the ``model_effort`` setting)."""

@@ -263,7 +263,7 @@ def convert_result(result: mcp_types.CallToolResult) -> ToolOutput:
         content=tuple(parts),
         is_error=result.is_error,
         summary=_summary(parts),
-        structured=as_data,
+        data=as_data,
     )
 
 

@@ -95,10 +95,19 @@ def describe(request: PermissionRequest) -> str:
 
 
 def headless_denial(request: PermissionRequest) -> str:
-    return (
+    start = (
         f"{describe(request)} requires approval ({request.reason}); caliban is running "
-        f"headless (-p). Allow it with --allowed-tools '{request.suggestion}' or a "
-        "[permissions] allow rule."
+        "headless (-p)."
+    )
+    if not request.suggestion:
+        # A line no rule can match: only allowing all of the tool would let it run.
+        return (
+            f"{start} Rewrite the command in a form caliban can check, or allow every "
+            f"{request.tool_name} call with --allowed-tools '{request.tool_name}'."
+        )
+    return (
+        f"{start} Allow it with --allowed-tools '{request.suggestion}' or a [permissions] "
+        "allow rule."
     )
 
 

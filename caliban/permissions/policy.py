@@ -20,12 +20,14 @@ Precedence, first match wins:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, assert_never
 
 from caliban.config import ConfigError, PermissionMode, PermissionsSettings
+from caliban.permissions import shell
 from caliban.permissions.rules import (
     EDIT_TOOLS,
     PermissionRules,
@@ -33,7 +35,6 @@ from caliban.permissions.rules import (
     RuleError,
     is_within,
 )
-from caliban.permissions.shell import split_command
 from caliban.tools.base import BuiltinOrigin, McpOrigin, ToolOrigin
 
 __all__ = ["PLAN_MODE_REASON", "Behavior", "Decision", "PermissionPolicy", "decide"]
@@ -76,13 +77,40 @@ def _find(
 
     if tool_name != "Bash" or subject is None:
         return first(subject)
+    return _find_bash(rules, subject, project_root, allowing=allowing)
+
+
+def _find_bash(
+    rules: Sequence[Rule], command: str, project_root: Path, *, allowing: bool
+) -> Rule | None:
+    """The first Bash rule covering ``command``, matched on the parsed command line
+    (:mod:`caliban.permissions.shell`), never on its text alone.
+
+    Deny and ask rules match any part of the line (every simple command, what wrappers and
+    ``bash -c`` run, substitutions), understood or not. An allow rule for all of Bash allows
+    anything; otherwise the line must be fully understood, write nothing outside the project
+    root through a redirection, and every simple command must be covered by some allow rule.
+    """
+    bash = [rule for rule in rules if rule.names("Bash")]
+    analysis = shell.analyze(command)
     if not allowing:
-        pieces = split_command(subject, lenient=True) or []
-        return next((r for r in (first(text) for text in (subject, *pieces)) if r), None)
-    parts = split_command(subject)
-    if parts is None:  # command substitution: only a rule for all of Bash vouches for it
-        return next((rule for rule in rules if rule.names(tool_name) and not rule.pattern), None)
-    found = [first(text) for text in parts] or [first(subject)]
+        return next(
+            (r for r in bash if r.pattern is None or shell.deny_matches(r.pattern, analysis)),
+            None,
+        )
+    if whole := next((rule for rule in bash if rule.pattern is None), None):
+        return whole
+    if not isinstance(analysis, shell.Understood) or not analysis.commands:
+        return None
+    if any(
+        not is_within(path, project_root)
+        for path in shell.written_paths(analysis, cwd=project_root)
+    ):
+        return None
+    found = [
+        next((r for r in bash if r.pattern and shell.allows(r.pattern, one)), None)
+        for one in analysis.commands
+    ]
     return found[0] if all(found) else None
 
 
@@ -141,6 +169,13 @@ def decide(
         return Decision(behavior="allow", reason="acceptEdits mode allows edits in the project")
     if isinstance(origin, McpOrigin):
         return Decision(behavior="ask", reason=f"{mode} mode asks before MCP tools run")
+    if tool_name == "Bash" and subject is not None:
+        analysis = shell.analyze(subject)
+        if isinstance(analysis, shell.NotUnderstood):
+            return Decision(
+                behavior="ask",
+                reason=f"no rule can vouch for this command line ({analysis.reason})",
+            )
     return Decision(behavior="ask", reason=f"{mode} mode asks before {tool_name} runs")
 
 
@@ -199,6 +234,17 @@ class PermissionPolicy:
             writes_path=writes,
             working_dirs=self.working_dirs,
         )
+
+    @contextlib.contextmanager
+    def allowing(self, rules: Sequence[Rule]) -> Iterator[None]:
+        """Also allow ``rules`` while the block runs (a custom command's allowed-tools)."""
+        added = [rule for rule in rules if rule not in self.session_rules]
+        self.session_rules.extend(added)
+        try:
+            yield
+        finally:
+            for rule in added:
+                self.session_rules.remove(rule)
 
     def allow_for_session(self, pattern: str) -> Rule:
         """Allow calls matching ``pattern`` until the session ends; raises RuleError."""

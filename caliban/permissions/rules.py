@@ -2,8 +2,9 @@
 
 A rule is ``Tool`` or ``Tool(pattern)`` (Claude Code's syntax). The tool part is a glob on the
 tool name; ``Edit(...)`` also covers Write, and ``Read(...)`` covers Glob and Grep. The pattern
-is a path glob for file tools (:func:`path_matches`) and a command pattern for Bash
-(:func:`command_matches`). :func:`suggest_rule` proposes the rule for "don't ask again".
+is a path glob for file tools (:func:`path_matches`), a command pattern for Bash
+(:func:`command_matches`) and ``domain:HOST`` for WebFetch (:func:`domain_matches`).
+:func:`suggest_rule` proposes the rule for "don't ask again".
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from caliban.permissions.shell import split_command
+from caliban.permissions.shell import pattern_matches
+from caliban.permissions.shell import suggest_rule as shell_suggestion
 
 __all__ = [
     "EDIT_TOOLS",
@@ -25,6 +27,7 @@ __all__ = [
     "Rule",
     "RuleError",
     "command_matches",
+    "domain_matches",
     "is_within",
     "path_matches",
     "suggest_rule",
@@ -67,6 +70,8 @@ class Rule:
         pattern = match.group(2)
         if pattern is not None and pattern.strip() in ("", "*"):
             pattern = None  # Tool() and Tool(*) mean the whole tool
+        if match.group(1) == WEB_FETCH and pattern is not None:
+            _check_domain_pattern(text, pattern)
         return cls(text=stripped, tool=match.group(1), pattern=pattern)
 
     def names(self, tool_name: str) -> bool:
@@ -102,6 +107,8 @@ class Rule:
             return path_matches(
                 self.pattern, Path(subject), project_root, absolute_only=absolute_only
             )
+        if tool_name == WEB_FETCH:
+            return not absolute_only and domain_matches(self.pattern, subject)
         return not absolute_only and command_matches(self.pattern, subject)
 
 
@@ -228,35 +235,49 @@ def _relative(path: PurePosixPath, root: Path) -> PurePosixPath:
 
 
 def command_matches(pattern: str, command: str) -> bool:
-    """Whether a command rule pattern covers ``command``.
+    """Whether a command-style rule pattern covers ``command`` (runs of whitespace count as
+    one space): ``*`` matches anything, ``prefix:*`` Claude Code's prefix form, the rest is
+    literal. Bash rules are matched on the parsed command line instead
+    (:mod:`caliban.permissions.shell`)."""
+    return pattern_matches(pattern, " ".join(command.split()))
 
-    ``*`` matches anything (spaces and slashes included); everything else is literal.
-    ``git commit:*`` (Claude Code's prefix form) matches ``git commit`` and
-    ``git commit …``. Runs of whitespace count as one space.
-    """
-    command = " ".join(command.split())
-    pattern = " ".join(pattern.split())
-    if pattern.endswith(":*"):
-        prefix = pattern[:-2]
-        return command == prefix or command.startswith(prefix + " ")
-    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
-    return re.fullmatch(regex, command, re.DOTALL) is not None
+
+WEB_FETCH = "WebFetch"
+_DOMAIN = re.compile(r"domain:([a-z0-9*?.\-]+|\[[0-9a-f:.]+\])", re.IGNORECASE)
+
+
+def _check_domain_pattern(text: str, pattern: str) -> None:
+    """WebFetch rules name a host; anything else (a URL, a path) is refused, not guessed."""
+    if not _DOMAIN.fullmatch(pattern.strip()):
+        raise RuleError(
+            f"invalid permission rule {text!r}: WebFetch rules name a domain, e.g. "
+            "WebFetch(domain:example.com) or WebFetch(domain:*.example.com)"
+        )
+
+
+def domain_matches(pattern: str, host: str) -> bool:
+    """Whether ``domain:HOST`` covers ``host`` (a WebFetch call's subject). The host part is
+    a glob, case-insensitive: ``domain:example.com`` is that host only,
+    ``domain:*.example.com`` its subdomains. A malformed pattern matches nothing."""
+    match = _DOMAIN.fullmatch(pattern.strip())
+    if match is None:
+        return False
+    wanted, host = match.group(1).lower(), host.lower().rstrip(".")
+    if wanted.startswith("["):  # an IPv6 address: exact
+        return host.strip("[]") == wanted[1:-1]
+    return fnmatch.fnmatchcase(host, wanted)
 
 
 def suggest_rule(tool_name: str, subject: str | None, project_root: Path) -> str:
-    """The rule offered for "don't ask again this session": ``Bash(git commit*)``,
+    """The rule offered for "don't ask again this session": ``Bash(git commit:*)``,
     ``Edit(src/**)``, or the tool name (MCP tools and anything without a subject)."""
     if subject is None:
         return tool_name
+    if tool_name == WEB_FETCH:
+        return f"{WEB_FETCH}(domain:{subject})"
     if tool_name == "Bash":
-        first = (split_command(subject, lenient=True) or [subject])[0]
-        words = first.split()
-        if not words:
-            return tool_name
-        prefix = words[0]
-        if len(words) > 1 and re.fullmatch(r"[A-Za-z][\w.:-]*", words[1]):
-            prefix += " " + words[1]
-        return f"Bash({prefix}*)"
+        # "" when no rule could allow the line (not understood): nothing to offer.
+        return shell_suggestion(subject) or ""
     if tool_name in PATH_TOOLS:
         family = "Edit" if tool_name in EDIT_TOOLS else tool_name
         path = Path(os.path.normpath(subject))

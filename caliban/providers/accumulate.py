@@ -11,7 +11,12 @@ OpenAI-compatible servers actually send:
 - arguments as ``""`` then ``"{}"``, as ``null``, as an already decoded object, or one JSON
   object streamed and then sent again whole;
 - text and tool calls in one turn (text first in the message), missing ``usage``,
-  ``usage`` on every chunk (the last one wins), ``finish_reason: "stop"`` with tool calls.
+  ``usage`` on every chunk (the last one wins), ``finish_reason: "stop"`` with tool calls;
+- reasoning as ``reasoning_content`` (llama.cpp, vLLM, DeepSeek) or ``reasoning`` (Ollama,
+  OpenRouter): shown as thinking, kept as a :class:`ThinkingPart`, never sent back.
+
+A stream without any ``finish_reason`` was cut short (:class:`IncompleteStream`), and parts
+over the limits of :class:`~caliban.providers.guard.StreamLimits` are refused.
 
 Arguments that are not a JSON object become ``{INVALID_ARGUMENTS_KEY: raw}``: the loop
 answers such a call with an error result the model can read (see :class:`ToolCall`).
@@ -25,8 +30,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from caliban.messages import INVALID_ARGUMENTS_KEY, Message, Part, TextPart, ToolCall, Usage
-from caliban.providers.base import StopReason, TextDelta, ToolCallStarted
+from caliban.messages import (
+    INVALID_ARGUMENTS_KEY,
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    Usage,
+)
+from caliban.providers.base import StopReason, TextDelta, ThinkingDelta, ToolCallStarted
+from caliban.providers.guard import DEFAULT_LIMITS, StreamLimits, check_part, check_parts
+from caliban.providers.retry import IncompleteStream
 
 FINISH_REASONS: Mapping[str, StopReason] = {
     "stop": "end_turn",
@@ -109,34 +124,50 @@ class _PendingCall:
     id: str
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    size: int = 0
     decoded: dict[str, Any] | None = None
     announced: bool = False
+
+
+Shown = TextDelta | ThinkingDelta | ToolCallStarted
 
 
 @dataclass(kw_only=True)
 class ChatStreamAccumulator:
     """Builds one assistant message from Chat Completions stream chunks."""
 
+    limits: StreamLimits = DEFAULT_LIMITS
     text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
     calls: dict[int, _PendingCall] = field(default_factory=dict)
     usage: Usage | None = None
     finish_reason: str | None = None
     chunks: int = 0
+    _text_size: int = 0
+    _thinking_size: int = 0
 
-    def feed(self, chunk: Mapping[str, Any]) -> list[TextDelta | ToolCallStarted]:
-        """Take one chunk; return what to show now (text and newly started tool calls)."""
+    def feed(self, chunk: Mapping[str, Any]) -> list[Shown]:
+        """Take one chunk; return what to show now (text, reasoning, new tool calls)."""
         self.chunks += 1
         if (usage := usage_from_openai(chunk.get("usage"))) is not None:
             self.usage = usage
-        events: list[TextDelta | ToolCallStarted] = []
+        events: list[Shown] = []
         for choice in chunk.get("choices") or ():
             if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
                 continue
             if reason := choice.get("finish_reason"):
                 self.finish_reason = str(reason)
             delta = choice.get("delta") or {}
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                self._thinking_size += len(reasoning)
+                check_part(self._thinking_size, "the reasoning text", self.limits)
+                self.thinking.append(reasoning)
+                events.append(ThinkingDelta(text=reasoning))
             for key in ("content", "refusal"):
                 if isinstance(piece := delta.get(key), str) and piece:
+                    self._text_size += len(piece)
+                    check_part(self._text_size, "the text", self.limits)
                     self.text.append(piece)
                     events.append(TextDelta(text=piece))
             for call_delta in delta.get("tool_calls") or ():
@@ -151,13 +182,17 @@ class ChatStreamAccumulator:
             index = self._index_without_index(call_id)
         call = self.calls.get(index)
         if call is None:
+            check_parts(len(self.calls) + 1, self.limits)
             call = self.calls[index] = _PendingCall(id=str(call_id) if call_id else new_call_id())
         function = delta.get("function") or {}
         name = function.get("name")
         if isinstance(name, str) and name and name != call.name:
             call.name += name
+            check_part(len(call.name), "a tool name", self.limits)
         arguments = function.get("arguments")
         if isinstance(arguments, str):
+            call.size += len(arguments)
+            check_part(call.size, f"the arguments of tool call {call.name!r}", self.limits)
             call.arguments.append(arguments)
         elif isinstance(arguments, dict):
             call.decoded = arguments
@@ -175,8 +210,16 @@ class ChatStreamAccumulator:
         return max(self.calls)
 
     def finish(self) -> tuple[Message, Usage | None, StopReason]:
-        """The complete message, the usage if the server sent any, and why it stopped."""
+        """The complete message, the usage if the server sent any, and why it stopped.
+
+        Raises :class:`IncompleteStream` when no chunk carried a ``finish_reason``: the
+        server stopped sending mid-answer, and a cut answer must not pass for a whole one.
+        """
+        if self.finish_reason is None:
+            raise IncompleteStream("the stream ended without a finish_reason")
         parts: list[Part] = []
+        if thinking := "".join(self.thinking):
+            parts.append(ThinkingPart(text=thinking))
         if text := "".join(self.text):
             parts.append(TextPart(text=text))
         for index in sorted(self.calls):
@@ -190,8 +233,6 @@ class ChatStreamAccumulator:
         message = Message(role="assistant", parts=tuple(parts))
         if message.tool_calls:
             stop: StopReason = "tool_use"
-        elif self.finish_reason is None:
-            stop = "other"
         else:
             stop = FINISH_REASONS.get(self.finish_reason, "other")
         return message, self.usage, stop

@@ -8,20 +8,33 @@ Prompt caching: the system prompt and the last content block of the newest messa
 ``cache_control: {"type": "ephemeral"}``, and so does the last block of the previous user
 message (where the previous request put its breakpoint), so each request reads the whole
 earlier conversation from the cache and only the new turn is billed at the full rate.
+
+Thinking: with an effort level (``--effort`` / ``model_effort``) Claude models from 4.6 on
+get adaptive thinking with ``output_config.effort``; older Claude models (and other models
+behind an Anthropic-compatible API) get extended thinking with a ``budget_tokens`` per level
+(see :func:`thinking_params`). A model that rejects the chosen form with a 400 naming it is
+asked once with the other, which is then kept for that model. ``thinking`` and
+``redacted_thinking`` blocks are kept in the history with their signatures and sent back
+byte for byte to the model that wrote them (the API requires them with tool use); they are
+never marked for caching. Without an effort level nothing about thinking is sent.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any, Final, Literal, assert_never
 
 from caliban.messages import (
     ImagePart,
     Message,
     Part,
+    ServerToolPart,
     TextPart,
+    ThinkingPart,
     ToolCall,
     ToolResult,
     ToolSpec,
@@ -30,13 +43,16 @@ from caliban.messages import (
 from caliban.providers._sdk import SdkProvider
 from caliban.providers.accumulate import parse_arguments
 from caliban.providers.base import (
+    Effort,
     ProviderEvent,
     ProviderRequest,
     ResponseDone,
     StopReason,
     TextDelta,
+    ThinkingDelta,
     ToolCallStarted,
 )
+from caliban.providers.guard import DEFAULT_LIMITS, StreamLimits, check_part, check_parts
 from caliban.providers.history import normalize
 from caliban.providers.retry import (
     Failure,
@@ -57,25 +73,99 @@ STOP_REASONS: Mapping[str, StopReason] = {
     "tool_use": "tool_use",
     "max_tokens": "max_tokens",
     "refusal": "refusal",
+    "pause_turn": "pause_turn",
 }
+WEB_SEARCH_TOOL: Final[Mapping[str, Any]] = {
+    "type": "web_search_20250305",
+    "name": "web_search",
+    "max_uses": 5,
+}
+"""The server tool offered when a request asks for web search (the API runs the searches)."""
+
+
+ThinkingStyle = Literal["adaptive", "budget"]
+
+THINKING_BUDGETS: Final[Mapping[Effort, int]] = {"low": 4_000, "medium": 12_000, "high": 24_000}
+"""``budget_tokens`` per effort level (extended thinking; the API's minimum is 1,024)."""
+MIN_MAX_TOKENS: Final[Mapping[Effort, int]] = {"low": 16_000, "medium": 24_000, "high": 32_000}
+"""``max_tokens`` is raised to at least this with thinking on: thinking counts toward it, and
+it must exceed the budget. 32,000 is the smallest output limit of a thinking Claude model."""
+THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 
 # ---------------------------------------------------------------------------- request
 
 
-def build_params(request: ProviderRequest) -> dict[str, Any]:
-    """The Messages API request body for ``request`` (without ``stream``)."""
+def build_params(
+    request: ProviderRequest, *, effort: Effort | None = None, style: ThinkingStyle | None = None
+) -> dict[str, Any]:
+    """The Messages API request body for ``request`` (without ``stream``); with ``effort``,
+    thinking in ``style`` (by default the one :func:`thinking_style` picks for the model)."""
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
-        "messages": wire_messages(request.messages),
+        "messages": wire_messages(request.messages, model=request.model),
     }
     if request.system:
         system = {"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}
         params["system"] = [system]
-    if request.tools:
+    if request.tools or request.web_search:
         params["tools"] = [wire_tool(tool) for tool in request.tools]
+        if request.web_search:
+            params["tools"].append(dict(WEB_SEARCH_TOOL))
+    if effort is not None:
+        params.update(
+            thinking_params(effort, style or thinking_style(request.model), request.max_tokens)
+        )
     return params
+
+
+def thinking_style(model: str) -> ThinkingStyle:
+    """Adaptive thinking for Claude 4.6 and later (and Claude names without a version, such
+    as previews); a thinking budget for older Claude models and for other models behind an
+    Anthropic-compatible API, which know only that form."""
+    name = model.rsplit("/", 1)[-1].lower()
+    if "claude" not in name:
+        return "budget"
+    # Version numbers are the 1-2 digit runs ("claude-opus-4-1-20250805": 4, 1), not dates.
+    numbers = [int(n) for n in re.findall(r"(?<!\d)\d{1,2}(?!\d)", name)]
+    if not numbers:
+        return "adaptive"
+    version = (numbers[0], numbers[1] if len(numbers) > 1 else 0)
+    return "adaptive" if version >= (4, 6) else "budget"
+
+
+def thinking_params(effort: Effort, style: ThinkingStyle, max_tokens: int) -> dict[str, Any]:
+    """The request keys that turn thinking on at ``effort``."""
+    params: dict[str, Any] = {"max_tokens": max(max_tokens, MIN_MAX_TOKENS[effort])}
+    match style:
+        case "adaptive":
+            params["thinking"] = {"type": "adaptive"}
+            params["output_config"] = {"effort": effort}
+        case "budget":
+            params["thinking"] = {"type": "enabled", "budget_tokens": THINKING_BUDGETS[effort]}
+        case _:
+            assert_never(style)
+    return params
+
+
+def _other_style(params: Mapping[str, Any], message: str) -> ThinkingStyle | None:
+    """The thinking form to try when a 400 ``message`` rejects the one in ``params``."""
+    thinking = params.get("thinking")
+    if not isinstance(thinking, Mapping):
+        return None
+    text = message.lower()
+    if thinking.get("type") == "adaptive" and any(
+        word in text for word in ("adaptive", "output_config", "effort")
+    ):
+        return "budget"
+    if (
+        thinking.get("type") == "enabled"
+        and "thinking" in text
+        and ("budget" in text or "enabled" in text)
+    ):
+        return "adaptive"
+    return None
 
 
 def wire_tool(tool: ToolSpec) -> dict[str, Any]:
@@ -84,10 +174,14 @@ def wire_tool(tool: ToolSpec) -> dict[str, Any]:
     return {"name": tool.name, "description": tool.description, "input_schema": schema}
 
 
-def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Messages in wire form, merged so roles alternate, with the cache breakpoints set."""
+def wire_messages(messages: Sequence[Message], *, model: str | None = None) -> list[dict[str, Any]]:
+    """Messages in wire form, merged so roles alternate, with the cache breakpoints set.
+
+    Thinking blocks go only to ``model``, the model that wrote them (see :class:`ThinkingPart`).
+    """
+    sendable = (_for_model(m, model) for m in messages)
     wire = [
-        {"role": m.role, "content": [_block(part) for part in m.parts]} for m in normalize(messages)
+        {"role": m.role, "content": [_block(part) for part in m.parts]} for m in normalize(sendable)
     ]
     if wire:
         _mark_cached(wire[-1])
@@ -97,9 +191,25 @@ def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return wire
 
 
+def _for_model(message: Message, model: str | None) -> Message:
+    if not any(isinstance(p, ThinkingPart) for p in message.parts):
+        return message
+    parts = tuple(
+        p
+        for p in message.parts
+        if not isinstance(p, ThinkingPart)
+        or (p.model == model and (p.signature is not None or p.redacted_data is not None))
+    )
+    return Message(role=message.role, parts=parts)
+
+
 def _mark_cached(message: dict[str, Any]) -> None:
-    last = message["content"][-1]
-    message["content"][-1] = {**last, "cache_control": CACHE_CONTROL}
+    """Put the breakpoint on the last block that may carry one (thinking blocks may not)."""
+    content = message["content"]
+    for index in range(len(content) - 1, -1, -1):
+        if content[index]["type"] not in THINKING_BLOCKS:
+            content[index] = {**content[index], "cache_control": CACHE_CONTROL}
+            return
 
 
 def _block(part: Part) -> dict[str, Any]:
@@ -122,6 +232,12 @@ def _block(part: Part) -> dict[str, Any]:
             if part.is_error:
                 block["is_error"] = True
             return block
+        case ThinkingPart(redacted_data=str(data)):
+            return {"type": "redacted_thinking", "data": data}
+        case ThinkingPart(text=text, signature=signature):
+            return {"type": "thinking", "thinking": text, "signature": signature}
+        case ServerToolPart(block=server_block):
+            return dict(server_block)
         case _:
             assert_never(part)
 
@@ -140,20 +256,41 @@ def _image(part: ImagePart) -> dict[str, Any]:
 class _Block:
     kind: str
     text: list[str] = field(default_factory=list)
+    size: int = 0
     id: str = ""
     name: str = ""
+    signature: list[str] = field(default_factory=list)
+    data: str | None = None
+    raw: Mapping[str, Any] | None = None
+    """A server tool's result block, kept whole."""
+
+    def add(self, piece: str, limits: StreamLimits) -> None:
+        self.size += len(piece)
+        what = {"tool_use": f"the arguments of tool call {self.name!r}"}.get(
+            self.kind, f"a {self.kind} block"
+        )
+        check_part(self.size, what, limits)
+        self.text.append(piece)
+
+
+Shown = TextDelta | ThinkingDelta | ToolCallStarted
 
 
 @dataclass(kw_only=True)
 class MessagesStreamAccumulator:
-    """Builds one assistant message from Messages API stream events (decoded JSON dicts)."""
+    """Builds one assistant message from Messages API stream events (decoded JSON dicts).
 
+    ``model`` is recorded on thinking blocks: the model they may be sent back to.
+    """
+
+    model: str | None = None
+    limits: StreamLimits = DEFAULT_LIMITS
     blocks: dict[int, _Block] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
     stop_reason: str | None = None
     stopped: bool = False
 
-    def feed(self, event: Mapping[str, Any]) -> list[TextDelta | ToolCallStarted]:
+    def feed(self, event: Mapping[str, Any]) -> list[Shown]:
         """Take one event; return what to show now."""
         match event.get("type"):
             case "message_start":
@@ -174,28 +311,52 @@ class MessagesStreamAccumulator:
         if isinstance(usage, Mapping):
             self.usage.update({k: v for k, v in usage.items() if isinstance(v, int)})
 
-    def _start(self, index: int, block: Mapping[str, Any]) -> list[TextDelta | ToolCallStarted]:
+    def _start(self, index: int, block: Mapping[str, Any]) -> list[Shown]:
         kind = str(block.get("type"))
+        check_parts(len(self.blocks) + 1, self.limits)
         if kind == "tool_use":
             self.blocks[index] = _Block(kind=kind, id=str(block["id"]), name=str(block["name"]))
             return [ToolCallStarted(id=str(block["id"]), name=str(block["name"]))]
-        self.blocks[index] = _Block(kind=kind)
-        if kind == "text" and (text := block.get("text")):
-            self.blocks[index].text.append(text)
-            return [TextDelta(text=text)]
+        if kind == "server_tool_use":
+            self.blocks[index] = _Block(kind=kind, id=str(block["id"]), name=str(block["name"]))
+            return []
+        if kind.endswith("_tool_result"):  # web_search_tool_result: complete at its start
+            check_part(len(json.dumps(block)), f"a {kind} block", self.limits)
+            self.blocks[index] = _Block(kind=kind, raw=dict(block))
+            return []
+        new = self.blocks[index] = _Block(kind=kind)
+        match kind:
+            case "text" if text := block.get("text"):
+                new.add(str(text), self.limits)
+                return [TextDelta(text=str(text))]
+            case "thinking":
+                new.signature.append(str(block.get("signature") or ""))
+                if text := block.get("thinking"):
+                    new.add(str(text), self.limits)
+                    return [ThinkingDelta(text=str(text))]
+            case "redacted_thinking":
+                new.data = str(block.get("data") or "")
+                check_part(len(new.data), "a redacted_thinking block", self.limits)
         return []
 
-    def _delta(self, index: int, delta: Mapping[str, Any]) -> list[TextDelta | ToolCallStarted]:
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> list[Shown]:
         block = self.blocks.get(index)
         if block is None:
             return []
         match delta.get("type"):
             case "text_delta" if block.kind == "text":
                 text = str(delta.get("text") or "")
-                block.text.append(text)
+                block.add(text, self.limits)
                 return [TextDelta(text=text)] if text else []
-            case "input_json_delta" if block.kind == "tool_use":
-                block.text.append(str(delta.get("partial_json") or ""))
+            case "thinking_delta" if block.kind == "thinking":
+                text = str(delta.get("thinking") or "")
+                block.add(text, self.limits)
+                return [ThinkingDelta(text=text)] if text else []
+            case "signature_delta" if block.kind == "thinking":
+                block.signature.append(str(delta.get("signature") or ""))
+                check_part(sum(map(len, block.signature)), "a thinking signature", self.limits)
+            case "input_json_delta" if block.kind in ("tool_use", "server_tool_use"):
+                block.add(str(delta.get("partial_json") or ""), self.limits)
         return []
 
     def finish(self) -> tuple[Message, Usage, StopReason]:
@@ -210,6 +371,21 @@ class MessagesStreamAccumulator:
             elif block.kind == "tool_use":
                 arguments = parse_arguments("".join(block.text))
                 parts.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
+            elif block.kind == "thinking":
+                signature = "".join(block.signature)
+                parts.append(
+                    ThinkingPart(
+                        text="".join(block.text), signature=signature or None, model=self.model
+                    )
+                )
+            elif block.kind == "redacted_thinking" and block.data is not None:
+                parts.append(ThinkingPart(redacted_data=block.data, model=self.model))
+            elif block.kind == "server_tool_use":
+                arguments = dict(parse_arguments("".join(block.text)))
+                server_call = {"type": block.kind, "id": block.id, "name": block.name}
+                parts.append(ServerToolPart(block={**server_call, "input": arguments}))
+            elif block.raw is not None:
+                parts.append(ServerToolPart(block=block.raw))
         usage = Usage(
             input_tokens=self.usage.get("input_tokens", 0),
             output_tokens=self.usage.get("output_tokens", 0),
@@ -229,10 +405,24 @@ class AnthropicProvider(SdkProvider["AsyncAnthropic"]):
     name = "anthropic"
     default_key_env = DEFAULT_KEY_ENV
 
+    @functools.cached_property
+    def _styles(self) -> dict[str, ThinkingStyle]:
+        """The thinking form each model accepted after a 400 for the other one."""
+        return {}
+
     def _create_client(self) -> AsyncAnthropic:
         import anthropic
+        from anthropic._streaming import SSEBytesDecoder, SSEDecoder
 
-        client = anthropic.AsyncAnthropic(
+        from caliban.providers.guard import GuardedSSEDecoder
+
+        limits = self.limits
+
+        class Client(anthropic.AsyncAnthropic):
+            def _make_sse_decoder(self) -> SSEDecoder | SSEBytesDecoder:
+                return GuardedSSEDecoder(SSEDecoder(), limits=limits)
+
+        client = Client(
             api_key=self.api_key,
             base_url=self.base_url,
             max_retries=0,  # we retry ourselves, with events the user sees
@@ -242,8 +432,8 @@ class AnthropicProvider(SdkProvider["AsyncAnthropic"]):
         return client
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
-        params = build_params(request)
-        return with_retries(
+        params = build_params(request, effort=self.effort, style=self._styles.get(request.model))
+        events = with_retries(
             lambda: self._attempt(params),
             provider=self.name,
             key_env=self.key_env,
@@ -251,11 +441,25 @@ class AnthropicProvider(SdkProvider["AsyncAnthropic"]):
             classify=classify,
             policy=self.retry,
         )
+        return self._learn_window(request.model, events)
 
     async def _attempt(self, params: dict[str, Any]) -> AsyncGenerator[ProviderEvent, None]:
+        import anthropic
+
         client = self.client()
-        accumulator = MessagesStreamAccumulator()
-        stream = await client.messages.create(**params, stream=True)
+        accumulator = MessagesStreamAccumulator(model=params["model"], limits=self.limits)
+        try:
+            stream = await client.messages.create(**params, stream=True)
+        except anthropic.BadRequestError as exc:
+            style = _other_style(params, exc.api_message or exc.message)
+            if style is None:
+                raise
+            # Once per model: the other thinking form, kept if the model takes it.
+            params.update(thinking_params(self.effort or "medium", style, params["max_tokens"]))
+            if style == "budget":
+                params.pop("output_config", None)
+            stream = await client.messages.create(**params, stream=True)
+            self._styles[params["model"]] = style
         async with stream:
             async for event in stream:
                 for shown in accumulator.feed(event.to_dict()):

@@ -1,10 +1,12 @@
 """The provider protocol: one streaming call per model request.
 
 A provider receives a :class:`ProviderRequest` and yields :class:`ProviderEvent` values:
-any number of :class:`TextDelta`, :class:`ToolCallStarted` and :class:`ApiRetry`, then
-exactly one :class:`ResponseDone` carrying the final message and its usage. Errors the user
-must act on (a bad key, a bad request) are raised as :class:`ProviderError`; transient ones
-(429, 5xx, overloaded, connection reset) are retried inside the provider.
+any number of :class:`TextDelta`, :class:`ThinkingDelta`, :class:`ToolCallStarted` and
+:class:`ApiRetry`, then exactly one :class:`ResponseDone` carrying the final message and its
+usage. Errors the user must act on (a bad key, a bad request) are raised as
+:class:`ProviderError` — :class:`PromptTooLong` when the conversation no longer fits the
+model's context window; transient ones (429, 5xx, overloaded, connection reset) are retried
+inside the provider.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ from typing import Literal, Protocol
 
 from caliban.messages import Message, ToolSpec, Usage
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "other"]
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "pause_turn", "other"]
+"""``pause_turn``: the provider paused a long turn of its own tools (web search); sending
+the history back as it is lets it go on."""
+Effort = Literal["low", "medium", "high"]
+"""How hard the model should think: Anthropic extended/adaptive thinking, OpenAI
+``reasoning_effort``. ``None`` (the default) sends neither."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -25,10 +32,20 @@ class ProviderRequest:
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]
     max_tokens: int = 16_384
+    web_search: bool = False
+    """Offer the provider's own web search (Anthropic's ``web_search`` server tool, run by
+    the API within the response); a provider without one never gets it set."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThinkingDelta:
+    """A piece of the model's reasoning (not of its answer)."""
+
     text: str
 
 
@@ -58,7 +75,7 @@ class ResponseDone:
     stop_reason: StopReason
 
 
-ProviderEvent = TextDelta | ToolCallStarted | ApiRetry | ResponseDone
+ProviderEvent = TextDelta | ThinkingDelta | ToolCallStarted | ApiRetry | ResponseDone
 
 
 class ProviderError(Exception):
@@ -68,6 +85,18 @@ class ProviderError(Exception):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class PromptTooLong(ProviderError):
+    """The request does not fit the model's context window; a shorter history would.
+
+    ``tokens`` and ``limit`` are the figures the server gave, when it gave them.
+    """
+
+    def __init__(self, message: str, *, tokens: int | None = None, limit: int | None = None):
+        super().__init__(message, status=400)
+        self.tokens = tokens
+        self.limit = limit
 
 
 class Provider(Protocol):

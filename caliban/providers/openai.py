@@ -15,25 +15,45 @@ Translation notes:
   ``max_tokens`` in favour of ``max_completion_tokens`` (a proxy in front of OpenAI) is asked
   again with the other name, which is then kept for the rest of the session.
 - When a server sends no ``usage``, it is estimated from the characters sent and received.
+- ``reasoning_effort`` is sent only with an effort level (``--effort``); a server that
+  rejects it with a 400 naming it is asked again without it, for the rest of the session.
+  Reasoning a server streams back (``reasoning_content`` / ``reasoning``) is shown as
+  thinking and kept in the history, but never sent back, and neither is any other
+  :class:`ThinkingPart`.
+- A stream must end with a ``finish_reason`` and ``data: [DONE]``; one that stops before
+  either was cut short and is retried, or reported when part of it was already shown.
+- The context window of a model on a custom base URL is asked of the server once per model
+  (:meth:`OpenAIProvider.refresh_context_window`, :mod:`caliban.providers.windows`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
+import logging
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-from caliban.messages import ImagePart, Message, TextPart, ToolResult, ToolSpec, Usage
+from caliban.background import start_in_daemon_thread
+from caliban.messages import (
+    ImagePart,
+    Message,
+    ServerToolPart,
+    TextPart,
+    ThinkingPart,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
 from caliban.providers._sdk import SdkProvider
 from caliban.providers.accumulate import ChatStreamAccumulator
-from caliban.providers.base import ProviderEvent, ProviderRequest, ResponseDone
+from caliban.providers.base import Effort, ProviderEvent, ProviderRequest, ResponseDone
 from caliban.providers.history import normalize
 from caliban.providers.retry import (
-    DEFAULT_RETRY,
     Failure,
     IncompleteStream,
-    RetryPolicy,
     classify_status,
     connection_failure,
     malformed_failure,
@@ -46,13 +66,21 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+PROBE_TIMEOUT: Final = 3.0
+"""Seconds for one context-window question to the server, and for all of them together."""
+MAX_PROBE_BYTES: Final = 8 * 1024 * 1024
+
+log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------- request
 
 
 def build_params(
-    request: ProviderRequest, *, token_limit_key: str = "max_completion_tokens"
+    request: ProviderRequest,
+    *,
+    token_limit_key: str = "max_completion_tokens",
+    effort: Effort | None = None,
 ) -> dict[str, Any]:
     """The Chat Completions request body (streaming, with usage) for ``request``."""
     params: dict[str, Any] = {
@@ -64,6 +92,8 @@ def build_params(
     }
     if request.tools:
         params["tools"] = [wire_tool(tool) for tool in request.tools]
+    if effort is not None:
+        params["reasoning_effort"] = effort
     return params
 
 
@@ -86,12 +116,24 @@ def wire_tool(tool: ToolSpec) -> dict[str, Any]:
 
 def wire_messages(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
     wire: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    for message in normalize(messages):
+    for message in normalize(_without_thinking(messages)):
         if message.role == "assistant":
             wire.append(_assistant(message))
         else:
             wire.extend(_user(message))
     return wire
+
+
+def _without_thinking(messages: Sequence[Message]) -> list[Message]:
+    """The history without reasoning and another provider's server-tool blocks: Chat
+    Completions has no field for sending them back."""
+    dropped = (ThinkingPart, ServerToolPart)
+    return [
+        Message(role=m.role, parts=tuple(p for p in m.parts if not isinstance(p, dropped)))
+        if any(isinstance(p, dropped) for p in m.parts)
+        else m
+        for m in messages
+    ]
 
 
 def _assistant(message: Message) -> dict[str, Any]:
@@ -163,26 +205,30 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
     name = "openai"
     default_key_env = DEFAULT_KEY_ENV
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str | None = None,
-        key_env: str | None = None,
-        retry: RetryPolicy = DEFAULT_RETRY,
-        timeout: float = 600.0,
-    ) -> None:
-        super().__init__(
-            api_key=api_key, base_url=base_url, key_env=key_env, retry=retry, timeout=timeout
-        )
-        self.token_limit_key = (
-            "max_completion_tokens" if is_openai_endpoint(base_url) else "max_tokens"
-        )
+    @functools.cached_property
+    def token_limit_key(self) -> str:
+        """``max_completion_tokens`` for OpenAI's own API, ``max_tokens`` elsewhere; switched
+        when a server rejects the parameter itself."""
+        return "max_completion_tokens" if is_openai_endpoint(self.base_url) else "max_tokens"
+
+    @functools.cached_property
+    def send_effort(self) -> bool:
+        """False once the server rejected ``reasoning_effort``."""
+        return self.effort is not None
 
     def _create_client(self) -> AsyncOpenAI:
         import openai
+        from openai._streaming import SSEBytesDecoder, SSEDecoder
 
-        client = openai.AsyncOpenAI(
+        from caliban.providers.guard import GuardedSSEDecoder
+
+        limits = self.limits
+
+        class Client(openai.AsyncOpenAI):
+            def _make_sse_decoder(self) -> SSEDecoder | SSEBytesDecoder:
+                return GuardedSSEDecoder(SSEDecoder(), require_done=True, limits=limits)
+
+        client = Client(
             api_key=self.api_key,
             base_url=self.base_url,
             max_retries=0,  # we retry ourselves, with events the user sees
@@ -192,8 +238,12 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
         return client
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
-        params = build_params(request, token_limit_key=self.token_limit_key)
-        return with_retries(
+        params = build_params(
+            request,
+            token_limit_key=self.token_limit_key,
+            effort=self.effort if self.send_effort else None,
+        )
+        events = with_retries(
             lambda: self._attempt(params),
             provider=self.name,
             key_env=self.key_env,
@@ -201,19 +251,24 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
             classify=classify,
             policy=self.retry,
         )
+        return self._learn_window(request.model, events)
 
     async def _attempt(self, params: dict[str, Any]) -> AsyncGenerator[ProviderEvent, None]:
         import openai
 
         client = self.client()
-        accumulator = ChatStreamAccumulator()
+        accumulator = ChatStreamAccumulator(limits=self.limits)
         try:
             stream = await client.chat.completions.create(**params)
         except openai.BadRequestError as exc:
-            if "max_tokens" not in params or "max_completion_tokens" not in str(exc):
+            if "reasoning_effort" in params and _rejects(exc, "reasoning_effort"):
+                self.send_effort = False
+                del params["reasoning_effort"]
+            elif "max_tokens" in params and _rejects(exc, "max_tokens"):
+                self.token_limit_key = "max_completion_tokens"
+                params["max_completion_tokens"] = params.pop("max_tokens")
+            else:
                 raise
-            self.token_limit_key = "max_completion_tokens"
-            params["max_completion_tokens"] = params.pop("max_tokens")
             stream = await client.chat.completions.create(**params)
         async with stream:
             async for chunk in stream:
@@ -225,6 +280,64 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
         yield ResponseDone(
             message=message, usage=usage or estimate_usage(params, message), stop_reason=stop
         )
+
+    async def _probe_window(self, model: str) -> int | None:
+        from caliban.providers.windows import known_context_window, probe_openai_compatible
+
+        if self.base_url is None or is_openai_endpoint(self.base_url):
+            return None  # the built-in table knows OpenAI's models
+        if known_context_window(self.name, model) is not None:
+            return None  # Claude or GPT behind a gateway: the table knows, skip the traffic
+
+        # The SDK import (under way in warm_up) is not the server's time: wait for it first,
+        # in a daemon thread so the loop never blocks and exit never waits.
+        client = self._client
+        if client is None:
+            client = await start_in_daemon_thread(self.client, name="caliban-sdk")
+        ready = client
+
+        async def fetch(method: str, url: str, body: Mapping[str, Any] | None) -> Any:
+            return await _fetch_json(ready, method, url, body)
+
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT):
+                return await probe_openai_compatible(fetch, self.base_url, model)
+        except TimeoutError:
+            log.info("context window of %s: no answer from %s in time", model, self.base_url)
+            return None
+
+
+async def _fetch_json(
+    client: AsyncOpenAI, method: str, url: str, body: Mapping[str, Any] | None
+) -> Any:
+    """One short request through the SDK client (its key and TLS settings); the decoded JSON,
+    or ``None`` for any failure (a 404 from a server without that endpoint, ...)."""
+    import httpx2
+    import openai
+
+    options: Any = {"timeout": PROBE_TIMEOUT, "max_retries": 0}
+    try:
+        if method == "POST":
+            response = await client.post(
+                url, body=dict(body or {}), cast_to=httpx2.Response, options=options
+            )
+        else:
+            response = await client.get(url, cast_to=httpx2.Response, options=options)
+        if len(response.content) > MAX_PROBE_BYTES:
+            return None
+        return response.json()
+    except (openai.OpenAIError, httpx2.HTTPError, ValueError) as exc:
+        log.debug("context window probe %s %s: %s", method, url, exc)
+        return None
+
+
+def _rejects(exc: Exception, parameter: str) -> bool:
+    """Whether a 400 says ``parameter`` is not accepted at all (not that its value is off:
+    vLLM's "'max_tokens' ... is too large" must not switch to max_completion_tokens)."""
+    text = str(exc).lower()
+    return parameter in text and any(
+        word in text for word in ("unsupported", "not supported", "unrecognized", "unknown")
+    )
 
 
 def classify(exc: Exception) -> Failure | None:
@@ -239,6 +352,7 @@ def classify(exc: Exception) -> Failure | None:
                 error_type=exc.type or exc.code,
                 message=_error_message(exc.body) or exc.message,
                 headers=exc.response.headers,
+                code=exc.code,
             )
         case openai.APIConnectionError() | httpx2.RequestError() | IncompleteStream():
             return connection_failure(exc)
@@ -263,7 +377,9 @@ def _stream_error(body: object, message: str) -> Failure:
     except (TypeError, ValueError):
         status = None
     if status is not None and 400 <= status < 600:
-        return classify_status(status, error_type=str(kind) if kind else None, message=message)
+        return classify_status(
+            status, error_type=str(kind) if kind else None, message=message, code=str(code)
+        )
     transient = any(
         word in f"{code} {kind}".lower() for word in ("server", "overload", "rate", "timeout")
     )

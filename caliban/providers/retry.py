@@ -9,7 +9,11 @@ Each provider turns its SDK's exceptions into a :class:`Failure` (``classify``);
   :class:`ApiRetry` before each wait. The wait grows exponentially with jitter and is
   capped; a ``retry-after-ms`` / ``retry-after`` header wins when the server sends one.
   :attr:`ApiRetry.attempt` is the number of the try about to start (2 .. max).
-- ``fatal`` (any other 4xx, ...): :class:`ProviderError` with a one-line message.
+- ``fatal`` (any other 4xx, a stream that is not UTF-8 or breaks a size limit, ...):
+  :class:`ProviderError` with a one-line message.
+- ``too_long`` (a 400 saying the prompt exceeds the context window, in any of the forms
+  Anthropic, OpenAI, vLLM and llama.cpp use): :class:`PromptTooLong`, so a caller can
+  shorten the history and try again.
 
 A retry is only possible before any content was yielded: once text or a tool call reached
 the caller it cannot be taken back, so a stream that dies mid-way raises
@@ -21,15 +25,22 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import random
+import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Literal, assert_never
 
-from caliban.providers.base import ApiRetry, ProviderError, ProviderEvent, ResponseDone
+from caliban.providers.base import (
+    ApiRetry,
+    PromptTooLong,
+    ProviderError,
+    ProviderEvent,
+    ResponseDone,
+)
 
-FailureKind = Literal["auth", "transient", "fatal"]
+FailureKind = Literal["auth", "transient", "fatal", "too_long"]
 
 TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 """Statuses worth another try; any other 5xx is treated the same way."""
@@ -81,10 +92,60 @@ class Failure:
     summary: str
     status: int | None = None
     retry_after: float | None = None
+    tokens: int | None = None
+    """``too_long``: the prompt's size in tokens, when the server said."""
+    limit: int | None = None
+    """``too_long``: the context window in tokens, when the server said."""
 
 
 class IncompleteStream(Exception):
     """The response stream ended before the response was complete."""
+
+
+class StreamRejected(Exception):
+    """The response stream broke a rule that trying again will not fix: bytes that are not
+    UTF-8, or a part over its size limit (see :mod:`caliban.providers.guard`)."""
+
+
+_TOO_LONG_TYPES = frozenset({"exceed_context_size_error"})  # llama.cpp
+_TOO_LONG_CODES = frozenset({"context_length_exceeded"})  # OpenAI
+_TOO_LONG_MESSAGES = (
+    # Anthropic
+    re.compile(r"prompt is too long: (?P<tokens>\d+) tokens > (?P<limit>\d+)"),
+    re.compile(
+        r"input length and `?max_tokens`? exceed context limit: "
+        r"(?P<tokens>\d+) \+ \d+ > (?P<limit>\d+)"
+    ),
+    # llama.cpp
+    re.compile(
+        r"request \((?P<tokens>\d+) tokens\) exceeds the available context size "
+        r"\((?P<limit>\d+) tokens\)"
+    ),
+    re.compile(
+        r"input \((?P<tokens>\d+) tokens\) is larger than the max context size "
+        r"\((?P<limit>\d+) tokens\)"
+    ),
+    # OpenAI, vLLM, OpenRouter; not vLLM's "'max_tokens' ... is too large", which no
+    # shorter history fixes
+    re.compile(
+        r"maximum context length is (?P<limit>\d+) tokens\. However, (?:your messages resulted in|"
+        r"you requested(?: about)?) (?P<tokens>\d+) tokens"
+    ),
+)
+
+
+def prompt_too_long(
+    message: str | None, *, error_type: str | None = None, code: str | None = None
+) -> tuple[int | None, int | None] | None:
+    """``(tokens, limit)`` when an error says the prompt exceeds the context window (either
+    may be ``None`` when the message does not give it); ``None`` for any other error."""
+    text = message or ""
+    for pattern in _TOO_LONG_MESSAGES:
+        if found := pattern.search(text):
+            return int(found["tokens"]), int(found["limit"])
+    if error_type in _TOO_LONG_TYPES or code in _TOO_LONG_CODES:
+        return None, None
+    return None
 
 
 def retry_after_seconds(
@@ -118,12 +179,17 @@ def classify_status(
     error_type: str | None,
     message: str | None,
     headers: Mapping[str, str] | None = None,
+    code: str | None = None,
 ) -> Failure:
     """Classify an HTTP error response (or an in-stream error event with ``status`` 200)."""
     if status == 200 and error_type:  # an SSE error event: the HTTP status says nothing
         status = STATUS_OF_ERROR_TYPE.get(error_type, 200)
     detail = " ".join(part for part in (str(status) if status != 200 else "", error_type) if part)
     summary = f"{detail}: {one_line(message)}" if message else detail or "unknown error"
+    too_long = prompt_too_long(message, error_type=error_type, code=code)
+    if too_long is not None and status in (200, 400, 413):
+        tokens, limit = too_long
+        return Failure(kind="too_long", summary=summary, status=status, tokens=tokens, limit=limit)
     if status in (401, 403):
         kind: FailureKind = "auth"
     elif status in TRANSIENT_STATUS or status >= 500 or error_type in TRANSIENT_ERROR_TYPES:
@@ -197,6 +263,8 @@ async def with_retries(
             return
         except ProviderError:
             raise
+        except StreamRejected as exc:
+            raise ProviderError(f"{provider} API error: {exc}") from None
         except Exception as exc:
             failure = classify(exc)
             if failure is None:
@@ -210,6 +278,13 @@ async def with_retries(
                 )
             case "fatal":
                 raise ProviderError(_fatal_message(provider, failure, model), status=failure.status)
+            case "too_long":
+                raise PromptTooLong(
+                    f"{provider} API error: {failure.summary} (the conversation no longer "
+                    "fits the model's context window)",
+                    tokens=failure.tokens,
+                    limit=failure.limit,
+                )
             case "transient":
                 if started_output:
                     raise ProviderError(

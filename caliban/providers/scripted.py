@@ -2,8 +2,10 @@
 
 Each step answers one request: a string (a text reply), a :class:`Message` (usually with
 tool calls, see :func:`tool_call`), a :class:`CutOff` (text stopped at max_tokens), a
-callable that builds the reply from the request, or
-:data:`HANG` (never answers, for cancellation tests). Every request is recorded, and a
+callable that builds the reply from the request (it may raise, e.g. ``PromptTooLong``), a
+:class:`Reported` step (another step with its own usage figures), or :data:`HANG` (never
+answers, for cancellation tests). A :class:`ThinkingPart` in a reply
+streams as :class:`ThinkingDelta` before what follows it. Every request is recorded, and a
 request beyond the script fails the test loudly.
 """
 
@@ -15,13 +17,14 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from caliban.messages import Message, Part, TextPart, ToolCall, Usage
+from caliban.messages import Message, Part, TextPart, ThinkingPart, ToolCall, Usage
 from caliban.providers.base import (
     ProviderEvent,
     ProviderRequest,
     ResponseDone,
     StopReason,
     TextDelta,
+    ThinkingDelta,
     ToolCallStarted,
 )
 
@@ -41,7 +44,15 @@ class CutOff:
     text: str
 
 
-Step = str | Message | CutOff | Callable[[ProviderRequest], Message | str] | _Hang
+@dataclass(frozen=True)
+class Reported:
+    """``answer`` reported with ``usage`` instead of the provider's default usage."""
+
+    answer: str | Message | CutOff
+    usage: Usage
+
+
+Step = str | Message | CutOff | Reported | Callable[[ProviderRequest], Message | str] | _Hang
 
 _ids = itertools.count(1)
 
@@ -93,7 +104,10 @@ class ScriptedProvider:
         if isinstance(step, _Hang):
             await asyncio.Event().wait()
             raise AssertionError("unreachable")
-        answer = step(request) if callable(step) else step
+        usage = step.usage if isinstance(step, Reported) else self.usage
+        answer = (
+            step.answer if isinstance(step, Reported) else step(request) if callable(step) else step
+        )
         cut = isinstance(answer, CutOff)
         if isinstance(answer, CutOff):
             answer = answer.text
@@ -103,10 +117,13 @@ class ScriptedProvider:
                 for chunk in _chunks(part.text):
                     yield TextDelta(text=chunk)
                     await asyncio.sleep(0)
+            elif isinstance(part, ThinkingPart):
+                for chunk in _chunks(part.text):
+                    yield ThinkingDelta(text=chunk)
             elif isinstance(part, ToolCall):
                 yield ToolCallStarted(id=part.id, name=part.name)
         stop: StopReason = "max_tokens" if cut else "tool_use" if message.tool_calls else "end_turn"
-        yield ResponseDone(message=message, usage=self.usage, stop_reason=stop)
+        yield ResponseDone(message=message, usage=usage, stop_reason=stop)
 
 
 def _chunks(text: str, size: int = 8) -> Iterable[str]:

@@ -6,6 +6,9 @@ picks OpenAI). The endpoint is ``providers.<p>.base_url``, else the SDK's own
 ``ANTHROPIC_BASE_URL`` / ``OPENAI_BASE_URL``. The key is read from the variable named by
 ``providers.<p>.api_key_env`` (default ``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY``).
 
+The effort level (``--effort`` / ``model_effort``) and a context window override
+(``providers.<p>.context_window``) are given to the provider when it is created.
+
 This module imports no SDK: :func:`create_provider` is cheap, and the provider imports its
 SDK on the first request or in :meth:`LazyProvider.warm_up`.
 """
@@ -14,12 +17,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol, assert_never
+from typing import TYPE_CHECKING, Final, Literal, Protocol, assert_never, runtime_checkable
 
 from caliban.config import Settings
 from caliban.errors import ConfigError
-from caliban.providers.base import Provider
+from caliban.providers.base import Effort, Provider
 from caliban.providers.retry import DEFAULT_RETRY, RetryPolicy
+from caliban.providers.windows import static_context_window
+
+if TYPE_CHECKING:
+    from caliban.providers.anthropic import AnthropicProvider
+    from caliban.providers.openai import OpenAIProvider
+
 
 ProviderName = Literal["anthropic", "openai"]
 PROVIDERS: Final[tuple[ProviderName, ...]] = ("anthropic", "openai")
@@ -57,13 +66,29 @@ class ProviderChoice:
     api_key_env: str
     base_url: str | None
     api_key: str | None
+    effort: Effort | None = None
+    context_window_override: int | None = None
 
     @property
     def context_window(self) -> int:
-        return context_window(self.provider, self.model)
+        """The override, else the built-in table (the server is asked by the provider)."""
+        return self.context_window_override or context_window(self.provider, self.model)
 
 
-class LazyProvider(Provider, Protocol):
+@runtime_checkable
+class KnowsContextWindows(Protocol):
+    """A provider that can say, and ask its server, how much a model can read."""
+
+    def context_window(self, model: str) -> int:
+        """The best known value now (override, reported by the server, or built in)."""
+        ...
+
+    async def refresh_context_window(self, model: str) -> int:
+        """Ask the server once (bounded by a short timeout), then :meth:`context_window`."""
+        ...
+
+
+class LazyProvider(Provider, KnowsContextWindows, Protocol):
     """A provider whose SDK is imported on first use, or earlier by :meth:`warm_up`."""
 
     def warm_up(self) -> None:
@@ -103,6 +128,8 @@ def resolve_provider(
         api_key_env=key_env,
         base_url=base_url,
         api_key=api_key,
+        effort=settings.model_effort,
+        context_window_override=section.context_window,
     )
 
 
@@ -142,40 +169,33 @@ def _missing_key_message(name: ProviderName, key_env: str, *, explicit: str | No
 
 def create_provider(choice: ProviderChoice, *, retry: RetryPolicy = DEFAULT_RETRY) -> LazyProvider:
     """The provider for ``choice``. Cheap: the SDK is imported later (see ``warm_up``)."""
-    api_key = choice.api_key or PLACEHOLDER_KEY
+    cls: type[AnthropicProvider] | type[OpenAIProvider]
     match choice.provider:
         case "anthropic":
-            from caliban.providers.anthropic import AnthropicProvider
-
-            return AnthropicProvider(
-                api_key=api_key, base_url=choice.base_url, key_env=choice.api_key_env, retry=retry
-            )
+            from caliban.providers.anthropic import AnthropicProvider as cls
         case "openai":
-            from caliban.providers.openai import OpenAIProvider
-
-            return OpenAIProvider(
-                api_key=api_key, base_url=choice.base_url, key_env=choice.api_key_env, retry=retry
-            )
+            from caliban.providers.openai import OpenAIProvider as cls
         case _:
             assert_never(choice.provider)
+    return cls(
+        api_key=choice.api_key or PLACEHOLDER_KEY,
+        base_url=choice.base_url,
+        key_env=choice.api_key_env,
+        retry=retry,
+        effort=choice.effort,
+        context_window=choice.context_window_override,
+    )
 
 
-CLAUDE_CONTEXT_WINDOW: Final = 200_000
-DEFAULT_CONTEXT_WINDOW: Final = 128_000
-_OPENAI_WINDOWS: Final[tuple[tuple[str, int], ...]] = (
-    ("gpt-5", 400_000),
-    ("gpt-4.1", 1_047_576),
-    ("o3", 200_000),
-    ("o4", 200_000),
-)
+def context_window(provider: Provider | str, model: str) -> int:
+    """Tokens ``model`` can read, as well as known now, without waiting.
 
-
-def context_window(provider: str, model: str) -> int:
-    """Tokens the model can read: 200k for Claude models, known OpenAI families, else 128k."""
-    name = model.rsplit("/", 1)[-1].lower()  # "anthropic/claude-…" on OpenRouter
-    if provider == "anthropic" or name.startswith("claude"):
-        return CLAUDE_CONTEXT_WINDOW
-    for prefix, window in _OPENAI_WINDOWS:
-        if name.startswith(prefix):
-            return window
-    return DEFAULT_CONTEXT_WINDOW
+    Given a provider object that knows more (the configured override, what its server
+    reported: see :meth:`KnowsContextWindows.refresh_context_window`), its answer; given a
+    provider name, the built-in table: 200k for Claude models, known OpenAI families, else
+    128k.
+    """
+    if isinstance(provider, KnowsContextWindows):
+        return provider.context_window(model)
+    name = provider if isinstance(provider, str) else provider.name
+    return static_context_window(name, model)

@@ -2,8 +2,9 @@
 
 :func:`run_interactive` is what ``caliban`` (no ``-p``) runs. The prompt appears at once: MCP
 servers connect in the background and the provider SDK loads in a worker thread. Each
-prompt runs as an asyncio task; Ctrl-C (SIGINT, the terminal is not in raw mode while a
-turn runs) cancels it and the session goes on with the partial answer kept.
+prompt runs as an asyncio task; Ctrl-C (SIGINT: the terminal keeps its signal keys while a
+turn runs) or Esc cancels it and the session goes on with the partial answer kept. ``!command``
+runs a shell command into the conversation; Shift-Tab cycles the permission mode.
 """
 
 from __future__ import annotations
@@ -14,17 +15,20 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import create_app_session, get_app_session, run_in_terminal
+from prompt_toolkit.filters import has_completions
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.history import FileHistory, History
 from prompt_toolkit.input import Input
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.input.typeahead import store_typeahead
+from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
+from prompt_toolkit.keys import Keys
 from prompt_toolkit.output import Output
 from prompt_toolkit.styles import Style
 from rich.console import Console
@@ -34,19 +38,32 @@ from caliban import __version__, paths
 from caliban.background import start_in_daemon_thread
 from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
 from caliban.events import AgentEvent
-from caliban.messages import Message
+from caliban.messages import Message, TextPart
 from caliban.repl.approve import TerminalApprover
 from caliban.repl.attach import attach
-from caliban.repl.commands import CommandContext, ExitRepl, parse_command, run_command
+from caliban.repl.commands import (
+    CommandContext,
+    ExitRepl,
+    find_command,
+    parse_command,
+    run_command,
+)
 from caliban.repl.complete import ReplCompleter
 from caliban.repl.render import ELBOW, Renderer
 from caliban.repl.toolbar import toolbar_text
 
 if TYPE_CHECKING:
+    from caliban.config import PermissionMode
+    from caliban.permissions.rules import Rule
     from caliban.session.session import Session
+    from caliban.skills.catalog import Skill
 
 EXIT_ARM_SECONDS = 2.0
 """A second Ctrl-C on an empty prompt within this many seconds exits."""
+ESC_WAIT_SECONDS = 0.05
+"""A lone Esc is told from the start of an escape sequence (an arrow key) by this pause."""
+MODE_CYCLE: tuple[PermissionMode, ...] = ("default", "acceptEdits", "plan")
+"""What Shift-Tab steps through (bypassPermissions too when the session started in it)."""
 
 STYLE = Style.from_dict(
     {
@@ -218,13 +235,14 @@ class Repl:
         self._real_terminal = input is None
         self._turn: asyncio.Task[object] | None = None
         self._exit_armed_until = 0.0
+        self._cycle: tuple[PermissionMode, ...] = MODE_CYCLE
         if approver is not None:
             approver.pause = self.paused
             approver.on_interrupt = self.interrupt
         self.prompt: PromptSession[str] = PromptSession(
             message=self._message,
             history=history if history is not None else _file_history(),
-            completer=ReplCompleter(self.cwd),
+            completer=ReplCompleter(self.cwd, custom=self._custom_commands),
             complete_while_typing=True,
             key_bindings=self._key_bindings(),
             bottom_toolbar=self._toolbar,
@@ -253,6 +271,9 @@ class Repl:
             if self.prompt.app.is_running:  # e.g. no API key: leave the prompt, report it
                 self.prompt.app.exit(exception=failure)
             return
+        policy = ready.result().permissions
+        if policy is not None and policy.mode == "bypassPermissions":
+            self._cycle = (*MODE_CYCLE, "bypassPermissions")
         if self._resumed:  # --continue / --resume: show where the conversation was
             messages = list(ready.result().conversation.messages)
             self._show(lambda: self.renderer.replay(messages))
@@ -312,7 +333,16 @@ class Repl:
         if not text:
             return
         session = await self.wait_for_session()
-        if parse_command(text) is not None:
+        if text.startswith("!"):
+            if command := text[1:].strip():
+                await self.run_shell(command)
+            return
+        if (parsed := parse_command(text)) is not None:
+            from caliban.skills.catalog import find_skill
+
+            if find_command(parsed[0]) is None and (skill := find_skill(session.skills, parsed[0])):
+                await self.run_custom(skill, parsed[1])
+                return
             context = CommandContext(
                 session=session, console=self.console, replay=self.renderer.replay
             )
@@ -327,19 +357,27 @@ class Repl:
             self.console.print(Text(f"  ⚠  {problem}", style="yellow"))
         await self.run_turn(message if attachments else text)
 
-    async def run_turn(self, prompt: str | Message) -> None:
+    async def run_custom(self, skill: Skill, arguments: str) -> None:
+        """``/name args`` of a custom command or skill: expanded, then run as a prompt."""
+        from caliban.skills.invoke import CommandRefused, expand_invocation
+
+        try:
+            expanded = await expand_invocation(self.session, skill, arguments)
+        except CommandRefused as exc:
+            self.renderer.error(str(exc))
+            return
+        for note in expanded.notes:
+            self.console.print(Text(f"  ⚠  {note}", style="yellow"))
+        await self.run_turn(expanded.message, model=expanded.model, allow=expanded.allow)
+
+    async def run_turn(
+        self, prompt: str | Message, *, model: str | None = None, allow: Sequence[Rule] = ()
+    ) -> None:
         """Run one prompt to the end, or until Ctrl-C (:meth:`interrupt`) cancels it."""
         self.renderer.begin_turn()
-        task: asyncio.Task[object] = asyncio.create_task(self.session.run(prompt))
-        self._turn = task
         try:
-            with self._sigint_interrupts(), self._no_echo():
-                await asyncio.wait({task})
-        except asyncio.CancelledError:
-            task.cancel()
-            raise
+            task = await self._interruptible(self.session.run(prompt, model=model, allow=allow))
         finally:
-            self._turn = None
             self.renderer.end_turn()
         if task.cancelled():
             self.renderer.interrupted()
@@ -351,8 +389,61 @@ class Repl:
         if error:
             self.renderer.error(str(error))
 
+    async def run_shell(self, command: str) -> None:
+        """``!command``: run it in the session's shell (no permission asked: the user typed
+        it) and put the command and its output into the conversation for the next prompt,
+        as Claude Code's bash mode does. Esc or Ctrl-C stops it."""
+        from caliban.tools.base import CallContext, ToolOutput, call_tool
+        from caliban.tools.bash import Bash
+
+        session = self.session
+        self.console.print(Text(f"! {command}", style="bold magenta"))
+        context = CallContext(env=session.env, call_id="bash-mode")
+        task = await self._interruptible(call_tool(Bash(), {"command": command}, context))
+        if task.cancelled():
+            self.renderer.interrupted()
+            return
+        output = task.result()
+        assert isinstance(output, ToolOutput)
+        self.renderer.shell_output(output.as_text, failed=output.is_error)
+        session.add_context(
+            Message(
+                role="user",
+                parts=(
+                    TextPart(text=f"<bash-input>{command}</bash-input>"),
+                    TextPart(text=f"<bash-stdout>{output.as_text}</bash-stdout>"),
+                ),
+            )
+        )
+
+    async def _interruptible(self, work: Awaitable[object]) -> asyncio.Task[object]:
+        """Run ``work`` as the current turn until it ends or Ctrl-C / Esc cancels it."""
+        task: asyncio.Task[object] = asyncio.ensure_future(work)
+        self._turn = task
+        try:
+            with self._sigint_interrupts(), self._no_echo(), self._esc_interrupts():
+                await asyncio.wait({task})
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            self._turn = None
+        return task
+
+    def cycle_mode(self) -> PermissionMode | None:
+        """Shift-Tab: the next permission mode (default → acceptEdits → plan → …); ``None``
+        when the session has no permission policy (yet)."""
+        if not self._ready.done() or self._ready.cancelled() or self._ready.exception():
+            return None
+        policy = self.session.permissions
+        if policy is None:
+            return None
+        index = self._cycle.index(policy.mode) if policy.mode in self._cycle else -1
+        policy.mode = self._cycle[(index + 1) % len(self._cycle)]
+        return policy.mode
+
     def interrupt(self) -> None:
-        """Cancel the running turn (Ctrl-C); nothing happens at the prompt."""
+        """Cancel the running turn (Ctrl-C, Esc); nothing happens at the prompt."""
         if self._turn is not None and not self._turn.done():
             self._turn.cancel()
 
@@ -366,6 +457,11 @@ class Repl:
             self._add_sigint_handler()
 
     # -- prompt pieces
+
+    def _custom_commands(self) -> list[tuple[str, str]]:
+        if not self._ready.done() or self._ready.cancelled() or self._ready.exception():
+            return []
+        return [(skill.name, skill.description) for skill in self.session.skills]
 
     def _message(self) -> StyleAndTextTuples:
         width = self.prompt.app.output.get_size().columns
@@ -408,6 +504,11 @@ class Repl:
                 return
             buffer.validate_and_handle()
 
+        @bindings.add("s-tab", filter=~has_completions)
+        def _cycle_mode(event: KeyPressEvent) -> None:
+            self.cycle_mode()
+            event.app.invalidate()
+
         @bindings.add("c-c")
         def _ctrl_c(event: KeyPressEvent) -> None:
             buffer = event.current_buffer
@@ -429,7 +530,8 @@ class Repl:
         self.console.print(title)
         self.console.print(
             Text(
-                "  /help for commands · @ attaches files · Ctrl-C interrupts · Ctrl-D exits",
+                "  /help for commands · @ attaches files · !runs a command · Esc interrupts · "
+                "Shift-Tab: mode",
                 style="dim",
             )
         )
@@ -450,8 +552,38 @@ class Repl:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
 
     @contextlib.contextmanager
+    def _esc_interrupts(self) -> Iterator[None]:
+        """While a turn runs, Esc interrupts it; other keys are kept for the next prompt."""
+        keys_in = self.prompt.app.input
+        loop = asyncio.get_running_loop()
+        timer: asyncio.TimerHandle | None = None
+
+        def take(keys: list[KeyPress]) -> None:
+            kept = [key for key in keys if key.key not in (Keys.Escape, Keys.ControlC)]
+            if len(kept) < len(keys):
+                self.interrupt()
+            if kept:
+                store_typeahead(keys_in, kept)
+
+        def ready() -> None:
+            nonlocal timer
+            take(keys_in.read_keys())
+            if timer is not None:
+                timer.cancel()
+            # A lone Esc waits in the parser for what may follow it.
+            timer = loop.call_later(ESC_WAIT_SECONDS, lambda: take(keys_in.flush_keys()))
+
+        try:
+            with keys_in.attach(ready):
+                yield
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    @contextlib.contextmanager
     def _no_echo(self) -> Iterator[None]:
-        """Keys typed during a turn are not echoed into the output (they stay typed-ahead)."""
+        """Keys typed during a turn are not echoed into the output and reach caliban one by
+        one (Esc interrupts; the rest is type-ahead). Ctrl-C still raises SIGINT."""
         if not self._real_terminal or not sys.stdin.isatty():
             yield
             return
@@ -463,7 +595,8 @@ class Repl:
         fd = sys.stdin.fileno()
         saved = termios.tcgetattr(fd)
         quiet = termios.tcgetattr(fd)
-        quiet[3] &= ~termios.ECHO
+        quiet[3] &= ~(termios.ECHO | termios.ICANON)
+        quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
         termios.tcsetattr(fd, termios.TCSANOW, quiet)
         try:
             yield

@@ -8,7 +8,6 @@ from :mod:`caliban.repl.info`, so wiring a new session attribute is a change the
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from caliban.providers.select import KnowsContextWindows
 from caliban.repl.info import (
     agent_definitions,
     config_rows,
@@ -27,6 +27,7 @@ from caliban.repl.info import (
     session_cost,
 )
 from caliban.session.context import context_report
+from caliban.skills.slash import parse_slash
 from caliban.tokens import estimate_json_tokens, format_tokens
 from caliban.tools.base import McpOrigin
 
@@ -64,7 +65,6 @@ COMMANDS: dict[str, Command] = {}
 ALIASES: dict[str, str] = {}
 
 RESUME_LIST = 20
-_COMMAND_LINE = re.compile(r"/([A-Za-z][\w-]*)(?:\s+(.*))?", re.DOTALL)
 
 
 def command(
@@ -86,10 +86,7 @@ def command(
 def parse_command(text: str) -> tuple[str, str] | None:
     """``"/model  opus"`` → ``("model", "opus")``; ``None`` when ``text`` is not a command
     (a prompt starting with a path such as ``/etc/hosts is wrong`` is not one)."""
-    match = _COMMAND_LINE.fullmatch(text.strip())
-    if match is None:
-        return None
-    return match.group(1), (match.group(2) or "").strip()
+    return parse_slash(text)
 
 
 def find_command(name: str) -> Command | None:
@@ -128,6 +125,18 @@ async def _help(ctx: CommandContext, arg: str) -> None:
         usage = f" {cmd.usage}" if cmd.usage else ""
         table.add_row(Text(f"/{cmd.name}{usage}"), Text(cmd.description))
     ctx.console.print(table)
+    custom = [skill for skill in ctx.session.skills if skill.name not in COMMANDS]
+    if custom:
+        ctx.console.print()
+        ctx.console.print(Text("Custom commands and skills", style="bold"))
+        extra = Table.grid(padding=(0, 3))
+        extra.add_column(style="bold")
+        extra.add_column()
+        extra.add_column(style="dim")
+        for skill in custom:
+            where = f"{skill.scope} {skill.kind}"
+            extra.add_row(Text(skill.label), Text(skill.description), Text(where))
+        ctx.console.print(extra)
     ctx.console.print()
     keys = Table.grid(padding=(0, 3))
     keys.add_column(style="bold")
@@ -136,7 +145,9 @@ async def _help(ctx: CommandContext, arg: str) -> None:
         ("Enter", "send"),
         ("Alt-Enter, or \\ at the end", "new line"),
         ("@path", "attach a file (Tab completes paths)"),
-        ("Ctrl-C", "interrupt the answer; clear the line; twice on an empty line: exit"),
+        ("Ctrl-C, Esc", "interrupt the answer (Ctrl-C also clears the line; twice: exit)"),
+        ("!command", "run a shell command; its output goes into the conversation"),
+        ("Shift-Tab", "cycle permission modes: default, acceptEdits, plan"),
         ("Ctrl-D", "exit"),
         ("Up / Down", "history"),
     ):
@@ -172,9 +183,13 @@ async def _context(ctx: CommandContext, arg: str) -> None:
     table = Table.grid(padding=(0, 2))
     for justify in ("left", "left", "right", "right", "left"):
         table.add_column(justify=justify)
-    notes = {
-        "System prompt": report.deferred_paragraph_tokens
+    prompt_notes = [
+        report.deferred_paragraph_tokens
         and f"deferred paragraph {format_tokens(report.deferred_paragraph_tokens)}",
+        report.skill_listing_tokens and f"skills list {format_tokens(report.skill_listing_tokens)}",
+    ]
+    notes = {
+        "System prompt": ", ".join(note for note in prompt_notes if note),
         "Built-in tools": report.tool_search_tokens
         and f"ToolSearch {format_tokens(report.tool_search_tokens)}",
     }
@@ -207,13 +222,32 @@ async def _context(ctx: CommandContext, arg: str) -> None:
                 f"eagerly, {format_tokens(report.lazy_mcp_tokens)} in this request: {verdict}"
             )
         )
-    elif report.mcp_tools_total:
+    if report.skills:
+        ctx.console.print(
+            Text(
+                f"Skills: {report.skills} listed by name and description; their bodies "
+                f"(~{format_tokens(report.skill_deferred_tokens)} tokens) load when used"
+            )
+        )
+    if not report.lazy and report.mcp_tools_total:
         ctx.console.print(
             _dim(
                 f"MCP tools: {report.mcp_tools_total}, all sent with every request; "
                 "tools.lazy_mcp = true keeps them off the wire until ToolSearch finds them."
             )
         )
+
+
+@command("compact", "Summarise the conversation to free the context", usage="[instructions]")
+async def _compact(ctx: CommandContext, arg: str) -> None:
+    from caliban.compaction import CompactionFailed
+    from caliban.providers.base import ProviderError
+
+    ctx.console.print(_dim("Compacting the conversation…"))
+    try:
+        await ctx.session.compact(arg or None)
+    except (CompactionFailed, ProviderError) as exc:
+        ctx.console.print(Text(f"Not compacted: {exc}", style="yellow"))
 
 
 @command("model", "Show or switch the model", usage="[name]")
@@ -228,6 +262,9 @@ async def _model(ctx: CommandContext, arg: str) -> None:
         return
     previous = session.model
     session.set_model(arg)
+    if isinstance(session.provider, KnowsContextWindows):
+        # /context and lazy_mcp = "auto" should weigh the new model's window, not the old one's.
+        await session.provider.refresh_context_window(arg)
     line = Text(f"Model: {previous} → ")
     line.append(arg, style="bold")
     line.append(" (from the next prompt)")
@@ -280,6 +317,8 @@ async def _tools(ctx: CommandContext, arg: str) -> None:
         tokens = estimate_json_tokens(tool.spec.as_dict())
         kind = "mcp" if isinstance(tool.origin, McpOrigin) else "builtin"
         table.add_row(Text(tool.name), kind, format_tokens(tokens))
+    if ctx.session.offers_web_search():
+        table.add_row(Text("WebSearch"), "server", "-")
     ctx.console.print(table)
     summary = f"{len(offered)} tool{'s' if len(offered) != 1 else ''} on the wire"
     if deferred:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
@@ -16,10 +16,14 @@ SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", ".mypy_ca
 
 
 class ReplCompleter(Completer):
-    """``/` completes command names; ``@`` completes paths relative to ``cwd``."""
+    """``/` completes command names (built-in, then ``custom()``'s ``(name, description)``
+    pairs: custom commands and skills); ``@`` completes paths relative to ``cwd``."""
 
-    def __init__(self, cwd: Path) -> None:
+    def __init__(
+        self, cwd: Path, *, custom: Callable[[], Sequence[tuple[str, str]]] = lambda: ()
+    ) -> None:
         self.cwd = cwd
+        self.custom = custom
 
     def get_completions(
         self, document: Document, complete_event: CompleteEvent
@@ -33,13 +37,15 @@ class ReplCompleter(Completer):
             yield from self._paths(word[1:])
 
     def _commands(self, typed: str) -> Iterable[Completion]:
-        for command in COMMANDS.values():
-            if command.name.startswith(typed):
+        entries = [(command.name, command.description) for command in COMMANDS.values()]
+        entries += [(name, text) for name, text in self.custom() if name not in COMMANDS]
+        for name, description in entries:
+            if name.startswith(typed):
                 yield Completion(
-                    f"/{command.name}",
+                    f"/{name}",
                     start_position=-(len(typed) + 1),
-                    display=f"/{command.name}",
-                    display_meta=command.description,
+                    display=f"/{name}",
+                    display_meta=description,
                 )
 
     def _paths(self, typed: str) -> Iterable[Completion]:

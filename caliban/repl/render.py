@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
@@ -38,8 +38,10 @@ from caliban.events import (
     ApiRetryEvent,
     AssistantDelta,
     AssistantMessage,
+    AssistantThinkingDelta,
     BackgroundTaskUpdate,
     ConversationCleared,
+    ConversationCompacted,
     HistoryAppended,
     ModelChanged,
     Notice,
@@ -48,7 +50,9 @@ from caliban.events import (
     ToolStarted,
     UserPrompt,
 )
-from caliban.messages import Message, ToolCall
+from caliban.messages import Message, ServerToolPart, ToolCall
+from caliban.text import plural
+from caliban.tokens import format_tokens
 from caliban.tools.base import McpOrigin, ToolOrigin
 
 if TYPE_CHECKING:
@@ -190,6 +194,8 @@ def describe_call(call: ToolCall, cwd: Path | None = None, origin: ToolOrigin | 
     """``Read(caliban/cli.py)``: the tool and its most telling argument."""
     args = call.arguments
     name = display_name(call.name, origin)
+    if call.name == "TodoWrite":
+        return "Update Todos"
     for key in PRIMARY_ARGS:
         value = args.get(key)
         if isinstance(value, str) and value:
@@ -266,6 +272,9 @@ class Renderer:
         self._header_printed: set[str] = set()
         self._after_tool: list[tuple[int, str]] = []
         """Activation notices raised inside a running tool call, shown after its result."""
+        self._thinking = ""
+        """Reasoning not printed yet (it is printed dimmed, a line at a time)."""
+        self._thinking_shown = False
 
     # -- turn lifecycle, driven by the REPL
 
@@ -308,6 +317,16 @@ class Renderer:
             for call in message.tool_calls:
                 self.console.print(Text(f"{BULLET} {describe_call(call, self.cwd)}", style="dim"))
 
+    def shell_output(self, text: str, *, failed: bool) -> None:
+        """The output of ``!command``, as a Bash call's: its head and tail under an elbow."""
+        lines = head_tail(text.rstrip("\n").splitlines()) or ["(no output)"]
+        first = f"  {ELBOW}  "
+        body = Text(f"{first}{lines[0]}", style="red" if failed else "")
+        for line in lines[1:]:
+            style = "dim" if line.startswith("… +") else "red" if failed else ""
+            body.append(f"\n{' ' * len(first)}{line}", style=style)
+        self.console.print(body)
+
     def error(self, text: str) -> None:
         self._flush_text()
         self.console.print()
@@ -336,14 +355,20 @@ class Renderer:
             case UserPrompt():
                 if depth == 0:
                     self._waiting = True
+            case AssistantThinkingDelta(text=text):
+                if depth == 0:
+                    self._thinking += text
+                    self._commit_thinking(final=False)
             case AssistantDelta(text=text):
                 if depth == 0:
+                    self._commit_thinking(final=True)
                     self._waiting = False
                     self._buffer += text
                     self._commit_blocks(final=False)
             case AssistantMessage():
                 if depth == 0:
                     self._flush_text()
+                self._server_tools(event.message, depth)
             case ToolStarted(call=call, origin=origin):
                 self._tool_started(call, origin, depth, event.parent_tool_use_id)
             case ToolFinished():
@@ -372,6 +397,14 @@ class Renderer:
                 style = {"info": "dim", "warning": "yellow", "error": "red"}[level]
                 mark = {"info": ELBOW, "warning": "⚠", "error": "✗"}[level]
                 self._line(depth, f"{mark}  {text}", style=style)
+            case ConversationCompacted():
+                self._line(
+                    depth,
+                    f"{ELBOW}  Conversation compacted ({event.trigger}): about "
+                    f"{format_tokens(event.pre_tokens)} → {format_tokens(event.post_tokens)} "
+                    "tokens; the earlier part is summarised",
+                    style="dim",
+                )
             case BackgroundTaskUpdate(status=status) if status != "running":
                 self._line(depth, f"{ELBOW}  background task {event.task_id} {status}", style="dim")
             case (
@@ -382,6 +415,29 @@ class Renderer:
                 assert_never(event)
 
     # -- tools
+
+    def _server_tools(self, message: Message, depth: int) -> None:
+        """The web searches the provider ran within a response: ``● Web Search("query")``
+        and how many results came back."""
+        results = {
+            str(part.block.get("tool_use_id")): part.block.get("content")
+            for part in message.parts
+            if isinstance(part, ServerToolPart) and part.kind.endswith("_tool_result")
+        }
+        for part in message.parts:
+            if not isinstance(part, ServerToolPart) or part.kind != "server_tool_use":
+                continue
+            query = (part.block.get("input") or {}).get("query", "")
+            found = results.get(str(part.block.get("id")))
+            count = len(found) if isinstance(found, list) else 0
+            outcome = plural(count, "result") if isinstance(found, list) else "no results"
+            if depth == 0:
+                self.console.print()
+            header = Text("    " * depth)
+            header.append(f"{BULLET} ", style="green")
+            header.append(f"Web Search({shorten(str(query), 60)})", style="bold")
+            self.console.print(header)
+            self._line(depth, f"{ELBOW}  {outcome}", style="dim")
 
     def _depth_for(self, parent_id: str | None) -> int:
         if parent_id is None:
@@ -469,6 +525,8 @@ class Renderer:
         call = event.call
         if event.change is not None:
             return _change_result(event.change, first, cont, self.cwd)
+        if call.name == "TodoWrite" and (todos := _todos(event)) is not None:
+            return _checklist(todos, first, cont)
         if call.name == "Bash":
             lines = head_tail(text.rstrip("\n").splitlines())
             if not lines:
@@ -503,8 +561,24 @@ class Renderer:
         self._blocks_printed += 1
         return markdown_block(block, first=first)
 
+    def _commit_thinking(self, *, final: bool) -> None:
+        """Print the finished lines of reasoning dimmed (all of it once the answer starts)."""
+        done, _, rest = self._thinking.rpartition("\n")
+        if final:
+            done, rest = self._thinking, ""
+        if done.strip():
+            if not self._thinking_shown:  # a blank line before it, as before a message
+                self.console.print()
+            self._thinking_shown = True
+            self.console.print(Padding(Text(done.strip("\n"), style="dim italic"), (0, 0, 0, 2)))
+        if done or final:
+            self._thinking = rest
+        if final:
+            self._thinking_shown = False
+
     def _flush_text(self) -> None:
         """Print whatever text is buffered; the next text starts a new message."""
+        self._commit_thinking(final=True)
         if self._buffer.strip():
             self._commit_blocks(final=True)
         self._buffer = ""
@@ -572,6 +646,31 @@ class Renderer:
         if self._buffer:
             return f"Writing… {hint}"
         return None
+
+
+TODO_MARKS = {"completed": "☒", "in_progress": "☐", "pending": "☐"}
+
+
+def _todos(event: ToolFinished) -> list[dict[str, Any]] | None:
+    """The list a TodoWrite call left, from its structured result."""
+    data = event.data
+    todos = data.get("newTodos") if isinstance(data, dict) else None
+    if not isinstance(todos, list) or not all(isinstance(t, dict) for t in todos):
+        return None
+    return todos
+
+
+def _checklist(todos: list[dict[str, Any]], first: str, cont: str) -> RenderableType:
+    """``☒ Write the code`` (done, struck through), ``☐ Run the tests`` (in progress, bold)."""
+    if not todos:
+        return Text(f"{first}(empty list)", style="dim")
+    out = Text()
+    for index, todo in enumerate(todos):
+        status = str(todo.get("status", "pending"))
+        out.append(first if index == 0 else f"\n{cont}")
+        style = {"completed": "dim strike", "in_progress": "bold"}.get(status, "")
+        out.append(f"{TODO_MARKS.get(status, '☐')} {todo.get('content', '')}", style=style)
+    return out
 
 
 def _change_result(change: FileChange, first: str, cont: str, cwd: Path | None) -> RenderableType:

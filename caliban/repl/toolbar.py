@@ -1,4 +1,5 @@
-"""The bottom toolbar: model, context used, lazy-MCP activation, MCP start-up, cost."""
+"""The bottom toolbar: permission mode, model, context used, lazy-MCP activation, MCP
+start-up, cost."""
 
 from __future__ import annotations
 
@@ -17,6 +18,14 @@ if TYPE_CHECKING:
     from caliban.session.session import Session
 
 
+MODE_LABELS = {
+    "acceptEdits": "⏵⏵ accept edits on",
+    "plan": "⏸ plan mode on",
+    "bypassPermissions": "⚠ bypass permissions on",
+}
+"""How the toolbar shows a permission mode other than the default."""
+
+
 def toolbar_items(session: Session) -> list[str]:
     """The toolbar's fields, left to right."""
     window = session.context_window()
@@ -26,6 +35,9 @@ def toolbar_items(session: Session) -> list[str]:
     else:
         context = f"ctx {format_tokens(used)}/{format_tokens(window)} ({used * 100 // window}%)"
     items = [session.model, context]
+    mode = session.permissions.mode if session.permissions is not None else "default"
+    if label := MODE_LABELS.get(mode):
+        items.insert(0, f"{label} (shift-tab to cycle)")
     if (activation := mcp_activation(session)) is not None:
         items.append(f"MCP {len(activation.active)}/{activation.cap}")
     servers = [s for s in mcp_servers(session) if s.state != "disabled"]

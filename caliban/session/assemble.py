@@ -7,6 +7,7 @@ MCP servers start in their own processes.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Sequence
@@ -41,6 +42,8 @@ def preload() -> None:
     import caliban.permissions.approval
     import caliban.providers.select
     import caliban.session.resume
+    import caliban.skills.catalog
+    import caliban.skills.toolset
     import caliban.subagents
     import caliban.tools.agent
     import caliban.tools.builtin  # noqa: F401
@@ -55,6 +58,8 @@ def cli_overrides(options: CliOptions) -> dict[str, Any]:
         overrides["model"] = options.model
     if options.max_turns:
         overrides["max_turns"] = options.max_turns
+    if options.effort:
+        overrides["model_effort"] = options.effort
     if options.permission_mode:
         overrides.setdefault("permissions", {})["mode"] = caliban_mode(options.permission_mode)
     return overrides
@@ -80,6 +85,7 @@ async def open_session(
     from caliban.providers.select import DEFAULT_MODELS, create_provider, resolve_provider
     from caliban.session.compat import prepare, resolve_model, retry_policy, select_builtins
     from caliban.session.resume import close_transcript, open_transcript
+    from caliban.skills.catalog import load_catalog
     from caliban.subagents import list_agents
     from caliban.tools.builtin import builtin_tools
     from caliban.tools.tasks import BackgroundTasks
@@ -96,6 +102,9 @@ async def open_session(
     retry = retry_policy()
     provider = create_provider(choice, **({"retry": retry} if retry else {}))
     warm_up = start_in_daemon_thread(provider.warm_up, name="caliban-sdk-import")
+    # The server's real context window (a local model's is rarely 128k), asked off the
+    # critical path; /context and lazy_mcp = "auto" read it once known.
+    window = asyncio.ensure_future(provider.refresh_context_window(choice.model))
 
     mcp_config = load_mcp_config(
         options.cwd,
@@ -119,6 +128,7 @@ async def open_session(
         only=options.tools,
         deny=[*settings.permissions.deny, *options.disallowed_tools],
     )
+    catalog = load_catalog(options.cwd)
     session = Session(
         settings=settings,
         provider=provider,
@@ -133,6 +143,8 @@ async def open_session(
         env=ToolEnv(cwd=options.cwd, project_root=root),
         builtins=chosen.builtins,
         agents=agent_definitions if chosen.agent else (),
+        skills=catalog.items,
+        permissions=policy,
         authorize=make_authorize(
             policy, deny_approver if setup.never_ask else approver or deny_approver
         ),
@@ -155,6 +167,7 @@ async def open_session(
             *mcp_config.problems,
             *mcp_config.warnings,
             *agent_warnings,
+            *catalog.warnings,
             *([lazy_warning] if lazy_warning else []),
         ]:
             session.emit(Notice(level="warning", text=text))
@@ -163,11 +176,15 @@ async def open_session(
                 if status.state == "failed":
                     session.emit(Notice(level="warning", text=describe_failure(status)))
             await warm_up
+            lazy = session.lazy_policy
+            if manager is not None and lazy is not None and lazy.mode == "auto":
+                await window  # "auto" weighs the tools against it; a short timeout bounds it
         yield session
     finally:
         close_transcript(session)
         await tasks.aclose()
         warm_up.cancel()
+        window.cancel()
         if manager is not None:
             await manager.aclose()
         await provider.aclose()

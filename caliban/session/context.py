@@ -17,25 +17,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any
 
-from caliban.messages import ImagePart, Message, TextPart, ToolCall, ToolResult, Usage
-from caliban.tokens import estimate_json_tokens, estimate_tokens
+from caliban.messages import (
+    Usage,
+)
+from caliban.tokens import estimate_tokens, message_tokens, tool_tokens
 from caliban.tools.base import McpOrigin, Tool
 
 if TYPE_CHECKING:
     from caliban.session.session import Session
+    from caliban.toolsets.base import SkillsView
 
 __all__ = [
-    "IMAGE_TOKENS",
     "ContextReport",
     "context_report",
-    "message_tokens",
-    "tool_tokens",
 ]
-
-IMAGE_TOKENS = 1_600
-"""Rough tokens for one image (Anthropic bills ~1.15 megapixels at about this much)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +64,12 @@ class ContextReport:
     """MCP tools this agent may use (on the wire or not)."""
     eager_mcp_tokens: int = 0
     """MCP tool definitions an eager request (lazy loading off) would carry now."""
+    skills: int = 0
+    """Skills and commands listed for the model (by name and description)."""
+    skill_listing_tokens: int = 0
+    """Their paragraph in the system prompt."""
+    skill_deferred_tokens: int = 0
+    """Their bodies, loaded only when the Skill tool is called."""
     estimated: bool = True
 
     @property
@@ -127,34 +130,12 @@ class ContextReport:
             },
             "last_request_tokens": self.measured,
             "mcp": mcp,
+            "skills": {
+                "listed": self.skills,
+                "listing_tokens": self.skill_listing_tokens,
+                "deferred_tokens": self.skill_deferred_tokens,
+            },
         }
-
-
-def tool_tokens(tools: Sequence[Tool]) -> int:
-    """Estimated tokens of these tools' definitions (compact JSON, as sent)."""
-    return sum(estimate_json_tokens(tool.spec.as_dict()) for tool in tools)
-
-
-def message_tokens(message: Message) -> int:
-    """An offline estimate of one message's tokens."""
-    total = 0
-    for part in message.parts:
-        match part:
-            case TextPart(text=text):
-                total += estimate_tokens(text)
-            case ToolCall(name=name, arguments=arguments):
-                total += estimate_tokens(name) + estimate_json_tokens(dict(arguments))
-            case ToolResult(content=content):
-                for item in content:
-                    if isinstance(item, TextPart):
-                        total += estimate_tokens(item.text)
-                    else:
-                        total += IMAGE_TOKENS
-            case ImagePart():
-                total += IMAGE_TOKENS
-            case _:
-                assert_never(part)
-    return total
 
 
 def context_report(session: Session) -> ContextReport:
@@ -166,11 +147,12 @@ def context_report(session: Session) -> ContextReport:
     on_wire = [tool for tool in view.offered if isinstance(tool.origin, McpOrigin)]
     usage = session.conversation.last_usage
     lazy = view.lazy
+    skills = view.skills
     return ContextReport(
         model=session.model,
         window=session.context_window(),
         system_tokens=estimate_tokens(system),
-        deferred_paragraph_tokens=estimate_tokens(addendum),
+        deferred_paragraph_tokens=estimate_tokens(_without(addendum, skills)),
         builtin_tool_tokens=tool_tokens(builtin),
         tool_search_tokens=tool_tokens([lazy.tool_search]) if lazy and lazy.deferred else 0,
         mcp_tool_tokens=tool_tokens(on_wire),
@@ -184,7 +166,17 @@ def context_report(session: Session) -> ContextReport:
         deferred_servers=len(_servers(lazy.deferred)) if lazy else 0,
         mcp_tools_total=len(view.mcp_tools),
         eager_mcp_tokens=tool_tokens(view.mcp_tools),
+        skills=skills.listed if skills else 0,
+        skill_listing_tokens=estimate_tokens(skills.listing) if skills else 0,
+        skill_deferred_tokens=skills.deferred_tokens if skills else 0,
     )
+
+
+def _without(addendum: str, skills: SkillsView | None) -> str:
+    """The system-prompt addendum without the skills paragraph: the MCP deferred paragraph."""
+    if skills is None or not skills.listing:
+        return addendum
+    return addendum.replace(skills.listing, "").strip("\n")
 
 
 def _servers(tools: Sequence[Tool]) -> set[str]:

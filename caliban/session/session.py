@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from caliban.agent import Agent, Authorize, Conversation, RunResult, allow_all
+from caliban.compaction import CompactionPolicy
 from caliban.config import LoadedConfig, Settings
-from caliban.events import AgentEvent, ConversationCleared, ModelChanged, Notice
+from caliban.events import AgentEvent, ConversationCleared, HistoryAppended, ModelChanged, Notice
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.mcp.lazy.policy import LazyPolicy, resolve_policy
 from caliban.messages import Message, Usage
 from caliban.providers.base import Provider
-from caliban.tools.base import CallContext, Tool, ToolEnv
+from caliban.tools.base import BUILTIN, CallContext, Tool, ToolEnv
 from caliban.toolsets.base import Toolset
 from caliban.toolsets.combined import CombinedToolset
 from caliban.toolsets.tool_list import ToolList
@@ -30,6 +31,9 @@ from caliban.toolsets.tool_list import ToolList
 if TYPE_CHECKING:
     from caliban.mcp.client import McpManager
     from caliban.mcp.lazy.toolset import LazyMcpToolset
+    from caliban.permissions.policy import PermissionPolicy
+    from caliban.permissions.rules import Rule
+    from caliban.skills.catalog import Skill
     from caliban.subagents import AgentDefinition
 
 Listener = Callable[[AgentEvent], None]
@@ -60,6 +64,10 @@ class Session:
     """Built-in tools, in the fixed order they are offered."""
     agents: Sequence[AgentDefinition] = ()
     """Sub-agents the ``Agent`` tool can start; none: no ``Agent`` tool."""
+    skills: Sequence[Skill] = ()
+    """Custom commands and skills (``/name``; listed for the model, loaded with ``Skill``)."""
+    permissions: PermissionPolicy | None = None
+    """The policy behind ``authorize``, when there is one: its mode (Shift+Tab) and rules."""
     id: str = field(default_factory=new_session_id)
     conversation: Conversation = field(default_factory=Conversation)
     authorize: Authorize = allow_all
@@ -95,6 +103,10 @@ class Session:
 
             tools.append(AgentTool(self.agents, self.spawn_child, on_usage=self._add_child_usage))
         parts: list[Toolset] = [ToolList(tools)]
+        if any(skill.model_invocable for skill in self.skills):
+            from caliban.skills.toolset import SkillToolset
+
+            parts.append(SkillToolset(self.skills))
         if self.activation is not None and self.lazy_policy is not None:
             from caliban.mcp.lazy.toolset import LazyMcpToolset
             from caliban.mcp.toolset import McpToolset
@@ -131,10 +143,11 @@ class Session:
         return self._lazy is not None and self._lazy.lazy
 
     def context_window(self) -> int:
-        """The current model's context window in tokens."""
+        """The current model's context window in tokens, as well as known now (the provider
+        may have asked its server: see ``refresh_context_window``)."""
         from caliban.providers.select import context_window
 
-        return context_window(self.provider.name, self.model)
+        return context_window(self.provider, self.model)
 
     # -- listeners
 
@@ -151,6 +164,17 @@ class Session:
 
     # -- running
 
+    def compaction(self) -> CompactionPolicy:
+        """When this session's conversations are compacted (``[context] auto_compact_at``)."""
+        return CompactionPolicy(
+            auto_at=self.settings.context.auto_compact_at, window=self.context_window
+        )
+
+    async def compact(self, instructions: str | None = None) -> None:
+        """Compact the conversation now (``/compact``); raises
+        :class:`~caliban.compaction.CompactionFailed` when there is nothing to compact."""
+        await self.agent().compact("manual", instructions)
+
     def agent(self) -> Agent:
         return Agent(
             provider=self.provider,
@@ -162,11 +186,40 @@ class Session:
             authorize=self.authorize,
             emit=self.emit,
             max_turns=self.max_turns,
+            compaction=self.compaction(),
+            web_search=self.offers_web_search(),
         )
 
-    async def run(self, prompt: str | Message) -> RunResult:
-        """Run one prompt to completion on this session's conversation."""
-        return await self.agent().run(prompt)
+    def offers_web_search(self, scope: AgentDefinition | None = None) -> bool:
+        """Whether the model gets the provider's own web search: only Anthropic has one, and
+        a ``WebSearch`` deny rule (or a sub-agent's tool list) turns it off."""
+        if self.provider.name != "anthropic":
+            return False
+        if scope is not None and not scope.allows("WebSearch"):
+            return False
+        if self.permissions is None:
+            return True
+        decision = self.permissions.decide("WebSearch", None, read_only=True, origin=BUILTIN)
+        return decision.behavior != "deny"
+
+    async def run(
+        self, prompt: str | Message, *, model: str | None = None, allow: Sequence[Rule] = ()
+    ) -> RunResult:
+        """Run one prompt to completion on this session's conversation; ``model`` and the
+        ``allow`` rules apply to this prompt only (a custom command's frontmatter)."""
+        agent = self.agent()
+        if model:
+            agent.model = model
+        if not allow or self.permissions is None:
+            return await agent.run(prompt)
+        with self.permissions.allowing(allow):
+            return await agent.run(prompt)
+
+    def add_context(self, message: Message) -> None:
+        """Append a user message without a request (``!command``'s output); the next prompt
+        carries it. Announced like every history change, so transcripts keep it."""
+        self.conversation.messages.append(message)
+        self.emit(HistoryAppended(message=message))
 
     def spawn_child(self, definition: AgentDefinition, ctx: CallContext) -> Agent:
         """The sub-agent for one ``Agent`` call: its own history, env and toolset (derived
@@ -183,8 +236,11 @@ class Session:
             env=env,
             authorize=self.authorize,
             emit=ctx.emit,
-            max_turns=definition.max_turns or DEFAULT_MAX_TURNS,
+            # --max-turns bounds a sub-agent too: a looping child must not outrun its parent.
+            max_turns=min(definition.max_turns or DEFAULT_MAX_TURNS, self.max_turns),
             parent_tool_use_id=ctx.call_id,
+            compaction=self.compaction(),
+            web_search=self.offers_web_search(definition),
         )
 
     def _child_model(self, wanted: str | None, ctx: CallContext) -> str:
@@ -226,6 +282,7 @@ class Session:
     def clear(self) -> None:
         """Start a new conversation (``/clear``)."""
         self.conversation = Conversation()
+        self.env.state.clear()  # the todo list belongs to the conversation
         if self.activation is not None:
             self.activation.swap(lambda current: McpActivationSet.empty(current.cap))
         self.emit(ConversationCleared())

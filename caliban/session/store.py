@@ -300,6 +300,10 @@ def load_session(path: Path) -> SessionRecord:
                     prompts += kind == "user_prompt"
             elif kind == "model" and main:
                 model = str(record["model"])
+            elif kind == "compact" and main:
+                # Resume after the boundary: the compacted history replaces what came before.
+                messages = [message_from_json(m) for m in record["messages"]]
+                last_usage = None
             elif kind == "clear" and main:
                 # /clear starts a new conversation and empties the activation set.
                 messages, usage, last_usage, prompts = [], Usage(), None, 0

@@ -39,8 +39,10 @@ from caliban.events import (
     ApiRetryEvent,
     AssistantDelta,
     AssistantMessage,
+    AssistantThinkingDelta,
     BackgroundTaskUpdate,
     ConversationCleared,
+    ConversationCompacted,
     HistoryAppended,
     ModelChanged,
     Notice,
@@ -57,7 +59,7 @@ FORMAT_VERSION = 1
 HISTORY_TYPES = frozenset({"user_prompt", "assistant", "tool_results", "history_append"})
 """Line types that append a message to the history they belong to."""
 
-DURABLE_TYPES = HISTORY_TYPES | {"header", "activation", "model", "clear"}
+DURABLE_TYPES = HISTORY_TYPES | {"header", "activation", "model", "clear", "compact"}
 """Line types a resume restores from; these are fsync-ed."""
 
 
@@ -101,7 +103,7 @@ def event_to_json(event: AgentEvent) -> dict[str, Any] | None:
     """
     body: dict[str, Any]
     match event:
-        case AssistantDelta() | BackgroundTaskUpdate():
+        case AssistantDelta() | AssistantThinkingDelta() | BackgroundTaskUpdate():
             return None
         case UserPrompt(message=message):
             body = {"type": "user_prompt", "message": message_to_json(message)}
@@ -138,6 +140,15 @@ def event_to_json(event: AgentEvent) -> dict[str, Any] | None:
             body = {"type": "model", "model": model}
         case ConversationCleared():
             body = {"type": "clear"}
+        case ConversationCompacted():
+            body = {
+                "type": "compact",
+                "trigger": event.trigger,
+                "pre_tokens": event.pre_tokens,
+                "post_tokens": event.post_tokens,
+                "summary": event.summary,
+                "messages": [message_to_json(m) for m in event.messages],
+            }
         case ApiRetryEvent():
             body = {
                 "type": "api_retry",

@@ -114,9 +114,9 @@ class AgentTool(BuiltinTool[AgentInput]):
         started = time.perf_counter()
         child = self.spawn(definition, dataclasses.replace(ctx, emit=stats))
         result = await child.run(args.prompt)
-        self.on_usage(result.usage)
+        self.on_usage(child.conversation.usage)  # its side requests (WebFetch) included
         output = self.format_result(kind, result)
-        structured = {
+        data = {
             "status": "completed",
             "prompt": args.prompt,
             "agentId": agent_id(ctx.call_id),
@@ -129,7 +129,7 @@ class AgentTool(BuiltinTool[AgentInput]):
             "usage": usage_to_api_json(result.usage),
             "toolStats": stats.as_dict(),
         }
-        return dataclasses.replace(output, structured=structured)
+        return dataclasses.replace(output, data=data)
 
     def format_result(self, kind: str, result: RunResult) -> ToolOutput:
         """The child's answer (cut at ``max_result_chars``), then a summary line: two text

@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 import functools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
@@ -49,6 +49,8 @@ class ToolEnv:
     cwd: Path
     project_root: Path
     file_reads: dict[Path, int] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+    """Per-agent state of tools, by tool name (TodoWrite's list); a sub-agent starts empty."""
 
     def resolve(self, path: str) -> Path:
         """``path`` made absolute against the working directory (``~`` expanded)."""
@@ -62,6 +64,10 @@ class ToolEnv:
         )
 
 
+AskModel = Callable[[str], Awaitable[str]]
+"""One question to the agent's model, without tools or history; returns the answer's text."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class CallContext:
     """What one tool call gets besides its arguments."""
@@ -69,19 +75,23 @@ class CallContext:
     env: ToolEnv
     call_id: str
     emit: Callable[[AgentEvent], None] = lambda event: None
+    ask_model: AskModel | None = None
+    """A side request to the same provider and model (WebFetch's answer about a page);
+    ``None`` where no model is at hand."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolOutput:
     """A tool's result. ``summary`` is a short line for the terminal (``120 lines``);
-    ``change`` is the file a Write or Edit changed, for showing its diff; ``structured`` is
-    the result as data (Claude Code's ``tool_use_result``, printed by ``caliban -p``)."""
+    ``change`` is the file a Write or Edit changed, for showing its diff."""
 
     content: tuple[ResultPart, ...]
     is_error: bool = False
     summary: str | None = None
     change: FileChange | None = None
-    structured: Any = None
+    data: Any = None
+    """The result as JSON-ready data, for programs rather than the model (Claude Code's
+    ``tool_use_result``: TodoWrite's old and new lists, WebFetch's status and size)."""
 
     @classmethod
     def text(
@@ -90,11 +100,9 @@ class ToolOutput:
         *,
         summary: str | None = None,
         change: FileChange | None = None,
-        structured: Any = None,
+        data: Any = None,
     ) -> ToolOutput:
-        return cls(
-            content=(TextPart(text=text),), summary=summary, change=change, structured=structured
-        )
+        return cls(content=(TextPart(text=text),), summary=summary, change=change, data=data)
 
     @classmethod
     def error(cls, text: str) -> ToolOutput:
@@ -196,6 +204,33 @@ class BuiltinInvocation(Generic[InputT]):
         return await self.tool.run(self.args, ctx)
 
 
+def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with nested models written in place (no ``$defs``/``$ref``): some
+    OpenAI-compatible servers do not resolve references, and the model reads it more easily."""
+    defs = schema.pop("$defs", None)
+    if not defs:
+        return schema
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                target = dict(defs[ref.removeprefix("#/$defs/")])
+                target.pop("title", None)
+                target["properties"] = {
+                    name: {k: v for k, v in prop.items() if k != "title"}
+                    for name, prop in target.get("properties", {}).items()
+                }
+                return resolve({**target, **{k: v for k, v in node.items() if k != "$ref"}})
+            return {key: resolve(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        return node
+
+    resolved: dict[str, Any] = resolve(schema)
+    return resolved
+
+
 class BuiltinTool(abc.ABC, Generic[InputT]):
     """A tool implemented in caliban. Subclasses set the class attributes and :meth:`run`,
     and override :meth:`subject` and :meth:`preview` when permission rules or the user
@@ -209,7 +244,7 @@ class BuiltinTool(abc.ABC, Generic[InputT]):
 
     @functools.cached_property
     def spec(self) -> ToolSpec:
-        schema = self.input_model.model_json_schema(by_alias=True)
+        schema = _inline_refs(self.input_model.model_json_schema(by_alias=True))
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
             prop.pop("title", None)
@@ -239,6 +274,7 @@ class BuiltinTool(abc.ABC, Generic[InputT]):
 
 __all__ = [
     "BUILTIN",
+    "AskModel",
     "BuiltinInvocation",
     "BuiltinOrigin",
     "BuiltinTool",

@@ -239,7 +239,7 @@ class Bash(BuiltinTool[BashInput]):
             f"{task.output_path}. Check on it with TaskOutput (task_id {task.id!r}) or Read "
             "that file; stop it with TaskStop.",
             summary=f"background task {task.id}",
-            structured={
+            data={
                 "stdout": "",
                 "stderr": "",
                 "interrupted": False,
@@ -371,7 +371,7 @@ def _result(finished: _Finished, timeout_s: float, notes: list[str]) -> ToolOutp
         "noOutputExpected": False,
     }
     return ToolOutput(
-        content=(TextPart(text=full),), is_error=is_error, summary=summary, structured=structured
+        content=(TextPart(text=full),), is_error=is_error, summary=summary, data=structured
     )
 
 

@@ -267,7 +267,7 @@ class Edit(BuiltinTool[EditInput]):
                 if output.is_error:
                     return output
                 return dataclasses.replace(
-                    output, structured=_edit_result(args, path, None, args.new_string)
+                    output, data=_edit_result(args, path, None, args.new_string)
                 )
             return ToolOutput.error(
                 _files.not_found_message(path, ctx.env.cwd)
@@ -304,7 +304,7 @@ class Edit(BuiltinTool[EditInput]):
             f"Edited {shown} ({what}):\n{snippet(plan.text, plan.first_line, plan.new_lines)}",
             summary=plural(plan.replacements, "replacement"),
             change=FileChange(path=path, shown=shown, before=file.text, after=plan.text),
-            structured=_edit_result(args, path, file.text, plan.text),
+            data=_edit_result(args, path, file.text, plan.text),
         )
 
     def _create(self, path: Path, shown: str, content: str, ctx: CallContext) -> ToolOutput:

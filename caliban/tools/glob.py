@@ -98,7 +98,7 @@ class Glob(BuiltinTool[GlobInput]):
             return ToolOutput.text(
                 f"No files match {args.pattern!r} in {where}{note}.",
                 summary="0 files",
-                structured=_glob_result([], started, total=0, complete=not result.timed_out),
+                data=_glob_result([], started, total=0, complete=not result.timed_out),
             )
         found = [directory / line for line in result.lines]
         found.sort(key=lambda p: (-_mtime(p), str(p)))
@@ -115,9 +115,7 @@ class Glob(BuiltinTool[GlobInput]):
         return ToolOutput.text(
             "\n".join(shown),
             summary=plural(len(found), "file"),
-            structured=_glob_result(
-                listed, started, total=len(found), complete=not result.timed_out
-            ),
+            data=_glob_result(listed, started, total=len(found), complete=not result.timed_out),
         )
 
 

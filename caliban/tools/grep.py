@@ -190,7 +190,7 @@ class Grep(BuiltinTool[GrepInput]):
             return ToolOutput.text(
                 f"No matches for {args.pattern!r} in {shown}{note}.",
                 summary="no matches",
-                structured=_grep_result(args, [], "", None),
+                data=_grep_result(args, [], "", None),
             )
         lines = result.lines
         total = result.total_lines
@@ -234,7 +234,7 @@ class Grep(BuiltinTool[GrepInput]):
         return ToolOutput.text(
             "\n".join(p for p in (header, body, *notes) if p),
             summary=summary,
-            structured=structured,
+            data=structured,
         )
 
 

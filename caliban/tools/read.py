@@ -134,7 +134,7 @@ def _read_image(
             ImagePart(media_type=media_type, data=encoded),
         ),
         summary=label,
-        structured={
+        data={
             "type": "image",
             "file": {"base64": encoded, "type": media_type, "originalSize": size},
         },
@@ -214,7 +214,7 @@ def _read_text(
             "totalLines": total,
         },
     }
-    return ToolOutput.text(text, summary=summary, structured=structured)
+    return ToolOutput.text(text, summary=summary, data=structured)
 
 
 def _count_rest(

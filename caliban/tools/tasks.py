@@ -227,7 +227,7 @@ class TaskOutput(BuiltinTool[TaskOutputInput]):
         return ToolOutput.text(
             "\n\n".join(sections),
             summary=f"{task.id}: {status}",
-            structured={
+            data={
                 "retrieval_status": retrieval,
                 "task": {
                     "task_id": task.id,
@@ -288,7 +288,7 @@ class TaskStop(BuiltinTool[TaskStopInput]):
         return ToolOutput.text(
             json.dumps(result, ensure_ascii=False, separators=(",", ":")),
             summary=f"stopped {task.id}",
-            structured=result,
+            data=result,
         )
 
 

@@ -94,7 +94,7 @@ class Write(BuiltinTool[WriteInput]):
             f"{verb} {shown}: wrote {plural(lines, 'line')}{note}.",
             summary=f"Wrote {plural(lines, 'line')} to {path.name}",
             change=FileChange(path=path, shown=shown, before=before, after=after),
-            structured={
+            data={
                 "type": "update" if existed else "create",
                 "filePath": str(path),
                 "content": args.content,

@@ -42,6 +42,17 @@ class LazyView:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class SkillsView:
+    """Skills loaded lazily: listed in the system prompt, bodies loaded on use."""
+
+    listed: int
+    listing: str
+    """The paragraph naming them (part of the system prompt)."""
+    deferred_tokens: int
+    """Their bodies, not in the context until the Skill tool loads one."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ToolsetView:
     """What a toolset puts in the next request, for ``/context`` and ``/tools``."""
 
@@ -51,6 +62,8 @@ class ToolsetView:
     """Every MCP tool this toolset may use, on the wire or not."""
     lazy: LazyView | None = None
     """Set while MCP tools are loaded lazily."""
+    skills: SkillsView | None = None
+    """Set when skills are listed for the model."""
 
 
 class Toolset(Protocol):

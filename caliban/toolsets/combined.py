@@ -62,6 +62,7 @@ class CombinedToolset:
             addendum="\n\n".join(view.addendum for view in views if view.addendum),
             mcp_tools=tuple(tool for view in views for tool in view.mcp_tools),
             lazy=next((view.lazy for view in views if view.lazy is not None), None),
+            skills=next((view.skills for view in views if view.skills is not None), None),
         )
 
     def for_child(self, scope: ChildScope) -> CombinedToolset:

@@ -78,7 +78,22 @@ class Catalog:
         position = {group.server: i for i, group in enumerate(self.groups)}
         self._entry = {name: (position[server], short) for name, (server, short) in entries.items()}
         self._without: dict[tuple[int, frozenset[str]], ManifestGroup] = {}
+        bare: dict[str, list[Tool]] = {}
+        for tool in self.by_name.values():
+            origin = tool.origin
+            if isinstance(origin, McpOrigin):
+                short = tool.name.removeprefix(wire_prefix(origin.server))
+                for key in {origin.tool.lower(), short.lower()}:
+                    bare.setdefault(key, []).append(tool)
+        self._bare = bare
         self._index: ToolIndex[SearchDoc] | None = None
+
+    def bare_name(self, name: str) -> Tool | None:
+        """The one tool whose own name (on its server) is ``name``, ignoring case; ``None``
+        when no tool or several tools have it (the model guessed a name: run it only when
+        the guess is unambiguous)."""
+        found = self._bare.get(name.lower(), [])
+        return found[0] if len(found) == 1 else None
 
     def paragraph(self, active: Sequence[Tool]) -> str:
         """The deferred paragraph while ``active`` (lazy tools) are on the wire."""

@@ -13,12 +13,12 @@ Pure: nothing here does I/O or imports the MCP SDK.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, assert_never
 
 from caliban.config import ToolsSettings
-from caliban.tokens import estimate_json_tokens
+from caliban.tokens import tool_tokens
 from caliban.tools.base import Tool
 
 __all__ = [
@@ -26,7 +26,6 @@ __all__ = [
     "LazyDecision",
     "LazyPolicy",
     "decide",
-    "mcp_definition_tokens",
     "resolve_policy",
 ]
 
@@ -105,18 +104,13 @@ def resolve_policy(
     return LazyPolicy(mode=mode, cap=cap, pinned_eager=pinned, forced_lazy=forced)
 
 
-def mcp_definition_tokens(tools: Iterable[Tool]) -> int:
-    """Estimated tokens of these tools' definitions as sent to the model."""
-    return sum(estimate_json_tokens(tool.spec.as_dict()) for tool in tools)
-
-
 def decide(policy: LazyPolicy, mcp_tools: Sequence[Tool], *, context_window: int) -> LazyDecision:
     """Lazy or eager for the current catalog (``"auto"`` weighs its size against the window)."""
     match policy.mode:
         case "on":
             return LazyDecision(lazy=True, eager_servers=policy.pinned_eager)
         case "auto":
-            tokens = mcp_definition_tokens(mcp_tools)
+            tokens = tool_tokens(mcp_tools)
             if tokens > AUTO_FRACTION * context_window:
                 return LazyDecision(lazy=True, eager_servers=policy.pinned_eager)
         case "off":

@@ -53,12 +53,8 @@ from caliban.toolsets.base import ChildScope, LazyView, Toolset, ToolsetView
 __all__ = ["DeferredTool", "LazyMcpToolset"]
 
 
-class DeferredTool:
-    """A deferred MCP tool called by name: on an error result its schema is added.
-
-    The model never saw the schema of a tool it calls without searching first, so when the
-    server rejects the arguments the result says what they should be.
-    """
+class _WrappedTool:
+    """Another tool, unchanged but for what :meth:`bind` returns."""
 
     def __init__(self, tool: Tool) -> None:
         self.tool = tool
@@ -79,13 +75,11 @@ class DeferredTool:
     def spec(self) -> ToolSpec:
         return self.tool.spec
 
-    def bind(self, arguments: Mapping[str, Any]) -> Invocation | str:
-        bound = self.tool.bind(arguments)
-        return bound if isinstance(bound, str) else _DeferredInvocation(self.tool, bound)
-
 
 @dataclass(frozen=True, slots=True)
-class _DeferredInvocation:
+class _WrappedInvocation:
+    """Another tool's invocation whose output :meth:`amend` may add to."""
+
     tool: Tool
     inner: Invocation
 
@@ -97,7 +91,27 @@ class _DeferredInvocation:
         return self.inner.preview(env)
 
     async def run(self, ctx: CallContext) -> ToolOutput:
-        output = await self.inner.run(ctx)
+        return self.amend(await self.inner.run(ctx))
+
+    def amend(self, output: ToolOutput) -> ToolOutput:
+        return output
+
+
+class DeferredTool(_WrappedTool):
+    """A deferred MCP tool called by name: on an error result its schema is added.
+
+    The model never saw the schema of a tool it calls without searching first, so when the
+    server rejects the arguments the result says what they should be.
+    """
+
+    def bind(self, arguments: Mapping[str, Any]) -> Invocation | str:
+        bound = self.tool.bind(arguments)
+        return bound if isinstance(bound, str) else _WithSchemaOnError(self.tool, bound)
+
+
+@dataclass(frozen=True, slots=True)
+class _WithSchemaOnError(_WrappedInvocation):
+    def amend(self, output: ToolOutput) -> ToolOutput:
         if not output.is_error:
             return output
         schema = json.dumps(self.tool.spec.input_schema, ensure_ascii=False, separators=(",", ":"))
@@ -106,6 +120,37 @@ class _DeferredInvocation:
             "If the arguments were wrong, call it again with arguments matching the schema."
         )
         return ToolOutput(content=(*output.content, hint), is_error=True, summary=output.summary)
+
+
+class GuessedTool(_WrappedTool):
+    """An MCP tool the model called by a bare name (``get_current_time`` for
+    ``mcp__time__get_current_time``): it runs, and the result says the full name."""
+
+    def __init__(self, tool: Tool, called_as: str) -> None:
+        super().__init__(tool)
+        self.called_as = called_as
+
+    def bind(self, arguments: Mapping[str, Any]) -> Invocation | str:
+        bound = self.tool.bind(arguments)
+        if isinstance(bound, str):
+            return bound
+        return _WithFullName(
+            self.tool,
+            bound,
+            f"(There is no tool named {self.called_as}; "
+            f"this ran {self.tool.name}. Call it by that full name.)",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _WithFullName(_WrappedInvocation):
+    note: str
+
+    def amend(self, output: ToolOutput) -> ToolOutput:
+        note = TextPart(text=self.note)
+        return ToolOutput(
+            content=(*output.content, note), is_error=output.is_error, summary=output.summary
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -202,9 +247,15 @@ class LazyMcpToolset:
         if name == self.tool_search.name and catalog.decision.lazy:
             return self.tool_search
         tool = catalog.by_name.get(name)
-        if tool is not None and name in catalog.lazy_by_name and name not in self.activation.get():
-            return DeferredTool(tool)
-        return tool
+        if tool is None:
+            guess = catalog.bare_name(name)
+            return GuessedTool(self._callable(guess), name) if guess is not None else None
+        return self._callable(tool)
+
+    def _callable(self, tool: Tool) -> Tool:
+        """A deferred tool wrapped so that an error result brings its schema."""
+        deferred = tool.name in self.catalog().lazy_by_name
+        return DeferredTool(tool) if deferred and tool.name not in self.activation.get() else tool
 
     def names(self) -> tuple[str, ...]:
         """Every callable name: ToolSearch (while offered), then every MCP tool."""

@@ -1,0 +1,158 @@
+"""Running ``/name args``: a command or skill expanded into the prompt the model gets.
+
+The message follows Claude Code's: a ``<command-message>``/``<command-name>``/
+``<command-args>`` block, then the expanded text (a skill's starts with its base directory),
+preceded by a Read of each ``@file`` it mentions. ``!`command``` snippets run in a shell in
+the working directory, but only from a user's own files or a trusted project
+(:func:`caliban.trust.is_trusted`): a command from a project folder nobody trusted is refused
+before anything runs, and its ``allowed-tools`` are ignored. A ``deny`` permission rule
+covering a snippet refuses the command too. ``allowed-tools`` become allow rules for that
+prompt only; ``model`` picks the model for it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from caliban.agent import RunResult
+from caliban.events import Notice
+from caliban.messages import Message, TextPart, Usage
+from caliban.permissions.rules import Rule, is_within
+from caliban.skills.catalog import Skill, find_skill
+from caliban.skills.expand import file_mentions, run_snippets, shell_snippets, substitute_arguments
+from caliban.tools.base import BUILTIN, CallContext, ToolEnv, call_tool
+
+if TYPE_CHECKING:
+    from caliban.session.session import Session
+
+
+class CommandRefused(Exception):
+    """The command must not run; the message says why and what to do."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Expanded:
+    """A command ready to run: the user message, the model and the rules for its prompt."""
+
+    message: Message
+    model: str | None = None
+    allow: tuple[Rule, ...] = ()
+    notes: tuple[str, ...] = ()
+    """Things the user should know (attachments skipped, settings ignored)."""
+
+
+def header(name: str, arguments: str) -> str:
+    return (
+        f"<command-message>{name}</command-message>\n<command-name>/{name}</command-name>\n"
+        f"<command-args>{arguments}</command-args>\n"
+    )
+
+
+async def expand_invocation(session: Session, skill: Skill, arguments: str) -> Expanded:
+    """Expand ``/skill.name arguments`` for ``session``; raises :class:`CommandRefused`."""
+    from caliban.trust import is_trusted
+
+    root = session.env.project_root
+    trusted = skill.scope == "user" or is_trusted(root)
+    notes: list[str] = []
+    text = substitute_arguments(skill.body, arguments)
+    if skill.kind == "skill":
+        text = f"Base directory for this skill: {skill.base_dir}\n\n{text}"
+    if snippets := shell_snippets(text):
+        if not trusted:
+            raise CommandRefused(
+                f"/{skill.name} runs shell commands (!`{snippets[0]}`) and comes from "
+                f"{skill.path}, in a project folder you have not trusted ({root}); caliban "
+                "does not run them. Trust the folder first, or run the commands yourself "
+                "with !command at the prompt."
+            )
+        for command in snippets:
+            if (reason := _denied(session, command)) is not None:
+                raise CommandRefused(f"/{skill.name} was not run: `{command}`: {reason}")
+        env = session.env.fork()  # a snippet's `cd` does not move the session
+        text = await run_snippets(text, lambda command: _shell(command, env))
+    attachments, skipped = await _attach(text, session.env, skill)
+    notes.extend(skipped)
+    allow = skill.allowed_tools
+    if allow and not trusted:
+        notes.append(
+            f"/{skill.name}: allowed-tools ignored: {skill.path} is in a project folder you "
+            "have not trusted"
+        )
+        allow = ()
+    parts = (*attachments, TextPart(text=header(skill.name, arguments)), TextPart(text=text))
+    message = Message(role="user", parts=parts)
+    return Expanded(message=message, model=skill.model, allow=allow, notes=tuple(notes))
+
+
+async def run_command(session: Session, name: str, arguments: str) -> RunResult:
+    """Run ``/name arguments`` headless: unknown names and refusals make no request."""
+    skill = find_skill(session.skills, name)
+    if skill is None:
+        return RunResult(
+            subtype="success", text=f"Unknown command: /{name}", num_turns=0, usage=Usage()
+        )
+    try:
+        expanded = await expand_invocation(session, skill, arguments)
+    except CommandRefused as exc:
+        return RunResult(
+            subtype="error_during_execution", text="", num_turns=0, usage=Usage(), error=str(exc)
+        )
+    for note in expanded.notes:
+        session.emit(Notice(level="warning", text=note))
+    return await session.run(expanded.message, model=expanded.model, allow=expanded.allow)
+
+
+def _denied(session: Session, command: str) -> str | None:
+    if session.permissions is None:
+        return None
+    decision = session.permissions.decide("Bash", command, read_only=False, origin=BUILTIN)
+    return decision.reason if decision.behavior == "deny" else None
+
+
+async def _shell(command: str, env: ToolEnv) -> str:
+    from caliban.tools.bash import Bash
+
+    output = await call_tool(Bash(), {"command": command}, CallContext(env=env, call_id="cmd"))
+    text = output.as_text
+    return "" if text == "(no output)" else text
+
+
+async def _attach(text: str, env: ToolEnv, skill: Skill) -> tuple[list[TextPart], list[str]]:
+    """A Read of each ``@file`` in ``text``, as Claude Code attaches it; a project command
+    reads only inside the project."""
+    from caliban.tools.read import Read
+
+    parts: list[TextPart] = []
+    skipped: list[str] = []
+    for mention in file_mentions(text):
+        path = env.resolve(mention)
+        if not path.is_file():
+            continue  # an @handle or an address, not a file
+        if skill.scope == "project" and not is_within(path.resolve(), env.project_root.resolve()):
+            skipped.append(f"/{skill.name}: @{mention} not attached: it is outside the project")
+            continue
+        arguments = {"file_path": str(path)}
+        output = await call_tool(Read(), arguments, CallContext(env=env, call_id="attach"))
+        if output.is_error:
+            skipped.append(f"/{skill.name}: @{mention} not attached: {output.as_text}")
+            continue
+        called = json.dumps(arguments, separators=(",", ":"))
+        parts.append(
+            TextPart(
+                text="<system-reminder>\nCalled the Read tool with the following input: "
+                f"{called}\n</system-reminder>"
+            )
+        )
+        parts.append(
+            TextPart(
+                text="<system-reminder>\nResult of calling the Read tool:\n"
+                f"{output.as_text}\n</system-reminder>"
+            )
+        )
+    return parts, skipped
+
+
+__all__ = ["CommandRefused", "Expanded", "expand_invocation", "header", "run_command"]
