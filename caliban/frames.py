@@ -492,12 +492,12 @@ class FrameBuilder:
     def _result_block(self, event: ToolFinished) -> dict[str, Any]:
         result = event.result
         content: Any
-        # Claude Code: a string, except a successful sub-agent's answer and an MCP result
+        # Claude Code: a string, except a sub-agent's answer and a successful MCP result
         # without structuredContent, which keep their blocks.
         mcp_blocks = isinstance(event.origin, McpOrigin) and event.data is None
         agent_blocks = event.call.name == AGENT_TOOL and event.data is not None
         images = any(isinstance(p, ImagePart) for p in result.content)
-        if images or (not result.is_error and (mcp_blocks or agent_blocks)):
+        if images or agent_blocks or (mcp_blocks and not result.is_error):
             content = [part_to_json(p) for p in result.content]
         else:
             content = result.text

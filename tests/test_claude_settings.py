@@ -200,9 +200,10 @@ def test_model_aliases_resolve_for_the_provider() -> None:
 
 def test_tools_flag_and_bare_deny_rules_remove_tools() -> None:
     tools = builtin_tools()
-    only = select_builtins(tools, only=["Bash", "Read", "WebFetch"], deny=[])
+    only = select_builtins(tools, only=["Bash", "Read", "NotebookEdit"], deny=[])
     assert [t.name for t in only.builtins] == ["Read", "Bash"] and not only.agent
-    assert only.warnings == ["--tools: caliban has no tool WebFetch; skipped"]
+    assert only.warnings == ["--tools: caliban has no tool NotebookEdit; skipped"]
+    assert only.deny == ("WebSearch",)  # the provider's own search: off unless named
     assert select_builtins(tools, only=[], deny=[]).builtins == []
     removed = select_builtins(tools, only=None, deny=["Bash", "Read(.env)", "Task"])
     assert "Bash" not in [t.name for t in removed.builtins] and "Read" in [

@@ -114,20 +114,20 @@ async def open_session(
     )
     manager = start_mcp(mcp_config.servers)
 
-    policy = PermissionPolicy.from_settings(
-        settings.permissions,
-        project_root=root,
-        allowed=options.allowed_tools,
-        disallowed=options.disallowed_tools,
-        working_dirs=setup.add_dirs,
-    )
-    agent_definitions, agent_warnings = list_agents(options.cwd, extra=setup.extra_agents)
     tasks = BackgroundTasks()
     chosen = select_builtins(
         builtin_tools(tasks),
         only=options.tools,
         deny=[*settings.permissions.deny, *options.disallowed_tools],
     )
+    policy = PermissionPolicy.from_settings(
+        settings.permissions,
+        project_root=root,
+        allowed=options.allowed_tools,
+        disallowed=[*options.disallowed_tools, *chosen.deny],
+        working_dirs=setup.add_dirs,
+    )
+    agent_definitions, agent_warnings = list_agents(options.cwd, extra=setup.extra_agents)
     catalog = load_catalog(options.cwd)
     session = Session(
         settings=settings,

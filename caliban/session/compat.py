@@ -173,6 +173,7 @@ def resolve_model(
 
 AGENT_NAMES: Final = frozenset({"Agent", "Task"})
 """The Agent tool, and ``Task``: Claude Code's older name for it, still used in its init frame."""
+WEB_SEARCH: Final = "WebSearch"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,6 +181,8 @@ class ToolChoice:
     builtins: list[Tool]
     agent: bool
     """Whether the Agent tool is offered."""
+    deny: tuple[str, ...]
+    """Deny rules for tools that are not built-ins (``WebSearch`` left out of ``--tools``)."""
     warnings: list[str]
 
 
@@ -207,10 +210,13 @@ def select_builtins(
     names = {tool.name for tool in tools}
     warnings: list[str] = []
     agent = True
+    deny_rules: tuple[str, ...] = ()
     if only is not None:
         wanted = set(only)
         agent = bool(wanted & AGENT_NAMES)
-        if unknown := sorted(wanted - names - AGENT_NAMES):
+        if WEB_SEARCH not in wanted:
+            deny_rules = (WEB_SEARCH,)  # the provider's own tool, off unless named
+        if unknown := sorted(wanted - names - AGENT_NAMES - {WEB_SEARCH}):
             warnings.append(f"--tools: caliban has no tool {', '.join(unknown)}; skipped")
         tools = [tool for tool in tools if tool.name in wanted]
     removed: set[str] = set()
@@ -224,5 +230,6 @@ def select_builtins(
     return ToolChoice(
         builtins=[tool for tool in tools if tool.name not in removed],
         agent=agent and not removed & AGENT_NAMES,
+        deny=deny_rules,
         warnings=warnings,
     )
