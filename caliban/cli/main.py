@@ -390,7 +390,10 @@ VARIADIC_OPTIONS = frozenset(
 """Options that take several values, as in Claude Code (``--allowedTools Bash Edit``)."""
 
 
-_RULE_WORD = re.compile(r"[A-Za-z0-9_*?\-.]+(\(.*\))?(,\s*[A-Za-z0-9_*?\-.]+(\(.*\))?)*,?")
+_TOOL = r"(?:[A-Z][A-Za-z0-9_*?]*|mcp__[A-Za-z0-9_*?\-.]*)(?:\(.*\))?"
+_RULE_WORD = re.compile(rf"{_TOOL}(?:[,\s]+{_TOOL})*,?")
+"""A list of rules: tool names start with a capital (``Bash``, ``Edit(src/**)``) or
+``mcp__``, so a lower-case word after the list (``-p --allowedTools Read go``) is the prompt."""
 
 
 def _takes_another(option: str, token: str) -> bool:
