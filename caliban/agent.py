@@ -342,6 +342,7 @@ class Agent:
                                 usage=event.usage,
                                 model=request.model,
                                 parent_tool_use_id=self.parent_id,
+                                stop_reason=event.stop_reason,
                             ),
                         )
                         return event
@@ -377,7 +378,7 @@ class Agent:
         origin = tool.origin if tool is not None else None
         self.emit(ToolStarted(call=call, origin=origin, parent_tool_use_id=self.parent_id))
         started = time.perf_counter()
-        output = await self._call_tool(call, tool)
+        output, denied = await self._call_tool(call, tool)
         result = ToolResult(tool_call_id=call.id, content=output.content, is_error=output.is_error)
         self.emit(
             ToolFinished(
@@ -389,34 +390,36 @@ class Agent:
                 data=output.data,
                 duration_ms=int((time.perf_counter() - started) * 1000),
                 parent_tool_use_id=self.parent_id,
+                denied=denied,
             )
         )
         return result
 
-    async def _call_tool(self, call: ToolCall, tool: Tool | None) -> ToolOutput:
+    async def _call_tool(self, call: ToolCall, tool: Tool | None) -> tuple[ToolOutput, bool]:
+        """The call's output, and whether it was refused (a permission or a hook said no)."""
         if tool is None:
-            return ToolOutput.error(_unknown_tool(call.name, self.toolset))
+            return ToolOutput.error(_unknown_tool(call.name, self.toolset)), False
         if (raw := call.invalid_arguments) is not None:
             return ToolOutput.error(
                 f"{call.name} did not run: its arguments were not a valid JSON object "
                 f"({raw[:500]!r}). Call it again with a JSON object matching its schema."
-            )
+            ), False
         if tool.read_only and self.repeat_guard.repeats(call):
             return ToolOutput.error(
                 f"{call.name} was not run again: you made this exact call (same arguments) in "
                 "your previous turn and its result is above. Use that result, or call it with "
                 "different arguments."
-            )
+            ), False
         bound = tool.bind(call.arguments)
         if isinstance(bound, str):
-            return ToolOutput.error(bound)
+            return ToolOutput.error(bound), False
         verdict = await self.hooks.before_tool(tool.name, call.arguments, call.id)
         if verdict.blocked is not None:
-            return ToolOutput.error(verdict.blocked)
+            return ToolOutput.error(verdict.blocked), True
         if verdict.updated_input is not None:
             bound = tool.bind(verdict.updated_input)
             if isinstance(bound, str):
-                return ToolOutput.error(f"A PreToolUse hook changed the input: {bound}")
+                return ToolOutput.error(f"A PreToolUse hook changed the input: {bound}"), False
         if verdict.stop is not None:
             self._stop = verdict.stop
         ctx = CallContext(
@@ -427,20 +430,23 @@ class Agent:
             hook_decision=verdict.decision,
         )
         if (reason := await self.authorize(tool, bound, ctx)) is not None:
-            return ToolOutput.error(f"Permission denied for {call.name}: {reason}")
-        if (event := self.toolset.note_call(tool.name)) is not None:
-            self._emit_own(event)
-        try:
-            output = await bound.run(ctx)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a tool failure is a result the model reads
-            output = ToolOutput.error(f"{call.name} failed: {type(exc).__name__}: {exc}")
+            return ToolOutput.error(f"Permission denied for {call.name}: {reason}"), True
+        output = await self._run_bound(tool, bound, ctx)
         response = output.data if output.data is not None else output.as_text
         note = await self.hooks.after_tool(
             tool.name, call.arguments, call.id, response, failed=output.is_error
         )
-        return output.with_note(note) if note else output
+        return (output.with_note(note) if note else output), False
+
+    async def _run_bound(self, tool: Tool, bound: Invocation, ctx: CallContext) -> ToolOutput:
+        if (event := self.toolset.note_call(tool.name)) is not None:
+            self._emit_own(event)
+        try:
+            return await bound.run(ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool failure is a result the model reads
+            return ToolOutput.error(f"{tool.name} failed: {type(exc).__name__}: {exc}")
 
     async def ask_model(self, prompt: str) -> str:
         """A side request to this agent's provider and model: no tools, no history, nothing

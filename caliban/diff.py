@@ -10,9 +10,9 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-__all__ = ["Diff", "DiffLine", "FileChange", "diff_lines"]
+__all__ = ["Diff", "DiffLine", "FileChange", "diff_lines", "structured_patch"]
 
 DiffKind = Literal["+", "-", " ", "…"]
 
@@ -71,3 +71,32 @@ def diff_lines(before: str, after: str, *, context: int = 2) -> Diff:
                 added += j2 - j1
                 lines.extend(DiffLine(kind="+", number=j + 1, text=new[j]) for j in range(j1, j2))
     return Diff(lines=tuple(lines), added=added, removed=removed)
+
+
+def structured_patch(before: str, after: str, *, context: int = 3) -> list[dict[str, Any]]:
+    """Unified-diff hunks as Claude Code's ``structuredPatch`` reports them: ``oldStart``,
+    ``oldLines``, ``newStart``, ``newLines`` and ``lines`` prefixed with ``-``, ``+`` or a
+    space (what scripts reading ``tool_use_result`` of Write and Edit expect)."""
+    old, new = before.splitlines(), after.splitlines()
+    hunks: list[dict[str, Any]] = []
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    for group in matcher.get_grouped_opcodes(context):
+        first, last = group[0], group[-1]
+        lines: list[str] = []
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                lines.extend(f" {line}" for line in old[i1:i2])
+                continue
+            lines.extend(f"-{line}" for line in old[i1:i2])
+            lines.extend(f"+{line}" for line in new[j1:j2])
+        old_lines, new_lines = last[2] - first[1], last[4] - first[3]
+        hunks.append(
+            {
+                "oldStart": first[1] + 1 if old_lines else first[1],
+                "oldLines": old_lines,
+                "newStart": first[3] + 1 if new_lines else first[3],
+                "newLines": new_lines,
+                "lines": lines,
+            }
+        )
+    return hunks

@@ -43,6 +43,8 @@ class AssistantMessage:
     usage: Usage
     model: str
     parent_tool_use_id: str | None = None
+    stop_reason: str | None = None
+    """Why the response ended (``end_turn``, ``tool_use``, ``max_tokens``, …)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -65,6 +67,8 @@ class ToolFinished:
     """The tool's structured result (``ToolOutput.data``: Claude Code's ``tool_use_result``)."""
     duration_ms: int = 0
     parent_tool_use_id: str | None = None
+    denied: bool = False
+    """The permission policy (or the user) refused the call; it did not run."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -134,6 +138,21 @@ class ActivationChanged:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class BackgroundTaskUpdate:
+    """A background command (Bash ``run_in_background``) started, finished or was stopped."""
+
+    task_id: str
+    tool_use_id: str
+    """The Bash call that started it."""
+    status: Literal["running", "completed", "failed", "killed"]
+    description: str
+    command: str
+    end_time_ms: int | None = None
+    """When it ended (Unix time, milliseconds); ``None`` while running."""
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Notice:
     """Something the user should see that is not part of the conversation."""
 
@@ -156,5 +175,6 @@ AgentEvent = (
     | ConversationCompacted
     | ApiRetryEvent
     | ActivationChanged
+    | BackgroundTaskUpdate
     | Notice
 )

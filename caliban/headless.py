@@ -1,36 +1,32 @@
-"""``caliban -p``: run one prompt headless and print text, a JSON result, or stream-json.
+"""``caliban -p``: run headless and print text, a JSON result, or stream-json frames.
 
-The output follows Claude Code's headless format so existing scripts work. Diagnostics go
-to stderr, never stdout. Exit codes: 0 success, 1 error during execution, 2 usage error,
-78 config error, 130 interrupted.
+The output is Claude Code's (2.1.197, recorded in ``tests/fixtures/claude_code``), so its
+scripts work unchanged: :mod:`caliban.frames` builds the frames; this module validates the
+flags as Claude Code does, reads the prompt (an argument and/or stdin, or stream-json user
+messages, one turn each), runs the turns and picks the exit code. Diagnostics go to stderr.
+
+Exit codes: 0 success, 1 error during execution (an API error, max turns), 2 usage error
+(Claude Code uses 1 here too), 78 config error, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import signal
 import sys
-import time
+import threading
+import uuid
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from caliban.agent import RunResult
 from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
-from caliban.events import (
-    AgentEvent,
-    ApiRetryEvent,
-    AssistantMessage,
-    ConversationCompacted,
-    Notice,
-    ToolResultsMessage,
-)
-from caliban.messages import Usage
-from caliban.pricing import cost_usd
-from caliban.serialize import message_to_json
+from caliban.events import AgentEvent, ApiRetryEvent, Notice
+from caliban.frames import Frame, FrameBuilder, TurnOutcome
 
 if TYPE_CHECKING:
+    from caliban.agent import RunResult
+    from caliban.messages import Message
     from caliban.session.session import Session
 
 EXIT_OK = 0
@@ -45,8 +41,31 @@ class PromptTooLarge(Exception):
     """The prompt piped on stdin is over :data:`MAX_STDIN_CHARS`; the message says what to do."""
 
 
+def validate(options: CliOptions) -> str | None:
+    """Claude Code's checks of the headless flags: the message of the first that fails."""
+    stream_out = options.output_format == "stream-json"
+    if stream_out and not options.verbose:
+        return "Error: When using --print, --output-format=stream-json requires --verbose"
+    if options.include_partial_messages and not stream_out:
+        return "Error: --include-partial-messages requires --print and --output-format=stream-json."
+    if options.input_format == "stream-json" and not stream_out:
+        return "Error: --input-format=stream-json requires output-format=stream-json."
+    if options.replay_user_messages and not (stream_out and options.input_format == "stream-json"):
+        return (
+            "Error: --replay-user-messages requires --input-format=stream-json and "
+            "--output-format=stream-json."
+        )
+    if options.session_id is not None:
+        try:
+            uuid.UUID(options.session_id)
+        except ValueError:
+            return "Error: Invalid session ID. Must be a valid UUID."
+    return None
+
+
 def read_prompt(options: CliOptions, stdin: IO[str]) -> str | None:
-    """The prompt argument, stdin when it is piped, or both (stdin first, as context).
+    """The prompt: the argument, stdin when it is piped, or both (``"<arg>\\n<stdin>"``, as
+    Claude Code joins them).
 
     Raises :class:`PromptTooLarge` rather than reading an endless or huge stream into memory.
     """
@@ -57,243 +76,460 @@ def read_prompt(options: CliOptions, stdin: IO[str]) -> str | None:
             "tokens, more than a model takes in one prompt); save it to a file and ask "
             "caliban to Read or Grep the parts it needs"
         )
-    parts = [p.strip() for p in (piped, options.prompt) if p and p.strip()]
-    return "\n\n".join(parts) or None
+    parts = [p.strip("\n") for p in (options.prompt, piped) if p and p.strip()]
+    return "\n".join(parts) or None
 
 
 @dataclass(kw_only=True)
-class HeadlessPrinter:
-    """Turns loop events into the chosen output format."""
+class Output:
+    """Where frames go: a line each (stream-json), an array at the end (``json --verbose``),
+    or only the result (``json``, ``text``)."""
 
     output_format: str
+    verbose: bool
     out: IO[str]
-    err: IO[str]
-    session_id: str = ""
-    started: float = field(default_factory=time.monotonic)
+    collected: list[Frame] = field(default_factory=list)
 
-    def line(self, obj: dict[str, Any]) -> None:
-        self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    def frame(self, frame: Frame) -> None:
+        if self.output_format == "stream-json":
+            self._line(frame)
+        elif self.output_format == "json" and self.verbose:
+            self.collected.append(frame)
+
+    def result(self, frame: Frame) -> None:
+        match self.output_format:
+            case "stream-json":
+                self._line(frame)
+            case "json" if self.verbose:
+                self.collected.append(frame)
+            case "json":
+                self._line(frame)
+            case _:
+                text = frame.get("result") or ""
+                if text:
+                    self.out.write(text if text.endswith("\n") else text + "\n")
+                    self.out.flush()
+
+    def finish(self) -> None:
+        if self.output_format == "json" and self.verbose:
+            self._line(self.collected)
+
+    def _line(self, obj: Any) -> None:
+        self.out.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
         self.out.flush()
 
-    def init(
-        self,
-        *,
-        cwd: str,
-        model: str,
-        tools: list[str],
-        mcp_servers: list[dict[str, str]],
-        permission_mode: str,
-    ) -> None:
-        if self.output_format == "stream-json":
-            self.line(
-                {
-                    "type": "system",
-                    "subtype": "init",
-                    "session_id": self.session_id,
-                    "cwd": cwd,
-                    "model": model,
-                    "tools": tools,
-                    "mcp_servers": mcp_servers,
-                    "permission_mode": permission_mode,
-                }
-            )
+
+@dataclass(kw_only=True)
+class StderrNotes:
+    """Diagnostics for stderr: notices, and retries when no frames show them."""
+
+    err: IO[str]
+    frames_show_retries: bool
 
     def __call__(self, event: AgentEvent) -> None:
         match event:
-            case ApiRetryEvent():
-                info = {
-                    "attempt": event.attempt,
-                    "max_retries": event.max_attempts,
-                    "retry_delay_ms": int(event.delay_s * 1000),
-                    "error_status": event.status,
-                    "error": event.error,
-                }
-                if self.output_format == "stream-json":
-                    self.line(
-                        {
-                            "type": "system",
-                            "subtype": "api_retry",
-                            **info,
-                            "session_id": self.session_id,
-                        }
-                    )
-                else:
-                    self.err.write(
-                        f"caliban: API error ({event.error}); attempt {event.attempt} of "
-                        f"{event.max_attempts} in {event.delay_s:.1f}s\n"
-                    )
-            case ConversationCompacted() if event.parent_tool_use_id is None:
-                if self.output_format != "stream-json":
-                    self.err.write(
-                        f"caliban: compacted the conversation ({event.trigger}): "
-                        f"~{event.pre_tokens:,} → ~{event.post_tokens:,} tokens\n"
-                    )
-                    return
-                # Claude Code's boundary frame, then the summary as the user message it is.
-                self.line(
-                    {
-                        "type": "system",
-                        "subtype": "compact_boundary",
-                        "session_id": self.session_id,
-                        "compact_metadata": {
-                            "trigger": event.trigger,
-                            "pre_tokens": event.pre_tokens,
-                            "post_tokens": event.post_tokens,
-                        },
-                    }
-                )
-                self.line(
-                    {
-                        "type": "user",
-                        "message": message_to_json(event.messages[0]),
-                        "parent_tool_use_id": None,
-                        "session_id": self.session_id,
-                    }
-                )
             case Notice(level=level, text=text):
                 self.err.write(f"caliban: {level}: {text}\n")
-            case AssistantMessage() if self.output_format == "stream-json":
-                message = message_to_json(event.message)
-                message.update(type="message", model=event.model, usage=event.usage.as_dict())
-                self.line(
-                    {
-                        "type": "assistant",
-                        "message": message,
-                        "parent_tool_use_id": event.parent_tool_use_id,
-                        "session_id": self.session_id,
-                    }
-                )
-            case ToolResultsMessage() if self.output_format == "stream-json":
-                self.line(
-                    {
-                        "type": "user",
-                        "message": message_to_json(event.message),
-                        "parent_tool_use_id": event.parent_tool_use_id,
-                        "session_id": self.session_id,
-                    }
+            case ApiRetryEvent() if not self.frames_show_retries:
+                self.err.write(
+                    f"caliban: API error ({event.error}); attempt {event.attempt} of "
+                    f"{event.max_attempts} in {event.delay_s:.1f}s\n"
                 )
             case _:
                 pass
 
-    def result(
-        self,
-        *,
-        subtype: str,
-        text: str,
-        num_turns: int,
-        usage: Usage,
-        cost: float | None,
-        extra: dict[str, Any] | None = None,
-    ) -> None:
-        obj = {
-            "type": "result",
-            "subtype": subtype,
-            "is_error": subtype != "success",
-            "result": text,
-            "num_turns": num_turns,
-            "duration_ms": int((time.monotonic() - self.started) * 1000),
-            "session_id": self.session_id,
-            "usage": usage.as_dict(),
-            "total_cost_usd": cost,
-            **(extra or {}),
-        }
-        if self.output_format in ("json", "stream-json"):
-            self.line(obj)
-        elif text:
-            self.out.write(text if text.endswith("\n") else text + "\n")
-            self.out.flush()
-
 
 def run_headless(options: CliOptions) -> int:
     """Entry point for ``caliban -p``; returns the exit code."""
-    try:
-        prompt = read_prompt(options, sys.stdin)
-    except PromptTooLarge as exc:
-        print(f"caliban: {exc}", file=sys.stderr)
+    if (problem := validate(options)) is not None:
+        print(problem, file=sys.stderr)
         return EXIT_USAGE
-    if prompt is None:
-        print(
-            "caliban: -p needs a prompt: pass it as an argument or pipe it on stdin",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    printer = HeadlessPrinter(output_format=options.output_format, out=sys.stdout, err=sys.stderr)
-    return asyncio.run(_run(options, prompt, printer))
+    prompt: str | None = None
+    if options.input_format == "text":
+        try:
+            prompt = read_prompt(options, sys.stdin)
+        except PromptTooLarge as exc:
+            print(f"caliban: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if prompt is None:
+            print(
+                "caliban: -p needs a prompt: pass it as an argument or pipe it on stdin",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+    output = Output(output_format=options.output_format, verbose=options.verbose, out=sys.stdout)
+    return asyncio.run(_run(options, prompt, output))
 
 
-async def _run(options: CliOptions, prompt: str, printer: HeadlessPrinter) -> int:
-    from caliban.providers.base import ProviderError
-    from caliban.session.assemble import open_session, result_extra, session_init_info
+async def _run(options: CliOptions, prompt: str | None, output: Output) -> int:
+    from caliban.session.assemble import open_session
 
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
-    interrupted = False
+    state = _RunState()
 
-    def on_sigint() -> None:
-        nonlocal interrupted
-        interrupted = True
+    def on_signal() -> None:
+        state.interrupted = True
         task.cancel()
 
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
-    loop.add_signal_handler(signal.SIGTERM, on_sigint)
-    session = None
+    loop.add_signal_handler(signal.SIGINT, on_signal)
+    loop.add_signal_handler(signal.SIGTERM, on_signal)
+    builder = FrameBuilder(sink=output.frame, partial=options.include_partial_messages)
+    notes = StderrNotes(err=sys.stderr, frames_show_retries=options.output_format == "stream-json")
     try:
-        async with open_session(options, listeners=[printer], interactive=False) as session:
-            printer.session_id = session.id
-            printer.init(**session_init_info(session))
-            before = session.conversation.usage
-            result = await _run_prompt(session, prompt)
-            # The session's usage also counts sub-agents; the run's only the main agent.
-            result = dataclasses.replace(result, usage=session.conversation.usage - before)
-            _finish(printer, session.model, result, extra=result_extra(session))
-            return EXIT_OK if result.subtype == "success" else EXIT_ERROR
+        async with open_session(options, listeners=[builder, notes], interactive=False) as session:
+            _bind(builder, session)
+            if options.input_format == "stream-json":
+                code = await _stream_input(session, options, builder, output, state)
+            else:
+                assert prompt is not None
+                code = await _turn(session, prompt, options, builder, output, state)
     except asyncio.CancelledError:
-        if not interrupted:
+        if not state.interrupted:
             raise
-        _fail(printer, session, "interrupted", "error_during_execution")
-        return EXIT_INTERRUPTED
-    except ProviderError as exc:
-        _fail(printer, session, str(exc), "error_during_execution")
-        return EXIT_ERROR
+        code = EXIT_INTERRUPTED
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)
+    output.finish()
+    return code
 
 
-async def _run_prompt(session: Session, prompt: str) -> RunResult:
-    """``/name args`` runs a custom command or skill; anything else is the prompt."""
+@dataclass(kw_only=True)
+class _RunState:
+    interrupted: bool = False
+    """SIGINT or SIGTERM: the run ends."""
+    interrupt_requested: bool = False
+    """A control_request ``interrupt``: the running turn ends, the session goes on."""
+    turn: asyncio.Task[Any] | None = None
+
+
+def _bind(builder: FrameBuilder, session: Session) -> None:
+    from caliban.providers.select import context_window
+
+    builder.session_id = session.id
+    builder.model = session.model
+    builder.tool_origin = lambda name: tool.origin if (tool := session.toolset.find(name)) else None
+    builder.context_window = lambda model: context_window(session.provider.name, model)
+
+
+def init_info(session: Session) -> dict[str, Any]:
+    """The values of a turn's ``system/init`` frame."""
+    from caliban import __version__
+    from caliban.providers.select import KEY_ENVS
+
+    servers = session.mcp.statuses() if session.mcp is not None else []
+    # Claude Code lists the Agent tool under its older name, Task.
+    tools = ["Task" if tool.name == "Agent" else tool.name for tool in session.toolset.offered()]
+    if session.offers_web_search():
+        tools.append("WebSearch")
+    mode = session.permission_mode_name or session.settings.permissions.mode
+    keys = {str(name): env for name, env in KEY_ENVS.items()}
+    key_env = getattr(session.provider, "key_env", None) or keys.get(session.provider.name)
+    return {
+        "cwd": str(session.cwd),
+        "tools": tools,
+        "mcp_servers": [{"name": s.name, "status": s.state} for s in servers],
+        "model": session.model,
+        "permissionMode": mode,
+        "slash_commands": [skill.name for skill in session.skills],
+        "apiKeySource": key_env or "none",
+        "claude_code_version": __version__,
+        "output_style": "default",
+        "agents": sorted(d.name for d in session.agents),
+        "skills": [skill.name for skill in session.skills if skill.kind == "skill"],
+        "plugins": [],
+        "analytics_disabled": True,
+        "product_feedback_disabled": True,
+        "memory_paths": {},  # caliban keeps no auto-memory directory
+        "fast_mode_state": "off",
+        # caliban's own names, kept for scripts written against earlier versions
+        "permission_mode": mode,
+        "caliban_version": __version__,
+    }
+
+
+async def _turn(
+    session: Session,
+    prompt: str | Message,
+    options: CliOptions,
+    builder: FrameBuilder,
+    output: Output,
+    state: _RunState,
+) -> int:
+    """Run one turn: its init frame, the session's work, its result frame; the exit code."""
+    from caliban.providers.base import ProviderError
+    from caliban.session.assemble import result_extra
+
+    builder.begin_turn()
+    builder.init(init_info(session))
+    extra: dict[str, Any] = {}
+    try:
+        state.turn = asyncio.ensure_future(_run_prompt(session, prompt))
+        try:
+            result = await state.turn
+        finally:
+            state.turn = None
+    except asyncio.CancelledError:
+        if not state.interrupted and not _cancelled_by_request(state):
+            raise
+        sys.stderr.write("caliban: interrupted\n")
+        outcome = TurnOutcome(kind="interrupted", error="interrupted")
+        code = EXIT_INTERRUPTED if state.interrupted else EXIT_ERROR
+    except ProviderError as exc:
+        sys.stderr.write(f"caliban: {exc}\n")
+        builder.api_error(str(exc), exc.status)
+        outcome = TurnOutcome(kind="api_error", error=str(exc), status=exc.status)
+        code = EXIT_ERROR
+    else:
+        extra = result_extra(session)
+        if result.error:
+            sys.stderr.write(f"caliban: {result.error}\n")
+        if result.subtype == "error_max_turns":
+            outcome = TurnOutcome(kind="max_turns", max_turns=session.max_turns)
+            code = EXIT_ERROR
+        elif result.subtype == "error_during_execution":  # a refused /command
+            outcome = TurnOutcome(kind="error", error=result.error)
+            code = EXIT_ERROR
+        elif result.num_turns == 0:  # answered without a request: an unknown /command
+            builder.synthetic(result.text)
+            outcome = TurnOutcome(kind="success", text=result.text, requested=False)
+            code = EXIT_OK
+        else:
+            outcome = TurnOutcome(kind="success")
+            code = EXIT_OK
+    output.result(builder.result(outcome, extra=extra))
+    if state.interrupted:
+        raise asyncio.CancelledError
+    return code
+
+
+async def _run_prompt(session: Session, prompt: str | Message) -> RunResult:
+    """``/name args`` runs a custom command or skill (as in Claude Code); anything else is
+    the prompt."""
     from caliban.skills.invoke import run_command
     from caliban.skills.slash import parse_slash
 
-    if (command := parse_slash(prompt)) is not None:
+    text = prompt if isinstance(prompt, str) else _only_text(prompt)
+    if text is not None and (command := parse_slash(text)) is not None:
         return await run_command(session, *command)
     return await session.run(prompt)
 
 
-def _finish(printer: HeadlessPrinter, model: str, result: RunResult, extra: dict[str, Any]) -> None:
-    if result.error:
-        printer.err.write(f"caliban: {result.error}\n")
-    printer.result(
-        subtype=result.subtype,
-        text=result.text,
-        num_turns=result.num_turns,
-        usage=result.usage,
-        cost=cost_usd(model, result.usage),
-        extra=extra,
-    )
+def _only_text(message: Message) -> str | None:
+    from caliban.messages import TextPart
+
+    [*parts] = message.parts
+    return parts[0].text if len(parts) == 1 and isinstance(parts[0], TextPart) else None
 
 
-def _fail(printer: HeadlessPrinter, session: Any, message: str, subtype: str) -> None:
-    printer.err.write(f"caliban: {message}\n")
-    usage = session.conversation.usage if session is not None else Usage()
-    model = session.model if session is not None else ""
-    turns = sum(1 for m in session.conversation.messages if m.role == "assistant") if session else 0
-    printer.result(
-        subtype=subtype,
-        text="",
-        num_turns=turns,
-        usage=usage,
-        cost=cost_usd(model, usage),
-        extra={"error": message},
-    )
+def _cancelled_by_request(state: _RunState) -> bool:
+    """A control_request ``interrupt`` cancelled the turn (the session goes on)."""
+    requested, state.interrupt_requested = state.interrupt_requested, False
+    return requested
+
+
+# ---------------------------------------------------------------------------- stream-json in
+
+
+class InputError(Exception):
+    """A stream-json input line Claude Code would reject; the message is Claude Code's."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class InputMessage:
+    """A user or assistant message read from stream-json input."""
+
+    parts: tuple[Any, ...]
+    content: str | list[Any]
+    """The content as sent (echoed back as is by ``--replay-user-messages``)."""
+
+
+async def _stream_input(
+    session: Session,
+    options: CliOptions,
+    builder: FrameBuilder,
+    output: Output,
+    state: _RunState,
+) -> int:
+    """One turn per stdin user message, in order; the session is shared. An ``assistant``
+    line joins the history before the next turn; ``control_request`` lines are answered at
+    once; unknown types are ignored (all as Claude Code does)."""
+    from caliban.events import HistoryAppended
+    from caliban.messages import Message
+
+    lines = _stdin_lines()
+    work: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
+
+    async def dispatch() -> None:
+        # Control requests are answered at once, even while a turn runs (an interrupt must
+        # reach it); everything else is queued in order for the turns.
+        while (line := await lines.get()) is not None:
+            try:
+                kind, payload = parse_input_line(line)
+            except InputError as exc:
+                await work.put(("error", str(exc)))
+                break
+            if kind == "control":
+                output.frame(_control_response(payload, session, state))
+            elif kind != "ignored":
+                await work.put((kind, payload))
+        await work.put(None)
+
+    reader = asyncio.ensure_future(dispatch())
+    code = EXIT_OK
+    try:
+        while (item := await work.get()) is not None:
+            kind, payload = item
+            match kind:
+                case "error":
+                    sys.stderr.write(f"{payload}\n")
+                    return EXIT_ERROR
+                case "assistant":
+                    message = Message(role="assistant", parts=payload.parts)
+                    session.conversation.messages.append(message)
+                    session.emit(HistoryAppended(message=message))
+                case _:
+                    message = Message(role="user", parts=payload.parts)
+                    if options.replay_user_messages:
+                        builder.user_echo(payload.content)
+                    turn_code = await _turn(session, message, options, builder, output, state)
+                    code = code or turn_code
+    finally:
+        reader.cancel()
+    return code
+
+
+def _stdin_lines() -> asyncio.Queue[str | None]:
+    """Lines of stdin as they arrive (read in a daemon thread); ``None`` at EOF."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def read() -> None:
+        for raw in sys.stdin:
+            if raw.strip():
+                loop.call_soon_threadsafe(queue.put_nowait, raw.rstrip("\n"))
+        loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    threading.Thread(target=read, name="caliban-stdin", daemon=True).start()
+    return queue
+
+
+def parse_input_line(line: str) -> tuple[str, Any]:
+    """``(kind, payload)`` for one stream-json input line: ``("user", parts)``,
+    ``("assistant", parts)``, ``("control", request)`` or ``("ignored", None)``; raises
+    :class:`InputError` with Claude Code's message for a line it rejects. Messages come as
+    :class:`InputMessage`."""
+    from caliban.serialize import part_from_json
+
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"Error parsing streaming input line: {line}: SyntaxError: {exc}"
+        ) from None
+    if not isinstance(data, dict):
+        raise InputError(f"Error parsing streaming input line: {line}: expected an object")
+    kind = data.get("type")
+    if kind == "control_request":
+        return "control", data
+    if kind not in ("user", "assistant"):
+        return "ignored", None
+    message = data.get("message")
+    role = message.get("role") if isinstance(message, dict) else None
+    if role != kind:
+        raise InputError(f"Error: Expected message role '{kind}', got '{_js(role)}'")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        blocks: list[Any] = [{"type": "text", "text": content}]
+    elif isinstance(content, list):
+        blocks = content
+    else:
+        raise InputError(
+            f"Error: Expected message content to be a string or a list, got {content!r}"
+        )
+    parts: list[Any] = []
+    for block in blocks:
+        if not isinstance(block, dict) or block.get("type") not in ("text", "image", "tool_use"):
+            continue  # other block types (tool results, documents) are not taken as input
+        try:
+            parts.append(part_from_json(block))
+        except (KeyError, ValueError):
+            raise InputError(f"Error: invalid content block: {json.dumps(block)}") from None
+    return kind, InputMessage(parts=tuple(parts), content=content)
+
+
+def _js(value: Any) -> str:
+    return "undefined" if value is None else str(value)
+
+
+def _control_response(request: dict[str, Any], session: Session, state: _RunState) -> Frame:
+    """The answer to an Agent SDK ``control_request`` (``initialize``, ``interrupt``)."""
+    import os
+
+    request_id = request.get("request_id")
+    subtype = (request.get("request") or {}).get("subtype")
+    if subtype == "initialize":
+        agents = [
+            {
+                "name": d.name,
+                "description": d.description,
+                **({"model": d.model} if d.model else {}),
+            }
+            for d in session.agents
+        ]
+        response: dict[str, Any] = {
+            "commands": [],
+            "agents": agents,
+            "output_style": "default",
+            "available_output_styles": ["default"],
+            "models": [
+                {
+                    "value": session.model,
+                    "resolvedModel": session.model,
+                    "displayName": session.model,
+                }
+            ],
+            "account": {
+                "tokenSource": "none",
+                "apiKeySource": init_info(session)["apiKeySource"],
+                "apiProvider": "firstParty" if session.provider.name == "anthropic" else "openai",
+            },
+            "pid": os.getpid(),
+        }
+        return _control_ok(request_id, response)
+    if subtype == "interrupt":
+        if state.turn is not None and not state.turn.done():
+            state.interrupt_requested = True
+            state.turn.cancel()
+        return _control_ok(request_id, {})
+    return {
+        "type": "control_response",
+        "response": {
+            "subtype": "error",
+            "request_id": request_id,
+            "error": f"Unsupported control request subtype: {subtype}",
+        },
+    }
+
+
+def _control_ok(request_id: Any, response: dict[str, Any]) -> Frame:
+    return {
+        "type": "control_response",
+        "response": {"subtype": "success", "request_id": request_id, "response": response},
+    }
+
+
+__all__: list[str] = [
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "InputError",
+    "InputMessage",
+    "Output",
+    "init_info",
+    "parse_input_line",
+    "read_prompt",
+    "run_headless",
+    "validate",
+]

@@ -168,22 +168,14 @@ def _matcher(
     return HookMatcher(pattern=pattern, hooks=tuple(hooks)) if hooks else None
 
 
-def configured_hooks(
-    sources: Sequence[tuple[str, object, bool]],
-) -> tuple[HookConfig, list[str]]:
-    """The hooks of every settings source, in order: ``(name, hooks table, trusted)``.
+def configured_hooks(sources: Sequence[tuple[str, object]]) -> tuple[HookConfig, list[str]]:
+    """The hooks of every settings source, in order: ``(name, hooks table)``.
 
-    An untrusted source's hooks are left out with one notice each (a cloned repository must
-    not run code on start)."""
+    Callers pass only sources that may run code: an untrusted project's hooks are dropped
+    when its settings are loaded (:func:`caliban.trust.drop_widening_settings`)."""
     config, warnings = HookConfig(), []
-    for source, table, trusted in sources:
+    for source, table in sources:
         if not table:
-            continue
-        if not trusted:
-            warnings.append(
-                f"{source}: hooks not run: this folder is not trusted (trust it with "
-                "`caliban trust`)"
-            )
             continue
         parsed, problems = parse_hooks(table, source)
         config = config.merged(parsed)

@@ -121,3 +121,23 @@ def usage_from_json(data: dict[str, Any]) -> Usage:
         cache_read_tokens=int(data.get("cache_read_input_tokens", 0)),
         cache_write_tokens=int(data.get("cache_creation_input_tokens", 0)),
     )
+
+
+def usage_to_api_json(usage: Usage) -> dict[str, Any]:
+    """``usage`` in the Messages API's full shape, as Claude Code prints it (result frames,
+    Agent results)."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
+        "cache_read_input_tokens": usage.cache_read_tokens,
+        "output_tokens": usage.output_tokens,
+        "server_tool_use": {"web_search_requests": 0, "web_fetch_requests": 0},
+        "service_tier": "standard",
+        "cache_creation": {
+            "ephemeral_1h_input_tokens": 0,
+            "ephemeral_5m_input_tokens": usage.cache_write_tokens,
+        },
+        "inference_geo": "",
+        "iterations": [],
+        "speed": "standard",
+    }

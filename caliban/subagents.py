@@ -6,18 +6,27 @@ A definition is a Markdown file with YAML frontmatter; the body is the child's s
     name: reviewer
     description: Reviews a diff for bugs and missing tests.
     tools: Read, Grep, Glob, mcp__github__*
-    model: claude-haiku-4-5
-    max_turns: 20
+    disallowedTools: Bash
+    model: haiku
+    maxTurns: 20
     inherit_active_mcp: true
     ---
     You review code changes. ...
 
-Files are read from, in order of precedence (the first definition of a name wins):
+The fields are Claude Code's: ``tools`` (an allowlist), ``disallowedTools`` (removed from
+what ``tools`` allows), ``model`` (a full model id, ``inherit``, or an alias ``sonnet``,
+``opus``, ``haiku`` resolved for the session's provider when the child starts, see
+:mod:`caliban.model_aliases`), ``maxTurns`` (``max_turns`` is accepted too); caliban adds
+``inherit_active_mcp``.
 
-1. ``<project root>/.caliban/agents/*.md``
-2. ``<project root>/.claude/agents/*.md`` (Claude Code's location, read for compatibility)
-3. ``<user config dir>/agents/*.md`` (``~/.config/caliban/agents``)
-4. the built-in ``general-purpose`` agent
+Definitions come from, in order of precedence (the first definition of a name wins):
+
+1. ``--agents '<json>'`` on the command line (Claude Code's flag)
+2. ``<project root>/.caliban/agents/*.md``
+3. ``<project root>/.claude/agents/*.md`` (Claude Code's location)
+4. ``<user config dir>/agents/*.md`` (``~/.config/caliban/agents``)
+5. ``~/.claude/agents/*.md`` (Claude Code's user location; ``$CLAUDE_CONFIG_DIR/agents``)
+6. the built-in ``general-purpose`` agent
 
 A file with bad frontmatter is skipped with a warning naming the file and the field; the
 others still load. Unknown fields only warn.
@@ -25,6 +34,7 @@ others still load. Unknown fields only warn.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import re
 from collections.abc import Iterable
@@ -35,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from caliban.paths import PROJECT_DIR_NAME, project_root, user_config_dir
+from caliban.paths import PROJECT_DIR_NAME, claude_user_dir, project_root, user_config_dir
 
 if TYPE_CHECKING:
     pass
@@ -45,13 +55,26 @@ DEFAULT_SUBAGENT: Final = "general-purpose"
 DEFAULT_MAX_TURNS: Final = 50
 """Turns a sub-agent may take when its definition sets no ``max_turns``."""
 
-Source = Literal["project", "claude", "user", "builtin"]
+Source = Literal["cli", "project", "claude", "user", "claude-user", "builtin"]
 
 _GLOB_CHARS = frozenset("*?[")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_CLAUDE_MODEL_ALIASES = frozenset({"sonnet", "opus", "haiku"})
 _IGNORED_FIELDS = frozenset({"color"})
 """Claude Code fields that only change how its UI looks: ignored without a warning."""
+_UNSUPPORTED_FIELDS = frozenset(
+    {
+        "permissionMode",
+        "skills",
+        "mcpServers",
+        "hooks",
+        "memory",
+        "effort",
+        "isolation",
+        "background",
+        "initialPrompt",
+    }
+)
+"""Claude Code fields caliban does not implement: ignored with a warning saying so."""
 
 GENERAL_PURPOSE_PROMPT = """\
 You are a sub-agent of caliban, a coding agent. Another agent gave you the task below; do it \
@@ -72,8 +95,11 @@ class AgentDefinition:
     system_prompt: str
     tools: tuple[str, ...] | None = None
     """Tool names or globs the child may use; ``None`` means every tool of the parent."""
+    disallowed_tools: tuple[str, ...] = ()
+    """Tool names or globs the child never gets, whatever ``tools`` says."""
     model: str | None = None
-    """``None``: the parent's model."""
+    """A model id or a Claude Code alias (``sonnet``, ``opus``, ``haiku``), resolved when the
+    child starts; ``None``: the parent's model."""
     max_turns: int | None = None
     inherit_active_mcp: bool = True
     """Start from the parent's active MCP tools (lazy loading) rather than an empty set."""
@@ -84,6 +110,8 @@ class AgentDefinition:
     def allows(self, tool_name: str) -> bool:
         """Whether the child may be given ``tool_name``. ``Agent`` never: no nesting."""
         if tool_name == AGENT_TOOL_NAME:
+            return False
+        if any(fnmatch.fnmatchcase(tool_name, pattern) for pattern in self.disallowed_tools):
             return False
         if self.tools is None:
             return True
@@ -96,9 +124,10 @@ class AgentDefinition:
 
     @property
     def tools_label(self) -> str:
-        if self.tools is None:
-            return "all"
-        return ", ".join(self.tools) if self.tools else "none"
+        label = "all" if self.tools is None else ", ".join(self.tools) or "none"
+        if self.disallowed_tools:
+            label += f" except {', '.join(self.disallowed_tools)}"
+        return label
 
     @property
     def source_label(self) -> str:
@@ -124,11 +153,13 @@ class _Frontmatter(BaseModel):
     name: str = Field(min_length=1)
     description: str = Field(min_length=1)
     tools: list[str] | str | None = None
+    disallowedTools: list[str] | str | None = None
     model: str | None = None
+    maxTurns: int | None = Field(default=None, ge=1)
     max_turns: int | None = Field(default=None, ge=1)
     inherit_active_mcp: bool = True
 
-    @field_validator("tools", mode="before")
+    @field_validator("tools", "disallowedTools", mode="before")
     @classmethod
     def _tool_names(cls, value: Any) -> Any:
         names_ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
@@ -188,7 +219,9 @@ def parse_definition(
         first_per_field = {str(e["loc"][:1]): e for e in reversed(exc.errors(include_url=False))}
         return None, [_field_error(path, item) for item in reversed(first_per_field.values())]
     warnings = [
-        f"{path}: unknown field '{key}' ignored"
+        f"{path}: field '{key}' is not supported by caliban; ignored"
+        if key in _UNSUPPORTED_FIELDS
+        else f"{path}: unknown field '{key}' ignored"
         for key in (front.model_extra or {})
         if key not in _IGNORED_FIELDS
     ]
@@ -198,26 +231,50 @@ def parse_definition(
             "digits, '-', '_' or '.', at most 64 characters); agent skipped"
         ]
     model = front.model.strip() if front.model else None
-    if model == "inherit":
-        model = None
-    elif model in _CLAUDE_MODEL_ALIASES:
-        warnings.append(
-            f"{path}: field 'model': {model!r} is a Claude Code alias caliban does not resolve; "
-            "using the parent's model (name the model, e.g. claude-haiku-4-5)"
-        )
-        model = None
     definition = AgentDefinition(
         name=front.name,
         description=" ".join(front.description.split()),
         system_prompt=body.strip(),
         tools=split_tools(front.tools),
-        model=model or None,
-        max_turns=front.max_turns,
+        disallowed_tools=split_tools(front.disallowedTools) or (),
+        model=None if model == "inherit" else model or None,
+        max_turns=front.maxTurns or front.max_turns,
         inherit_active_mcp=front.inherit_active_mcp,
         source=source,
         path=path,
     )
     return definition, warnings
+
+
+def parse_agents_json(text: str) -> tuple[list[AgentDefinition], list[str]]:
+    """Definitions from ``--agents`` (Claude Code's JSON: ``{"name": {"description",
+    "prompt", "tools"?, "disallowedTools"?, "model"?, "maxTurns"?}}``) and warnings.
+
+    Raises :class:`ValueError` when the text is not a JSON object of objects.
+    """
+    import json
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--agents is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ValueError(
+            '--agents must be a JSON object: {"name": {"description": …, "prompt": …}}'
+        )
+    definitions: list[AgentDefinition] = []
+    warnings: list[str] = []
+    where = Path("--agents")
+    for name, spec in data.items():
+        fields = {k: v for k, v in spec.items() if k != "prompt"}
+        front = yaml.safe_dump({"name": name, **fields}, sort_keys=False)
+        definition, problems = parse_definition(
+            where, f"---\n{front}---\n{spec.get('prompt') or ''}", "cli"
+        )
+        warnings.extend(problem.replace(f"{where}:", f"--agents {name!r}:") for problem in problems)
+        if definition is not None:
+            definitions.append(dataclasses.replace(definition, path=None))
+    return definitions, warnings
 
 
 def _field_error(path: Path, item: Any) -> str:
@@ -238,6 +295,7 @@ def definition_dirs(cwd: Path) -> list[tuple[Source, Path]]:
         ("project", root / PROJECT_DIR_NAME / "agents"),
         ("claude", root / ".claude" / "agents"),
         ("user", user_config_dir() / "agents"),
+        ("claude-user", claude_user_dir() / "agents"),
     ]
 
 
@@ -261,12 +319,15 @@ def _read_dir(source: Source, directory: Path) -> tuple[list[AgentDefinition], l
     return definitions, warnings
 
 
-def list_agents(cwd: Path) -> tuple[list[AgentDefinition], list[str]]:
+def list_agents(
+    cwd: Path, *, extra: Iterable[AgentDefinition] = ()
+) -> tuple[list[AgentDefinition], list[str]]:
     """Every available definition (after precedence) and the warnings met loading them.
 
-    The built-in ``general-purpose`` agent comes last unless a file redefines it.
+    ``extra`` (``--agents``) beats every file. The built-in ``general-purpose`` agent comes
+    last unless something redefines it.
     """
-    chosen: dict[str, AgentDefinition] = {}
+    chosen: dict[str, AgentDefinition] = {d.name: d for d in extra}
     warnings: list[str] = []
     for source, directory in definition_dirs(cwd):
         definitions, problems = _read_dir(source, directory)
@@ -325,6 +386,7 @@ __all__ = [
     "child_system_prompt",
     "definition_dirs",
     "list_agents",
+    "parse_agents_json",
     "parse_definition",
     "split_frontmatter",
     "split_tools",

@@ -97,7 +97,13 @@ def _write(folders: list[Path]) -> None:
 
 # ---------------------------------------------------------------------------- settings
 
-PROJECT_FILES = (".mcp.json", ".caliban/config.toml", ".caliban/mcp.toml")
+PROJECT_FILES = (
+    ".mcp.json",
+    ".caliban/config.toml",
+    ".caliban/mcp.toml",
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+)
 """Files under a project root that trust can change the meaning of. A new project-level
 source of settings or servers belongs here too (the REPL only asks about trust when one
 of them exists)."""

@@ -52,7 +52,10 @@ def isolated_dirs(
     monkeypatch.setenv("CALIBAN_CONFIG_DIR", str(home / "config"))
     monkeypatch.setenv("CALIBAN_STATE_DIR", str(home / "state"))
     monkeypatch.setenv("CALIBAN_DATA_DIR", str(home / "data"))
+    # Claude Code's user directory (~/.claude: settings, CLAUDE.md, agents) is read too.
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / "claude"))
+    for var in ("ANTHROPIC_MODEL", "CLAUDE_CODE_SUBAGENT_MODEL"):
+        monkeypatch.delenv(var, raising=False)
     for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     yield home

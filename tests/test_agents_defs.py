@@ -123,9 +123,72 @@ def test_unknown_field_warns_but_loads() -> None:
 def test_claude_code_model_values() -> None:
     inherit, warnings = parse("---\nname: a\ndescription: d\nmodel: inherit\n---\n")
     assert inherit is not None and inherit.model is None and warnings == []
+    # Aliases are kept and resolved for the session's provider when the child starts.
     alias, warnings = parse("---\nname: a\ndescription: d\nmodel: haiku\n---\n")
-    assert alias is not None and alias.model is None
-    assert len(warnings) == 1 and "field 'model'" in warnings[0]
+    assert alias is not None and alias.model == "haiku" and warnings == []
+
+
+def test_claude_code_frontmatter_fields() -> None:
+    """The agent file of fixtures/claude_code agent_file_x: tools, disallowedTools, maxTurns."""
+    x, warnings = parse(
+        "---\nname: x\ndescription: Test agent x.\nmodel: haiku\nmaxTurns: 2\n"
+        "disallowedTools: Bash\ntools: Read, Bash, Glob, Grep\npermissionMode: plan\n---\nX.\n"
+    )
+    assert x is not None
+    assert (x.max_turns, x.tools, x.disallowed_tools) == (
+        2,
+        ("Read", "Bash", "Glob", "Grep"),
+        ("Bash",),
+    )
+    assert [name for name in ("Read", "Bash", "Glob", "Grep", "Write") if x.allows(name)] == [
+        "Read",
+        "Glob",
+        "Grep",
+    ]
+    assert x.tools_label == "Read, Bash, Glob, Grep except Bash"
+    assert warnings == [
+        "/p/.caliban/agents/x.md: field 'permissionMode' is not supported by caliban; ignored"
+    ]
+
+
+def test_agents_json_flag_beats_files(project: Path) -> None:
+    from caliban.subagents import parse_agents_json
+
+    write_agent(
+        project / ".claude" / "agents", "r.md", "---\nname: reviewer\ndescription: file\n---\n"
+    )
+    extra, warnings = parse_agents_json(
+        '{"reviewer": {"description": "Reviews code", "prompt": "You are a code reviewer",'
+        ' "tools": ["Read"], "model": "sonnet"}}'
+    )
+    assert warnings == []
+    [reviewer] = [d for d in list_agents(project, extra=extra)[0] if d.name == "reviewer"]
+    assert (reviewer.description, reviewer.source, reviewer.model) == (
+        "Reviews code",
+        "cli",
+        "sonnet",
+    )
+    assert reviewer.system_prompt == "You are a code reviewer" and reviewer.tools == ("Read",)
+    with pytest.raises(ValueError, match="not valid JSON"):
+        parse_agents_json("{nope")
+
+
+def test_claude_user_agents_dir_is_searched(project: Path) -> None:
+    from caliban.paths import claude_user_dir
+
+    write_agent(
+        claude_user_dir() / "agents",
+        "y.md",
+        "---\nname: y\ndescription: mine\nmodel: sonnet\n---\nY.\n",
+    )
+    write_agent(
+        user_config_dir() / "agents", "y2.md", "---\nname: y\ndescription: caliban's\n---\n"
+    )
+    [y] = [d for d in list_agents(project)[0] if d.name == "y"]
+    assert y.description == "caliban's"  # caliban's user dir comes first
+    (user_config_dir() / "agents" / "y2.md").unlink()
+    [y] = [d for d in list_agents(project)[0] if d.name == "y"]
+    assert (y.description, y.source, y.model) == ("mine", "claude-user", "sonnet")
 
 
 def test_discovery_precedence_and_builtin(project: Path) -> None:

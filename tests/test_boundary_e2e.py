@@ -61,7 +61,16 @@ def caliban(
         environ["HOME"] = str(home)
     environ.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "caliban", "-p", "--output-format", "stream-json", *args],
+        [
+            sys.executable,
+            "-m",
+            "caliban",
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            *args,
+        ],
         cwd=cwd,
         env=environ,
         input=stdin,
@@ -77,17 +86,26 @@ def calls(*calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def results(stdout: str) -> list[tuple[bool, str]]:
-    """(is_error, text) of every tool result, in order."""
-    found = []
+    """(is_error, text) of every tool result, in the order the model made the calls (a
+    denied call's result is streamed before the others run)."""
+    calls: list[str] = []
+    by_call: dict[str, tuple[bool, str]] = {}
     for line in stdout.splitlines():
         frame = json.loads(line)
-        if frame["type"] != "user":
+        if frame["type"] not in ("assistant", "user"):
             continue
         for block in frame["message"]["content"]:
-            if block["type"] == "tool_result":
-                texts = [part.get("text", "[image]") for part in block["content"]]
-                found.append((bool(block["is_error"]), "\n".join(texts)))
-    return found
+            if block["type"] == "tool_use":
+                calls.append(block["id"])
+            elif block["type"] == "tool_result":
+                content = block["content"]  # a string, or blocks when there is an image
+                texts = (
+                    [content]
+                    if isinstance(content, str)
+                    else [part.get("text", "[image]") for part in content]
+                )
+                by_call[block["tool_use_id"]] = (bool(block.get("is_error")), "\n".join(texts))
+    return [by_call[call] for call in calls if call in by_call]
 
 
 def sent(server: FakeModelServer) -> str:
@@ -479,6 +497,7 @@ def test_a_signal_interrupts_a_long_edit_at_once(
             "-p",
             "--output-format",
             "stream-json",
+            "--verbose",
             "--permission-mode",
             "acceptEdits",
             "go",

@@ -211,7 +211,13 @@ def test_headless_compacts_past_the_threshold_and_continue_resumes_after_it(
         {"text": "It says alpha."},
     )
     first = run(
-        fake_model_server, provider, project, "read notes.txt", "--output-format", "stream-json"
+        fake_model_server,
+        provider,
+        project,
+        "read notes.txt",
+        "--output-format",
+        "stream-json",
+        "--verbose",
     )
     assert first.returncode == 0, first.stderr
     frames = lines(first.stdout)

@@ -60,6 +60,7 @@ def test_webfetch_answers_with_a_side_request_and_reports_redirects(
         "WebFetch(domain:127.0.0.1)",
         "--output-format",
         "stream-json",
+        "--verbose",
         "fetch it",
     )
     assert done.returncode == 0, done.stderr
@@ -81,7 +82,9 @@ def test_webfetch_is_denied_headless_without_a_rule(
     fake_model_server.add(
         tool_step("WebFetch", {"url": f"{web.url}/page", "prompt": "x"}), {"text": "denied"}
     )
-    done = run(fake_model_server, "anthropic", project, "--output-format", "stream-json", "go")
+    done = run(
+        fake_model_server, "anthropic", project, "--output-format", "stream-json", "--verbose", "go"
+    )
     [result] = user_frames(lines(done.stdout))
     assert result.get("is_error") is True
     assert "WebFetch(domain:127.0.0.1)" in json.dumps(result)  # how to allow it
@@ -93,7 +96,15 @@ def test_todowrite_is_a_normal_tool_call_in_stream_json(
 ) -> None:
     todos = [{"content": "Write it", "status": "in_progress", "activeForm": "Writing it"}]
     fake_model_server.add(tool_step("TodoWrite", {"todos": todos}), {"text": "planned"})
-    done = run(fake_model_server, "anthropic", project, "--output-format", "stream-json", "plan")
+    done = run(
+        fake_model_server,
+        "anthropic",
+        project,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "plan",
+    )
     objs = lines(done.stdout)
     [call] = [
         block
@@ -180,7 +191,15 @@ def test_a_skill_body_arrives_only_after_the_skill_call(
     fake_model_server.add(
         tool_step("Skill", {"skill": "deploy-helper", "args": "staging"}), {"text": "deployed"}
     )
-    done = run(fake_model_server, "anthropic", project, "--output-format", "stream-json", "deploy")
+    done = run(
+        fake_model_server,
+        "anthropic",
+        project,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "deploy",
+    )
     assert done.returncode == 0, done.stderr
     first, second = fake_model_server.requests
     assert "- deploy-helper: Helps deploy the app to staging." in json.dumps(first.body["system"])

@@ -2,7 +2,8 @@
 
 Both providers run the same scenarios (issue 3): a text reply; one tool call; two parallel
 tool calls; a 429 then success; a 401; max turns; SIGINT. stream-json lines are checked
-against the documented shapes (docs/headless.md).
+against the documented shapes (docs/headless.md), which are Claude Code's: the recorded
+comparison with Claude Code itself is tests/test_claude_code_e2e.py.
 """
 
 from __future__ import annotations
@@ -59,17 +60,23 @@ RESULT_KEYS = {
     "result",
     "num_turns",
     "duration_ms",
+    "duration_api_ms",
     "session_id",
     "usage",
+    "modelUsage",
     "total_cost_usd",
+    "permission_denials",
+    "stop_reason",
+    "terminal_reason",
 }
 
 
 def check_stream_shapes(objs: list[dict[str, Any]]) -> None:
-    """Every line has the documented shape: init first, result last, messages between."""
+    """Every line has the documented shape: init first, result last, one content block per
+    message frame between."""
     init, *middle, result = objs
     assert init["type"] == "system" and init["subtype"] == "init"
-    assert {"session_id", "cwd", "model", "tools", "mcp_servers", "permission_mode"} <= init.keys()
+    assert {"session_id", "cwd", "model", "tools", "mcp_servers", "permissionMode"} <= init.keys()
     assert isinstance(init["tools"], list) and "Read" in init["tools"]
     for obj in middle:
         assert obj["type"] in ("assistant", "user", "system"), obj
@@ -79,17 +86,31 @@ def check_stream_shapes(objs: list[dict[str, Any]]) -> None:
             continue
         message = obj["message"]
         assert message["role"] == obj["type"] and "parent_tool_use_id" in obj
-        for block in message["content"]:
-            assert block["type"] in (
-                "text",
-                "tool_use",
-                "tool_result",
-                "image",
-                "thinking",
-                "redacted_thinking",
-            )
+        [block] = message["content"]
+        assert block["type"] in (
+            "text",
+            "tool_use",
+            "tool_result",
+            "image",
+            "thinking",
+            "redacted_thinking",
+        ), block
+        if block["type"] == "tool_result":
+            assert "tool_use_result" in obj
     assert result.keys() >= RESULT_KEYS and result["type"] == "result"
     assert result["session_id"] == init["session_id"]
+
+
+STREAM = ("--output-format", "stream-json", "--verbose")
+
+
+def blocks(objs: list[dict[str, Any]]) -> list[str]:
+    """``assistant:text``, ``user:tool_result``… for each message frame, in order."""
+    return [
+        f"{o['type']}:{o['message']['content'][0]['type']}"
+        for o in objs
+        if o["type"] in ("assistant", "user")
+    ]
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -114,7 +135,7 @@ def test_text_reply_in_every_format(
     )
     assert result["usage"]["output_tokens"] == 5
 
-    streamed = run(fake_model_server, provider, project, "--output-format", "stream-json", "x")
+    streamed = run(fake_model_server, provider, project, *STREAM, "x")
     objs = lines(streamed.stdout)
     check_stream_shapes(objs)
     assert [o["type"] for o in objs] == ["system", "assistant", "result"]
@@ -131,7 +152,7 @@ def test_prompt_from_stdin(
     result = run(fake_model_server, provider, project, "what is this?", stdin="piped context\n")
     assert result.returncode == 0
     sent = json.dumps(fake_model_server.requests[0].body["messages"])
-    assert sent.index("piped context") < sent.index("what is this?")
+    assert "what is this?\\npiped context" in sent  # the argument, then stdin (Claude Code's order)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -153,27 +174,31 @@ def test_one_and_two_parallel_tool_calls(
         },
         {"text": "Both files read."},
     )
-    result = run(
-        fake_model_server, provider, project, "--output-format", "stream-json", "read them"
-    )
+    result = run(fake_model_server, provider, project, *STREAM, "read them")
     assert result.returncode == 0, result.stderr
     objs = lines(result.stdout)
     check_stream_shapes(objs)
-    assert [o["type"] for o in objs] == [
-        "system",
-        "assistant",
-        "user",
-        "assistant",
-        "user",
-        "assistant",
-        "result",
+    assert blocks(objs) == [
+        "assistant:text",
+        "assistant:tool_use",
+        "user:tool_result",
+        "assistant:tool_use",
+        "assistant:tool_use",
+        "user:tool_result",
+        "user:tool_result",
+        "assistant:text",
     ]
-    first_results = objs[2]["message"]["content"]
-    assert "alpha" in json.dumps(first_results)
-    parallel = objs[4]["message"]["content"]
-    assert [b["type"] for b in parallel] == ["tool_result", "tool_result"]
-    assert "gamma" in json.dumps(parallel[0]) and "notes.txt" in json.dumps(parallel[1])
-    assert objs[-1]["num_turns"] == 3 and objs[-1]["result"] == "Both files read."
+    # The blocks of one response share its message id.
+    assert objs[1]["message"]["id"] == objs[2]["message"]["id"] != objs[4]["message"]["id"]
+    first_result = objs[3]
+    assert "alpha" in first_result["message"]["content"][0]["content"]  # a string
+    assert first_result["tool_use_result"]["file"]["content"] == "alpha\nbeta"
+    parallel = {o["message"]["content"][0]["tool_use_id"]: o for o in objs[6:8]}
+    calls = [o["message"]["content"][0] for o in objs[4:6]]
+    assert "gamma" in parallel[calls[0]["id"]]["message"]["content"][0]["content"]
+    assert "notes.txt" in parallel[calls[1]["id"]]["message"]["content"][0]["content"]
+    # Claude Code's count: the prompt, then each tool result.
+    assert objs[-1]["num_turns"] == 4 and objs[-1]["result"] == "Both files read."
     # The model saw the tool results on the next request.
     assert "alpha" in json.dumps(fake_model_server.requests[1].body["messages"])
 
@@ -185,7 +210,7 @@ def test_429_is_retried_and_reported(
     fake_model_server.add(
         {"status": 429, "retry_after": 0, "message": "slow down"}, {"text": "made it"}
     )
-    result = run(fake_model_server, provider, project, "--output-format", "stream-json", "go")
+    result = run(fake_model_server, provider, project, *STREAM, "go")
     assert result.returncode == 0, result.stderr
     objs = lines(result.stdout)
     check_stream_shapes(objs)
@@ -209,7 +234,9 @@ def test_401_says_which_key_to_set(
     assert f"invalid API key for {provider}: set {env_var}" in result.stderr
     assert "Traceback" not in result.stderr
     [obj] = lines(result.stdout)
-    assert obj["is_error"] and obj["subtype"] == "error_during_execution"
+    # Claude Code reports API errors as subtype "success" with is_error and the status.
+    assert (obj["subtype"], obj["is_error"], obj["api_error_status"]) == ("success", True, 401)
+    assert obj["result"].startswith(f"invalid API key for {provider}")
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -221,7 +248,9 @@ def test_max_turns(fake_model_server: FakeModelServer, provider: str, project: P
     )
     assert result.returncode == 1
     [obj] = lines(result.stdout)
-    assert (obj["subtype"], obj["is_error"], obj["num_turns"]) == ("error_max_turns", True, 2)
+    # num_turns counts the prompt and each tool result, as Claude Code counts them.
+    assert (obj["subtype"], obj["is_error"], obj["num_turns"]) == ("error_max_turns", True, 3)
+    assert obj["errors"] == ["Reached maximum number of turns (2)"] and "result" not in obj
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -290,7 +319,7 @@ def test_dead_mcp_server_is_reported_and_the_run_goes_on(
         )
     )
     fake_model_server.add({"text": "still here"})
-    result = run(fake_model_server, "anthropic", project, "--output-format", "stream-json", "hi")
+    result = run(fake_model_server, "anthropic", project, *STREAM, "hi")
     assert result.returncode == 0, result.stderr
     assert "MCP server 'broken' is unavailable" in result.stderr
     assert "EXAMPLE_API_TOKEN is not set" in result.stderr  # the server's own stderr tail

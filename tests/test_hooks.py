@@ -63,7 +63,8 @@ def hooks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
                 hook["timeout"] = timeout[0]
             table[event] = [{"matcher": matcher, "hooks": [hook]}]
         file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_text(_toml({"hooks": table}))
+        as_json = file.suffix == ".json"  # Claude Code's settings.json
+        file.write_text(json.dumps({"hooks": table}) if as_json else _toml({"hooks": table}))
         return log
 
     return configure
@@ -237,17 +238,19 @@ def test_session_start_context_and_session_end(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "settings_file",
+    [".caliban/config.toml", ".claude/settings.json", ".claude/settings.local.json"],
+)
 def test_project_hooks_run_only_in_a_trusted_folder(
-    fake_model_server: FakeModelServer, project: Path, hooks: Any
+    fake_model_server: FakeModelServer, project: Path, hooks: Any, settings_file: str
 ) -> None:
-    log = hooks({"UserPromptSubmit": ("", "log")}, project / ".caliban" / "config.toml")
+    log = hooks({"UserPromptSubmit": ("", "log")}, project / settings_file)
     fake_model_server.add({"text": "ok"}, {"text": "ok"})
     untrusted = run(fake_model_server, "anthropic", project, "hello")
     assert untrusted.returncode == 0 and records(log) == []
-    assert (
-        f"caliban: warning: ignored hooks in {project}/.caliban/config.toml: {project} is not "
-        "a trusted folder"
-    ) in untrusted.stderr
+    assert f"caliban: warning: ignored hooks in {project}/{settings_file}" in untrusted.stderr
+    assert f"{project} is not a trusted folder" in untrusted.stderr
     trust(project)
     trusted = run(fake_model_server, "anthropic", project, "hello")
     assert trusted.returncode == 0 and [r["event"] for r in records(log)] == ["UserPromptSubmit"]

@@ -204,7 +204,7 @@ def test_invalid_mcp_json_and_bad_json_names(project: Path) -> None:
     config = load_mcp_config(project, environ={})
     assert [s.name for s in config.servers] == ["ok"]
     assert "server name 'My Server' is invalid" in config.problems[0]
-    assert "e.g. 'my-server'" in config.problems[0]
+    assert "e.g. 'My-Server'" in config.problems[0]
     assert "ignoring key 'timeout'" in config.warnings[0]
     (project / ".mcp.json").write_text("{not json")
     assert "invalid JSON: line 1, column 2" in load_mcp_config(project).problems[0]
@@ -297,3 +297,52 @@ def test_names_that_collide_after_sanitising_stay_distinct() -> None:
     names = unique_wire_names("s", ["a.b", "a_b", "a b"])
     assert names[0] == "mcp__s__a_b" and len(set(names)) == 3
     assert all(len(n) <= 64 for n in names)
+
+
+def test_mcp_json_as_claude_code_writes_it(project: Path) -> None:
+    """The .mcp.json of fixtures/claude_code mcp_project_json: capitals and a name over 32
+    characters are kept verbatim; alwaysLoad pins a server's tools (lazy = false)."""
+    long = "a-server-name-that-is-longer-than-32-characters"
+    (project / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "GitHub": {"command": "python3", "args": ["srv.py"]},
+                    long: {"command": "python3"},
+                    "pinned": {"command": "python3", "alwaysLoad": True},
+                    "loose": {"command": "python3", "alwaysLoad": False},
+                }
+            }
+        )
+    )
+    config = load_mcp_config(project, environ={})
+    assert config.problems == () and config.warnings == ()
+    assert [(s.name, s.lazy) for s in config.servers] == [
+        ("GitHub", None),
+        (long, None),
+        ("pinned", False),
+        ("loose", None),
+    ]
+    assert wire_name("GitHub", "echo") == "mcp__GitHub__echo"
+    assert wire_name(long, "echo") == f"mcp__{long}__echo"
+
+
+def test_mcp_config_flag_files_json_and_strict(project: Path, tmp_path: Path) -> None:
+    (project / ".mcp.json").write_text('{"mcpServers": {"projsrv": {"command": "a"}}}')
+    servers = tmp_path / "servers.json"
+    servers.write_text('{"mcpServers": {"filesrv": {"command": "b"}}}')
+    inline = '{"mcpServers": {"inline": {"command": "c"}}}'
+    added = load_mcp_config(project, environ={}, extra=[str(servers), inline])
+    assert [(s.name, s.scope) for s in added.servers] == [
+        ("projsrv", "mcp.json"),
+        ("filesrv", "flag"),
+        ("inline", "flag"),
+    ]
+    strict = load_mcp_config(project, environ={}, extra=[inline], strict=True)
+    assert [s.name for s in strict.servers] == ["inline"]
+    with pytest.raises(ConfigError, match=r"MCP config file not found: /nope\.json"):
+        load_mcp_config(project, environ={}, extra=["/nope.json"])
+    with pytest.raises(ConfigError, match="invalid JSON"):
+        load_mcp_config(project, environ={}, extra=["{not json"])
+    filtered = load_mcp_config(project, environ={}, mcp_json_allows=lambda name: False)
+    assert filtered.servers == ()

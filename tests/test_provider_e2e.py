@@ -40,6 +40,7 @@ def test_effort_thinking_streams_stays_out_of_the_result_and_survives_continue(
         "high",
         "--output-format",
         "stream-json",
+        "--verbose",
         "list files",
     )
     assert first.returncode == 0, first.stderr

@@ -106,6 +106,7 @@ def test_kill_9_mid_tool_then_continue_restores_everything_up_to_that_turn(
             "wait for it",
             "--output-format",
             "stream-json",
+            "--verbose",
             "--permission-mode",
             "bypassPermissions",
         ],

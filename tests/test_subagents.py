@@ -251,10 +251,10 @@ async def test_child_runs_with_its_own_history_and_reports_back(project: Path) -
     assert f"Working directory: {project}" in first_child_request.system
     [answer] = tool_results(parent, 1)
     assert not answer.is_error
-    assert answer.text == (
-        "Found it: the answer is 42.\n\n"
-        "[sub-agent general-purpose: 2 turns, 200 in / 14 out tokens]"
-    )
+    assert [part.text for part in answer.content] == [  # type: ignore[union-attr]
+        "Found it: the answer is 42.",
+        "[sub-agent general-purpose: 2 turns, 200 in / 14 out tokens]",
+    ]
     # The parent's history holds the Agent call and its answer, nothing of the child's work.
     assert len(session.conversation.messages) == 4
     assert "echo: hi" not in json.dumps([m.text for m in session.conversation.messages])
@@ -636,6 +636,52 @@ def child_lazy(child: Agent) -> LazyMcpToolset:
     lazy = child.toolset.parts[-1]
     assert isinstance(lazy, LazyMcpToolset)
     return lazy
+
+
+async def test_claude_code_model_aliases_resolve_for_the_provider(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """model: haiku in an agent file, or the Agent call's model parameter, becomes the model
+    id Claude Code sends; for a provider without the alias the parent's model is kept."""
+    haiku_agent = AgentDefinition(name="h", description="d", system_prompt="H.", model="haiku")
+    parent = ScriptedProvider(
+        [
+            reply(agent_call("file model", "h", id="c1")),
+            reply(
+                tool_call(
+                    "Agent", {"description": "t", "prompt": "param model", "model": "opus"}, id="c2"
+                )
+            ),
+            "ok",
+        ]
+    )
+    by_file, by_param = ScriptedProvider(["a"]), ScriptedProvider(["b"])
+    router = Router(parent=parent, file_model=by_file, param_model=by_param)
+    router.name = "anthropic"
+    session = make_session(router, project, definitions=[haiku_agent, GENERAL_PURPOSE])
+    with anyio.fail_after(5):
+        await session.run(PARENT)
+    assert by_file.requests[0].model == "claude-haiku-4-5-20251001"
+    assert by_param.requests[0].model == "claude-opus-4-8"
+
+    monkeypatch.setenv("ANTHROPIC_DEFAULT_HAIKU_MODEL", "my-gateway-haiku")
+    other = Router(parent=ScriptedProvider([reply(agent_call("again", "h", id="c3")), "ok"]))
+    other.routes[_key("again")] = child = ScriptedProvider(["c"])
+    events: list[AgentEvent] = []
+    with anyio.fail_after(5):
+        await make_session(other, project, definitions=[haiku_agent], events=events).run(PARENT)
+    assert child.requests[0].model == "my-gateway-haiku"
+
+    monkeypatch.delenv("ANTHROPIC_DEFAULT_HAIKU_MODEL")
+    third = Router(parent=ScriptedProvider([reply(agent_call("third", "h", id="c4")), "ok"]))
+    third.routes[_key("third")] = child = ScriptedProvider(["c"])
+    with anyio.fail_after(5):
+        await make_session(third, project, definitions=[haiku_agent], events=events).run(PARENT)
+    assert child.requests[0].model == "parent-model"
+    assert any(
+        "'haiku' is a Claude Code alias with no meaning for router" in getattr(e, "text", "")
+        for e in events
+    )
 
 
 async def test_max_turns_of_the_session_bounds_its_sub_agents(project: Path) -> None:

@@ -84,6 +84,7 @@ def test_child_messages_carry_parent_tool_use_id_in_stream_json(
             "Why is CI red?",
             "--output-format",
             "stream-json",
+            "--verbose",
             "--provider",
             "anthropic",
             "--model",
@@ -99,19 +100,32 @@ def test_child_messages_carry_parent_tool_use_id_in_stream_json(
     )
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
-    messages = [(line["type"], line["parent_tool_use_id"]) for line in lines if "message" in line]
-    assert messages == [
-        ("assistant", None),  # ToolSearch
-        ("user", None),
-        ("assistant", None),  # Agent
-        ("assistant", AGENT_CALL),  # the child calls list_pipelines
-        ("user", AGENT_CALL),
-        ("assistant", AGENT_CALL),  # the child's answer
-        ("user", None),  # the Agent result
-        ("assistant", None),
+    messages = [
+        (line["type"], line["parent_tool_use_id"], line["message"]["content"][0]["type"])
+        for line in lines
+        if "message" in line
     ]
+    # Claude Code's frames: one per content block; a child's prompt, tool calls and results
+    # (not its text) with the Agent call's id.
+    assert messages == [
+        ("assistant", None, "tool_use"),  # ToolSearch
+        ("user", None, "tool_result"),
+        ("assistant", None, "text"),
+        ("assistant", None, "tool_use"),  # Agent
+        ("user", AGENT_CALL, "text"),  # the child's prompt
+        ("assistant", AGENT_CALL, "tool_use"),  # the child calls list_pipelines
+        ("user", AGENT_CALL, "tool_result"),
+        ("user", None, "tool_result"),  # the Agent result
+        ("assistant", None, "text"),
+    ]
+    tasks = [line["subtype"] for line in lines if line.get("subtype", "").startswith("task_")]
+    assert tasks == ["task_started", "task_progress", "task_updated", "task_notification"]
     [child_results] = [
-        line for line in lines if line["type"] == "user" and line["parent_tool_use_id"]
+        line
+        for line in lines
+        if line["type"] == "user"
+        and line["parent_tool_use_id"]
+        and line["message"]["content"][0]["type"] == "tool_result"
     ]
     [child_result] = child_results["message"]["content"]
     assert child_result["type"] == "tool_result" and "acme/api" in json.dumps(child_result)
@@ -123,9 +137,11 @@ def test_child_messages_carry_parent_tool_use_id_in_stream_json(
     assert lines[-1]["type"] == "result" and lines[-1]["result"] == (
         "CI is red: the deploy pipeline fails."
     )
-    # The result's usage counts the child's two requests too (3 parent + 2 child).
-    assert lines[-1]["usage"]["input_tokens"] == 4 * 10 + 300
-    assert lines[-1]["usage"]["output_tokens"] == 4 * 5 + 9
+    # The result's usage is the parent's three requests; modelUsage counts the child's two
+    # as well (as in Claude Code).
+    assert lines[-1]["usage"]["input_tokens"] == 3 * 10
+    assert lines[-1]["modelUsage"]["claude-test"]["inputTokens"] == 4 * 10 + 300
+    assert lines[-1]["modelUsage"]["claude-test"]["outputTokens"] == 4 * 5 + 9
 
     requests = fake_model_server.requests
     assert len(requests) == 5

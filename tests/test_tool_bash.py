@@ -191,3 +191,65 @@ def test_schema_and_subject() -> None:
     assert timeout == {"type": "integer", "minimum": 1, "maximum": 600_000}
     assert Bash().bind({"command": "  git status \n"}).subject == "git status"
     assert shutil.which("bash") is not None
+
+
+# ---------------------------------------------------------------------------- background
+
+
+async def test_run_in_background_then_task_output_and_task_stop(env: ToolEnv) -> None:
+    from caliban.events import BackgroundTaskUpdate
+    from caliban.tools.tasks import BackgroundTasks, TaskOutput, TaskStop
+
+    tasks = BackgroundTasks()
+    events: list[Any] = []
+    ctx = CallContext(env=env, call_id="toolu_bg", emit=events.append)
+    bash, output, stop = Bash(tasks), TaskOutput(tasks), TaskStop(tasks)
+    try:
+        with anyio.fail_after(20):
+            started = await bash.call(
+                {"command": "echo bg-done", "run_in_background": True, "description": "Echo"}, ctx
+            )
+            task_id = started.data["backgroundTaskId"]
+            assert started.as_text.startswith(f"Command running in background with ID: {task_id}.")
+            done = await output.call({"task_id": task_id}, ctx)
+            assert done.data["retrieval_status"] == "success"
+            assert done.data["task"]["exitCode"] == 0
+            assert "<status>completed</status>" in done.as_text
+            assert "<output>\nbg-done\n</output>" in done.as_text
+
+            long = await bash.call({"command": "sleep 30", "run_in_background": True}, ctx)
+            long_id = long.data["backgroundTaskId"]
+            waiting = await output.call({"task_id": long_id, "block": False}, ctx)
+            assert waiting.data["retrieval_status"] == "not_ready"
+            stopped = await stop.call({"task_id": long_id}, ctx)
+            assert stopped.data["message"] == f"Successfully stopped task: {long_id} (sleep 30)"
+            assert tasks.get(long_id).status == "killed"  # type: ignore[union-attr]
+            missing = await stop.call({"task_id": "nosuchtask"}, ctx)
+            assert missing.is_error and missing.as_text == "No task found with ID: nosuchtask"
+    finally:
+        await tasks.aclose()
+    statuses = [(e.task_id, e.status) for e in events if isinstance(e, BackgroundTaskUpdate)]
+    assert statuses == [
+        (task_id, "running"),
+        (task_id, "completed"),
+        (long_id, "running"),
+        (long_id, "killed"),
+    ]
+
+
+async def test_closing_the_registry_stops_running_tasks(env: ToolEnv) -> None:
+    from caliban.tools.tasks import BackgroundTasks
+
+    tasks = BackgroundTasks()
+    started = await Bash(tasks).call(
+        {"command": "sleep 60", "run_in_background": True}, CallContext(env=env, call_id="b")
+    )
+    task = tasks.get(started.data["backgroundTaskId"])
+    assert task is not None
+    await tasks.aclose()
+    await wait_until(lambda: is_gone(task.process.pid))
+
+
+async def test_background_without_a_registry_is_refused(env: ToolEnv) -> None:
+    out = await run(env, "sleep 1", run_in_background=True)
+    assert out.is_error and "not available" in out.as_text

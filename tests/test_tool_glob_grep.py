@@ -221,17 +221,53 @@ async def test_grep_head_limit(tree: Path) -> None:
     lines = files.as_text.splitlines()
     assert lines[0] == f"Found {KEPT_DIRS} files"
     assert len(lines) == 5
-    assert lines[4] == f"[head_limit=3: showing 3 of {KEPT_DIRS} entries]"
+    assert lines[4] == (
+        f"[showing entries 1–3 of {KEPT_DIRS} (offset=0, head_limit=3); offset=3 shows the "
+        "next ones]"
+    )
+    assert files.data["appliedLimit"] == 3 and len(files.data["filenames"]) == 3
     content = await grep(env, pattern="def func", output_mode="content", head_limit=5)
     assert len(content.as_text.splitlines()) == 6
-    assert content.as_text.endswith(
-        f"[head_limit=5: showing 5 of {KEPT_DIRS * FILES_PER_DIR:,} lines]"
-    )
+    total = KEPT_DIRS * FILES_PER_DIR
+    assert f"of {total:,} (offset=0, head_limit=5)" in content.as_text
+
+
+async def test_grep_head_limit_defaults_to_250_and_0_is_unlimited(tree: Path) -> None:
+    env = ToolEnv(cwd=tree, project_root=tree)
+    default = await grep(env, pattern="def func", output_mode="content")
+    assert len(default.as_text.splitlines()) == 251  # 250 lines and the note
+    unlimited = await grep(env, pattern="NEEDLE", head_limit=0)
+    assert unlimited.as_text.splitlines()[0] == f"Found {KEPT_DIRS} files"
+    assert len(unlimited.as_text.splitlines()) == KEPT_DIRS + 1
+
+
+async def test_grep_offset_pages_through_results(env: ToolEnv) -> None:
+    (env.cwd / "a.txt").write_text("".join(f"hit {n}\n" for n in range(1, 11)))
+    page = await grep(env, pattern="hit", output_mode="content", offset=4, head_limit=3)
+    assert page.as_text.splitlines()[:3] == ["a.txt:5:hit 5", "a.txt:6:hit 6", "a.txt:7:hit 7"]
+    assert "offset=7 shows the next ones" in page.as_text
+    assert page.data["appliedOffset"] == 4 and page.data["numLines"] == 3
+
+
+async def test_grep_context_and_only_matching(env: ToolEnv) -> None:
+    (env.cwd / "a.txt").write_text("one\ntwo needle here\nthree\n")
+    for key in ("context", "-C"):
+        around = await grep(env, pattern="needle", output_mode="content", **{key: 1})
+        assert around.as_text.splitlines() == [
+            "a.txt-1-one",
+            "a.txt:2:two needle here",
+            "a.txt-3-three",
+        ]
+    only = await grep(env, pattern="ne+dle", output_mode="content", **{"-o": True})
+    assert only.as_text == "a.txt:2:needle"
+    assert {"context", "-C", "-A", "-B", "-o", "offset"} <= Grep().spec.input_schema[
+        "properties"
+    ].keys()
 
 
 async def test_grep_output_is_capped(tree: Path) -> None:
     env = ToolEnv(cwd=tree, project_root=tree)
-    out = await grep(env, pattern="return", output_mode="content")
+    out = await grep(env, pattern="return", output_mode="content", head_limit=0)
     assert len(out.as_text) < 31_000
     total = KEPT_DIRS * FILES_PER_DIR
     assert out.as_text.splitlines()[-1].startswith("[Output cut at 30,000 characters: showing ")
@@ -281,10 +317,11 @@ async def test_grep_pattern_starting_with_a_dash(env: ToolEnv) -> None:
 
 
 def test_grep_schema_uses_the_flag_names() -> None:
+    """Every parameter of Claude Code 2.1.197's Grep, under the same names."""
     schema = Grep().spec.input_schema
     assert set(schema["properties"]) == {
         "pattern", "path", "glob", "type", "output_mode", "-i", "-n", "-A", "-B", "-C",
-        "multiline", "head_limit",
+        "context", "-o", "multiline", "head_limit", "offset",
     }  # fmt: skip
     assert schema["required"] == ["pattern"]
     assert schema["properties"]["output_mode"]["enum"] == [
@@ -294,7 +331,7 @@ def test_grep_schema_uses_the_flag_names() -> None:
     ]
     assert all(prop.get("description") for prop in schema["properties"].values())
     parsed = GrepInput.model_validate({"pattern": "x", "-i": True, "-C": 2})
-    assert parsed.case_insensitive and parsed.context == 2
+    assert parsed.case_insensitive and parsed.context_short == 2
 
 
 async def test_grep_invalid_flag_value(env: ToolEnv) -> None:

@@ -180,7 +180,15 @@ def test_the_repl_shows_the_search_and_its_result_count() -> None:
 @pytest.mark.slow
 def test_websearch_end_to_end(fake_model_server: FakeModelServer, project: Path) -> None:
     fake_model_server.add({"web_search": SEARCH, "text": "Released in 2026."})
-    done = run(fake_model_server, "anthropic", project, "--output-format", "stream-json", "when?")
+    done = run(
+        fake_model_server,
+        "anthropic",
+        project,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "when?",
+    )
     assert done.returncode == 0, done.stderr
     objs = lines(done.stdout)
     assert "WebSearch" in objs[0]["tools"] and objs[-1]["result"] == "Released in 2026."

@@ -80,6 +80,34 @@ def test_eager_servers_are_always_offered_after_toolsearch() -> None:
     assert names(box) == ["Echo", "Note", "ToolSearch", TIME_NOW, TIME_CONVERT]
 
 
+def test_tools_marked_always_load_stay_on_the_wire() -> None:
+    """_meta["anthropic/alwaysLoad"] on one tool (fixtures/claude_code mcp_tool_search:
+    mcp__metasrv__add sent in full, mcp__metasrv__echo deferred)."""
+    import dataclasses
+
+    tools = tuple(
+        dataclasses.replace(tool, always_load=True) if tool.name == GH_SEARCH else tool
+        for tool in make_tools(CATALOG)
+    )
+    box = LazyBox(builtins=[Echo()], catalog=StaticCatalog(tools))
+    assert names(box) == ["Echo", "ToolSearch", GH_SEARCH]
+    assert "search_issues" not in box.system_addendum()
+    assert "create_issue" in box.system_addendum()
+
+
+def test_always_load_is_read_from_the_tool_meta() -> None:
+    import mcp_types
+
+    from caliban.mcp.tools import tool_from_sdk
+
+    listed = mcp_types.Tool.model_validate(
+        {"name": "add", "inputSchema": {"type": "object"}, "_meta": {"anthropic/alwaysLoad": True}}
+    )
+    plain = mcp_types.Tool.model_validate({"name": "echo", "inputSchema": {"type": "object"}})
+    assert tool_from_sdk("metasrv", listed).always_load
+    assert not tool_from_sdk("metasrv", plain).always_load
+
+
 def test_active_tools_follow_in_first_activation_order() -> None:
     box = toolbox(eager=frozenset({"time"}))
     box.activation.activate([GL_PIPES])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Literal
@@ -25,6 +26,7 @@ from caliban.cli.options import (
     EXIT_USAGE,
     CliOptions,
     EffortName,
+    InputFormat,
     OutputFormat,
     PermissionModeName,
 )
@@ -143,21 +145,139 @@ def root(
         typer.Option(
             "--permission-mode",
             metavar="MODE",
-            help="default, acceptEdits, plan (read-only) or bypassPermissions (dangerous).",
+            help="default, acceptEdits, plan (read-only), dontAsk (deny what would ask) or "
+            "bypassPermissions (dangerous).",
         ),
     ] = None,
+    dangerously_skip_permissions: Annotated[
+        bool,
+        typer.Option(
+            "--dangerously-skip-permissions",
+            help="Same as --permission-mode bypassPermissions: no permission checks (deny "
+            "rules still apply). Only in a throwaway sandbox.",
+        ),
+    ] = False,
     allowed_tools: Annotated[
         list[str] | None,
         typer.Option(
+            "--allowedTools",
             "--allowed-tools",
             metavar="RULES",
-            help="Permission rules to allow, e.g. 'Bash(git *)'.",
+            help="Permission rules to allow, space- or comma-separated, e.g. 'Bash(git *) Edit'.",
         ),
     ] = None,
     disallowed_tools: Annotated[
         list[str] | None,
-        typer.Option("--disallowed-tools", metavar="RULES", help="Permission rules to deny."),
+        typer.Option(
+            "--disallowedTools",
+            "--disallowed-tools",
+            metavar="RULES",
+            help="Permission rules to deny; a bare built-in tool name removes the tool.",
+        ),
     ] = None,
+    tools: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tools",
+            metavar="TOOLS",
+            help='Exactly these built-in tools, e.g. "Bash,Read"; "" for none, "default" for all.',
+        ),
+    ] = None,
+    system_prompt: Annotated[
+        str | None,
+        typer.Option("--system-prompt", metavar="TEXT", help="Replace the system prompt."),
+    ] = None,
+    append_system_prompt: Annotated[
+        str | None,
+        typer.Option(
+            "--append-system-prompt", metavar="TEXT", help="Append TEXT to the system prompt."
+        ),
+    ] = None,
+    mcp_config: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mcp-config",
+            metavar="FILE|JSON",
+            help='MCP servers from .mcp.json-style files or JSON strings ({"mcpServers": …}).',
+        ),
+    ] = None,
+    strict_mcp_config: Annotated[
+        bool,
+        typer.Option("--strict-mcp-config", help="Only the servers of --mcp-config."),
+    ] = False,
+    add_dir: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--add-dir", metavar="DIR", help="Another working directory the tools may use."
+        ),
+    ] = None,
+    settings: Annotated[
+        str | None,
+        typer.Option(
+            "--settings",
+            metavar="FILE|JSON",
+            help="A Claude Code settings file or JSON object, layered over the others.",
+        ),
+    ] = None,
+    setting_sources: Annotated[
+        str | None,
+        typer.Option(
+            "--setting-sources",
+            metavar="SOURCES",
+            help="Which Claude Code settings files to read: user,project,local.",
+        ),
+    ] = None,
+    agents: Annotated[
+        str | None,
+        typer.Option(
+            "--agents",
+            metavar="JSON",
+            help='Sub-agents as JSON: {"name": {"description": …, "prompt": …}}.',
+        ),
+    ] = None,
+    session_id: Annotated[
+        str | None,
+        typer.Option("--session-id", metavar="UUID", help="Use this session id (a UUID)."),
+    ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            help="With -p: required by --output-format stream-json; json prints every frame.",
+        ),
+    ] = False,
+    input_format: Annotated[
+        InputFormat,
+        typer.Option(
+            "--input-format",
+            metavar="FORMAT",
+            help="With -p: text (default) or stream-json (user messages as JSON lines on stdin).",
+        ),
+    ] = "text",
+    include_partial_messages: Annotated[
+        bool,
+        typer.Option(
+            "--include-partial-messages",
+            help="With -p and stream-json: stream_event frames as the response streams.",
+        ),
+    ] = False,
+    replay_user_messages: Annotated[
+        bool,
+        typer.Option(
+            "--replay-user-messages", help="With stream-json input: echo each user message."
+        ),
+    ] = False,
+    include_hook_events: Annotated[
+        bool,
+        typer.Option(
+            "--include-hook-events",
+            help="Accepted for Claude Code scripts; caliban has no hooks, so nothing changes.",
+        ),
+    ] = False,
+    no_session_persistence: Annotated[
+        bool,
+        typer.Option("--no-session-persistence", help="With -p: do not save the session."),
+    ] = False,
     continue_session: Annotated[
         bool, typer.Option("-c", "--continue", help="Resume this project's newest session.")
     ] = False,
@@ -169,7 +289,9 @@ def root(
     ] = None,
     version: Annotated[
         bool,
-        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Show the version."),
+        typer.Option(
+            "--version", "-V", "-v", callback=_version, is_eager=True, help="Show the version."
+        ),
     ] = False,
 ) -> None:
     if ctx.invoked_subcommand is not None:
@@ -183,12 +305,27 @@ def root(
         provider=provider,
         max_turns=max_turns,
         effort=effort,
-        permission_mode=permission_mode,
+        permission_mode="bypassPermissions" if dangerously_skip_permissions else permission_mode,
         allowed_tools=_split_rules(allowed_tools),
         disallowed_tools=_split_rules(disallowed_tools),
         continue_session=continue_session,
         resume=resume,
         cwd=Path.cwd(),
+        verbose=verbose,
+        input_format=input_format,
+        include_partial_messages=include_partial_messages,
+        replay_user_messages=replay_user_messages,
+        system_prompt=system_prompt,
+        append_system_prompt=append_system_prompt,
+        mcp_config=tuple(mcp_config or ()),
+        strict_mcp_config=strict_mcp_config,
+        add_dirs=tuple(path.expanduser().resolve() for path in add_dir or ()),
+        session_id=session_id,
+        settings=settings,
+        setting_sources=_split_list(setting_sources) if setting_sources is not None else None,
+        tools=_tool_set(tools),
+        agents_json=agents,
+        no_session_persistence=no_session_persistence,
     )
     global _session_ran
     _session_ran = True
@@ -222,11 +359,88 @@ def _split_rules(values: list[str] | None) -> tuple[str, ...]:
     return tuple(rules)
 
 
+def _split_list(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def _tool_set(values: list[str] | None) -> tuple[str, ...] | None:
+    """``--tools``: ``None`` (all) when absent or ``default``; ``""`` means none."""
+    if values is None:
+        return None
+    names = _split_rules(values)
+    return None if names == ("default",) else names
+
+
 def _err(message: str) -> None:
     print(message, file=sys.stderr)
 
 
 # ---------------------------------------------------------------------------- entry point
+
+
+VARIADIC_OPTIONS = frozenset(
+    {
+        "--allowedTools",
+        "--allowed-tools",
+        "--disallowedTools",
+        "--disallowed-tools",
+        "--tools",
+        "--mcp-config",
+        "--add-dir",
+    }
+)
+"""Options that take several values, as in Claude Code (``--allowedTools Bash Edit``)."""
+
+
+_TOOL = r"(?:[A-Z][A-Za-z0-9_*?]*|mcp__[A-Za-z0-9_*?\-.]*)(?:\(.*\))?"
+_RULE_WORD = re.compile(rf"{_TOOL}(?:[,\s]+{_TOOL})*,?")
+"""A list of rules: tool names start with a capital (``Bash``, ``Edit(src/**)``) or
+``mcp__``, so a lower-case word after the list (``-p --allowedTools Read go``) is the prompt."""
+
+
+def _takes_another(option: str, token: str) -> bool:
+    """Whether ``token``, after a value of the list option ``option``, is another value.
+
+    Claude Code takes every word up to the next option; caliban takes only words that look
+    like values (a rule, a JSON object, an existing path), so ``--allowed-tools Read "fix
+    the bug"`` keeps its prompt.
+    """
+    if option in ("--mcp-config",):
+        return token.lstrip().startswith("{") or Path(token).expanduser().is_file()
+    if option == "--add-dir":
+        return Path(token).expanduser().is_dir()
+    return _RULE_WORD.fullmatch(token) is not None
+
+
+def _expand_variadic(argv: list[str]) -> list[str]:
+    """``--allowedTools A B -p x`` → ``--allowedTools A --allowedTools B -p x``.
+
+    Claude Code's list options take several values; click's take one each, so the values
+    are spread over repeated options (see :func:`_takes_another`).
+    """
+    result: list[str] = []
+    current: str | None = None
+    tokens = iter(argv)
+    for token in tokens:
+        if token == "--":
+            result.append(token)
+            result.extend(tokens)
+            break
+        if token.startswith("-") and token != "-":
+            name = token.split("=", 1)[0]
+            current = name if name in VARIADIC_OPTIONS and "=" not in token else None
+            result.append(token)
+            if current is not None:
+                value = next(tokens, None)
+                if value is not None:
+                    result.append(value)
+            continue
+        if current is not None and _takes_another(current, token):
+            result += [current, token]
+            continue
+        current = None
+        result.append(token)
+    return result
 
 
 def _normalise_resume(argv: list[str]) -> list[str]:
@@ -248,7 +462,7 @@ def _looks_like_id(token: str) -> bool:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: maps errors to documented exit codes, no tracebacks."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args in (["--version"], ["-V"]):
+    if args in (["--version"], ["-V"], ["-v"]):
         print(f"caliban {__version__}")
         return
     code = _dispatch(args)
@@ -266,7 +480,8 @@ def _dispatch(args: list[str]) -> int:
     from caliban.errors import ConfigError, UsageError
 
     try:
-        app(args=_normalise_resume(args), prog_name="caliban", standalone_mode=True)
+        argv = _normalise_resume(_expand_variadic(args))
+        app(args=argv, prog_name="caliban", standalone_mode=True)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except ConfigError as exc:

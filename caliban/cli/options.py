@@ -15,7 +15,12 @@ EXIT_CONFIG = 78
 EXIT_INTERRUPTED = 130
 
 OutputFormat = Literal["text", "json", "stream-json"]
-PermissionModeName = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
+InputFormat = Literal["text", "stream-json"]
+PermissionModeName = Literal[
+    "default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"
+]
+"""Claude Code's modes. ``dontAsk`` is ``default`` without asking (what would ask is denied);
+``auto`` (Claude Code's classifier) is not implemented and runs as ``default``."""
 EffortName = Literal["low", "medium", "high"]
 
 
@@ -36,5 +41,24 @@ class CliOptions:
     resume: str | None
     """A session id, ``""`` for the picker, or ``None``."""
     cwd: Path
+    verbose: bool = False
+    input_format: InputFormat = "text"
+    include_partial_messages: bool = False
+    replay_user_messages: bool = False
+    system_prompt: str | None = None
+    """Replaces caliban's system prompt (environment and memory included)."""
+    append_system_prompt: str | None = None
+    mcp_config: tuple[str, ...] = ()
+    """``--mcp-config`` values: files or JSON objects of the form ``{"mcpServers": {…}}``."""
+    strict_mcp_config: bool = False
+    add_dirs: tuple[Path, ...] = ()
+    session_id: str | None = None
+    settings: str | None = None
+    """``--settings``: a Claude Code settings file or JSON object."""
+    setting_sources: tuple[str, ...] | None = None
+    tools: tuple[str, ...] | None = None
+    """``--tools``: exactly these built-in tools (``()`` for none); ``None``: all."""
+    agents_json: str | None = None
+    no_session_persistence: bool = False
     effort: str | None = None
     """``--effort``: low, medium or high (the ``model_effort`` setting)."""

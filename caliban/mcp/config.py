@@ -12,9 +12,15 @@ One table per server::
     headers = { Authorization = "Bearer ${DOCS_TOKEN}" }
 
 Sources, lowest precedence first: the user ``mcp.toml``, the project's ``.mcp.json`` (Claude
-Code's format), the project ``.caliban/mcp.toml``. A server defined in a later source replaces
-the whole entry of the same name. A bad entry is reported (file, line, server) and skipped; the
-other servers still load. Nothing here imports the MCP SDK.
+Code's format), the project ``.caliban/mcp.toml``, then each ``--mcp-config`` (a file or a JSON
+string in ``.mcp.json``'s format; with ``--strict-mcp-config`` only those). A server defined in
+a later source replaces the whole entry of the same name. A bad entry is reported (file, line,
+server) and skipped; the other servers still load. Nothing here imports the MCP SDK.
+
+Names in ``.mcp.json`` and ``--mcp-config`` are kept as Claude Code keeps them (``GitHub``, up
+to 64 characters): the tools of server ``GitHub`` are ``mcp__GitHub__<tool>``. ``mcp.toml``
+names are 1-32 lowercase characters. ``"alwaysLoad": true`` on a ``.mcp.json`` server is
+``lazy = false``: its tools stay on the wire under lazy loading.
 
 The project's servers start only in a trusted folder (:mod:`caliban.trust`): a cloned
 repository's ``.mcp.json`` must not run a command on start-up. Until then they are listed
@@ -45,11 +51,13 @@ from caliban.config import (
 MCP_FILE = "mcp.toml"
 MCP_JSON = ".mcp.json"
 NAME_RE = re.compile(r"^[a-z0-9_-]{1,32}$")
+JSON_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""Server names in Claude Code's JSON files: kept verbatim, capitals and all."""
 DEFAULT_STARTUP_TIMEOUT = 10.0
 DEFAULT_TOOL_TIMEOUT = 120.0
 
 Transport = Literal["stdio", "http", "sse"]
-Scope = Literal["user", "project", "mcp.json"]
+Scope = Literal["user", "project", "mcp.json", "flag"]
 WriteScope = Literal["user", "project"]
 
 
@@ -345,6 +353,35 @@ def _read_mcp_json(path: Path, problems: list[str], warnings: list[str]) -> list
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(f"{path}: cannot read: {exc}")
         return []
+    return _mcp_json_entries(text, path, "mcp.json", problems, warnings)
+
+
+def _read_flag_config(value: str, problems: list[str], warnings: list[str]) -> list[_Raw]:
+    """One ``--mcp-config`` value: a JSON object, or the path of a file holding one.
+
+    Raises :class:`ConfigError` when the file is missing or the JSON is invalid (a flag the
+    user typed is not skipped quietly)."""
+    if value.lstrip().startswith("{"):
+        text, source = value, Path("--mcp-config")
+    else:
+        source = Path(value).expanduser()
+        try:
+            text = source.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(f"--mcp-config: MCP config file not found: {source}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--mcp-config: cannot read {source}: {exc}") from None
+    flag_problems: list[str] = []
+    raws = _mcp_json_entries(text, source, "flag", flag_problems, warnings)
+    if flag_problems and not raws:
+        raise ConfigError(f"--mcp-config: {'; '.join(flag_problems)}")
+    problems.extend(flag_problems)
+    return raws
+
+
+def _mcp_json_entries(
+    text: str, path: Path, scope: Scope, problems: list[str], warnings: list[str]
+) -> list[_Raw]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -365,6 +402,10 @@ def _read_mcp_json(path: Path, problems: list[str], warnings: list[str]) -> list
         for key, value in entry.items():
             if key == "type":
                 converted["transport"] = "http" if value == "streamable-http" else value
+            elif key == "alwaysLoad":
+                # Claude Code pins the server's tools under tool search; caliban's lazy = false.
+                if value is True:
+                    converted["lazy"] = False
             elif key in _JSON_KEYS:
                 converted[key] = value
             else:
@@ -375,7 +416,7 @@ def _read_mcp_json(path: Path, problems: list[str], warnings: list[str]) -> list
                 name=name,
                 data=converted,
                 source=path,
-                scope="mcp.json",
+                scope=scope,
                 line=line,
                 key_line=lambda key: None,
             )
@@ -395,7 +436,15 @@ def _build(
     raw: _Raw, cwd: Path, environ: Mapping[str, str], problems: list[str], warnings: list[str]
 ) -> ServerConfig | None:
     where = f"{raw.source}:{raw.line}" if raw.line else str(raw.source)
-    if not valid_name(raw.name):
+    if raw.scope in ("mcp.json", "flag"):
+        if not JSON_NAME_RE.fullmatch(raw.name):
+            fixed = re.sub(r"[^A-Za-z0-9_-]+", "-", raw.name).strip("-")[:64] or "server"
+            problems.append(
+                f"{where}: server name {raw.name!r} is invalid: use 1-64 letters, digits, '_' "
+                f"or '-' (e.g. {fixed!r})"
+            )
+            return None
+    elif not valid_name(raw.name):
         problems.append(_name_problem(where, raw.name))
         return None
     if not isinstance(raw.data, dict):
@@ -448,7 +497,13 @@ def _build(
 
 
 def load_mcp_config(
-    cwd: Path, *, environ: Mapping[str, str] | None = None, trusted: bool | None = None
+    cwd: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    extra: Sequence[str] = (),
+    strict: bool = False,
+    mcp_json_allows: Callable[[str], bool] | None = None,
+    trusted: bool | None = None,
 ) -> McpConfig:
     """Every configured server for a session started in ``cwd``.
 
@@ -457,6 +512,10 @@ def load_mcp_config(
     ``trusted`` (default: :func:`caliban.trust.is_trusted` of the project root) decides
     whether the project's servers are among :attr:`McpConfig.servers` or only listed in
     :attr:`McpConfig.untrusted`.
+    ``extra`` are ``--mcp-config`` values (files or JSON strings; a missing file or invalid
+    JSON raises :class:`ConfigError`); ``strict`` (``--strict-mcp-config``) uses only them.
+    ``mcp_json_allows`` filters ``.mcp.json`` servers by name (Claude Code's
+    ``disabledMcpjsonServers`` / ``enabledMcpjsonServers`` settings).
     """
     from caliban.trust import is_trusted
 
@@ -466,17 +525,25 @@ def load_mcp_config(
     env = os.environ if environ is None else environ
     problems: list[str] = []
     warnings: list[str] = []
-    raws = [
-        *_read_toml_file(user_mcp_path(), "user", problems),
-        *_read_mcp_json(mcp_json_path(cwd), problems, warnings),
-        *_read_toml_file(project_mcp_path(cwd), "project", problems),
-    ]
-    if user_mcp_path() == project_mcp_path(cwd):  # running inside the config dir itself
-        raws = [r for r in raws if r.scope != "project"]
+    flagged = [raw for value in extra for raw in _read_flag_config(value, problems, warnings)]
+    if strict:
+        raws = flagged
+    else:
+        mcp_json = _read_mcp_json(mcp_json_path(cwd), problems, warnings)
+        if mcp_json_allows is not None:
+            mcp_json = [raw for raw in mcp_json if mcp_json_allows(raw.name)]
+        raws = [
+            *_read_toml_file(user_mcp_path(), "user", problems),
+            *mcp_json,
+            *_read_toml_file(project_mcp_path(cwd), "project", problems),
+            *flagged,
+        ]
+        if user_mcp_path() == project_mcp_path(cwd):  # running inside the config dir itself
+            raws = [r for r in raws if r.scope != "project"]
     chosen: dict[str, ServerConfig] = {}
     untrusted: dict[str, ServerConfig] = {}
     for raw in raws:
-        if not trusted and raw.scope != "user":
+        if not trusted and raw.scope in ("project", "mcp.json"):  # flags are the user's own
             # Built only to be listed (nothing is expanded into a process or a request):
             # the user's own entry of the same name stays in force.
             if (config := _build(raw, cwd, {}, [], [])) is not None:

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     import mcp_types
 
 PREFIX = "mcp__"
+ALWAYS_LOAD_META = "anthropic/alwaysLoad"
+"""The ``_meta`` key with which a server asks that a tool never be deferred."""
 MAX_NAME = 64
 _HASH_CHARS = 8
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -117,6 +119,9 @@ class McpTool:
     title: str | None = None
     timeout: float | None = None
     """Seconds a call may take (the server's ``tool_timeout``)."""
+    always_load: bool = False
+    """The server marked the tool ``_meta["anthropic/alwaysLoad"]``: it stays on the wire
+    under lazy loading, as Claude Code keeps it loaded under tool search."""
     dispatcher: McpDispatcher | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -184,6 +189,7 @@ def tool_from_sdk(
         annotations=annotations,
         title=tool.title,
         timeout=timeout,
+        always_load=(tool.meta or {}).get(ALWAYS_LOAD_META) is True,
         dispatcher=dispatcher,
     )
 
@@ -318,7 +324,14 @@ def convert_result(
     marked = _marked(parts, server=server, tool=tool)
     if note:
         marked.append(TextPart(text=note))
-    return ToolOutput(content=tuple(_joined(marked)), is_error=result.is_error, summary=summary)
+    as_data: dict[str, Any] | None = None
+    if result.structured_content is not None:
+        # What Claude Code reports as the call's tool_use_result (caliban -p prints it).
+        compact = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+        as_data = {"content": compact, "structuredContent": result.structured_content}
+    return ToolOutput(
+        content=tuple(_joined(marked)), is_error=result.is_error, summary=summary, data=as_data
+    )
 
 
 def _checked_image(part: ResultPart) -> ResultPart:
@@ -394,6 +407,7 @@ def _summary(parts: list[ResultPart]) -> str | None:
 
 
 __all__ = [
+    "ALWAYS_LOAD_META",
     "MAX_NAME",
     "McpDispatcher",
     "McpInvocation",

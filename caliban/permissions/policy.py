@@ -130,6 +130,7 @@ def decide(
     project_root: Path,
     writes_path: Path | None,
     cwd: Path | None = None,
+    working_dirs: Sequence[Path] = (),
 ) -> Decision:
     """Allow, ask or deny one tool call. Pure: no I/O, no state (resolving a Bash line's
     redirection targets follows symlinks).
@@ -139,6 +140,7 @@ def decide(
     ``cwd`` is where a Bash command runs (default: the project root), against which its
     redirections' relative targets resolve. A Bash line's redirections are decided as
     writes (and reads) of their targets, and the stricter answer wins.
+    ``working_dirs`` (``--add-dir``) are treated like the project root for writes.
     """
     decision = _decide(
         tool_name,
@@ -149,6 +151,7 @@ def decide(
         rules=rules,
         project_root=project_root,
         writes_path=writes_path,
+        working_dirs=working_dirs,
     )
     if tool_name != "Bash" or subject is None or decision.behavior == "deny":
         return decision
@@ -156,7 +159,13 @@ def decide(
     if not isinstance(analysis, shell.Understood):
         return decision  # no allow rule vouches for it: it asks, or runs in bypass mode
     return _with_redirections(
-        decision, analysis, mode=mode, rules=rules, project_root=project_root, cwd=cwd
+        decision,
+        analysis,
+        mode=mode,
+        rules=rules,
+        project_root=project_root,
+        cwd=cwd,
+        working_dirs=working_dirs,
     )
 
 
@@ -168,6 +177,7 @@ def _with_redirections(
     rules: PermissionRules,
     project_root: Path,
     cwd: Path | None,
+    working_dirs: Sequence[Path],
 ) -> Decision:
     """``decision`` about a Bash line, made stricter by what its redirections do: each file
     it writes (``>``, ``>>``, ``2>``, ``&>``…) is decided as a Write of that file (deny and
@@ -193,6 +203,7 @@ def _with_redirections(
             rules=rules,
             project_root=project_root,
             writes_path=path,
+            working_dirs=working_dirs,
         )
         what = f"it redirects output to {path}, and {write.reason}"
         match write.behavior:
@@ -220,6 +231,7 @@ def _decide(
     rules: PermissionRules,
     project_root: Path,
     writes_path: Path | None,
+    working_dirs: Sequence[Path] = (),
 ) -> Decision:
     """:func:`decide` for one call, without looking at a Bash line's redirections."""
     if rule := _find(rules.deny, tool_name, subject, project_root, allowing=False):
@@ -255,7 +267,9 @@ def _decide(
             reason=f"{writes_path} is protected: {why}",
             suggestion=file_rule(tool_name, writes_path, project_root),
         )
-    if writes_path is not None and not is_within(writes_path, project_root):
+    if writes_path is not None and not any(
+        is_within(writes_path, place) for place in (project_root, *working_dirs)
+    ):
         rule = _find(
             rules.allow, tool_name, subject, project_root, allowing=True, absolute_only=True
         )
@@ -292,6 +306,8 @@ class PermissionPolicy:
     rules: PermissionRules = field(default_factory=PermissionRules)
     session_rules: list[Rule] = field(default_factory=list)
     """Added by "yes, and don't ask again this session"; forgotten when caliban exits."""
+    working_dirs: tuple[Path, ...] = ()
+    """Additional working directories (``--add-dir``): writes there count as in the project."""
 
     @classmethod
     def from_settings(
@@ -302,6 +318,7 @@ class PermissionPolicy:
         mode: PermissionMode | None = None,
         allowed: Iterable[str] = (),
         disallowed: Iterable[str] = (),
+        working_dirs: Iterable[Path] = (),
     ) -> PermissionPolicy:
         """The policy from ``[permissions]`` plus ``--permission-mode``, ``--allowed-tools``
         and ``--disallowed-tools``; raises :class:`ConfigError` for a malformed rule."""
@@ -313,7 +330,12 @@ class PermissionPolicy:
             )
         except RuleError as exc:
             raise ConfigError(f"permissions: {exc}") from None
-        return cls(project_root=project_root.resolve(), mode=mode or settings.mode, rules=rules)
+        return cls(
+            project_root=project_root.resolve(),
+            mode=mode or settings.mode,
+            rules=rules,
+            working_dirs=tuple(path.resolve() for path in working_dirs),
+        )
 
     def decide(
         self,
@@ -337,6 +359,7 @@ class PermissionPolicy:
             rules=self.rules.with_allow(self.session_rules),
             project_root=self.project_root,
             writes_path=writes,
+            working_dirs=self.working_dirs,
         )
 
     def read_denial(self, tool_name: str, path: Path) -> str | None:

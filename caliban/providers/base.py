@@ -79,7 +79,12 @@ ProviderEvent = TextDelta | ThinkingDelta | ToolCallStarted | ApiRetry | Respons
 
 
 class ProviderError(Exception):
-    """A model API failure that retrying will not fix. The message is shown to the user."""
+    """A model API failure that retrying will not fix. The message is shown to the user;
+    ``status`` is the HTTP status of the last failed request, when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class PromptTooLong(ProviderError):
@@ -89,7 +94,7 @@ class PromptTooLong(ProviderError):
     """
 
     def __init__(self, message: str, *, tokens: int | None = None, limit: int | None = None):
-        super().__init__(message)
+        super().__init__(message, status=400)
         self.tokens = tokens
         self.limit = limit
 

@@ -273,10 +273,11 @@ async def with_retries(
             case "auth":
                 raise ProviderError(
                     f"invalid API key for {provider}: set {key_env} or "
-                    f"providers.{provider}.api_key_env (HTTP {failure.summary})"
+                    f"providers.{provider}.api_key_env (HTTP {failure.summary})",
+                    status=failure.status,
                 )
             case "fatal":
-                raise ProviderError(_fatal_message(provider, failure, model))
+                raise ProviderError(_fatal_message(provider, failure, model), status=failure.status)
             case "too_long":
                 raise PromptTooLong(
                     f"{provider} API error: {failure.summary} (the conversation no longer "
@@ -288,11 +289,13 @@ async def with_retries(
                 if started_output:
                     raise ProviderError(
                         f"{provider} response broke off after part of it was shown "
-                        f"({failure.summary}); the partial response was discarded, try again"
+                        f"({failure.summary}); the partial response was discarded, try again",
+                        status=failure.status,
                     )
                 if number == policy.max_attempts:
                     raise ProviderError(
-                        f"{provider} API request failed after {number} attempts: {failure.summary}"
+                        f"{provider} API request failed after {number} attempts: {failure.summary}",
+                        status=failure.status,
                     )
                 delay = policy.delay(number, failure.retry_after)
                 yield ApiRetry(

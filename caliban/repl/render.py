@@ -39,6 +39,7 @@ from caliban.events import (
     AssistantDelta,
     AssistantMessage,
     AssistantThinkingDelta,
+    BackgroundTaskUpdate,
     ConversationCleared,
     ConversationCompacted,
     HistoryAppended,
@@ -409,7 +410,11 @@ class Renderer:
                     "tokens; the earlier part is summarised",
                     style="dim",
                 )
-            case HistoryAppended() | ModelChanged() | ConversationCleared():
+            case BackgroundTaskUpdate(status=status) if status != "running":
+                self._line(depth, f"{ELBOW}  background task {event.task_id} {status}", style="dim")
+            case (
+                HistoryAppended() | ModelChanged() | ConversationCleared() | BackgroundTaskUpdate()
+            ):
                 pass  # nothing to show: the REPL prints its own lines for /model and /clear
             case _:
                 assert_never(event)

@@ -21,7 +21,8 @@ from caliban.events import Notice
 from caliban.messages import Message
 from caliban.paths import project_root
 from caliban.prompts import system_prompt
-from caliban.session.session import Listener, Session
+from caliban.session.compat import caliban_mode
+from caliban.session.session import Listener, Session, new_session_id
 from caliban.tools.base import ToolEnv
 from caliban.trust import has_project_files, is_trusted
 
@@ -65,7 +66,7 @@ def cli_overrides(options: CliOptions) -> dict[str, Any]:
     if options.effort:
         overrides["model_effort"] = options.effort
     if options.permission_mode:
-        overrides.setdefault("permissions", {})["mode"] = options.permission_mode
+        overrides.setdefault("permissions", {})["mode"] = caliban_mode(options.permission_mode)
     return overrides
 
 
@@ -86,62 +87,95 @@ async def open_session(
     from caliban.mcp.status import describe_failure
     from caliban.permissions.approval import deny_approver, make_authorize
     from caliban.permissions.policy import PermissionPolicy
-    from caliban.providers.select import create_provider, resolve_provider
+    from caliban.providers.select import DEFAULT_MODELS, create_provider, resolve_provider
+    from caliban.session.compat import prepare, resolve_model, retry_policy, select_builtins
     from caliban.session.resume import close_transcript, open_transcript
     from caliban.skills.catalog import load_catalog
     from caliban.subagents import list_agents
     from caliban.tools.builtin import builtin_tools
+    from caliban.tools.tasks import BackgroundTasks
 
     root = project_root(options.cwd)
     trusted = is_trusted(root)
     loaded = load_config(options.cwd, overrides=cli_overrides(options), trusted=trusted)
-    settings = loaded.settings
+    # Claude Code's settings files, env, modes and flags (caliban.session.compat).
+    setup = prepare(options, loaded, root)
+    settings = setup.settings
     choice = resolve_provider(
-        settings, provider=options.provider, model=options.model, environ=os.environ
+        settings, provider=options.provider, model=setup.model, environ=os.environ
     )
-    provider = create_provider(choice)
+    choice, model_warning = resolve_model(choice, DEFAULT_MODELS[choice.provider])
+    retry = retry_policy()
+    provider = create_provider(choice, **({"retry": retry} if retry else {}))
     warm_up = start_in_daemon_thread(provider.warm_up, name="caliban-sdk-import")
     # The server's real context window (a local model's is rarely 128k), asked off the
     # critical path; /context and lazy_mcp = "auto" read it once known.
     window = asyncio.ensure_future(provider.refresh_context_window(choice.model))
 
-    mcp_config = load_mcp_config(options.cwd, trusted=trusted)
+    mcp_config = load_mcp_config(
+        options.cwd,
+        extra=options.mcp_config,
+        strict=options.strict_mcp_config,
+        mcp_json_allows=setup.claude.allows_mcpjson_server,
+        trusted=trusted,
+    )
     manager = start_mcp(mcp_config.servers)
 
+    tasks = BackgroundTasks()
+    chosen = select_builtins(
+        builtin_tools(tasks),
+        only=options.tools,
+        deny=[*settings.permissions.deny, *options.disallowed_tools],
+    )
     policy = PermissionPolicy.from_settings(
         settings.permissions,
         project_root=root,
         allowed=options.allowed_tools,
-        disallowed=options.disallowed_tools,
+        disallowed=[*options.disallowed_tools, *chosen.deny],
+        working_dirs=setup.add_dirs,
     )
-    agent_definitions, agent_warnings = list_agents(options.cwd)
+    agent_definitions, agent_warnings = list_agents(options.cwd, extra=setup.extra_agents)
     catalog = load_catalog(options.cwd)
     notifying = _NotifyingApprover(approver) if approver is not None else None
     session = Session(
         settings=settings,
         provider=provider,
         model=choice.model,
-        system_prompt=system_prompt(options.cwd, root),
+        system_prompt=system_prompt(
+            options.cwd,
+            root,
+            add_dirs=setup.add_dirs,
+            replace=options.system_prompt,
+            append=options.append_system_prompt,
+        ),
         env=ToolEnv(cwd=options.cwd, project_root=root, read_denied=policy.read_denial),
-        builtins=builtin_tools(),
-        agents=agent_definitions,
+        builtins=chosen.builtins,
+        agents=agent_definitions if chosen.agent else (),
         skills=catalog.items,
         permissions=policy,
-        authorize=make_authorize(policy, notifying or deny_approver),
+        authorize=make_authorize(
+            policy, deny_approver if setup.never_ask else notifying or deny_approver
+        ),
         listeners=list(listeners),
         max_turns=settings.max_turns,
         config=loaded,
         mcp=manager,
+        permission_mode_name=setup.permission_mode,
+        id=options.session_id or new_session_id(),
     )
-    hooks = _hooks(loaded, session, root)
+    hooks = _hooks(loaded, setup.claude.hooks, session, root)
     if notifying is not None:
         notifying.hooks = hooks
     try:
-        await open_transcript(session, options, interactive=interactive)  # -c / --resume
+        if not options.no_session_persistence:
+            await open_transcript(session, options, interactive=interactive)  # -c / --resume
         lazy_warning = session.lazy_policy.warning if session.lazy_policy else None
         for text in [
             *loaded.untrusted,
             *mcp_config.untrusted_notices,
+            *setup.warnings,
+            *chosen.warnings,
+            *([model_warning] if model_warning else []),
             *loaded.warnings,
             *mcp_config.problems,
             *mcp_config.warnings,
@@ -170,6 +204,7 @@ async def open_session(
             with contextlib.suppress(Exception):  # a failing hook must not lose the session
                 await hooks.session_ended("other")
         close_transcript(session)
+        await tasks.aclose()
         warm_up.cancel()
         window.cancel()
         if manager is not None:
@@ -215,16 +250,23 @@ class _NotifyingApprover:
         return await self.approver(request)
 
 
-def _hooks(loaded: LoadedConfig, session: Session, root: Path) -> HookRunner | None:
-    """The session's hook runner from every config file's ``[hooks]`` (a project file's only
-    in a trusted folder); ``None`` when no hook is configured. Notices go to the session."""
+def _hooks(
+    loaded: LoadedConfig,
+    claude_hooks: Sequence[tuple[str, object]],
+    session: Session,
+    root: Path,
+) -> HookRunner | None:
+    """The session's hook runner from every config file's ``[hooks]`` and every Claude Code
+    settings file's ``hooks`` (an untrusted project's are already dropped, with the one trust
+    notice); ``None`` when no hook is configured. Notices go to the session."""
     from caliban.hooks import HookRunner, configured_hooks
     from caliban.session.resume import current_transcript
-    from caliban.trust import is_trusted
 
-    trusted = is_trusted(root)
     config, warnings = configured_hooks(
-        [(str(f.path), f.data.get("hooks"), f.scope == "user" or trusted) for f in loaded.files]
+        [
+            *((str(f.path), f.data.get("hooks")) for f in loaded.files),
+            *claude_hooks,
+        ]
     )
     for text in warnings:
         session.emit(Notice(level="warning", text=text))
@@ -259,19 +301,6 @@ def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:
     manager = McpManager(servers)
     manager.start()
     return manager
-
-
-def session_init_info(session: Session) -> dict[str, Any]:
-    """The fields of stream-json's ``init`` line."""
-    servers = session.mcp.statuses() if session.mcp is not None else []
-    return {
-        "cwd": str(session.cwd),
-        "model": session.model,
-        "tools": [tool.name for tool in session.toolset.offered()]
-        + (["WebSearch"] if session.offers_web_search() else []),
-        "mcp_servers": [{"name": s.name, "status": s.state} for s in servers],
-        "permission_mode": session.settings.permissions.mode,
-    }
 
 
 def result_extra(session: Session) -> dict[str, Any]:

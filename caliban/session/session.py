@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from caliban.agent import Agent, Authorize, Conversation, RunResult, allow_all
 from caliban.compaction import CompactionPolicy
 from caliban.config import LoadedConfig, Settings
-from caliban.events import AgentEvent, ConversationCleared, HistoryAppended, ModelChanged
+from caliban.events import AgentEvent, ConversationCleared, HistoryAppended, ModelChanged, Notice
 from caliban.hooks import NO_HOOKS, LoopHooks
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.mcp.lazy.policy import LazyPolicy, resolve_policy
@@ -80,6 +80,9 @@ class Session:
     """The settings files this session was built from (for ``/config``)."""
     mcp: McpManager | None = None
     """MCP server connections, when any are configured."""
+    permission_mode_name: str | None = None
+    """The permission mode in Claude Code's names (``dontAsk``), for headless output; ``None``:
+    ``settings.permissions.mode``."""
     lazy_policy: LazyPolicy | None = None
     """Lazy MCP loading settings; resolved from ``settings`` and ``mcp.toml`` when not given."""
     activation: ActivationCell | None = None
@@ -231,7 +234,7 @@ class Session:
         env = ctx.env.fork()
         return Agent(
             provider=self.provider,
-            model=definition.model or self.model,
+            model=self._child_model(definition.model, ctx),
             system_prompt=child_system_prompt(definition, env.cwd, env.project_root),
             toolset=self.toolset.for_child(definition),
             env=env,
@@ -244,6 +247,30 @@ class Session:
             web_search=self.offers_web_search(definition),
             hooks=self.hooks,
         )
+
+    def _child_model(self, wanted: str | None, ctx: CallContext) -> str:
+        """The model a sub-agent runs on: the definition's (or the Agent call's), else
+        ``$CLAUDE_CODE_SUBAGENT_MODEL``, else this session's; Claude Code aliases resolved
+        for this session's provider."""
+        import os
+
+        from caliban.model_aliases import resolve_alias
+
+        wanted = wanted or os.environ.get("CLAUDE_CODE_SUBAGENT_MODEL") or None
+        if wanted is None:
+            return self.model
+        resolved = resolve_alias(wanted, self.provider.name, os.environ)
+        if resolved is None:
+            ctx.emit(
+                Notice(
+                    level="warning",
+                    text=f"model {wanted!r} is a Claude Code alias with no meaning for "
+                    f"{self.provider.name}; the sub-agent uses {self.model} (set "
+                    f"ANTHROPIC_DEFAULT_{wanted.upper()}_MODEL to choose one)",
+                )
+            )
+            return self.model
+        return resolved
 
     def _add_child_usage(self, usage: Usage) -> None:
         """A sub-agent's tokens count toward the session's (``/cost``)."""

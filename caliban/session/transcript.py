@@ -40,6 +40,7 @@ from caliban.events import (
     AssistantDelta,
     AssistantMessage,
     AssistantThinkingDelta,
+    BackgroundTaskUpdate,
     ConversationCleared,
     ConversationCompacted,
     HistoryAppended,
@@ -102,7 +103,7 @@ def event_to_json(event: AgentEvent) -> dict[str, Any] | None:
     """
     body: dict[str, Any]
     match event:
-        case AssistantDelta() | AssistantThinkingDelta():
+        case AssistantDelta() | AssistantThinkingDelta() | BackgroundTaskUpdate():
             return None
         case UserPrompt(message=message):
             body = {"type": "user_prompt", "message": message_to_json(message)}

@@ -11,18 +11,23 @@ cancels the child's run, which is awaited here.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from pydantic import BaseModel, Field
 
-from caliban.messages import ToolSpec
+from caliban.messages import TextPart, ToolSpec
+from caliban.serialize import usage_to_api_json
 from caliban.subagents import AGENT_TOOL_NAME, DEFAULT_SUBAGENT, AgentDefinition
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 
 if TYPE_CHECKING:
     from caliban.agent import Agent, RunResult
+    from caliban.events import AgentEvent
     from caliban.messages import Usage
 
 MAX_RESULT_CHARS: Final = 20_000
@@ -54,6 +59,11 @@ class AgentInput(BaseModel):
     subagent_type: str | None = Field(
         default=None,
         description="Which agent type to use (see the list above); default general-purpose.",
+    )
+    model: str | None = Field(
+        default=None,
+        description="Optional model for this sub-agent: an alias (sonnet, opus, haiku) or a "
+        "model id. Beats the agent type's own model; default: the agent type's, else yours.",
     )
 
 
@@ -98,13 +108,32 @@ class AgentTool(BuiltinTool[AgentInput]):
             return ToolOutput.error(
                 f"Unknown subagent_type '{kind}'. Available agent types: {available}."
             )
-        child = self.spawn(definition, ctx)
+        if args.model:
+            definition = dataclasses.replace(definition, model=args.model)
+        stats = _ToolStats(call_id=ctx.call_id, forward=ctx.emit)
+        started = time.perf_counter()
+        child = self.spawn(definition, dataclasses.replace(ctx, emit=stats))
         result = await child.run(args.prompt)
         self.on_usage(child.conversation.usage)  # its side requests (WebFetch) included
-        return self.format_result(kind, result)
+        output = self.format_result(kind, result)
+        data = {
+            "status": "completed",
+            "prompt": args.prompt,
+            "agentId": agent_id(ctx.call_id),
+            "agentType": kind,
+            "content": [{"type": "text", "text": text}] if (text := result.text.strip()) else [],
+            "resolvedModel": child.model,
+            "totalDurationMs": int((time.perf_counter() - started) * 1000),
+            "totalTokens": result.usage.context_tokens + result.usage.output_tokens,
+            "totalToolUseCount": stats.total,
+            "usage": usage_to_api_json(result.usage),
+            "toolStats": stats.as_dict(),
+        }
+        return dataclasses.replace(output, data=data)
 
     def format_result(self, kind: str, result: RunResult) -> ToolOutput:
-        """The child's answer (cut at ``max_result_chars``) and a summary line."""
+        """The child's answer (cut at ``max_result_chars``), then a summary line: two text
+        blocks, as Claude Code returns them."""
         text = result.text.strip() or "(the sub-agent returned no text)"
         if len(text) > self.max_result_chars:
             text = (
@@ -112,15 +141,72 @@ class AgentTool(BuiltinTool[AgentInput]):
                 f"{len(text):,} characters; the first {self.max_result_chars:,} are shown]"
             )
         counts = _counts(result.num_turns, result.usage)
-        lines = [text]
+        notes = []
         if result.error:
-            lines.append(f"[sub-agent stopped before finishing: {result.error}]")
-        lines.append(f"[sub-agent {kind}: {counts}]")
+            notes.append(f"[sub-agent stopped before finishing: {result.error}]")
+        notes.append(f"[sub-agent {kind}: {counts}]")
         return ToolOutput(
-            content=ToolOutput.text("\n\n".join(lines)).content,
+            content=(TextPart(text=text), TextPart(text="\n\n".join(notes))),
             is_error=result.is_error,
             summary=f"{kind}: {counts}",
         )
+
+
+def agent_id(call_id: str) -> str:
+    """The id of the sub-agent an ``Agent`` call starts (Claude Code's ``agentId`` and the
+    ``task_id`` of its task frames), derived from the call id so every reader agrees."""
+    return "a" + hashlib.sha1(call_id.encode("utf-8")).hexdigest()[:16]
+
+
+_STAT_KINDS: Final = {
+    "Read": "read",
+    "Glob": "search",
+    "Grep": "search",
+    "ToolSearch": "search",
+    "Bash": "bash",
+    "Edit": "edit",
+    "Write": "edit",
+    "NotebookEdit": "edit",
+}
+
+
+class _ToolStats:
+    """Counts the child's finished tool calls by kind (Claude Code's ``toolStats``) and
+    passes every event on."""
+
+    def __init__(self, *, call_id: str, forward: Callable[[AgentEvent], None]) -> None:
+        self.call_id = call_id
+        self.forward = forward
+        self.counts = {"read": 0, "search": 0, "bash": 0, "edit": 0, "other": 0}
+        self.added = self.removed = 0
+
+    def __call__(self, event: AgentEvent) -> None:
+        from caliban.events import ToolFinished
+
+        if isinstance(event, ToolFinished) and event.parent_tool_use_id == self.call_id:
+            self.counts[_STAT_KINDS.get(event.call.name, "other")] += 1
+            if event.change is not None:
+                from caliban.diff import diff_lines
+
+                diff = diff_lines(event.change.before or "", event.change.after)
+                self.added += diff.added
+                self.removed += diff.removed
+        self.forward(event)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "readCount": self.counts["read"],
+            "searchCount": self.counts["search"],
+            "bashCount": self.counts["bash"],
+            "editFileCount": self.counts["edit"],
+            "linesAdded": self.added,
+            "linesRemoved": self.removed,
+            "otherToolCount": self.counts["other"],
+        }
 
 
 def _counts(turns: int, usage: Usage) -> str:
@@ -133,4 +219,5 @@ __all__ = [
     "AgentInput",
     "AgentTool",
     "ChildFactory",
+    "agent_id",
 ]

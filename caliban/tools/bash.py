@@ -18,6 +18,7 @@ import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,6 +26,9 @@ from caliban.messages import TextPart
 from caliban.text import plural
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput, cap_preview
+
+if TYPE_CHECKING:
+    from caliban.tools.tasks import BackgroundTasks
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -49,8 +53,9 @@ cannot be used. Pass flags that avoid prompts (e.g. `-y`, `--no-edit`, `git comm
 - Output over {MAX_OUTPUT_CHARS:,} characters is cut in the middle (the start and the end \
 are kept); redirect long output to a file and search it with Grep, or pipe through `tail`.
 - A non-zero exit code is reported with the output; it is not a crash.
-- To run a long-lived process (a server), start it in the background with its output \
-redirected, e.g. `nohup npm start > /tmp/server.log 2>&1 &`, then check the log.
+- To run a long-lived process (a server, a watcher), set run_in_background: the call \
+returns at once with a task ID and an output file; read the output with TaskOutput (or \
+Read the file) and stop it with TaskStop. No `&` needed.
 - Chain dependent commands with `&&`; use `;` only when later commands must run anyway.
 - Do not use Bash for what the other tools do better: Read (not cat/head/tail), Edit and \
 Write (not sed/awk/echo >), Glob (not find/ls for searching), Grep (not grep/rg).
@@ -72,6 +77,16 @@ class BashInput(BaseModel):
         default=None,
         description="A short description of what the command does, in 5-10 words, e.g. "
         '"List files in the current directory" or "Install package dependencies".',
+    )
+    run_in_background: bool = Field(
+        default=False,
+        description="Set to true to run this command in the background. The result gives "
+        "its task ID and output file; follow it with TaskOutput, stop it with TaskStop.",
+    )
+    dangerouslyDisableSandbox: bool = Field(
+        default=False,
+        description="Accepted for compatibility with Claude Code; caliban runs no sandbox, "
+        "so it changes nothing.",
     )
 
 
@@ -167,6 +182,10 @@ class Bash(BuiltinTool[BashInput]):
     description = DESCRIPTION
     input_model = BashInput
 
+    def __init__(self, tasks: BackgroundTasks | None = None) -> None:
+        self.tasks = tasks
+        """Where ``run_in_background`` commands go; ``None``: they are refused."""
+
     def subject(self, args: BashInput) -> str | None:
         return args.command.strip()
 
@@ -179,6 +198,8 @@ class Bash(BuiltinTool[BashInput]):
     async def run(self, args: BashInput, ctx: CallContext) -> ToolOutput:
         notes: list[str] = []
         start_dir = _start_dir(ctx.env, notes)
+        if args.run_in_background:
+            return await self._start_background(args, start_dir, ctx)
         fd, cwd_file = tempfile.mkstemp(prefix="caliban-cwd-", suffix=".txt")
         os.close(fd)
         trap = f"pwd -P >| {shlex.quote(cwd_file)}"
@@ -194,6 +215,39 @@ class Bash(BuiltinTool[BashInput]):
             ctx.env.cwd = new_dir
             notes.append(f"[working directory is now {new_dir}]")
         return _result(finished, timeout_s, notes)
+
+    async def _start_background(
+        self, args: BashInput, start_dir: Path, ctx: CallContext
+    ) -> ToolOutput:
+        if self.tasks is None:
+            return ToolOutput.error(
+                "run_in_background is not available here; run the command in the foreground "
+                "with its output redirected to a file."
+            )
+        try:
+            task = await self.tasks.start(
+                args.command,
+                cwd=start_dir,
+                env=_environment(),
+                description=args.description or args.command,
+                ctx=ctx,
+            )
+        except OSError as exc:
+            return ToolOutput.error(f"Could not start the command: {exc}")
+        return ToolOutput.text(
+            f"Command running in background with ID: {task.id}. Output is being written to: "
+            f"{task.output_path}. Check on it with TaskOutput (task_id {task.id!r}) or Read "
+            "that file; stop it with TaskStop.",
+            summary=f"background task {task.id}",
+            data={
+                "stdout": "",
+                "stderr": "",
+                "interrupted": False,
+                "isImage": False,
+                "noOutputExpected": False,
+                "backgroundTaskId": task.id,
+            },
+        )
 
 
 def _final_dir(cwd_file: str) -> Path | None:
@@ -309,7 +363,16 @@ def _result(finished: _Finished, timeout_s: float, notes: list[str]) -> ToolOutp
         )
     tail += notes
     full = "\n".join([text, *tail])
-    return ToolOutput(content=(TextPart(text=full),), is_error=is_error, summary=summary)
+    structured = {
+        "stdout": finished.output.render(),
+        "stderr": "",  # stdout and stderr share one pipe, interleaved as a terminal shows them
+        "interrupted": finished.timed_out,
+        "isImage": False,
+        "noOutputExpected": False,
+    }
+    return ToolOutput(
+        content=(TextPart(text=full),), is_error=is_error, summary=summary, data=structured
+    )
 
 
 def _seconds(value: float) -> str:

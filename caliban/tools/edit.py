@@ -6,16 +6,18 @@ and written back with CRLF.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from caliban.background import start_in_daemon_thread
-from caliban.diff import FileChange
+from caliban.diff import FileChange, structured_patch
 from caliban.fsutil import atomic_write_bytes
 from caliban.text import plural
 from caliban.tools import _files
@@ -319,7 +321,12 @@ class Edit(BuiltinTool[EditInput]):
             return ToolOutput.error(f"{shown} is a directory; give the path of a file.")
         if not path.exists():
             if args.old_string == "":
-                return self._create(path, shown, args.new_string, ctx)
+                output = self._create(path, shown, args.new_string, ctx)
+                if output.is_error:
+                    return output
+                return dataclasses.replace(
+                    output, data=_edit_result(args, path, None, args.new_string)
+                )
             return ToolOutput.error(
                 _files.not_found_message(path, ctx.env.cwd)
                 + " To create a new file, use Write (or Edit with an empty old_string)."
@@ -351,6 +358,7 @@ class Edit(BuiltinTool[EditInput]):
             + snippet(plan.text, plan.first_line, plan.new_lines, plan.first_column),
             summary=plural(plan.replacements, "replacement"),
             change=FileChange(path=path, shown=shown, before=file.text, after=plan.text),
+            data=_edit_result(args, path, file.text, plan.text),
         )
 
     def _create(self, path: Path, shown: str, content: str, ctx: CallContext) -> ToolOutput:
@@ -367,6 +375,19 @@ class Edit(BuiltinTool[EditInput]):
             summary=f"Created {path.name}",
             change=FileChange(path=path, shown=shown, before=None, after=content),
         )
+
+
+def _edit_result(args: EditInput, path: Path, before: str | None, after: str) -> dict[str, Any]:
+    """Claude Code's ``tool_use_result`` of an Edit."""
+    return {
+        "filePath": str(path),
+        "oldString": args.old_string,
+        "newString": args.new_string,
+        "originalFile": before,
+        "structuredPatch": structured_patch(before or "", after),
+        "userModified": False,
+        "replaceAll": args.replace_all,
+    }
 
 
 __all__ = ["Edit", "EditError", "EditInput", "EditPlan", "TextFile", "apply_edit", "load_text"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -68,6 +69,7 @@ class Glob(BuiltinTool[GlobInput]):
         return split_pattern(args.pattern)[0] or args.path or "."
 
     async def run(self, args: GlobInput, ctx: CallContext) -> ToolOutput:
+        started = time.perf_counter()
         cwd = ctx.env.cwd
         base, pattern = split_pattern(args.pattern)
         # An absolute pattern carries its own directory; it wins over path.
@@ -112,6 +114,7 @@ class Glob(BuiltinTool[GlobInput]):
                 f"No files match {args.pattern!r} in {where}{note}."
                 + (f"\n{hidden}" if hidden else ""),
                 summary="0 files",
+                data=_glob_result([], started, total=0, complete=not result.timed_out),
             )
         found = [directory / line for line in result.lines]
         found.sort(key=lambda p: (-_mtime(p), str(p)))
@@ -126,7 +129,26 @@ class Glob(BuiltinTool[GlobInput]):
             lines.append("(the search timed out; the list may be incomplete)")
         if hidden:
             lines.append(hidden)
-        return ToolOutput.text("\n".join(lines), summary=plural(len(found), "file"))
+        listed = [_files.display_path(p, cwd) for p in found[:MAX_PATHS]]
+        return ToolOutput.text(
+            "\n".join(lines),
+            summary=plural(len(found), "file"),
+            data=_glob_result(listed, started, total=len(found), complete=not result.timed_out),
+        )
+
+
+def _glob_result(
+    filenames: list[str], started: float, *, total: int, complete: bool
+) -> dict[str, object]:
+    """Claude Code's ``tool_use_result`` of a Glob."""
+    return {
+        "filenames": filenames,
+        "durationMs": int((time.perf_counter() - started) * 1000),
+        "numFiles": len(filenames),
+        "truncated": total > len(filenames),
+        "totalMatches": total,
+        "countIsComplete": complete,
+    }
 
 
 def _mtime(path: Path) -> int:

@@ -16,6 +16,8 @@ from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput
 MAX_OUTPUT_CHARS = 30_000
 MAX_KEPT_LINES = 20_000
 MAX_COLUMNS = 500
+DEFAULT_HEAD_LIMIT = 250
+"""Lines or entries shown when head_limit is not given (Claude Code's default)."""
 
 OutputMode = Literal["files_with_matches", "content", "count"]
 
@@ -36,8 +38,9 @@ the number of matches per file.
 - Patterns match within single lines; set multiline to true to let a pattern span lines \
 and "." match newlines.
 - Files ignored by .gitignore and the .git directory are skipped; hidden files are searched.
-- Output is limited: head_limit keeps the first N lines or entries, and output over \
-{MAX_OUTPUT_CHARS:,} characters is cut with a note. Lines longer than {MAX_COLUMNS} \
+- Output is limited: head_limit keeps the first N lines or entries (default \
+{DEFAULT_HEAD_LIMIT}, 0 for all), offset skips the first N to page through the rest, and \
+output over {MAX_OUTPUT_CHARS:,} characters is cut with a note. Lines longer than {MAX_COLUMNS} \
 characters are abbreviated.
 - For open-ended searches that need several rounds, consider the Agent tool if it is \
 available."""
@@ -91,12 +94,20 @@ class GrepInput(BaseModel):
         alias="-B",
         description='Lines to show before each match (rg -B). Only with output_mode "content".',
     )
+    context_short: int | None = Field(
+        default=None, ge=0, alias="-C", description="Alias for context."
+    )
     context: int | None = Field(
         default=None,
         ge=0,
-        alias="-C",
         description="Lines to show before and after each match (rg -C). Only with output_mode "
         '"content".',
+    )
+    only_matching: bool = Field(
+        default=False,
+        alias="-o",
+        description="Print only the matched (non-empty) parts of each matching line, one match "
+        'per output line (rg -o). Only with output_mode "content"; default false.',
     )
     multiline: bool = Field(
         default=False,
@@ -105,10 +116,17 @@ class GrepInput(BaseModel):
     )
     head_limit: int | None = Field(
         default=None,
-        ge=1,
+        ge=0,
         description='Keep only the first N lines or entries, like "| head -N": lines for '
-        '"content", file paths for "files_with_matches", entries for "count". Unset shows '
-        f"everything up to the {MAX_OUTPUT_CHARS:,}-character output cap.",
+        '"content", file paths for "files_with_matches", entries for "count". Defaults to '
+        f"{DEFAULT_HEAD_LIMIT}; 0 means unlimited (up to the {MAX_OUTPUT_CHARS:,}-character "
+        "output cap; use sparingly).",
+    )
+    offset: int = Field(
+        default=0,
+        ge=0,
+        description="Skip the first N lines or entries before applying head_limit, like "
+        '"| tail -n +N | head -N". Works in every output mode. Defaults to 0.',
     )
 
 
@@ -183,6 +201,7 @@ class Grep(BuiltinTool[GrepInput]):
                 f"No matches for {args.pattern!r} in {shown}{note}."
                 + (f"\n{skipped}" if skipped else ""),
                 summary="no matches",
+                data=_grep_result(args, [], "", None),
             )
         lines = _tidy_separators(result.lines) if guard.denied else result.lines
         total = result.total_lines
@@ -201,11 +220,20 @@ class Grep(BuiltinTool[GrepInput]):
             case _:
                 assert_never(args.output_mode)
         notes = []
-        if args.head_limit is not None and total > args.head_limit:
-            lines = lines[: args.head_limit]
-            unit = "lines" if args.output_mode == "content" else "entries"
+        unit = "lines" if args.output_mode == "content" else "entries"
+        limit = DEFAULT_HEAD_LIMIT if args.head_limit is None else args.head_limit
+        if args.offset:
+            lines = lines[args.offset :]
+        applied_limit = limit if limit and len(lines) > limit else None
+        if applied_limit is not None:
+            lines = lines[:applied_limit]
+        if applied_limit is not None or args.offset:
+            first = min(args.offset + 1, total) if lines else args.offset
+            last = args.offset + len(lines)
+            hint = f"; offset={last} shows the next ones" if last < total else ""
             notes.append(
-                f"[head_limit={args.head_limit}: showing {len(lines):,} of {total:,} {unit}]"
+                f"[showing {unit} {first:,}–{last:,} of {total:,} (offset={args.offset}, "
+                f"head_limit={limit}){hint}]"
             )
         body, cut_note = _cap(lines, total)
         notes += [cut_note] if cut_note else []
@@ -215,7 +243,34 @@ class Grep(BuiltinTool[GrepInput]):
             notes.append("[the search timed out; results may be incomplete]")
         if skipped:
             notes.append(skipped)
-        return ToolOutput.text("\n".join(p for p in (header, body, *notes) if p), summary=summary)
+        structured = _grep_result(args, lines, body, applied_limit)
+        return ToolOutput.text(
+            "\n".join(p for p in (header, body, *notes) if p),
+            summary=summary,
+            data=structured,
+        )
+
+
+def _grep_result(
+    args: GrepInput, lines: list[str], body: str, applied_limit: int | None
+) -> dict[str, object]:
+    """Claude Code's ``tool_use_result`` of a Grep (after offset and head_limit)."""
+    result: dict[str, object] = {"mode": args.output_mode}
+    match args.output_mode:
+        case "files_with_matches":
+            result.update(numFiles=len(lines), filenames=lines)
+        case "content":
+            result.update(numFiles=0, filenames=[], content=body, numLines=len(lines))
+        case "count":
+            matches = sum(_count_of(line) for line in lines)
+            result.update(numFiles=len(lines), filenames=[], content=body, numMatches=matches)
+        case _:
+            assert_never(args.output_mode)
+    if applied_limit is not None:
+        result["appliedLimit"] = applied_limit
+    if args.offset:
+        result["appliedOffset"] = args.offset
+    return result
 
 
 class _Guard:
@@ -290,9 +345,12 @@ def _rg_arguments(args: GrepInput) -> list[str]:
         case "content":
             command += ["--no-heading", "--max-columns", str(MAX_COLUMNS)]
             command.append("--max-columns-preview")
-            command.append("--line-number")
-            if args.context is not None:
-                command += ["--context", str(args.context)]
+            command.append("--line-number")  # tells matches from context; see _Guard.shown
+            if args.only_matching:
+                command.append("--only-matching")
+            context = args.context if args.context is not None else args.context_short
+            if context is not None:
+                command += ["--context", str(context)]
             if args.before is not None:
                 command += ["--before-context", str(args.before)]
             if args.after is not None:

@@ -105,7 +105,7 @@ class Read(BuiltinTool[ReadInput]):
                 )
             encoding = _files.detect_encoding(head, complete=len(head) < _files.SAMPLE_BYTES)
             file.seek(0)
-            output = _read_text(file, shown, encoding, args)
+            output = _read_text(file, shown, encoding, args, path)
         if not output.is_error:
             _files.record_read(ctx.env, path)
         return output
@@ -129,12 +129,17 @@ def _read_image(
         )
     data = head + file.read()
     _files.record_read(ctx.env, path)
+    encoded = base64.b64encode(data).decode("ascii")
     return ToolOutput(
         content=(
             TextPart(text=f"{shown} ({label})"),
-            ImagePart(media_type=media_type, data=base64.b64encode(data).decode("ascii")),
+            ImagePart(media_type=media_type, data=encoded),
         ),
         summary=label,
+        data={
+            "type": "image",
+            "file": {"base64": encoded, "type": media_type, "originalSize": size},
+        },
     )
 
 
@@ -159,7 +164,7 @@ def _lines(file: io.BufferedReader, encoding: _files.Encoding) -> Iterator[tuple
 
 
 def _read_text(
-    file: io.BufferedReader, shown: str, encoding: _files.Encoding, args: ReadInput
+    file: io.BufferedReader, shown: str, encoding: _files.Encoding, args: ReadInput, path: Path
 ) -> ToolOutput:
     start = max(args.offset or 1, 1)
     limit = args.limit or DEFAULT_LIMIT
@@ -201,7 +206,17 @@ def _read_text(
     body = _files.numbered(selected, start)
     text = body + ("\n\n" + "\n".join(notes) if notes else "")
     summary = plural(len(selected), "line") + (f" of {total:,}" if more else "")
-    return ToolOutput.text(text, summary=summary)
+    structured = {
+        "type": "text",
+        "file": {
+            "filePath": str(path),
+            "content": "\n".join(selected),
+            "numLines": len(selected),
+            "startLine": start,
+            "totalLines": total,
+        },
+    }
+    return ToolOutput.text(text, summary=summary, data=structured)
 
 
 def _count_rest(

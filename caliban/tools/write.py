@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from caliban.diff import FileChange
+from caliban.diff import FileChange, structured_patch
 from caliban.fsutil import atomic_write_bytes
 from caliban.text import plural
 from caliban.tools import _files
@@ -91,12 +91,19 @@ class Write(BuiltinTool[WriteInput]):
         _files.record_read(ctx.env, path)
         lines = _files.count_lines(args.content)
         verb = "Updated" if existed else "Created"
+        after = args.content.replace("\r\n", "\n")
         return ToolOutput.text(
             f"{verb} {shown}: wrote {plural(lines, 'line')}{note}.",
             summary=f"Wrote {plural(lines, 'line')} to {path.name}",
-            change=FileChange(
-                path=path, shown=shown, before=before, after=args.content.replace("\r\n", "\n")
-            ),
+            change=FileChange(path=path, shown=shown, before=before, after=after),
+            data={
+                "type": "update" if existed else "create",
+                "filePath": str(path),
+                "content": args.content,
+                "structuredPatch": structured_patch(before, after) if before is not None else [],
+                "originalFile": before,
+                "userModified": False,
+            },
         )
 
 

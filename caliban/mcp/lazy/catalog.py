@@ -46,7 +46,10 @@ def _manifest_entry(tool: Tool) -> tuple[str, str]:
 
 
 class Catalog:
-    """MCP tools split into eager (always on the wire) and lazy (deferred until found)."""
+    """MCP tools split into eager (always on the wire) and lazy (deferred until found).
+
+    Eager: every tool of a server the decision pins (``lazy = false``, ``.mcp.json``
+    ``alwaysLoad``), and each tool its server marked ``_meta["anthropic/alwaysLoad"]``."""
 
     def __init__(self, source: Sequence[Tool], decision: LazyDecision) -> None:
         self.source = source
@@ -63,6 +66,7 @@ class Catalog:
                 decision.lazy
                 and isinstance(origin, McpOrigin)
                 and not decision.is_eager(origin.server)
+                and not (isinstance(tool, McpTool) and tool.always_load)
             )
             (lazy if deferred else eager).append(tool)
         self.eager = tuple(eager)
