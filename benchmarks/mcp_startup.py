@@ -1,6 +1,6 @@
 """How long until the five public reference MCP servers are ready, and how big their tools are.
 
-    python benchmarks/mcp_startup.py [--runs 5] [--prefix DIR] [--json]
+    python benchmarks/mcp_startup.py [--runs 5] [--prefix DIR] [--json] [--only servers|caliban]
 
 Measures, for ``server-everything``, ``server-filesystem``, ``server-memory`` (npm) and
 ``mcp-server-time``, ``mcp-server-git`` (PyPI), through :class:`caliban.mcp.client.McpManager`:
@@ -8,7 +8,13 @@ Measures, for ``server-everything``, ``server-filesystem``, ``server-memory`` (n
 * *concurrent*: all five started at once, time until every one is connected with its tools
   listed (what a caliban session does);
 * *sequential*: started one after another, each connected before the next starts;
-* the wire size of their tool definitions (compact JSON characters, ≈ tokens).
+* the wire size of their tool definitions (compact JSON characters, ≈ tokens);
+* *caliban*: the real ``caliban -p hi`` in a project with the five servers configured and
+  ``tools.lazy_mcp = true``, against an instant fake model server (tests/fake_model_server.py):
+  the whole run's wall time, when the first request reached the model, and how many of the
+  50 reference tools its deferred paragraph announced ("complete tool view"). *cold*: no
+  tool catalog cached (each run starts with an empty cache directory); *cached*: the
+  catalogs an earlier run left in the cache. Also ``caliban mcp search`` both ways.
 
 Each figure is the median of ``--runs`` runs after one warm-up run. The servers come from
 ``--prefix``, else ``$CALIBAN_REFERENCE_SERVERS``, else ``~/.cache/caliban/refsrv``, where
@@ -21,6 +27,8 @@ import argparse
 import asyncio
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -33,6 +41,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 
+from fake_model_server import FakeModelServer  # noqa: E402
 from mcp_servers.reference import reference_servers  # noqa: E402
 
 from caliban.mcp.client import McpManager, ServerStatus  # noqa: E402
@@ -117,6 +126,132 @@ async def measure(prefix: Path, runs: int) -> dict[str, Any]:
     }
 
 
+# ---------------------------------------------------------------------------- caliban -p
+
+CALIBAN = Path(sys.executable).parent / "caliban"
+_GROUP = re.compile(r"^- (\S+) \((\d+)\)", re.MULTILINE)
+
+
+def _toml(servers: list[ServerConfig]) -> str:
+    tables = []
+    for s in servers:
+        lines = [f"[server.{s.name}]", f"command = {json.dumps(s.command)}"]
+        lines.append(f"args = {json.dumps(list(s.args))}")
+        if s.env:
+            pairs = ", ".join(f"{k} = {json.dumps(v)}" for k, v in s.env.items())
+            lines.append(f"env = {{ {pairs} }}")
+        lines.append(f"startup_timeout = {s.startup_timeout:g}")
+        tables.append("\n".join(lines))
+    return "\n\n".join(tables) + "\n"
+
+
+def _announced(body: dict[str, Any]) -> int:
+    """How many MCP tools the request's deferred paragraph announced (or sent eagerly)."""
+    system = "".join(b["text"] for b in body.get("system", []))
+    sent = sum(1 for t in body.get("tools", []) if t["name"].startswith("mcp__"))
+    return sum(int(n) for _server, n in _GROUP.findall(system)) or sent
+
+
+def caliban_project(prefix: Path, root: Path) -> tuple[Path, dict[str, str]]:
+    """A project with the five servers (lazy loading on) and an environment for caliban."""
+    project = root / "project"
+    (project / ".caliban").mkdir(parents=True)
+    (project / ".git").mkdir()
+    servers = reference_servers(prefix, project, timeout=30)
+    (project / ".caliban" / "mcp.toml").write_text(_toml(servers))
+    (project / ".caliban" / "config.toml").write_text("[tools]\nlazy_mcp = true\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    env.update(
+        ANTHROPIC_API_KEY="bench",
+        CALIBAN_CONFIG_DIR=str(root / "config"),
+        CALIBAN_STATE_DIR=str(root / "state"),
+        CALIBAN_DATA_DIR=str(root / "data"),
+        CALIBAN_CACHE_DIR=str(root / "cache"),
+    )
+    return project, env
+
+
+def one_p_run(project: Path, env: dict[str, str]) -> dict[str, float]:
+    """One ``caliban -p hi``: wall seconds, first request seconds, tools announced."""
+    with FakeModelServer([{"text": "Hello."}]) as server:
+        started = time.time()
+        done = subprocess.run(
+            [str(CALIBAN), "-p", "hi"],
+            cwd=project,
+            env={**env, "ANTHROPIC_BASE_URL": server.url},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        wall = time.time() - started
+        if done.returncode != 0:
+            raise SystemExit(f"caliban -p failed: {done.stderr}")
+        [request] = server.requests
+    return {
+        "wall_s": wall,
+        "first_request_s": request.received_at - started,
+        "announced": _announced(request.body),
+    }
+
+
+def one_search(project: Path, env: dict[str, str], *flags: str) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(
+        [str(CALIBAN), "mcp", "search", "what time is it in Tokyo", *flags],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"caliban mcp search failed: {done.stderr}")
+    return time.perf_counter() - started
+
+
+def measure_caliban(prefix: Path, runs: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="caliban-p-bench-") as tmp:
+        project, env = caliban_project(prefix, Path(tmp))
+        cache = Path(env["CALIBAN_CACHE_DIR"])
+        one_p_run(project, env)  # warm-up: disk caches, .pyc files
+        cold, cached = [], []
+        for _ in range(runs):
+            shutil.rmtree(cache, ignore_errors=True)
+            cold.append(one_p_run(project, env))
+        one_p_run(project, env)  # fills the cache
+        for _ in range(runs):
+            cached.append(one_p_run(project, env))
+        search_cached = [one_search(project, env) for _ in range(runs)]
+        search_connect = []
+        for _ in range(runs):
+            shutil.rmtree(cache, ignore_errors=True)
+            search_connect.append(one_search(project, env))
+
+    def summary(rows: list[dict[str, float]]) -> dict[str, float]:
+        return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+
+    return {
+        "runs": runs,
+        "cold": summary(cold),
+        "cached": summary(cached),
+        "search_cached_s": statistics.median(search_cached),
+        "search_connect_s": statistics.median(search_connect),
+    }
+
+
+def report_caliban(result: dict[str, Any]) -> None:
+    print(f"caliban -p hi, 5 reference servers, lazy_mcp = true, median of {result['runs']} runs")
+    print(f"{'':<10}{'whole run':>11}{'first request':>15}{'tools announced':>17}")
+    for kind in ("cold", "cached"):
+        row = result[kind]
+        print(
+            f"{kind:<10}{row['wall_s']:>10.2f}s{row['first_request_s']:>14.2f}s"
+            f"{row['announced']:>12.0f} / 50"
+        )
+    print(f"caliban mcp search, catalog cached:  {result['search_cached_s']:.2f}s")
+    print(f"caliban mcp search, nothing cached:  {result['search_connect_s']:.2f}s")
+
+
 def report(result: dict[str, Any]) -> None:
     print(f"reference MCP servers, median of {result['runs']} runs")
     print(f"{'server':<12}{'protocol':>12}{'connect':>10}{'tools':>7}{'chars':>9}{'≈tokens':>9}")
@@ -139,15 +274,28 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="measured runs (default 5)")
     parser.add_argument("--prefix", type=Path, help="where the reference servers are installed")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--only", choices=["servers", "caliban"], help="measure only one of the two parts"
+    )
     opts = parser.parse_args()
     env_prefix = os.environ.get("CALIBAN_REFERENCE_SERVERS")
     prefix = opts.prefix or (Path(env_prefix) if env_prefix else DEFAULT_PREFIX)
     ensure_installed(prefix)
-    result = asyncio.run(measure(prefix, max(1, opts.runs)))
+    runs = max(1, opts.runs)
+    result: dict[str, Any] = {}
+    if opts.only != "caliban":
+        result["servers"] = asyncio.run(measure(prefix, runs))
+    if opts.only != "servers":
+        result["caliban"] = measure_caliban(prefix, runs)
     if opts.json:
         print(json.dumps(result, indent=2))
-    else:
-        report(result)
+        return
+    if "servers" in result:
+        report(result["servers"])
+    if "caliban" in result:
+        if "servers" in result:
+            print()
+        report_caliban(result["caliban"])
 
 
 if __name__ == "__main__":
