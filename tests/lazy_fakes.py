@@ -134,7 +134,11 @@ class FakeMcp:
     def unlisted(self) -> tuple[str, ...]:
         return ()
 
-    async def wait_listed(self, names: Sequence[str], timeout: float | None = None) -> list[Any]:
+    async def wait_listed(
+        self,
+        names: Sequence[str],
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> list[Any]:
         return []
 
 
