@@ -554,7 +554,8 @@ class McpManager:
         Stdio servers' processes are launched first; their connections wait for the MCP SDK.
         ``import_sdk=False`` leaves its import to a later :meth:`import_sdk` (or to the
         first wait for a server or call of a tool), so it does not compete with more urgent
-        start-up work while every tool is known from the cache.
+        start-up work while every tool is known from the cache. Waiting for a server or
+        calling a tool starts a manager nobody started.
         """
         if self._started:
             return
@@ -591,6 +592,7 @@ class McpManager:
         own start-up timeout; ``timeout`` bounds the whole wait). Returns their statuses."""
         conns = [self._conns[name] for name in names]
         if any(conn.state == "connecting" for conn in conns):
+            self.start()
             self.import_sdk()
         with anyio.move_on_after(math.inf if timeout is None else timeout):
             for conn in conns:
@@ -963,6 +965,8 @@ class McpManager:
                 return conn.client
             if conn.state == "disabled" or self._closed:
                 return None
+            if not self._started:
+                self.start()
             self.import_sdk()  # a call needs its server now
             if conn.state != "connecting":
                 if conn.task is not None and not conn.task.done():

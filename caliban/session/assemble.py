@@ -2,13 +2,17 @@
 
 :func:`open_session` is the one place that knows how the pieces fit; headless mode and the
 REPL both use it. Slow work overlaps: the provider SDK is imported in a worker thread while
-MCP servers start in their own processes.
+MCP servers start in their own processes. When every server's tool list is cached, nothing
+waits for them: the search index is built and the MCP SDK imported in the background, after
+the provider SDK, which the first request needs first.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +103,7 @@ async def open_session(
         allowed=options.allowed_tools,
         disallowed=options.disallowed_tools,
     )
+    late: asyncio.Task[None] | None = None
     agent_definitions, agent_warnings = list_agents(options.cwd)
     session = Session(
         settings=settings,
@@ -125,14 +130,21 @@ async def open_session(
             *([lazy_warning] if lazy_warning else []),
         ]:
             session.emit(Notice(level="warning", text=text))
-        if not interactive:
-            for status in await manager.wait_ready() if manager else []:
+        warm_up.add_done_callback(lambda done: _warm_in_background(session, done))
+        if not interactive and manager is not None:
+            # Only servers whose tools are not cached are waited for: the others' tools are
+            # announced from the cache, and a call of one waits for its own server.
+            for status in await manager.wait_listed(manager.unlisted()):
                 if status.state == "failed":
                     session.emit(Notice(level="warning", text=describe_failure(status)))
+            late = asyncio.create_task(_report_failures(session, manager))
+        if not interactive:
             await warm_up
         yield session
     finally:
         close_transcript(session)
+        if late is not None:
+            late.cancel()
         warm_up.cancel()
         if manager is not None:
             await manager.aclose()
@@ -140,17 +152,57 @@ async def open_session(
 
 
 def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:
-    """Start connecting to ``servers`` in the background; ``None`` when there are none.
+    """Start ``servers`` in the background, their last tool lists read from the user's cache;
+    ``None`` when there are none.
 
-    With no servers the MCP SDK (about 0.6 s to import) is never loaded.
+    When some server's tools are not cached (they are awaited), the servers' processes are
+    launched at once and the MCP SDK (about 0.6 s to import) imported meanwhile. When every
+    tool is known from the cache, the first request needs no server: they are launched once
+    the provider SDK is in (:func:`_warm_in_background`), so booting them does not slow the
+    first request on a small machine. With no servers the MCP SDK is never loaded.
     """
     if not servers:
         return None
+    from caliban import paths
+    from caliban.mcp.catalog_cache import CatalogCache
     from caliban.mcp.client import McpManager
 
-    manager = McpManager(servers)
-    manager.start()
+    manager = McpManager(servers, catalog_cache=CatalogCache(paths.cache_dir() / "mcp-tools"))
+    if manager.unlisted():
+        manager.start()
     return manager
+
+
+def _warm_in_background(session: Session, provider_ready: asyncio.Future[None]) -> None:
+    """Once the provider SDK is in: launch the MCP servers if they wait, build the search
+    index (the first ToolSearch needs it), then import the MCP SDK (the first call of an MCP
+    tool needs it), in a daemon thread — one after the other, as both need the interpreter
+    lock."""
+    if provider_ready.cancelled():  # the session closed first
+        return
+    build = session.search_index_builder()
+    manager = session.mcp
+    if manager is not None:
+        manager.start(import_sdk=False)
+
+    def work() -> None:
+        if build is not None:
+            build()
+        if manager is not None:
+            manager.import_sdk()
+
+    threading.Thread(target=work, name="caliban-warm", daemon=True).start()
+
+
+async def _report_failures(session: Session, manager: McpManager) -> None:
+    """Warn about each server that fails to start after the first request went out."""
+    pending = [s.name for s in manager.statuses() if s.state == "connecting"]
+    for name in pending:
+        status = await manager.wait_for_state(name, "connected", "failed")
+        if status.state == "failed":
+            from caliban.mcp.status import describe_failure
+
+            session.emit(Notice(level="warning", text=describe_failure(status)))
 
 
 def session_init_info(session: Session) -> dict[str, Any]:
