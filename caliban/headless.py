@@ -19,6 +19,7 @@ from typing import IO, Any
 from caliban.agent import RunResult
 from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
 from caliban.events import (
+    ActivationChanged,
     AgentEvent,
     ApiRetryEvent,
     AssistantMessage,
@@ -101,6 +102,18 @@ class HeadlessPrinter:
                         f"caliban: API error ({event.error}); attempt {event.attempt} of "
                         f"{event.max_attempts} in {event.delay_s:.1f}s\n"
                     )
+            case ActivationChanged() if self.output_format == "stream-json":
+                self.line(
+                    {
+                        "type": "system",
+                        "subtype": "mcp_activation",
+                        "activated": list(event.activated),
+                        "evicted": list(event.evicted),
+                        "active": list(event.active),
+                        "parent_tool_use_id": event.parent_tool_use_id,
+                        "session_id": self.session_id,
+                    }
+                )
             case Notice(level=level, text=text):
                 self.err.write(f"caliban: {level}: {text}\n")
             case AssistantMessage() if self.output_format == "stream-json":

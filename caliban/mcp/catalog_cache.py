@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from caliban import paths
 from caliban.fsutil import atomic_write_text
 from caliban.mcp.tools import McpDispatcher, McpTool, sanitize, unique_wire_names
 
 if TYPE_CHECKING:
     from caliban.mcp.config import ServerConfig
 
-__all__ = ["FORMAT", "CatalogCache", "cache_identity"]
+__all__ = ["FORMAT", "CatalogCache", "cache_identity", "user_cache"]
 
 FORMAT = 1
 """Bumped when the file layout changes; entries of another format are ignored."""
@@ -143,3 +144,8 @@ class CatalogCache:
         """Drop the server's entry (it failed to start: do not announce its tools again)."""
         with contextlib.suppress(OSError):
             self.path(config).unlink()
+
+
+def user_cache() -> CatalogCache:
+    """The user's cache: ``<cache dir>/mcp-tools`` (``~/.cache/caliban/mcp-tools``)."""
+    return CatalogCache(paths.cache_dir() / "mcp-tools")

@@ -163,11 +163,10 @@ def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:
     """
     if not servers:
         return None
-    from caliban import paths
-    from caliban.mcp.catalog_cache import CatalogCache
+    from caliban.mcp.catalog_cache import user_cache
     from caliban.mcp.client import McpManager
 
-    manager = McpManager(servers, catalog_cache=CatalogCache(paths.cache_dir() / "mcp-tools"))
+    manager = McpManager(servers, catalog_cache=user_cache())
     if manager.unlisted():
         manager.start()
     return manager

@@ -296,5 +296,8 @@ def format_search(data: Mapping[str, Any]) -> str:
             lines.append(f"    {summary[:200]}")
     for name in data["missing"]:
         lines.append(f"Not found: {name}")
-    lines.append(f"({data['searched']} tools searched)")
+    searched = f"{data['searched']} tools searched"
+    if cached := data.get("cached"):
+        searched += f"; cached lists of {', '.join(cached)}: --connect lists them again"
+    lines.append(f"({searched})")
     return "\n".join(lines)
