@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +208,8 @@ def configure_slow(project: Path, *extra: str) -> None:
         "[server.catalog]\n"
         f"command = {json.dumps(sys.executable)}\n"
         f"args = [{json.dumps(str(SERVERS / 'catalog_server.py'))}]\n"
-        'env = { CATALOG_START_DELAY = "${CATALOG_START_DELAY:-0}" }\n' + "".join(extra)
+        'env = { CATALOG_START_DELAY = "${CATALOG_START_DELAY:-0}", '
+        'CATALOG_EXIT_CODE = "${CATALOG_EXIT_CODE:-}" }\n' + "".join(extra)
     )
     (project / ".caliban" / "config.toml").write_text("[tools]\nlazy_mcp = true\n")
 
@@ -282,3 +284,34 @@ def test_a_server_that_failed_is_named_in_the_toolsearch_answer(
         "MCP server 'tracker' is not available (exited with code 3 while starting): its tools "
         "could not be searched, so the tool you need may be there. Tell the user."
     ) in answer
+
+
+def test_a_cached_server_that_fails_is_reported_and_forgotten(
+    fake_model_server: FakeModelServer, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure_slow(project)
+    fake_model_server.add({"text": "first run"})
+    assert caliban("-p", "hi", cwd=project, server=fake_model_server).returncode == 0
+    cache = Path(os.environ["CALIBAN_CACHE_DIR"]) / "mcp-tools"
+    assert len(list(cache.glob("catalog-*.json"))) == 1
+
+    monkeypatch.setenv("CATALOG_EXIT_CODE", "4")  # the same configuration, failing now
+    log = Path(os.environ["CALIBAN_STATE_DIR"]) / "mcp-logs" / "catalog.log"
+
+    def search_once_it_failed(request: object) -> dict[str, Any]:
+        deadline = time.monotonic() + 30
+        while "exited with code 4" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return {"tool_calls": [{"name": "ToolSearch", "arguments": {"query": "fetch one issue"}}]}
+
+    fake_model_server.add(search_once_it_failed, {"text": "The catalog server is down."})
+    done = caliban("-p", "what is PLAT-7?", cwd=project, server=fake_model_server)
+    assert done.returncode == 0, done.stderr
+    assert "MCP server 'catalog' is unavailable" in done.stderr  # reported after turn 1 left
+    answer = json.dumps(fake_model_server.requests[2].body["messages"][-1])
+    assert GET_ISSUE in answer  # searched from the cached list...
+    assert (
+        "MCP server 'catalog' is not running (exited with code 4 while starting): its tools "
+        "were searched from the list it gave earlier; calling one tries to start it again."
+    ) in answer  # ...and said so
+    assert list(cache.glob("catalog-*.json")) == []  # not announced again next time

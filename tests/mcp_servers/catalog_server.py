@@ -13,7 +13,8 @@ stderr at start, so tests can check that no process outlives the client.
 
 Two environment variables make it slow to start, for tests of what happens meanwhile:
 ``CATALOG_START_DELAY=SECONDS`` sleeps before serving; ``CATALOG_GATE=PATH`` waits until
-that file exists (at most a minute).
+that file exists (at most a minute). ``CATALOG_EXIT_CODE=N`` makes it fail instead: it exits
+with that code before serving.
 """
 
 from __future__ import annotations
@@ -533,6 +534,9 @@ def main() -> None:
     if opts.spawn_child:
         child = subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL)
         print(f"child_pid={child.pid}", file=sys.stderr, flush=True)
+    if code := os.environ.get("CATALOG_EXIT_CODE"):
+        print("fatal: told to fail by CATALOG_EXIT_CODE", file=sys.stderr, flush=True)
+        sys.exit(int(code))
     time.sleep(float(os.environ.get("CATALOG_START_DELAY") or 0))
     gate = os.environ.get("CATALOG_GATE")
     deadline = time.monotonic() + 60
