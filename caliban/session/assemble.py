@@ -183,6 +183,8 @@ def _warm_in_background(session: Session, provider_ready: asyncio.Future[None]) 
     manager = session.mcp
     if manager is not None:
         manager.start(import_sdk=False)
+        # A server that lists new tools changes the catalog: index that one too.
+        manager.on_change(lambda _version: _index_in_background(session))
 
     def work() -> None:
         if build is not None:
@@ -191,6 +193,11 @@ def _warm_in_background(session: Session, provider_ready: asyncio.Future[None]) 
             manager.import_sdk()
 
     threading.Thread(target=work, name="caliban-warm", daemon=True).start()
+
+
+def _index_in_background(session: Session) -> None:
+    if (build := session.search_index_builder()) is not None:
+        threading.Thread(target=build, name="caliban-index", daemon=True).start()
 
 
 async def _report_failures(session: Session, manager: McpManager) -> None:
