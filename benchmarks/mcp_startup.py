@@ -1,6 +1,7 @@
 """How long until the five public reference MCP servers are ready, and how big their tools are.
 
     python benchmarks/mcp_startup.py [--runs 5] [--prefix DIR] [--json] [--only servers|caliban]
+                                     [--source DIR]
 
 Measures, for ``server-everything``, ``server-filesystem``, ``server-memory`` (npm) and
 ``mcp-server-time``, ``mcp-server-git`` (PyPI), through :class:`caliban.mcp.client.McpManager`:
@@ -14,7 +15,11 @@ Measures, for ``server-everything``, ``server-filesystem``, ``server-memory`` (n
   the whole run's wall time, when the first request reached the model, and how many of the
   50 reference tools its deferred paragraph announced ("complete tool view"). *cold*: no
   tool catalog cached (each run starts with an empty cache directory); *cached*: the
-  catalogs an earlier run left in the cache. Also ``caliban mcp search`` both ways.
+  catalogs an earlier run left in the cache. Also ``caliban mcp search`` both ways, and the
+  *first ToolSearch* of a cached run: the model (1 s to answer) searches on turn 1; the time
+  from its answer to the next request is what the search cost (the index built then, or
+  before in the background). ``--source DIR`` runs ``python -m caliban`` from another
+  checkout (``git worktree add``/``git archive`` of an older commit) for a before/after.
 
 Each figure is the median of ``--runs`` runs after one warm-up run. The servers come from
 ``--prefix``, else ``$CALIBAN_REFERENCE_SERVERS``, else ``~/.cache/caliban/refsrv``, where
@@ -128,7 +133,8 @@ async def measure(prefix: Path, runs: int) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- caliban -p
 
-CALIBAN = Path(sys.executable).parent / "caliban"
+CALIBAN = [str(Path(sys.executable).parent / "caliban")]
+MODEL_LATENCY_S = 1.0
 _GROUP = re.compile(r"^- (\S+) \((\d+)\)", re.MULTILINE)
 
 
@@ -176,7 +182,7 @@ def one_p_run(project: Path, env: dict[str, str]) -> dict[str, float]:
     with FakeModelServer([{"text": "Hello."}]) as server:
         started = time.time()
         done = subprocess.run(
-            [str(CALIBAN), "-p", "hi"],
+            [*CALIBAN, "-p", "hi"],
             cwd=project,
             env={**env, "ANTHROPIC_BASE_URL": server.url},
             capture_output=True,
@@ -194,10 +200,29 @@ def one_p_run(project: Path, env: dict[str, str]) -> dict[str, float]:
     }
 
 
+def one_tool_search(project: Path, env: dict[str, str]) -> float:
+    """Seconds from the model's ToolSearch call (sent after 1 s) to the next request."""
+    search = {"name": "ToolSearch", "arguments": {"query": "what time is it in Tokyo"}}
+    steps = [{"delay": MODEL_LATENCY_S, "tool_calls": [search]}, {"text": "It is noon."}]
+    with FakeModelServer(steps) as server:
+        done = subprocess.run(
+            [*CALIBAN, "-p", "what time is it in Tokyo?"],
+            cwd=project,
+            env={**env, "ANTHROPIC_BASE_URL": server.url},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"caliban -p failed: {done.stderr}")
+        first, second = server.requests
+    return second.received_at - first.received_at - MODEL_LATENCY_S
+
+
 def one_search(project: Path, env: dict[str, str], *flags: str) -> float:
     started = time.perf_counter()
     done = subprocess.run(
-        [str(CALIBAN), "mcp", "search", "what time is it in Tokyo", *flags],
+        [*CALIBAN, "mcp", "search", "what time is it in Tokyo", *flags],
         cwd=project,
         env=env,
         capture_output=True,
@@ -221,6 +246,7 @@ def measure_caliban(prefix: Path, runs: int) -> dict[str, Any]:
         one_p_run(project, env)  # fills the cache
         for _ in range(runs):
             cached.append(one_p_run(project, env))
+        tool_search = [one_tool_search(project, env) for _ in range(runs)]
         search_cached = [one_search(project, env) for _ in range(runs)]
         search_connect = []
         for _ in range(runs):
@@ -234,6 +260,7 @@ def measure_caliban(prefix: Path, runs: int) -> dict[str, Any]:
         "runs": runs,
         "cold": summary(cold),
         "cached": summary(cached),
+        "first_tool_search_s": statistics.median(tool_search),
         "search_cached_s": statistics.median(search_cached),
         "search_connect_s": statistics.median(search_connect),
     }
@@ -248,6 +275,10 @@ def report_caliban(result: dict[str, Any]) -> None:
             f"{kind:<10}{row['wall_s']:>10.2f}s{row['first_request_s']:>14.2f}s"
             f"{row['announced']:>12.0f} / 50"
         )
+    print(
+        f"first ToolSearch of a cached run (model answers in {MODEL_LATENCY_S:g}s): "
+        f"{result['first_tool_search_s'] * 1000:.0f} ms to the next request"
+    )
     print(f"caliban mcp search, catalog cached:  {result['search_cached_s']:.2f}s")
     print(f"caliban mcp search, nothing cached:  {result['search_connect_s']:.2f}s")
 
@@ -277,7 +308,13 @@ def main() -> None:
     parser.add_argument(
         "--only", choices=["servers", "caliban"], help="measure only one of the two parts"
     )
+    parser.add_argument(
+        "--source", type=Path, help="run `python -m caliban` from this checkout instead"
+    )
     opts = parser.parse_args()
+    if opts.source:
+        CALIBAN[:] = [sys.executable, "-m", "caliban"]
+        os.environ["PYTHONPATH"] = str(opts.source.resolve())
     env_prefix = os.environ.get("CALIBAN_REFERENCE_SERVERS")
     prefix = opts.prefix or (Path(env_prefix) if env_prefix else DEFAULT_PREFIX)
     ensure_installed(prefix)
