@@ -461,7 +461,9 @@ class _Conn:
     client: Client | None = None
     tools: tuple[McpTool, ...] = ()
     listed: bool = False
-    """The server listed its tools in this session (``tools`` may come from the cache)."""
+    """The server listed its tools in this session."""
+    cached: bool = False
+    """``tools`` came from the cache (until the server lists its own)."""
     tool_chars: int = 0
     tool_tokens: int = 0
     protocol_version: str | None = None
@@ -521,6 +523,7 @@ class McpManager:
                 cached = catalog_cache.load(config, dispatcher=self)
                 if cached is not None:
                     _set_tools(conn, cached)
+                    conn.cached = True
         for name, server in (in_process or {}).items():
             existing = self._conns.get(name)
             self._conns[name] = _Conn(
@@ -580,7 +583,7 @@ class McpManager:
         return tuple(
             conn.name
             for conn in self._conns.values()
-            if conn.state == "connecting" and not conn.listed and not conn.tools
+            if conn.state == "connecting" and not conn.listed and not conn.cached
         )
 
     async def wait_listed(
