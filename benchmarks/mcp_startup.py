@@ -15,7 +15,8 @@ Measures, for ``server-everything``, ``server-filesystem``, ``server-memory`` (n
   the whole run's wall time, when the first request reached the model, and how many of the
   50 reference tools its deferred paragraph announced ("complete tool view"). *cold*: no
   tool catalog cached (each run starts with an empty cache directory); *cached*: the
-  catalogs an earlier run left in the cache. Also ``caliban mcp search`` both ways, and the
+  catalogs an earlier run left in the cache; *no MCP*: the same project without servers, the
+  floor the other rows compare to. Also ``caliban mcp search`` both ways, and the
   *first ToolSearch* of a cached run: the model (1 s to answer) searches on turn 1; the time
   from its answer to the next request is what the search cost (the index built then, or
   before in the background). ``--source DIR`` runs ``python -m caliban`` from another
@@ -246,6 +247,11 @@ def measure_caliban(prefix: Path, runs: int) -> dict[str, Any]:
         one_p_run(project, env)  # fills the cache
         for _ in range(runs):
             cached.append(one_p_run(project, env))
+        servers = project / ".caliban" / "mcp.toml"
+        configured = servers.read_text()
+        servers.unlink()
+        no_mcp = [one_p_run(project, env) for _ in range(runs)]
+        servers.write_text(configured)
         tool_search = [one_tool_search(project, env) for _ in range(runs)]
         search_cached = [one_search(project, env) for _ in range(runs)]
         search_connect = []
@@ -258,8 +264,10 @@ def measure_caliban(prefix: Path, runs: int) -> dict[str, Any]:
 
     return {
         "runs": runs,
+        "load": os.getloadavg()[0],
         "cold": summary(cold),
         "cached": summary(cached),
+        "no MCP": summary(no_mcp),
         "first_tool_search_s": statistics.median(tool_search),
         "search_cached_s": statistics.median(search_cached),
         "search_connect_s": statistics.median(search_connect),
@@ -268,13 +276,12 @@ def measure_caliban(prefix: Path, runs: int) -> dict[str, Any]:
 
 def report_caliban(result: dict[str, Any]) -> None:
     print(f"caliban -p hi, 5 reference servers, lazy_mcp = true, median of {result['runs']} runs")
+    print(f"(load average {result['load']:.1f} on {os.cpu_count()} CPUs)")
     print(f"{'':<10}{'whole run':>11}{'first request':>15}{'tools announced':>17}")
-    for kind in ("cold", "cached"):
+    for kind in ("cold", "cached", "no MCP"):
         row = result[kind]
-        print(
-            f"{kind:<10}{row['wall_s']:>10.2f}s{row['first_request_s']:>14.2f}s"
-            f"{row['announced']:>12.0f} / 50"
-        )
+        announced = f"{row['announced']:>12.0f} / 50" if kind != "no MCP" else ""
+        print(f"{kind:<10}{row['wall_s']:>10.2f}s{row['first_request_s']:>14.2f}s{announced}")
     print(
         f"first ToolSearch of a cached run (model answers in {MODEL_LATENCY_S:g}s): "
         f"{result['first_tool_search_s'] * 1000:.0f} ms to the next request"
