@@ -1,7 +1,7 @@
 """How long until the five public reference MCP servers are ready, and how big their tools are.
 
     python benchmarks/mcp_startup.py [--runs 5] [--prefix DIR] [--json] [--only servers|caliban]
-                                     [--source DIR]
+                                     [--before DIR]
 
 Measures, for ``server-everything``, ``server-filesystem``, ``server-memory`` (npm) and
 ``mcp-server-time``, ``mcp-server-git`` (PyPI), through :class:`caliban.mcp.client.McpManager`:
@@ -19,8 +19,9 @@ Measures, for ``server-everything``, ``server-filesystem``, ``server-memory`` (n
   floor the other rows compare to. Also ``caliban mcp search`` both ways, and the
   *first ToolSearch* of a cached run: the model (1 s to answer) searches on turn 1; the time
   from its answer to the next request is what the search cost (the index built then, or
-  before in the background). ``--source DIR`` runs ``python -m caliban`` from another
-  checkout (``git worktree add``/``git archive`` of an older commit) for a before/after.
+  before in the background). ``--before DIR`` also runs ``python -m caliban`` from another
+  checkout (``git archive`` of an older commit), alternating run by run with the working
+  tree so both see the same load.
 
 Each figure is the median of ``--runs`` runs after one warm-up run. The servers come from
 ``--prefix``, else ``$CALIBAN_REFERENCE_SERVERS``, else ``~/.cache/caliban/refsrv``, where
@@ -235,59 +236,105 @@ def one_search(project: Path, env: dict[str, str], *flags: str) -> float:
     return time.perf_counter() - started
 
 
-def measure_caliban(prefix: Path, runs: int) -> dict[str, Any]:
+def _interleaved(variants: dict[str, dict[str, str]], runs: int, once: Any) -> dict[str, list[Any]]:
+    """``once(label, env)`` ``runs`` times per variant, alternating the order every round, so
+    both see the same machine load."""
+    results: dict[str, list[Any]] = {label: [] for label in variants}
+    for i in range(runs):
+        order = list(variants.items())
+        for label, env in order if i % 2 == 0 else reversed(order):
+            results[label].append(once(label, env))
+    return results
+
+
+def _median_rows(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+
+
+def measure_caliban(prefix: Path, runs: int, before: Path | None = None) -> dict[str, Any]:
+    """Every figure for the working tree ("now"), and for the checkout ``before`` if given,
+    run by run in alternation."""
     with tempfile.TemporaryDirectory(prefix="caliban-p-bench-") as tmp:
         project, env = caliban_project(prefix, Path(tmp))
-        cache = Path(env["CALIBAN_CACHE_DIR"])
-        one_p_run(project, env)  # warm-up: disk caches, .pyc files
-        cold, cached = [], []
-        for _ in range(runs):
-            shutil.rmtree(cache, ignore_errors=True)
-            cold.append(one_p_run(project, env))
-        one_p_run(project, env)  # fills the cache
-        for _ in range(runs):
-            cached.append(one_p_run(project, env))
-        servers = project / ".caliban" / "mcp.toml"
-        configured = servers.read_text()
-        servers.unlink()
-        no_mcp = [one_p_run(project, env) for _ in range(runs)]
-        servers.write_text(configured)
-        tool_search = [one_tool_search(project, env) for _ in range(runs)]
-        search_cached = [one_search(project, env) for _ in range(runs)]
-        search_connect = []
-        for _ in range(runs):
-            shutil.rmtree(cache, ignore_errors=True)
-            search_connect.append(one_search(project, env))
+        bare = Path(tmp) / "bare"  # the same project without MCP servers
+        (bare / ".caliban").mkdir(parents=True)
+        (bare / ".git").mkdir()
+        (bare / ".caliban" / "config.toml").write_text("[tools]\nlazy_mcp = true\n")
+        variants = {"now": {**env, "CALIBAN_CACHE_DIR": str(Path(tmp) / "cache-now")}}
+        if before is not None:
+            variants = {
+                "before": {
+                    **env,
+                    "PYTHONPATH": str(before.resolve()),
+                    "CALIBAN_CACHE_DIR": str(Path(tmp) / "cache-before"),
+                },
+                **variants,
+            }
 
-    def summary(rows: list[dict[str, float]]) -> dict[str, float]:
-        return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+        def cache(env: dict[str, str]) -> Path:
+            return Path(env["CALIBAN_CACHE_DIR"])
 
-    return {
-        "runs": runs,
-        "load": os.getloadavg()[0],
-        "cold": summary(cold),
-        "cached": summary(cached),
-        "no MCP": summary(no_mcp),
-        "first_tool_search_s": statistics.median(tool_search),
-        "search_cached_s": statistics.median(search_cached),
-        "search_connect_s": statistics.median(search_connect),
-    }
+        def cold(_label: str, env: dict[str, str]) -> dict[str, float]:
+            shutil.rmtree(cache(env), ignore_errors=True)
+            return one_p_run(project, env)
+
+        def connect(_label: str, env: dict[str, str]) -> float:
+            shutil.rmtree(cache(env), ignore_errors=True)
+            return one_search(project, env)
+
+        for env in variants.values():
+            one_p_run(project, env)  # warm-up: disk caches, .pyc files
+        results: dict[str, dict[str, Any]] = {label: {} for label in variants}
+        measured = {
+            "cold": _interleaved(variants, runs, cold),
+            "cached": _interleaved(variants, runs, lambda _l, e: one_p_run(project, e)),
+            "no MCP": _interleaved(variants, runs, lambda _l, e: one_p_run(bare, e)),
+            "first_tool_search_s": _interleaved(
+                variants, runs, lambda _l, e: one_tool_search(project, e)
+            ),
+            "search_cached_s": _interleaved(variants, runs, lambda _l, e: one_search(project, e)),
+            "search_connect_s": _interleaved(variants, runs, connect),
+        }
+        for key, by_label in measured.items():
+            for label, rows in by_label.items():
+                results[label][key] = (
+                    _median_rows(rows) if isinstance(rows[0], dict) else statistics.median(rows)
+                )
+    return {"runs": runs, "load": os.getloadavg()[0], "variants": results}
 
 
 def report_caliban(result: dict[str, Any]) -> None:
+    variants: dict[str, dict[str, Any]] = result["variants"]
     print(f"caliban -p hi, 5 reference servers, lazy_mcp = true, median of {result['runs']} runs")
     print(f"(load average {result['load']:.1f} on {os.cpu_count()} CPUs)")
-    print(f"{'':<10}{'whole run':>11}{'first request':>15}{'tools announced':>17}")
+    labels = list(variants)
+    width = 22
+
+    def row(title: str, cells: list[str]) -> None:
+        print(f"{title:<44}" + "".join(f"{c:>{width}}" for c in cells))
+
+    row("", labels)
     for kind in ("cold", "cached", "no MCP"):
-        row = result[kind]
-        announced = f"{row['announced']:>12.0f} / 50" if kind != "no MCP" else ""
-        print(f"{kind:<10}{row['wall_s']:>10.2f}s{row['first_request_s']:>14.2f}s{announced}")
-    print(
-        f"first ToolSearch of a cached run (model answers in {MODEL_LATENCY_S:g}s): "
-        f"{result['first_tool_search_s'] * 1000:.0f} ms to the next request"
+        row(
+            f"{kind}: whole run / first request",
+            [
+                f"{v[kind]['wall_s']:.2f}s / {v[kind]['first_request_s']:.2f}s"
+                for v in variants.values()
+            ],
+        )
+    row(
+        "tools announced on turn 1 (cold, cached)",
+        [
+            f"{v['cold']['announced']:.0f}, {v['cached']['announced']:.0f} of 50"
+            for v in variants.values()
+        ],
     )
-    print(f"caliban mcp search, catalog cached:  {result['search_cached_s']:.2f}s")
-    print(f"caliban mcp search, nothing cached:  {result['search_connect_s']:.2f}s")
+    row(
+        f"first ToolSearch, cached (model: {MODEL_LATENCY_S:g}s)",
+        [f"{v['first_tool_search_s'] * 1000:.0f} ms" for v in variants.values()],
+    )
+    row("mcp search, catalogs cached", [f"{v['search_cached_s']:.2f}s" for v in variants.values()])
+    row("mcp search, nothing cached", [f"{v['search_connect_s']:.2f}s" for v in variants.values()])
 
 
 def report(result: dict[str, Any]) -> None:
@@ -316,12 +363,14 @@ def main() -> None:
         "--only", choices=["servers", "caliban"], help="measure only one of the two parts"
     )
     parser.add_argument(
-        "--source", type=Path, help="run `python -m caliban` from this checkout instead"
+        "--before",
+        type=Path,
+        metavar="DIR",
+        help="also run this (older) checkout, alternating with the working tree",
     )
     opts = parser.parse_args()
-    if opts.source:
-        CALIBAN[:] = [sys.executable, "-m", "caliban"]
-        os.environ["PYTHONPATH"] = str(opts.source.resolve())
+    if opts.before:
+        CALIBAN[:] = [sys.executable, "-m", "caliban"]  # the same way for both
     env_prefix = os.environ.get("CALIBAN_REFERENCE_SERVERS")
     prefix = opts.prefix or (Path(env_prefix) if env_prefix else DEFAULT_PREFIX)
     ensure_installed(prefix)
@@ -330,7 +379,7 @@ def main() -> None:
     if opts.only != "caliban":
         result["servers"] = asyncio.run(measure(prefix, runs))
     if opts.only != "servers":
-        result["caliban"] = measure_caliban(prefix, runs)
+        result["caliban"] = measure_caliban(prefix, runs, opts.before)
     if opts.json:
         print(json.dumps(result, indent=2))
         return
