@@ -369,3 +369,16 @@ def test_clear_empties_the_activation_set_keeping_the_cap(tmp_path: Path) -> Non
 async def test_one_toolset_serves_every_prompt_of_a_session(tmp_path: Path) -> None:
     session = make_session(ScriptedProvider([]), tmp_path)
     assert session.agent().toolset is session.agent().toolset is session.toolset
+
+
+def test_the_index_is_built_ahead_only_when_there_is_something_to_index(tmp_path: Path) -> None:
+    session = make_session(ScriptedProvider([]), tmp_path)
+    build = session.search_index_builder()
+    assert build is not None
+    index = build()
+    again = session.search_index_builder()
+    assert again is not None and again() is index  # built once per catalog
+    empty = make_session(ScriptedProvider([]), tmp_path, mcp=FakeMcp({}))
+    assert empty.search_index_builder() is None
+    eager = make_session(ScriptedProvider([]), tmp_path, settings=Settings())
+    assert eager.search_index_builder() is None

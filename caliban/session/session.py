@@ -131,7 +131,7 @@ class Session:
     def search_index_builder(self) -> Callable[[], object] | None:
         """What builds the lazy catalog's search index, for a background thread, so the first
         ToolSearch does not pay for it; ``None`` when no MCP tool is loaded lazily."""
-        return self._lazy.warm_index() if self._lazy is not None and self._lazy.lazy else None
+        return self._lazy.warm_index() if self._lazy is not None else None
 
     def context_window(self) -> int:
         """The current model's context window in tokens."""

@@ -305,10 +305,12 @@ class LazyMcpToolset:
         active = self.activation.get()
         return tuple(tool for tool in catalog.lazy if tool.name not in active)
 
-    def warm_index(self) -> Callable[[], object]:
+    def warm_index(self) -> Callable[[], object] | None:
         """What builds the current catalog's search index (and loads the embedding model),
-        to run in a background thread before the first ToolSearch needs it."""
-        return self.catalog().index
+        to run in a background thread before the first ToolSearch needs it; ``None`` when no
+        tool is loaded lazily (nothing to index: the search modules are not even imported)."""
+        catalog = self.catalog()
+        return catalog.index if catalog.decision.lazy and catalog.lazy else None
 
     async def prepare_search(self, notify: Callable[[str], None]) -> None:
         """Wait for the servers still starting whose tools are not known yet (each bounded by
