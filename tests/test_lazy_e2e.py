@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -315,3 +316,27 @@ def test_a_cached_server_that_fails_is_reported_and_forgotten(
         "were searched from the list it gave earlier; calling one tries to start it again."
     ) in answer  # ...and said so
     assert list(cache.glob("catalog-*.json")) == []  # not announced again next time
+
+
+def test_no_server_outlives_a_quick_cached_run(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """With every list cached the servers launch in the background; a run that ends at once
+    (or before they launch) leaves none behind."""
+    configure_slow(project)
+    fake_model_server.add({"text": "one"}, {"text": "two"}, {"text": "three"})
+    for _ in range(3):
+        done = caliban("-p", "hi", cwd=project, server=fake_model_server)
+        assert done.returncode == 0, done.stderr
+    log = (Path(os.environ["CALIBAN_STATE_DIR"]) / "mcp-logs" / "catalog.log").read_text()
+    pids = [int(pid) for pid in re.findall(r"^pid=(\d+)$", log, re.M)]
+    assert pids  # the first run started it (nothing was cached)
+    assert not [pid for pid in pids if running(pid)]
+
+
+def running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False

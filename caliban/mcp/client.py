@@ -560,7 +560,7 @@ class McpManager:
         start-up work while every tool is known from the cache. Waiting for a server or
         calling a tool starts a manager nobody started.
         """
-        if self._started:
+        if self._started or self._closed:
             return
         self._started = True
         self._hold_sdk = not import_sdk

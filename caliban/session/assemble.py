@@ -104,6 +104,7 @@ async def open_session(
         disallowed=options.disallowed_tools,
     )
     late: asyncio.Task[None] | None = None
+    timers: list[asyncio.TimerHandle] = []
     agent_definitions, agent_warnings = list_agents(options.cwd)
     session = Session(
         settings=settings,
@@ -130,7 +131,13 @@ async def open_session(
             *([lazy_warning] if lazy_warning else []),
         ]:
             session.emit(Notice(level="warning", text=text))
-        warm_up.add_done_callback(lambda done: _warm_in_background(session, done))
+        warm_up.add_done_callback(
+            lambda done: timers.append(
+                asyncio.get_running_loop().call_later(
+                    FIRST_REQUEST_HEAD_START, _warm_in_background, session, done
+                )
+            )
+        )
         if not interactive and manager is not None:
             # Only servers whose tools are not cached are waited for: the others' tools are
             # announced from the cache, and a call of one waits for its own server.
@@ -143,12 +150,21 @@ async def open_session(
         yield session
     finally:
         close_transcript(session)
+        for timer in timers:  # a session closed before its background work began
+            timer.cancel()
         if late is not None:
             late.cancel()
         warm_up.cancel()
         if manager is not None:
             await manager.aclose()
         await provider.aclose()
+
+
+FIRST_REQUEST_HEAD_START = 0.05
+"""Seconds between the provider SDK being ready and the background work starting: the first
+request (built at once) leaves first instead of queueing behind five process launches and a
+thread that holds the interpreter lock. Negligible beside a model's latency, which the
+background work then overlaps."""
 
 
 def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:
