@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -413,18 +412,8 @@ class FakeMcp:
         self.names = names
         self.waited = False
 
-    def unlisted(self) -> tuple[str, ...]:
-        return ("gh", "db")
-
-    async def wait_listed(
-        self,
-        names: Sequence[str],
-        timeout: float | None = None,  # noqa: ASYNC109
-    ) -> list[Any]:
-        self.waited = names == ("gh", "db")
-        return []
-
-    def statuses(self) -> list[Any]:
+    async def wait_ready(self, timeout: float | None = None) -> list[Any]:  # noqa: ASYNC109
+        self.waited = True
         return []
 
     def tools(self) -> tuple[Any, ...]:

@@ -141,8 +141,8 @@ async def _restore_activations(session: Session, record: SessionRecord) -> None:
     cell = session.activation
     if cell is None or not record.activations:
         return
-    if session.mcp is not None:  # servers whose tools are cached need not have started
-        await session.mcp.wait_listed(session.mcp.unlisted())
+    if session.mcp is not None:
+        await session.mcp.wait_ready()
     existing = {tool.name for tool in session.mcp.tools()} if session.mcp is not None else set()
     replayed, gone = replay_activations(record.activations, cap=cell.get().cap, existing=existing)
     session.restore_activation(replayed)
