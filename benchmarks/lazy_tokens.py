@@ -72,6 +72,19 @@ class Catalog:
     def server_config(self, name: str) -> None:
         return None
 
+    def statuses(self) -> list[Any]:
+        return []
+
+    def unlisted(self) -> tuple[str, ...]:
+        return ()  # every server has listed its tools
+
+    async def wait_listed(
+        self,
+        names: Sequence[str],
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> list[Any]:
+        return []
+
 
 def from_docs(docs: Sequence[SearchDoc]) -> list[McpTool]:
     return [

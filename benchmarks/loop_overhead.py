@@ -130,6 +130,7 @@ def headless_breakdown() -> None:
                     "ANTHROPIC_BASE_URL": server.url,
                     "CALIBAN_CONFIG_DIR": tmp,
                     "CALIBAN_DATA_DIR": tmp,
+                    "CALIBAN_CACHE_DIR": tmp,
                     "CALIBAN_STATE_DIR": tmp,
                 }
                 env.pop("OPENAI_API_KEY", None)

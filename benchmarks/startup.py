@@ -78,6 +78,7 @@ def _project(root: Path, servers: int) -> dict[str, str]:
         "CALIBAN_CONFIG_DIR": str(root / "config"),
         "CALIBAN_STATE_DIR": str(root / "state"),
         "CALIBAN_DATA_DIR": str(root / "data"),
+        "CALIBAN_CACHE_DIR": str(root / "cache"),
         "TERM": "xterm-256color",
     }
     env.pop("OPENAI_API_KEY", None)

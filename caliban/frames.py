@@ -17,6 +17,8 @@ Shapes, briefly (docs/headless.md has the full list):
 - A sub-agent's frames carry ``parent_tool_use_id``: its prompt, its tool calls and results
   (not its text: Claude Code shows only the final answer, in the Agent result), framed by
   ``system/task_started`` … ``task_updated`` / ``task_notification``.
+- ``system/mcp_activation`` (caliban's own, lazy MCP): the tools a ToolSearch or a direct
+  call loaded (``activated``), those evicted, and the whole ``active`` set.
 - ``stream_event`` frames (``--include-partial-messages``) are Anthropic stream events,
   rebuilt from what the provider streamed: text deltas as they arrive, each tool call's
   input in one ``input_json_delta`` when the response is complete.
@@ -270,7 +272,17 @@ class FrameBuilder:
             case ConversationCompacted():
                 if child is None:
                     self._compacted(event)
-            case ActivationChanged() | ModelChanged() | ConversationCleared() | Notice():
+            case ActivationChanged():
+                self.emit(
+                    self._system(
+                        "mcp_activation",
+                        activated=list(event.activated),
+                        evicted=list(event.evicted),
+                        active=list(event.active),
+                        parent_tool_use_id=child,
+                    )
+                )
+            case ModelChanged() | ConversationCleared() | Notice():
                 pass
             case _:
                 assert_never(event)

@@ -1,8 +1,8 @@
 """Where caliban keeps its files, following the XDG base-directory conventions.
 
 Every function reads the environment when called (never at import), so tests can point
-caliban at temporary directories with ``CALIBAN_CONFIG_DIR``, ``CALIBAN_STATE_DIR`` and
-``CALIBAN_DATA_DIR``.
+caliban at temporary directories with ``CALIBAN_CONFIG_DIR``, ``CALIBAN_STATE_DIR``,
+``CALIBAN_DATA_DIR`` and ``CALIBAN_CACHE_DIR``.
 """
 
 from __future__ import annotations
@@ -41,6 +41,12 @@ def claude_user_dir() -> Path:
     if value := os.environ.get("CLAUDE_CONFIG_DIR"):
         return Path(value).expanduser()
     return Path.home() / ".claude"
+
+
+def cache_dir() -> Path:
+    """What can be rebuilt (MCP servers' tool lists): ``$CALIBAN_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/caliban``, else ``~/.cache/caliban``."""
+    return _xdg("CALIBAN_CACHE_DIR", "XDG_CACHE_HOME", ".cache")
 
 
 def find_project_root(cwd: Path) -> Path | None:

@@ -47,7 +47,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 def isolated_dirs(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Path]:
-    """caliban's user config, state and data directories live in a temporary home."""
+    """caliban's user config, state, data and cache directories live in a temporary home."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("CALIBAN_CONFIG_DIR", str(home / "config"))
     monkeypatch.setenv("CALIBAN_STATE_DIR", str(home / "state"))
@@ -56,6 +56,7 @@ def isolated_dirs(
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / "claude"))
     for var in ("ANTHROPIC_MODEL", "CLAUDE_CODE_SUBAGENT_MODEL"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CALIBAN_CACHE_DIR", str(home / "cache"))
     for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     yield home

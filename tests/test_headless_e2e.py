@@ -81,6 +81,9 @@ def check_stream_shapes(objs: list[dict[str, Any]]) -> None:
     for obj in middle:
         assert obj["type"] in ("assistant", "user", "system"), obj
         assert obj["session_id"] == init["session_id"]
+        if obj["type"] == "system" and obj["subtype"] == "mcp_activation":
+            assert {"activated", "evicted", "active", "parent_tool_use_id"} <= obj.keys()
+            continue
         if obj["type"] == "system":
             assert obj["subtype"] == "api_retry" and {"attempt", "retry_delay_ms"} <= obj.keys()
             continue

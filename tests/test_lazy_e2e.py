@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -120,14 +122,14 @@ def test_search_then_call_a_deferred_tool(
     offered = tools_sent(first)
     assert "ToolSearch" in offered and not [n for n in offered if n.startswith("mcp__")]
     system = system_sent(first)
-    assert "# Deferred MCP tools\n40 more MCP tools from 1 server are available" in system
+    assert "# Deferred MCP tools\n40 MCP tools from 1 server are loaded on demand." in system
     assert "- catalog (40): create_issue, get_issue, search_issues" in system
 
     found = json.dumps(second["messages"][-1])
     assert f"{GET_ISSUE} (newly activated)" in found
     assert tools_sent(second)[GET_ISSUE] == catalog_schema("get_issue")
     activated = found.count("(newly activated)")
-    assert f"{40 - activated} more MCP tools" in system_sent(second)
+    assert system_sent(second) == system  # activations never touch the system prompt
     assert len([n for n in tools_sent(second) if n.startswith("mcp__")]) == activated
 
     answer = json.dumps(third["messages"][-1])
@@ -177,3 +179,170 @@ def test_mcp_search_command(project: Path) -> None:
     data = json.loads(missing.stdout)
     assert data["results"] == [] and data["searched"] == 40
     assert data["no_match"].startswith("No MCP tools matched 'kubernetes'.")
+
+
+def test_mcp_search_answers_from_the_cache_without_starting_a_server(project: Path) -> None:
+    configure(project, lazy=None)
+    first = caliban("mcp", "search", "create an issue", cwd=project)  # lists and caches
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.rstrip().endswith("(40 tools searched)")
+    log = Path(os.environ["CALIBAN_STATE_DIR"]) / "mcp-logs" / "catalog.log"
+    starts = log.read_text().count("starting stdio server")
+
+    cached = caliban("mcp", "search", "create an issue", cwd=project)
+    assert cached.returncode == 0, cached.stderr
+    assert cached.stdout.splitlines()[0] == first.stdout.splitlines()[0]
+    assert cached.stdout.rstrip().endswith(
+        "(40 tools searched; cached lists of catalog: --connect lists them again)"
+    )
+    assert log.read_text().count("starting stdio server") == starts  # nothing was started
+
+    again = caliban("mcp", "search", "create an issue", "--connect", cwd=project)
+    assert again.returncode == 0 and again.stdout.rstrip().endswith("(40 tools searched)")
+    assert log.read_text().count("starting stdio server") == starts + 1
+
+
+# ---------------------------------------------------------------------------- complete from turn 1
+
+
+def configure_slow(project: Path, *extra: str) -> None:
+    """The catalog server, held back at start by $CATALOG_START_DELAY (its value is not part
+    of the cache key, so a slow run uses the catalog a fast one cached), and ``extra``
+    tables."""
+    trust(project)  # its mcp.toml servers start only in a trusted folder
+    (project / ".caliban" / "mcp.toml").write_text(
+        "[server.catalog]\n"
+        f"command = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(str(SERVERS / 'catalog_server.py'))}]\n"
+        'env = { CATALOG_START_DELAY = "${CATALOG_START_DELAY:-0}", '
+        'CATALOG_EXIT_CODE = "${CATALOG_EXIT_CODE:-}" }\n' + "".join(extra)
+    )
+    (project / ".caliban" / "config.toml").write_text("[tools]\nlazy_mcp = true\n")
+
+
+def stream(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_a_cached_catalog_serves_turn_one_while_its_server_starts(
+    fake_model_server: FakeModelServer, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure_slow(project)
+    fake_model_server.add({"text": "first run"})
+    warm = caliban("-p", "hi", cwd=project, server=fake_model_server)  # lists and caches
+    assert warm.returncode == 0, warm.stderr
+
+    monkeypatch.setenv("CATALOG_START_DELAY", "3")
+    fake_model_server.add(
+        {"tool_calls": [{"name": "ToolSearch", "arguments": {"query": "fetch one issue"}}]},
+        {"tool_calls": [{"name": GET_ISSUE, "arguments": {"issue": "PLAT-7"}}]},
+        {"text": "PLAT-7 is open."},
+    )
+    done = caliban(
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--allowed-tools",
+        "mcp__catalog",
+        "what is PLAT-7?",
+        cwd=project,
+        server=fake_model_server,
+    )
+    objs = stream(done)
+    init = objs[0]
+    # The first request went out while the server was still starting...
+    assert init["mcp_servers"] == [{"name": "catalog", "status": "connecting"}]
+    cached_run, first, second, third = (r.body for r in fake_model_server.requests)
+    # ...with the complete catalog, byte for byte what the first session sent.
+    assert system_sent(first) == system_sent(cached_run)
+    assert "40 MCP tools from 1 server are loaded on demand." in system_sent(first)
+    found = json.dumps(second["messages"][-1])
+    assert f"{GET_ISSUE} (newly activated)" in found  # searched in the cached catalog
+    answer = json.dumps(third["messages"][-1])
+    assert "PLAT-7" in answer and '"is_error": true' not in answer  # the call waited
+    assert system_sent(second) == system_sent(third) == system_sent(first)
+    [frame] = [o for o in objs if o.get("subtype") == "mcp_activation"]
+    assert GET_ISSUE in frame["activated"] and set(frame["activated"]) <= set(frame["active"])
+    assert frame["session_id"] == init["session_id"] and frame["parent_tool_use_id"] is None
+    assert objs[-1]["result"] == "PLAT-7 is open."
+
+
+def test_a_server_that_failed_is_named_in_the_toolsearch_answer(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    configure_slow(
+        project,
+        "[server.tracker]\n"
+        f"command = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(str(SERVERS / 'exit_at_once.py'))}]\n",
+    )
+    fake_model_server.add(
+        {"tool_calls": [{"name": "ToolSearch", "arguments": {"query": "kubernetes pods"}}]},
+        {"text": "No such tool; the tracker server is down."},
+    )
+    done = caliban("-p", "list my pods", cwd=project, server=fake_model_server)
+    assert done.returncode == 0, done.stderr
+    assert "MCP server 'tracker' is unavailable" in done.stderr
+    answer = json.dumps(fake_model_server.requests[1].body["messages"][-1])
+    assert "No MCP tools matched 'kubernetes pods'." in answer
+    assert (
+        "MCP server 'tracker' is not available (exited with code 3 while starting): its tools "
+        "could not be searched, so the tool you need may be there. Tell the user."
+    ) in answer
+
+
+def test_a_cached_server_that_fails_is_reported_and_forgotten(
+    fake_model_server: FakeModelServer, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure_slow(project)
+    fake_model_server.add({"text": "first run"})
+    assert caliban("-p", "hi", cwd=project, server=fake_model_server).returncode == 0
+    cache = Path(os.environ["CALIBAN_CACHE_DIR"]) / "mcp-tools"
+    assert len(list(cache.glob("catalog-*.json"))) == 1
+
+    monkeypatch.setenv("CATALOG_EXIT_CODE", "4")  # the same configuration, failing now
+    log = Path(os.environ["CALIBAN_STATE_DIR"]) / "mcp-logs" / "catalog.log"
+
+    def search_once_it_failed(request: object) -> dict[str, Any]:
+        deadline = time.monotonic() + 30
+        while "exited with code 4" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return {"tool_calls": [{"name": "ToolSearch", "arguments": {"query": "fetch one issue"}}]}
+
+    fake_model_server.add(search_once_it_failed, {"text": "The catalog server is down."})
+    done = caliban("-p", "what is PLAT-7?", cwd=project, server=fake_model_server)
+    assert done.returncode == 0, done.stderr
+    assert "MCP server 'catalog' is unavailable" in done.stderr  # reported after turn 1 left
+    answer = json.dumps(fake_model_server.requests[2].body["messages"][-1])
+    assert GET_ISSUE in answer  # searched from the cached list...
+    assert (
+        "MCP server 'catalog' is not running (exited with code 4 while starting): its tools "
+        "were searched from the list it gave earlier; calling one tries to start it again."
+    ) in answer  # ...and said so
+    assert list(cache.glob("catalog-*.json")) == []  # not announced again next time
+
+
+def test_no_server_outlives_a_quick_cached_run(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """With every list cached the servers launch in the background; a run that ends at once
+    (or before they launch) leaves none behind."""
+    configure_slow(project)
+    fake_model_server.add({"text": "one"}, {"text": "two"}, {"text": "three"})
+    for _ in range(3):
+        done = caliban("-p", "hi", cwd=project, server=fake_model_server)
+        assert done.returncode == 0, done.stderr
+    log = (Path(os.environ["CALIBAN_STATE_DIR"]) / "mcp-logs" / "catalog.log").read_text()
+    pids = [int(pid) for pid in re.findall(r"^pid=(\d+)$", log, re.M)]
+    assert pids  # the first run started it (nothing was cached)
+    assert not [pid for pid in pids if running(pid)]
+
+
+def running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False

@@ -350,6 +350,32 @@ async def test_no_server_process_or_child_survives_aclose() -> None:
 
 
 @pytest.mark.slow
+async def test_a_server_launched_before_the_sdk_is_imported_is_stopped_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The process starts first and waits for the MCP SDK; closing meanwhile leaves nothing."""
+    import caliban.mcp.client as client
+
+    monkeypatch.setattr(client, "_SDK", client._SdkLoader())  # a fresh loader, never started
+    manager = McpManager([stdio("catalog", "catalog_server.py", "--spawn-child")])
+    manager.start(import_sdk=False)
+
+    def child_started() -> bool:
+        return log_path("catalog").exists() and "child_pid" in logged_pids("catalog")
+
+    with anyio.fail_after(10):
+        while not child_started():  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+    pids = logged_pids("catalog")
+    assert running(pids["pid"]) and running(pids["child_pid"])
+    assert manager.status("catalog").state == "connecting"  # still waiting for the SDK
+    with anyio.fail_after(10):
+        await manager.aclose()
+    assert not running(pids["pid"]) and not running(pids["child_pid"])
+    assert manager.status("catalog").state == "failed"
+
+
+@pytest.mark.slow
 async def test_a_server_that_crashes_mid_call_is_restarted_on_the_next_call() -> None:
     async with McpManager([stdio("crashy", "crash_mid_call.py")]) as manager:
         with anyio.fail_after(10):

@@ -49,6 +49,7 @@ CTRL_C = "\x03"
 CTRL_D = "\x04"
 MODEL = "claude-sonnet-4-5"
 LAZY = {"tools": {"lazy_mcp": True}}
+LAZY_SETTINGS = Settings.model_validate(LAZY)
 
 
 @dataclass
@@ -608,6 +609,62 @@ async def test_compact_summarises_the_conversation_and_says_how_much_it_freed(
     assert h.session.conversation.messages[0].text.startswith("This conversation was compacted")
     # Nothing new since: the second /compact has only the summary to work on, and says so.
     assert "Not compacted: nothing new to compact since the last compaction" in h.lines
+
+
+async def test_first_question_before_servers_connect_finds_and_calls_the_tool(
+    project: Path,
+) -> None:
+    """Typed at once, while the MCP server is still starting (no tool list cached yet):
+    ToolSearch waits for it and says so, finds the tool, the model calls it, and /context
+    shows it active."""
+    import sys
+
+    from caliban.mcp.client import McpManager
+    from caliban.mcp.config import ServerConfig
+
+    gate = project / "gate"
+    config = ServerConfig(
+        name="catalog",
+        transport="stdio",
+        command=sys.executable,
+        args=(str(Path(__file__).parent / "mcp_servers" / "catalog_server.py"),),
+        env={"CATALOG_GATE": str(gate)},
+        startup_timeout=20,
+    )
+    issue = "mcp__catalog__search_issues"
+    steps = [
+        reply(tool_call("ToolSearch", {"query": "search issues by text", "max_results": 1})),
+        reply(tool_call(issue, {"query": "assignee:me"})),
+        "You have one open issue.",
+    ]
+    async with (
+        McpManager([config]) as mcp,
+        harness(steps, project, mcp=mcp, settings=LAZY_SETTINGS) as h,
+    ):
+        assert mcp.unlisted() == ("catalog",)
+
+        async def release_when_waiting() -> None:
+            await wait_until(lambda: "waiting for catalog…" in h.text, limit=20)
+            gate.touch()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release_when_waiting)
+            await h.run("find my issues" + ENTER + "/context" + ENTER + CTRL_D, limit=30)
+    lines = h.lines
+    start = lines.index("  ⎿  waiting for catalog…")
+    assert lines[start : start + 8] == [
+        "  ⎿  waiting for catalog…",
+        "● ToolSearch(search issues by text)",
+        "  ⎿  1 tool",
+        f"  ⎿  MCP tools activated: {issue}",
+        "● catalog - search_issues (MCP)(assignee:me)",
+        "  ⎿  1 line",
+        "● You have one open issue.",
+        lines[start + 7],
+    ]
+    assert lines[start + 7].startswith("Context ~")
+    assert f"MCP active: 1/24 ({issue})" in lines
+    assert "ToolSearch" in h.provider.offered[0] and issue in h.provider.offered[1]
 
 
 # ---------------------------------------------------------------------------- @path limits

@@ -136,3 +136,55 @@ def test_without_a_terminal_caliban_says_to_use_p(project: Path) -> None:
     )
     assert result.returncode == 2
     assert "caliban -p" in result.stderr
+
+
+def test_first_question_while_the_mcp_server_starts(project: Path, fake_model_server: Any) -> None:
+    """Typed as soon as the prompt appears, before the server has listed its tools (none are
+    cached yet): ToolSearch waits for it, finds the tool, the model calls it, and /context
+    shows it active."""
+    gate = project / "gate"
+    server = Path(__file__).parent / "mcp_servers" / "catalog_server.py"
+    (project / ".git").mkdir()
+    (project / ".caliban" / "config.toml").write_text("[tools]\nlazy_mcp = true\n")
+    (project / ".caliban" / "mcp.toml").write_text(
+        "[server.catalog]\n"
+        f"command = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(str(server))}]\n"
+        f"env = {{ CATALOG_GATE = {json.dumps(str(gate))} }}\n"
+    )
+    issue = "mcp__catalog__search_issues"
+    fake_model_server.add(
+        {"tool_calls": [{"name": "ToolSearch", "arguments": {"query": "search issues by text"}}]},
+        {"tool_calls": [{"name": issue, "arguments": {"query": "assignee:me"}}]},
+        {"text": "You have one open issue."},
+    )
+    child = spawn(project, fake_model_server)
+    try:
+        # A project's mcp.toml starts servers only in a trusted folder: caliban asks first.
+        child.expect(f"Do you trust the files in {project.resolve()}")
+        child.expect("MCP server catalog")
+        child.send("1")
+        child.expect("Trusted")
+        expect_prompt(child)
+        child.send("find my issues\r")
+        child.expect("waiting for catalog…")
+        gate.touch()
+        child.expect(r"MCP tools activated: [^\r\n]*search_issues")
+        child.expect("Do you want to proceed?")  # an MCP tool asks first, in default mode
+        child.send("1")
+        child.expect("You have one open issue.")
+        expect_prompt(child)
+        child.send("/context\r")
+        child.expect(r"MCP active: \d+/24 \([^)]*mcp__catalog__search_issues")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    first, _found, answered = fake_model_server.bodies
+    assert "Servers still starting (ToolSearch waits for them): catalog" in json.dumps(
+        first["system"]
+    )
+    result = json.dumps(answered["messages"][-1])
+    assert "tool_result" in result and "assignee:me" in result

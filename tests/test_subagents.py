@@ -166,6 +166,16 @@ class FakeMcp:
     def statuses(self) -> list[Any]:
         return []
 
+    def unlisted(self) -> tuple[str, ...]:
+        return ()
+
+    async def wait_listed(
+        self,
+        names: Sequence[str],
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> list[Any]:
+        return []
+
 
 CATALOG = {
     "github": ["create_issue", "search_issues", "list_pull_requests"],

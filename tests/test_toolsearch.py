@@ -190,3 +190,35 @@ def test_search_catalog_ranks_without_activating() -> None:
 
     none = search_catalog(tools, "kubernetes", 5)
     assert none["results"] == [] and format_search(none).startswith("No MCP tools matched")
+
+
+def test_answers_name_the_servers_that_are_not_available() -> None:
+    from caliban.mcp.lazy.tool_search import (
+        Match,
+        SearchOutcome,
+        ServerProblem,
+        format_outcome,
+    )
+
+    problems = (
+        ServerProblem(server="jira", reason="exited with code 1 while starting", searched=False),
+        ServerProblem(server="git", reason="did not finish starting within 10s", searched=True),
+    )
+    found = SearchOutcome(
+        query="q",
+        matches=(Match(name=GH_CREATE, description="d", input_schema={}, newly_activated=True),),
+        unavailable=problems,
+    )
+    nothing = SearchOutcome(query="q", servers=(("github", 4),), unavailable=problems)
+    expected = [
+        "MCP server 'jira' is not available (exited with code 1 while starting): its tools "
+        "could not be searched, so the tool you need may be there. Tell the user.",
+        "MCP server 'git' is not running (did not finish starting within 10s): its tools were "
+        "searched from the list it gave earlier; calling one tries to start it again.",
+    ]
+    assert format_outcome(found).splitlines()[-2:] == expected
+    assert format_outcome(nothing).splitlines() == [
+        "No MCP tools matched 'q'.",
+        "Servers: github (4 tools)",
+        *expected,
+    ]

@@ -116,13 +116,12 @@ def test_active_tools_follow_in_first_activation_order() -> None:
     assert names(box) == ["Echo", "Note", "ToolSearch", TIME_NOW, TIME_CONVERT, GL_PIPES, GH_CREATE]
 
 
-def test_toolsearch_leaves_when_nothing_is_deferred() -> None:
+def test_toolsearch_and_the_paragraph_stay_when_every_lazy_tool_is_active() -> None:
     box = toolbox(eager=frozenset({"github", "gitlab"}))
-    assert "ToolSearch" in names(box)
+    before = (names(box), box.system_addendum())
     box.activation.activate([TIME_NOW, TIME_CONVERT])
-    assert names(box)[:2] == ["Echo", "Note"] and "ToolSearch" not in names(box)
-    assert box.system_addendum() == ""
-    assert "ToolSearch" not in box.names() and len(box.names()) == len(box.offered())
+    assert names(box) == [*before[0], TIME_NOW, TIME_CONVERT]  # appended, nothing removed
+    assert box.system_addendum() == before[1] != ""
 
 
 def test_only_eager_servers_means_no_toolsearch_and_no_paragraph() -> None:
@@ -166,9 +165,9 @@ def test_catalog_change_rebuilds_split_and_index() -> None:
     mcp = FakeMcp({"github": ["create_issue"]})
     box = LazyBox(builtins=[Echo()], catalog=mcp)
     assert box.search_tools("pipelines", 5).matches == ()
-    assert "1 more MCP tool " in box.system_addendum()
+    assert "1 MCP tool " in box.system_addendum()
     mcp.set_catalog({"github": ["create_issue"], "gitlab": ["list_pipelines"]})
-    assert "2 more MCP tools " in box.system_addendum()
+    assert "2 MCP tools " in box.system_addendum()
     assert [m.name for m in box.search_tools("pipelines", 5).matches] == [GL_PIPES]
     assert names(box) == ["Echo", "ToolSearch", GL_PIPES]
 
@@ -182,7 +181,10 @@ async def test_deferred_tool_is_found_wrapped_and_adds_its_schema_on_error() -> 
     assert isinstance(tool, DeferredTool) and tool.name == GH_CREATE
     assert tool.origin == McpOrigin(server="github", tool="create_issue")
     ok = await call_tool(tool, {"q": "bug"}, ctx())
-    assert not ok.is_error and ok.as_text == 'github.create_issue({"q": "bug"})'
+    assert not ok.is_error and ok.as_text == (
+        'github.create_issue({"q": "bug"})\n'
+        f"({GH_CREATE} is now loaded: it is in your tool list.)"
+    )
     failed = await call_tool(tool, {"title": "bug"}, ctx())
     assert failed.is_error
     assert "missing required argument 'q'" in failed.as_text
@@ -228,15 +230,47 @@ def test_eager_and_builtin_calls_leave_the_set_alone() -> None:
 # ---------------------------------------------------------------------------- paragraph
 
 
-def test_paragraph_counts_and_lists_the_deferred_tools() -> None:
+def test_paragraph_counts_and_lists_the_whole_lazy_catalog() -> None:
     box = toolbox(eager=frozenset({"time"}))
-    box.activation.activate([GH_CREATE])
     text = box.system_addendum()
-    assert text.startswith("# Deferred MCP tools\n5 more MCP tools from 2 servers are available")
+    assert text.startswith("# Deferred MCP tools\n6 MCP tools from 2 servers are loaded on demand.")
     assert "ToolSearch" in text and "rest of the session" in text
-    assert "- github (3): search_issues, list_pull_requests, merge_pull_request" in text
+    assert "- github (4): create_issue, search_issues, list_pull_requests, merge_pull_request" in (
+        text
+    )
     assert "- gitlab (2): create_issue, list_pipelines" in text
-    assert "time" not in text.split("tool names):")[1] and "create_issue, get" not in text
+    assert "time" not in text.split("tool names):")[1]
+
+
+def test_activations_never_change_the_paragraph() -> None:
+    box = toolbox(cap=2)
+    first = box.system_addendum()
+    box.activation.activate([GH_CREATE])
+    assert box.system_addendum() == first
+    box.activation.activate([GL_PIPES, TIME_NOW])  # evicts GH_CREATE
+    assert box.system_addendum() == first
+    box.note_call(GH_MERGE)
+    assert box.system_addendum() is first  # the same string: nothing was recomputed
+
+
+def test_servers_still_starting_are_named_and_toolsearch_is_offered() -> None:
+    class Starting(FakeMcp):
+        def __init__(self) -> None:
+            super().__init__({})
+            self.pending: tuple[str, ...] = ("jira",)
+
+        def unlisted(self) -> tuple[str, ...]:
+            return self.pending
+
+    mcp = Starting()
+    box = LazyBox(builtins=[Echo()], catalog=mcp)
+    box.lazy.servers = mcp
+    assert names(box) == ["Echo", "ToolSearch"]
+    text = box.system_addendum()
+    assert text.startswith("# Deferred MCP tools\nMCP tools are loaded on demand.")
+    assert text.endswith("\nServers still starting (ToolSearch waits for them): jira")
+    mcp.pending = ()
+    assert names(box) == ["Echo"] and box.system_addendum() == ""
 
 
 def test_paragraph_is_deterministic() -> None:
@@ -251,7 +285,7 @@ def test_paragraph_keeps_the_manifest_within_budget() -> None:
     manifest = text.split("tool names):\n", 1)[1]
     assert estimate_tokens(manifest) <= MANIFEST_BUDGET_TOKENS
     assert estimate_tokens(manifest) > MANIFEST_BUDGET_TOKENS * 0.8  # the budget is used
-    assert text.count("\n- ") == 50 and "5000 more MCP tools from 50 servers" in text
+    assert text.count("\n- ") == 50 and "5000 MCP tools from 50 servers" in text
     assert "- server00 (100): tool_number_000, " in text and "… and 9" in text
     assert paragraph(tools) == text
 
@@ -268,7 +302,7 @@ def test_paragraph_with_too_many_servers_for_their_counts() -> None:
 def test_small_catalog_lists_every_name() -> None:
     text = paragraph(make_tools({"time": ["get_current_time", "convert_time"]}))
     assert text.endswith("- time (2): get_current_time, convert_time")
-    assert "2 more MCP tools from 1 server are" in text
+    assert "2 MCP tools from 1 server are" in text
 
 
 # ---------------------------------------------------------------------------- cost per turn
@@ -363,3 +397,16 @@ def test_clear_empties_the_activation_set_keeping_the_cap(tmp_path: Path) -> Non
 async def test_one_toolset_serves_every_prompt_of_a_session(tmp_path: Path) -> None:
     session = make_session(ScriptedProvider([]), tmp_path)
     assert session.agent().toolset is session.agent().toolset is session.toolset
+
+
+def test_the_index_is_built_ahead_only_when_there_is_something_to_index(tmp_path: Path) -> None:
+    session = make_session(ScriptedProvider([]), tmp_path)
+    build = session.search_index_builder()
+    assert build is not None
+    index = build()
+    again = session.search_index_builder()
+    assert again is not None and again() is index  # built once per catalog
+    empty = make_session(ScriptedProvider([]), tmp_path, mcp=FakeMcp({}))
+    assert empty.search_index_builder() is None
+    eager = make_session(ScriptedProvider([]), tmp_path, settings=Settings())
+    assert eager.search_index_builder() is None

@@ -18,6 +18,7 @@ from caliban.mcp.status import format_rows, status_rows
 if TYPE_CHECKING:
     from caliban.mcp.client import ServerStatus
     from caliban.mcp.config import McpConfig, ServerConfig
+    from caliban.mcp.tools import McpTool
 
 EXIT_NOT_FOUND = 1
 EXIT_USAGE = 2
@@ -82,15 +83,19 @@ def _trusted() -> bool:
     return is_trusted(project_root(Path.cwd()))
 
 
-async def _connect(servers: list[ServerConfig]) -> tuple[list[ServerStatus], list[object]]:
+async def _connect(servers: list[ServerConfig]) -> tuple[list[ServerStatus], list[McpTool]]:
+    """Start ``servers``, wait for them, and return their statuses and the tools the connected
+    ones listed (which refresh the user's tool-list cache)."""
+    from caliban.mcp.catalog_cache import user_cache
     from caliban.mcp.client import McpManager
 
-    manager = McpManager(servers)
+    manager = McpManager(servers, catalog_cache=user_cache())
     try:
         manager.start()
         limit = max((s.startup_timeout for s in servers), default=0) + 1
         statuses = await manager.wait_ready(timeout=limit)
-        return statuses, list(manager.tools())
+        connected = {s.name for s in statuses if s.state == "connected"}
+        return statuses, [t for t in manager.tools() if t.server in connected]
     finally:
         await manager.aclose()
 
@@ -262,8 +267,6 @@ def mcp_get(name: Annotated[str, typer.Argument(help="Server name.")]) -> None:
 @mcp_app.command("tools")
 def mcp_tools(name: Annotated[str, typer.Argument(help="Server name.")]) -> None:
     """Connect to one server and list its tools with one-line descriptions."""
-    from caliban.mcp.tools import McpTool
-
     server = _require(_load(), name)
     if server.disabled:
         _err(f"caliban: {name!r} is disabled ({server.where}); set disabled = false to use it")
@@ -274,7 +277,7 @@ def mcp_tools(name: Annotated[str, typer.Argument(help="Server name.")]) -> None
         for text in format_rows(status_rows(statuses)):
             _err(text)
         raise typer.Exit(EXIT_NOT_FOUND)
-    listed = [t for t in tools if isinstance(t, McpTool)]
+    listed = tools
     width = max((len(t.name) for t in listed), default=0)
     for tool in listed:
         summary = (tool.description.strip().splitlines() or [""])[0]
@@ -296,22 +299,41 @@ def mcp_search(
         int, typer.Option("--limit", "-n", min=1, max=100, help="Most tools to show.")
     ] = 5,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    connect: Annotated[
+        bool,
+        typer.Option(
+            "--connect", help="Start every server and list its tools again, even if cached."
+        ),
+    ] = False,
 ) -> None:
-    """Rank the configured servers' tools as ToolSearch would, without a model."""
+    """Rank the configured servers' tools as ToolSearch would, without a model.
+
+    Servers whose tool lists are cached (from an earlier session) are not started: the
+    answer comes at once. The others are started and listed (and cached).
+    """
     import json
 
+    from caliban.mcp.catalog_cache import user_cache
     from caliban.mcp.lazy.tool_search import format_search, search_catalog
 
     config = _load()
     if not config.servers:
         _err("caliban: no MCP servers configured (see `caliban mcp add`)")
         raise typer.Exit(EXIT_NOT_FOUND)
-    statuses, tools = asyncio.run(_connect(list(config.servers)))
-    failed = [s for s in statuses if s.state == "failed"]
-    if failed:
-        for text in format_rows(status_rows(failed)):
-            _err(text)
-    data = search_catalog(tools, query, limit)  # type: ignore[arg-type]
+    enabled = list(config.enabled)
+    cache = user_cache()
+    cached = {} if connect else {s.name: cache.load(s) for s in enabled}
+    fresh = [s for s in enabled if cached.get(s.name) is None]
+    listed: list[McpTool] = []
+    if fresh:
+        statuses, listed = asyncio.run(_connect(fresh))
+        failed = [s for s in statuses if s.state == "failed"]
+        if failed:
+            for text in format_rows(status_rows(failed)):
+                _err(text)
+    tools = [t for s in enabled for t in (cached.get(s.name) or ())] + listed
+    data = search_catalog(tools, query, limit)
+    data["cached"] = [name for name, found in cached.items() if found is not None]
     print(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_search(data))
     if not data["results"]:
         raise typer.Exit(EXIT_NOT_FOUND)

@@ -6,6 +6,12 @@ told to stop or the server goes away, and leaves the context itself (the SDK's a
 must be entered and exited in one task). Starting never blocks the caller: :meth:`start`
 launches the tasks and :meth:`wait_ready` awaits them.
 
+Importing the MCP SDK takes most of a second, so this module does not import it: a stdio
+server's process is launched first, and its task then waits for the SDK, imported once in a
+daemon thread (:meth:`McpManager.import_sdk`). With a :class:`~caliban.mcp.catalog_cache.
+CatalogCache`, each server's last tool list is known before it starts: :meth:`McpManager.tools`
+serves it at once, and the server's own listing replaces it (and the cache) when it differs.
+
 Stdio servers run in their own process group with stderr appended to
 ``<state dir>/mcp-logs/<server>.log``. On shutdown stdin is closed, the server gets a grace
 period, then the whole process group is terminated, so no server or child of one outlives
@@ -19,11 +25,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib
 import logging
 import math
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -32,15 +40,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, assert_never
 
 import anyio
-import mcp_types
 from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters, get_default_environment
-from mcp.client.subscriptions import ListenNotSupportedError, Subscription, SubscriptionLost
-from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from caliban import __version__, paths
 from caliban.mcp.config import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig
@@ -55,7 +56,12 @@ from caliban.tokens import estimate_json_tokens, json_size
 from caliban.tools.base import ToolOutput
 
 if TYPE_CHECKING:
+    import mcp_types
+    from mcp import Client
     from mcp.client.session import IncomingMessage
+    from mcp.client.subscriptions import Subscription
+
+    from caliban.mcp.catalog_cache import CatalogCache
 
 State = Literal["connecting", "connected", "failed", "disabled"]
 ConnectMode = Literal["auto", "legacy"]
@@ -66,13 +72,79 @@ STOP_GRACE = 2.0
 """Seconds a connected stdio server gets to exit after its stdin closes."""
 KILL_WAIT = 2.0
 """Seconds between SIGTERM and SIGKILL for the server's process group."""
+_INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+"""What a stdio server inherits from caliban's environment (the MCP SDK's choice)."""
 _EXTRA_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
 _MAX_TOOL_PAGES = 100
 REFRESH_QUIET_S = 0.25
 """After a tool-list change, wait this long before re-listing: a burst (or a flood) of
 ``tools/list_changed`` notifications costs one ``tools/list`` per period, not one each."""
+_SDK_MODULES = (
+    "mcp",
+    "mcp.client.stdio",
+    "mcp.client.subscriptions",
+    "mcp.shared.exceptions",
+    "mcp.shared.message",
+    "mcp_types",
+    "mcp_types.version",
+)
 
 logger = logging.getLogger(__name__)
+
+
+class _SdkLoader:
+    """Imports the MCP SDK once, in a daemon thread, and wakes the tasks waiting for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._started = False
+        self._done = False
+        self._error: BaseException | None = None
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    def start(self) -> None:
+        """Begin the import (once); returns at once."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._load, name="caliban-mcp-sdk", daemon=True).start()
+
+    def _load(self) -> None:
+        error: BaseException | None = None
+        try:
+            for name in _SDK_MODULES:
+                importlib.import_module(name)
+        except BaseException as exc:  # handed to the waiting tasks
+            error = exc
+        with self._lock:
+            self._done, self._error = True, error
+            waiters, self._waiters = self._waiters, []
+        for loop, future in waiters:
+            with contextlib.suppress(RuntimeError):  # that loop is closed by now
+                loop.call_soon_threadsafe(_settle, future)
+
+    async def wait(self, *, start: bool = True) -> None:
+        """Return once the SDK is imported (starting the import unless ``start`` is False)."""
+        if start:
+            self.start()
+        with self._lock:
+            future = None
+            if not self._done:
+                future = asyncio.get_running_loop().create_future()
+                self._waiters.append((asyncio.get_running_loop(), future))
+        if future is not None:
+            await future
+        if self._error is not None:
+            raise RuntimeError(f"the MCP SDK could not be imported: {self._error}")
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+_SDK = _SdkLoader()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,12 +191,18 @@ class _Proc:
     process: Process | None = None
     grace: float = STOP_GRACE
     stopping: bool = False
+    stopped: bool = False
+    """Its stop has begun (by the transport, or by the connection task)."""
     exited: bool = False
     """The server closed its stdout before we asked it to stop."""
 
 
 def _server_env(config: ServerConfig) -> dict[str, str]:
-    env = get_default_environment()
+    env = {}
+    for key in _INHERITED_ENV:
+        value = os.environ.get(key)
+        if value is not None and not value.startswith("()"):  # not an exported shell function
+            env[key] = value
     for key in _EXTRA_ENV:
         if key in os.environ:
             env[key] = os.environ[key]
@@ -196,20 +274,36 @@ async def _stop_process(process: Process, grace: float) -> None:
         await process.aclose()
 
 
-@asynccontextmanager
-async def _stdio_transport(
-    config: ServerConfig, errlog: IO[bytes], proc: _Proc, on_exit: Callable[[], None]
-) -> AsyncIterator[tuple[Any, Any]]:
-    """Like the SDK's ``stdio_client``, but it exposes the process (for its PID and exit code),
-    notices when the server exits, and always cleans up the server's process group."""
-    process = await anyio.open_process(
+async def _spawn(config: ServerConfig, errlog: IO[bytes]) -> Process:
+    """Start a stdio server in its own session (its process group is ours to terminate)."""
+    return await anyio.open_process(
         [config.command or "", *config.args],
         env=_server_env(config),
         cwd=config.cwd,
         stderr=errlog,
         start_new_session=True,
     )
-    proc.process = process
+
+
+async def _stop_spawned(proc: _Proc) -> None:
+    """Stop a spawned server whose transport never took it over (or did not stop it)."""
+    if proc.process is None or proc.stopped:
+        return
+    proc.stopped = True
+    with anyio.CancelScope(shield=True):
+        await _stop_process(proc.process, proc.grace)
+
+
+@asynccontextmanager
+async def _stdio_transport(
+    process: Process, errlog: IO[bytes], proc: _Proc, on_exit: Callable[[], None]
+) -> AsyncIterator[tuple[Any, Any]]:
+    """Like the SDK's ``stdio_client`` over an already running server: it exposes the process
+    (for its PID and exit code), notices when the server exits, and always cleans up the
+    server's process group."""
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
     writer_done = anyio.Event()
@@ -270,6 +364,7 @@ async def _stdio_transport(
                 write_send.close()
                 with anyio.move_on_after(0.5):
                     await writer_done.wait()
+                proc.stopped = True
                 await _stop_process(process, proc.grace)
             tg.cancel_scope.cancel()
 
@@ -327,7 +422,8 @@ def _describe(exc: BaseException, config: ServerConfig | None) -> str:
         return f"command not found: {config.command!r} (is it installed and on PATH?)"
     if isinstance(exc, PermissionError) and config is not None and config.command:
         return f"cannot run {config.command!r}: permission denied"
-    if isinstance(exc, MCPError):
+    exceptions = sys.modules.get("mcp.shared.exceptions")  # only ever raised once imported
+    if exceptions is not None and isinstance(exc, exceptions.MCPError):
         return f"MCP error {exc.code}: {exc.message}"
     text = str(exc) or type(exc).__name__
     name = type(exc).__name__
@@ -337,6 +433,24 @@ def _describe(exc: BaseException, config: ServerConfig | None) -> str:
 
 
 # ---------------------------------------------------------------------------- manager
+
+
+def _set_tools(conn: _Conn, tools: tuple[McpTool, ...]) -> None:
+    conn.tools = tools
+    conn.tool_chars = sum(json_size(t.spec.as_dict()) for t in tools)
+    conn.tool_tokens = sum(estimate_json_tokens(t.spec.as_dict()) for t in tools)
+
+
+def _spawns_itself(conn: _Conn) -> bool:
+    """Whether caliban launches this server's process itself (stdio, not on Windows, where
+    the SDK's own transport runs it: no process groups there)."""
+    config = conn.config
+    return (
+        conn.in_process is None
+        and config is not None
+        and config.transport == "stdio"
+        and sys.platform != "win32"
+    )
 
 
 @dataclass(kw_only=True)
@@ -349,6 +463,10 @@ class _Conn:
     stderr_tail: tuple[str, ...] = ()
     client: Client | None = None
     tools: tuple[McpTool, ...] = ()
+    listed: bool = False
+    """The server listed its tools in this session."""
+    cached: bool = False
+    """``tools`` came from the cache (until the server lists its own)."""
     tool_chars: int = 0
     tool_tokens: int = 0
     protocol_version: str | None = None
@@ -387,7 +505,8 @@ class McpManager:
     Use as ``async with McpManager(servers) as manager:`` (which starts the servers without
     waiting for them) or call :meth:`start` and :meth:`aclose` yourself, from one event loop.
     ``in_process`` maps server names to SDK server objects (``MCPServer`` or a lowlevel
-    ``Server``) connected in-process, for tests and embedded servers.
+    ``Server``) connected in-process, for tests and embedded servers. With ``catalog_cache``,
+    each configured server's last tool list is served until the server lists its own.
     """
 
     def __init__(
@@ -396,11 +515,18 @@ class McpManager:
         *,
         in_process: Mapping[str, Any] | None = None,
         connect_mode: ConnectMode = "auto",
+        catalog_cache: CatalogCache | None = None,
     ) -> None:
         self._mode = connect_mode
+        self._cache = catalog_cache
         self._conns: dict[str, _Conn] = {}
         for config in servers:
-            self._conns[config.name] = _Conn(name=config.name, config=config)
+            conn = self._conns[config.name] = _Conn(name=config.name, config=config)
+            if catalog_cache is not None and not config.disabled:
+                cached = catalog_cache.load(config, dispatcher=self)
+                if cached is not None:
+                    _set_tools(conn, cached)
+                    conn.cached = True
         for name, server in (in_process or {}).items():
             existing = self._conns.get(name)
             self._conns[name] = _Conn(
@@ -417,6 +543,7 @@ class McpManager:
         self._status_pulse = asyncio.Event()
         self._started = False
         self._closed = False
+        self._hold_sdk = False
 
     # -- lifecycle
 
@@ -427,22 +554,56 @@ class McpManager:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def start(self) -> None:
-        """Start connecting to every enabled server in the background; returns at once."""
-        if self._started:
+    def start(self, *, import_sdk: bool = True) -> None:
+        """Start every enabled server in the background; returns at once.
+
+        Stdio servers' processes are launched first; their connections wait for the MCP SDK.
+        ``import_sdk=False`` leaves its import to a later :meth:`import_sdk` (or to the
+        first wait for a server or call of a tool), so it does not compete with more urgent
+        start-up work while every tool is known from the cache. Waiting for a server or
+        calling a tool starts a manager nobody started.
+        """
+        if self._started or self._closed:
             return
         self._started = True
+        self._hold_sdk = not import_sdk
         _route_sdk_logging()
         for conn in self._conns.values():
             if conn.state != "disabled":
                 self._launch(conn)
 
+    def import_sdk(self) -> None:
+        """Start importing the MCP SDK in a daemon thread, if nothing has yet."""
+        self._hold_sdk = False
+        _SDK.start()
+
     async def wait_ready(self, timeout: float | None = None) -> list[ServerStatus]:  # noqa: ASYNC109
         """Wait until every server is connected or has failed (or ``timeout`` passes)."""
+        return await self.wait_listed(list(self._conns), timeout)
+
+    def unlisted(self) -> tuple[str, ...]:
+        """Servers still starting whose tools are not known yet (not listed, none cached)."""
+        return tuple(
+            conn.name
+            for conn in self._conns.values()
+            if conn.state == "connecting" and not conn.listed and not conn.cached
+        )
+
+    async def wait_listed(
+        self,
+        names: Sequence[str],
+        timeout: float | None = None,  # noqa: ASYNC109 - an overall bound, applied with anyio
+    ) -> list[ServerStatus]:
+        """Wait until each of ``names`` is connected or has failed (each is bounded by its
+        own start-up timeout; ``timeout`` bounds the whole wait). Returns their statuses."""
+        conns = [self._conns[name] for name in names]
+        if any(conn.state == "connecting" for conn in conns):
+            self.start()
+            self.import_sdk()
         with anyio.move_on_after(math.inf if timeout is None else timeout):
-            for conn in list(self._conns.values()):
+            for conn in conns:
                 await conn.ready.wait()
-        return self.statuses()
+        return [self.status(conn.name) for conn in conns]
 
     async def aclose(self) -> None:
         """Stop every server and wait until their processes are gone."""
@@ -451,8 +612,11 @@ class McpManager:
         for conn in self._conns.values():
             conn.stop = True
             conn.wake.set()
-            if conn.state == "connecting" and conn.scope is not None:
-                conn.scope.cancel()
+            if conn.state == "connecting":
+                if conn.proc is not None:
+                    conn.proc.grace = 0.0  # nothing to save in a server that never started
+                if conn.scope is not None:
+                    conn.scope.cancel()
             if conn.task is not None:
                 tasks.append(conn.task)
         if not tasks:
@@ -591,6 +755,7 @@ class McpManager:
         proc = _Proc()
         conn.proc = proc
         reason: str | None = None
+        timed_out = False
         try:
             if conn.in_process is None:
                 log, offset = _open_log(conn.name)
@@ -601,11 +766,19 @@ class McpManager:
                 conn.scope = scope
                 scope.deadline = anyio.current_time() + conn.startup_timeout
                 async with AsyncExitStack() as stack:
+                    config = conn.config
+                    if log is not None and _spawns_itself(conn):
+                        assert config is not None
+                        # The server boots while the SDK is imported.
+                        stack.push_async_callback(_stop_spawned, proc)
+                        proc.process = await _spawn(config, log)
+                        conn.pid = proc.process.pid
+                    await _SDK.wait(start=not self._hold_sdk)
                     client = await stack.enter_async_context(self._client(conn, log, proc))
                     conn.pid = proc.process.pid if proc.process else None
                     # Subscribe before listing, so no change can fall between the two.
                     subscription = await self._subscribe(stack, conn, client)
-                    await self._list_tools(conn, client)
+                    changed = await self._list_tools(conn, client)
                     scope.deadline = math.inf
                     if conn.attempt != attempt or conn.stop:
                         return
@@ -619,7 +792,8 @@ class McpManager:
                         _note(
                             log, f"connected ({client.protocol_version}, {len(conn.tools)} tools)"
                         )
-                    self._bump()
+                    if changed:  # the same list as the cache's: the catalog stays as it is
+                        self._bump()
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._refresher, conn, client)
                         if subscription is not None:
@@ -629,6 +803,7 @@ class McpManager:
                     if conn.lost and not conn.stop:
                         reason = "the server closed the connection"
             if scope.cancelled_caught and not conn.stop:
+                timed_out = True
                 reason = f"did not finish starting within {conn.startup_timeout:g}s"
         except Exception as exc:
             reason = _describe(exc, conn.config)
@@ -652,10 +827,21 @@ class McpManager:
                 elif reason is not None:
                     # A timeout already reported keeps its message.
                     keep = conn.state == "failed" and conn.error is not None
+                    if conn.state == "connecting" and not timed_out:
+                        self._forget_cached(conn)
                     self._set_state(conn, "failed", conn.error if keep else reason)
                 conn.ready.set()
 
+    def _forget_cached(self, conn: _Conn) -> None:
+        """A server that fails to start is not announced from the cache next time (a slow
+        one is: it timed out, it may start next time)."""
+        if self._cache is not None and conn.config is not None:
+            self._cache.forget(conn.config)
+
     def _client(self, conn: _Conn, log: IO[bytes] | None, proc: _Proc) -> Client:
+        import mcp_types
+        from mcp import Client
+
         def lost() -> None:
             conn.lost = True
             conn.wake.set()
@@ -672,8 +858,8 @@ class McpManager:
             assert config is not None and log is not None
             match config.transport:
                 case "stdio":
-                    if sys.platform == "win32":  # pragma: no cover - no process groups there
-                        from mcp.client.stdio import stdio_client
+                    if not _spawns_itself(conn):  # pragma: no cover - no process groups there
+                        from mcp.client.stdio import StdioServerParameters, stdio_client
 
                         params = StdioServerParameters(
                             command=config.command or "",
@@ -683,7 +869,8 @@ class McpManager:
                         )
                         server = stdio_client(params, errlog=log)  # type: ignore[arg-type]
                     else:
-                        server = _stdio_transport(config, log, proc, lost)
+                        assert proc.process is not None
+                        server = _stdio_transport(proc.process, log, proc, lost)
                 case "http":
                     server = _http_transport(config)
                 case "sse":
@@ -701,7 +888,7 @@ class McpManager:
         )
 
     async def _list_tools(self, conn: _Conn, client: Client) -> bool:
-        """List the server's tools into ``conn``; True when they changed."""
+        """List the server's tools into ``conn`` (and the cache); True when they changed."""
         listed: list[mcp_types.Tool] = []
         cursor: str | None = None
         for _ in range(_MAX_TOOL_PAGES):
@@ -715,12 +902,13 @@ class McpManager:
             tool_from_sdk(conn.name, t, wire=w, timeout=conn.tool_timeout, dispatcher=self)
             for t, w in zip(listed, names, strict=True)
         )
-        if tools == conn.tools:
-            return False
-        conn.tools = tools
-        conn.tool_chars = sum(json_size(t.spec.as_dict()) for t in tools)
-        conn.tool_tokens = sum(estimate_json_tokens(t.spec.as_dict()) for t in tools)
-        return True
+        first, conn.listed = not conn.listed, True
+        changed = tools != conn.tools
+        if changed:
+            _set_tools(conn, tools)
+        if (changed or first) and self._cache is not None and conn.config is not None:
+            self._cache.store(conn.config, tools)
+        return changed
 
     async def _refresher(self, conn: _Conn, client: Client) -> None:
         while True:
@@ -740,6 +928,10 @@ class McpManager:
         self, stack: AsyncExitStack, conn: _Conn, client: Client
     ) -> Subscription | None:
         """2026-07-28: change events only come through a ``subscriptions/listen`` stream."""
+        from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+        from mcp.shared.exceptions import MCPError
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
         if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             return None  # older servers send notifications/tools/list_changed unasked
         try:
@@ -750,6 +942,9 @@ class McpManager:
         return subscription if subscription.honored.tools_list_changed else None
 
     async def _follow(self, conn: _Conn, client: Client, subscription: Subscription) -> None:
+        from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+        from mcp.shared.exceptions import MCPError
+
         try:
             async for _event in subscription:
                 conn.refresh.set()
@@ -777,6 +972,9 @@ class McpManager:
                 return conn.client
             if conn.state == "disabled" or self._closed:
                 return None
+            if not self._started:
+                self.start()
+            self.import_sdk()  # a call needs its server now
             if conn.state != "connecting":
                 if conn.task is not None and not conn.task.done():
                     with contextlib.suppress(TimeoutError):
@@ -801,6 +999,9 @@ class McpManager:
         client = await self._connected_client(conn)
         if client is None:
             return ToolOutput.error(self._unavailable(conn))
+        import mcp_types
+        from mcp.shared.exceptions import MCPError
+
         limit = timeout if timeout is not None else conn.tool_timeout
         try:
             with anyio.fail_after(limit):

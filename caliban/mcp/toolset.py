@@ -10,6 +10,7 @@ from caliban.toolsets.filtered import FilteredToolset
 
 if TYPE_CHECKING:
     from caliban.events import AgentEvent
+    from caliban.mcp.client import ServerStatus
     from caliban.tools.base import Tool
 
 
@@ -18,6 +19,28 @@ class McpCatalog(Protocol):
 
     def tools(self) -> Sequence[Tool]:
         """The current tools; the same object until the catalog changes."""
+        ...
+
+
+class McpServers(Protocol):
+    """The servers behind a catalog, as ToolSearch needs them: which are still starting
+    without a known tool list, waiting for those, and why others are not available
+    (:class:`caliban.mcp.client.McpManager`)."""
+
+    def unlisted(self) -> tuple[str, ...]:
+        """Servers still starting whose tools are not known yet."""
+        ...
+
+    async def wait_listed(
+        self,
+        names: Sequence[str],
+        timeout: float | None = None,  # noqa: ASYNC109 - an overall bound
+    ) -> list[ServerStatus]:
+        """Wait until each of ``names`` is connected or has failed."""
+        ...
+
+    def statuses(self) -> list[ServerStatus]:
+        """Every server's state, error and tool count."""
         ...
 
 

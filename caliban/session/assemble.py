@@ -2,7 +2,9 @@
 
 :func:`open_session` is the one place that knows how the pieces fit; headless mode and the
 REPL both use it. Slow work overlaps: the provider SDK is imported in a worker thread while
-MCP servers start in their own processes.
+MCP servers start in their own processes. When every server's tool list is cached, nothing
+waits for them: the search index is built and the MCP SDK imported in the background, after
+the provider SDK, which the first request needs first.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -134,6 +137,8 @@ async def open_session(
         disallowed=[*options.disallowed_tools, *chosen.deny],
         working_dirs=setup.add_dirs,
     )
+    late: asyncio.Task[None] | None = None
+    timers: list[asyncio.TimerHandle] = []
     agent_definitions, agent_warnings = list_agents(options.cwd, extra=setup.extra_agents)
     catalog = load_catalog(options.cwd)
     notifying = _NotifyingApprover(approver) if approver is not None else None
@@ -184,10 +189,21 @@ async def open_session(
             *([lazy_warning] if lazy_warning else []),
         ]:
             session.emit(Notice(level="warning", text=text))
-        if not interactive:
-            for status in await manager.wait_ready() if manager else []:
+        warm_up.add_done_callback(
+            lambda done: timers.append(
+                asyncio.get_running_loop().call_later(
+                    FIRST_REQUEST_HEAD_START, _warm_in_background, session, done
+                )
+            )
+        )
+        if not interactive and manager is not None:
+            # Only servers whose tools are not cached are waited for: the others' tools are
+            # announced from the cache, and a call of one waits for its own server.
+            for status in await manager.wait_listed(manager.unlisted()):
                 if status.state == "failed":
                     session.emit(Notice(level="warning", text=describe_failure(status)))
+            late = asyncio.create_task(_report_failures(session, manager))
+        if not interactive:
             await warm_up
             lazy = session.lazy_policy
             if manager is not None and lazy is not None and lazy.mode == "auto":
@@ -205,6 +221,10 @@ async def open_session(
                 await hooks.session_ended("other")
         close_transcript(session)
         await tasks.aclose()
+        for timer in timers:  # a session closed before its background work began
+            timer.cancel()
+        if late is not None:
+            late.cancel()
         warm_up.cancel()
         window.cancel()
         if manager is not None:
@@ -289,18 +309,71 @@ def _hooks(
     return runner
 
 
-def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:
-    """Start connecting to ``servers`` in the background; ``None`` when there are none.
+FIRST_REQUEST_HEAD_START = 0.05
+"""Seconds between the provider SDK being ready and the background work starting: the first
+request (built at once) leaves first instead of queueing behind five process launches and a
+thread that holds the interpreter lock. Negligible beside a model's latency, which the
+background work then overlaps."""
 
-    With no servers the MCP SDK (about 0.6 s to import) is never loaded.
+
+def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:
+    """Start ``servers`` in the background, their last tool lists read from the user's cache;
+    ``None`` when there are none.
+
+    When some server's tools are not cached (they are awaited), the servers' processes are
+    launched at once and the MCP SDK (about 0.6 s to import) imported meanwhile. When every
+    tool is known from the cache, the first request needs no server: they are launched once
+    the provider SDK is in (:func:`_warm_in_background`), so booting them does not slow the
+    first request on a small machine. With no servers the MCP SDK is never loaded.
     """
     if not servers:
         return None
+    from caliban.mcp.catalog_cache import user_cache
     from caliban.mcp.client import McpManager
 
-    manager = McpManager(servers)
-    manager.start()
+    manager = McpManager(servers, catalog_cache=user_cache())
+    if manager.unlisted():
+        manager.start()
     return manager
+
+
+def _warm_in_background(session: Session, provider_ready: asyncio.Future[None]) -> None:
+    """Once the provider SDK is in: launch the MCP servers if they wait, build the search
+    index (the first ToolSearch needs it), then import the MCP SDK (the first call of an MCP
+    tool needs it), in a daemon thread — one after the other, as both need the interpreter
+    lock."""
+    if provider_ready.cancelled():  # the session closed first
+        return
+    build = session.search_index_builder()
+    manager = session.mcp
+    if manager is not None:
+        manager.start(import_sdk=False)
+        # A server that lists new tools changes the catalog: index that one too.
+        manager.on_change(lambda _version: _index_in_background(session))
+
+    def work() -> None:
+        if build is not None:
+            build()
+        if manager is not None:
+            manager.import_sdk()
+
+    threading.Thread(target=work, name="caliban-warm", daemon=True).start()
+
+
+def _index_in_background(session: Session) -> None:
+    if (build := session.search_index_builder()) is not None:
+        threading.Thread(target=build, name="caliban-index", daemon=True).start()
+
+
+async def _report_failures(session: Session, manager: McpManager) -> None:
+    """Warn about each server that fails to start after the first request went out."""
+    pending = [s.name for s in manager.statuses() if s.state == "connecting"]
+    for name in pending:
+        status = await manager.wait_for_state(name, "connected", "failed")
+        if status.state == "failed":
+            from caliban.mcp.status import describe_failure
+
+            session.emit(Notice(level="warning", text=describe_failure(status)))
 
 
 def result_extra(session: Session) -> dict[str, Any]:

@@ -119,6 +119,7 @@ class Session:
                 activation=self.activation,
                 policy=self.lazy_policy,
                 context_window=self.context_window,
+                servers=self.mcp,
             )
             parts.append(self._lazy)
         elif self.mcp is not None:
@@ -144,6 +145,11 @@ class Session:
     def lazy(self) -> bool:
         """Whether MCP tools are loaded lazily now (``"auto"`` follows the catalog's size)."""
         return self._lazy is not None and self._lazy.lazy
+
+    def search_index_builder(self) -> Callable[[], object] | None:
+        """What builds the lazy catalog's search index, for a background thread, so the first
+        ToolSearch does not pay for it; ``None`` when no MCP tool is loaded lazily."""
+        return self._lazy.warm_index() if self._lazy is not None else None
 
     def context_window(self) -> int:
         """The current model's context window in tokens, as well as known now (the provider

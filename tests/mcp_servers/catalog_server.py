@@ -10,6 +10,11 @@ Most tools answer with a JSON echo of their arguments; a few behave for real (``
 sleeps, ``render_chart`` returns an image, ``get_doc_page`` an embedded resource,
 ``fail_validation`` an error result). The server writes ``pid=N`` (and ``child_pid=N``) to
 stderr at start, so tests can check that no process outlives the client.
+
+Two environment variables make it slow to start, for tests of what happens meanwhile:
+``CATALOG_START_DELAY=SECONDS`` sleeps before serving; ``CATALOG_GATE=PATH`` waits until
+that file exists (at most a minute). ``CATALOG_EXIT_CODE=N`` makes it fail instead: it exits
+with that code before serving.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -528,6 +534,14 @@ def main() -> None:
     if opts.spawn_child:
         child = subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL)
         print(f"child_pid={child.pid}", file=sys.stderr, flush=True)
+    if code := os.environ.get("CATALOG_EXIT_CODE"):
+        print("fatal: told to fail by CATALOG_EXIT_CODE", file=sys.stderr, flush=True)
+        sys.exit(int(code))
+    time.sleep(float(os.environ.get("CATALOG_START_DELAY") or 0))
+    gate = os.environ.get("CATALOG_GATE")
+    deadline = time.monotonic() + 60
+    while gate and not Path(gate).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
     server = build_server(name, catalog)
     if opts.http:
         serve_http(server, opts.http)

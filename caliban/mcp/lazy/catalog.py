@@ -1,15 +1,18 @@
 """One version of the MCP catalog as the lazy wrapper needs it: split, grouped, indexed.
 
-A :class:`Catalog` is built when the MCP tool list (or the lazy decision) changes and is
-immutable afterwards, except for the search index, built on the first search.
+A :class:`Catalog` is built when the MCP tool list (or the lazy decision, or the set of
+servers still starting) changes and is immutable afterwards, except for the search index,
+built on the first search or ahead of it in a background thread (:meth:`Catalog.index`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING
 
-from caliban.mcp.lazy.manifest import ManifestGroup, deferred_paragraph, group_by_server
+from caliban.mcp.lazy.manifest import deferred_paragraph, group_by_server
 from caliban.mcp.lazy.policy import LazyDecision
 from caliban.mcp.tools import McpTool, wire_prefix
 from caliban.tools.base import McpOrigin, Tool
@@ -49,11 +52,17 @@ class Catalog:
     """MCP tools split into eager (always on the wire) and lazy (deferred until found).
 
     Eager: every tool of a server the decision pins (``lazy = false``, ``.mcp.json``
-    ``alwaysLoad``), and each tool its server marked ``_meta["anthropic/alwaysLoad"]``."""
+    ``alwaysLoad``), and each tool its server marked ``_meta["anthropic/alwaysLoad"]``.
 
-    def __init__(self, source: Sequence[Tool], decision: LazyDecision) -> None:
+    ``connecting``: servers still starting whose tools are not known yet.
+    """
+
+    def __init__(
+        self, source: Sequence[Tool], decision: LazyDecision, connecting: tuple[str, ...] = ()
+    ) -> None:
         self.source = source
         self.decision = decision
+        self.connecting = connecting
         self.by_name: dict[str, Tool] = {}
         eager: list[Tool] = []
         lazy: list[Tool] = []
@@ -72,13 +81,7 @@ class Catalog:
         self.eager = tuple(eager)
         self.lazy = tuple(lazy)
         self.lazy_by_name = {tool.name: tool for tool in lazy}
-        entries = {tool.name: _manifest_entry(tool) for tool in lazy}
-        # The manifest of the whole lazy catalog, per server; an activation only refilters
-        # the groups of the servers whose tools are active.
-        self.groups = group_by_server(list(entries.values()))
-        position = {group.server: i for i, group in enumerate(self.groups)}
-        self._entry = {name: (position[server], short) for name, (server, short) in entries.items()}
-        self._without: dict[tuple[int, frozenset[str]], ManifestGroup] = {}
+        self.groups = group_by_server([_manifest_entry(tool) for tool in lazy])
         bare: dict[str, list[Tool]] = {}
         for tool in self.by_name.values():
             origin = tool.origin
@@ -88,6 +91,7 @@ class Catalog:
                     bare.setdefault(key, []).append(tool)
         self._bare = bare
         self._index: ToolIndex[SearchDoc] | None = None
+        self._index_lock = threading.Lock()
 
     def bare_name(self, name: str) -> Tool | None:
         """The one tool whose own name (on its server) is ``name``, ignoring case; ``None``
@@ -96,32 +100,22 @@ class Catalog:
         found = self._bare.get(name.lower(), [])
         return found[0] if len(found) == 1 else None
 
-    def paragraph(self, active: Sequence[Tool]) -> str:
-        """The deferred paragraph while ``active`` (lazy tools) are on the wire."""
-        hidden: dict[int, set[str]] = {}
-        for tool in active:
-            group, short = self._entry[tool.name]
-            hidden.setdefault(group, set()).add(short)
-        groups = [
-            self._group_without(i, frozenset(hidden[i])) if i in hidden else group
-            for i, group in enumerate(self.groups)
-        ]
-        return deferred_paragraph(groups)
+    @property
+    def searchable(self) -> bool:
+        """Whether ToolSearch has something to do: lazy tools, or servers still starting."""
+        return self.decision.lazy and bool(self.lazy or self.connecting)
 
-    def _group_without(self, i: int, hidden: frozenset[str]) -> ManifestGroup:
-        # An activation changes one or two groups; the others' filtered forms are reused.
-        key = (i, hidden)
-        group = self._without.get(key)
-        if group is None:
-            if len(self._without) > 512:
-                self._without.clear()
-            group = self._without[key] = self.groups[i].without(hidden)
-        return group
+    @cached_property
+    def paragraph(self) -> str:
+        """The deferred paragraph: the whole lazy catalog, whatever is active."""
+        return deferred_paragraph(self.groups, connecting=self.connecting)
 
     def index(self) -> ToolIndex[SearchDoc]:
-        """The search index over the lazy tools (built on first use)."""
-        if self._index is None:
-            from caliban.search.index import ToolIndex
+        """The search index over the lazy tools, built on first use (from any thread: a
+        second caller waits for the build in progress)."""
+        with self._index_lock:
+            if self._index is None:
+                from caliban.search.index import ToolIndex
 
-            self._index = ToolIndex.build(search_doc(tool) for tool in self.lazy)
-        return self._index
+                self._index = ToolIndex.build(search_doc(tool) for tool in self.lazy)
+            return self._index

@@ -1,10 +1,15 @@
 """The "deferred MCP tools" paragraph: what ToolSearch is for and which tools it can load.
 
-It is appended to the system prompt while anything is deferred. The manifest lists, per
-server, its tool count and short tool names (the model calls ``mcp__<server>__<short>``),
-kept within about :data:`MANIFEST_BUDGET_TOKENS`; over budget each server lists its first
-names and "… and N more". The text depends only on the tools given, in their order, so the
-same catalog always gives the same bytes and prompt caches hold.
+It is appended to the system prompt while MCP tools are loaded lazily. It describes the
+whole lazy catalog — loaded tools included — so an activation never changes it: the system
+prompt stays byte-identical from turn to turn (and from session to session with the same
+cached catalog), and providers' prompt caches hold. Activations are announced where they
+happen instead (ToolSearch's answer, a note in a deferred tool's result).
+
+The manifest lists, per server, its tool count and short tool names (the model calls
+``mcp__<server>__<short>``), kept within about :data:`MANIFEST_BUDGET_TOKENS`; over budget
+each server lists its first names and "… and N more". Servers still starting whose tools
+are not known yet are named on a last line.
 """
 
 from __future__ import annotations
@@ -20,14 +25,16 @@ MANIFEST_BUDGET_TOKENS = 1_000
 """About how many tokens the list of deferred tool names may take."""
 
 PARAGRAPH_HEADER = "# Deferred MCP tools"
+COUNT = "{count} MCP {tools} from {servers} {server_word} {are} loaded on demand."
+NO_COUNT = "MCP tools are loaded on demand."
 PARAGRAPH = (
-    "{count} more MCP {tools} from {servers} {server_word} {are} available but not loaded. To "
-    'use one, call ToolSearch first (keywords for the task, "select:<name>" for exact names, '
-    '"+word" to require a word): it returns the matching tools with their input schemas and '
-    "loads them for the rest of the session. A deferred tool can also be called directly by "
-    "its full name, mcp__<server>__<tool>."
+    " Loaded ones are in your tool list; to use another, call ToolSearch first (keywords for "
+    'the task, "select:<name>" for exact names, "+word" to require a word): it returns the '
+    "matching tools with their input schemas and loads them for the rest of the session. A "
+    "tool can also be called directly by its full name, mcp__<server>__<tool>."
 )
-MANIFEST_INTRO = "Deferred tools by server (server (count): tool names):"
+MANIFEST_INTRO = "MCP tools by server (server (count): tool names):"
+CONNECTING = "Servers still starting (ToolSearch waits for them): {servers}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +53,6 @@ class ManifestGroup:
         for i, name in enumerate(names):
             cumulative.append(cumulative[-1] + len(name) + (2 if i else 0))
         return cls(server, tuple(names), f"- {server} ({len(names)})", tuple(cumulative))
-
-    def without(self, hidden: frozenset[str]) -> ManifestGroup:
-        return ManifestGroup.of(self.server, [n for n in self.names if n not in hidden])
 
     def size(self, shown: int) -> int:
         """Characters of this group's line with at most ``shown`` names."""
@@ -107,19 +111,30 @@ def _manifest(groups: Sequence[ManifestGroup], budget: int) -> list[str]:
 
 
 def deferred_paragraph(
-    groups: Sequence[ManifestGroup], *, budget: int = MANIFEST_BUDGET_TOKENS
+    groups: Sequence[ManifestGroup],
+    *,
+    connecting: Sequence[str] = (),
+    budget: int = MANIFEST_BUDGET_TOKENS,
 ) -> str:
-    """The paragraph announcing the tools in ``groups`` ('' when there are none)."""
+    """The paragraph announcing the lazily loaded tools in ``groups`` and the servers still
+    ``connecting`` ('' when there are neither)."""
     groups = [g for g in groups if g.names]
     count = sum(len(g.names) for g in groups)
-    if not count:
+    if not count and not connecting:
         return ""
-    servers = len(groups)
-    text = PARAGRAPH.format(
-        count=count,
-        tools="tool" if count == 1 else "tools",
-        servers=servers,
-        server_word="server" if servers == 1 else "servers",
-        are="is" if count == 1 else "are",
-    )
-    return "\n".join([PARAGRAPH_HEADER, text, MANIFEST_INTRO, *_manifest(groups, budget)])
+    lines = [PARAGRAPH_HEADER]
+    if count:
+        servers = len(groups)
+        first = COUNT.format(
+            count=count,
+            tools="tool" if count == 1 else "tools",
+            servers=servers,
+            server_word="server" if servers == 1 else "servers",
+            are="is" if count == 1 else "are",
+        )
+        lines += [first + PARAGRAPH, MANIFEST_INTRO, *_manifest(groups, budget)]
+    else:
+        lines.append(NO_COUNT + PARAGRAPH)
+    if connecting:
+        lines.append(CONNECTING.format(servers=", ".join(connecting)))
+    return "\n".join(lines)

@@ -5,7 +5,10 @@ model. ``ToolSearch`` takes Claude Code's input shape — ``{query, max_results}
 deferred catalog (``caliban.search.index``), activates what it found and answers with each
 match's full name, description and JSON Schema, so the model can call a match on its very next
 turn whatever provider it runs on (the schemas are plain text here, and on the wire from the
-next request on). The searching and activating is done by the toolset it is bound to
+next request on). Before searching it waits for servers still starting whose tools are not
+known yet (each bounded by its start-up timeout), and its answer names the servers that are
+not available, so a model never concludes that a tool does not exist when its server is
+merely down. The searching and activating is done by the toolset it is bound to
 (:class:`ToolSearcher`, implemented by :class:`caliban.mcp.lazy.toolset.LazyMcpToolset`); this
 module validates the input and words the answers — ToolSearch's, and ``caliban mcp search``'s
 (:func:`search_catalog`, :func:`format_search`).
@@ -14,13 +17,13 @@ module validates the input and words the answers — ToolSearch's, and ``caliban
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from caliban.events import ActivationChanged
+from caliban.events import ActivationChanged, Notice
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 
 if TYPE_CHECKING:
@@ -33,6 +36,7 @@ __all__ = [
     "TOOL_SEARCH_NAME",
     "Match",
     "SearchOutcome",
+    "ServerProblem",
     "ToolSearch",
     "ToolSearchInput",
     "ToolSearcher",
@@ -78,6 +82,17 @@ class Match:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ServerProblem:
+    """A configured server that is not available as ToolSearch answers."""
+
+    server: str
+    reason: str
+    """Why: its error (``exited with code 3 while starting``) or ``still starting``."""
+    searched: bool
+    """Its tools were searched all the same, from the list it gave in an earlier session."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SearchOutcome:
     """What a search found and what it changed in the activation set."""
 
@@ -95,10 +110,16 @@ class SearchOutcome:
     """Set when ``max_results`` was lowered to the activation cap."""
     event: ActivationChanged | None = None
     """The change to announce (``None`` when the set's membership did not change)."""
+    unavailable: tuple[ServerProblem, ...] = ()
+    """Servers that failed or are still starting: tools may exist there."""
 
 
 class ToolSearcher(Protocol):
     """What ToolSearch is bound to: one agent's lazy toolset and its activation set."""
+
+    async def prepare_search(self, notify: Callable[[str], None]) -> None:
+        """Wait for servers still starting whose tools are not known (``notify`` says so)."""
+        ...
 
     def search_tools(self, query: str, max_results: int) -> SearchOutcome:
         """Search this toolset's lazily loaded tools and activate the matches."""
@@ -117,6 +138,7 @@ class ToolSearch(BuiltinTool[ToolSearchInput]):
         self.searcher = searcher
 
     async def run(self, args: ToolSearchInput, ctx: CallContext) -> ToolOutput:
+        await self.searcher.prepare_search(lambda text: ctx.emit(Notice(level="info", text=text)))
         outcome = self.searcher.search_tools(args.query, args.max_results)
         if outcome.event is not None:
             ctx.emit(outcome.event)
@@ -157,7 +179,27 @@ def format_outcome(outcome: SearchOutcome) -> str:
         lines.extend(missing)
     if outcome.evicted:
         lines += ["", f"Evicted (least recently used): {', '.join(outcome.evicted)}"]
+    if outcome.unavailable:
+        lines += ["", *unavailable_lines(outcome.unavailable)]
     return "\n".join(lines)
+
+
+def unavailable_lines(problems: Sequence[ServerProblem]) -> list[str]:
+    """What the answer says about servers that are not available."""
+    lines = []
+    for problem in problems:
+        if problem.searched:
+            lines.append(
+                f"MCP server '{problem.server}' is not running ({problem.reason}): its tools "
+                "were searched from the list it gave earlier; calling one tries to start it "
+                "again."
+            )
+        else:
+            lines.append(
+                f"MCP server '{problem.server}' is not available ({problem.reason}): its tools "
+                "could not be searched, so the tool you need may be there. Tell the user."
+            )
+    return lines
 
 
 def _missing_lines(outcome: SearchOutcome) -> list[str]:
@@ -169,7 +211,10 @@ def _missing_lines(outcome: SearchOutcome) -> list[str]:
 
 
 def unmatched(
-    query: str, index: ToolIndex[Any], missing: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    query: str,
+    index: ToolIndex[Any],
+    missing: tuple[tuple[str, tuple[str, ...]], ...] = (),
+    unavailable: tuple[ServerProblem, ...] = (),
 ) -> SearchOutcome:
     """The outcome of a search that found nothing: what looks close, and what servers exist."""
     return SearchOutcome(
@@ -177,6 +222,7 @@ def unmatched(
         missing=missing,
         closest=index.closest_names(query, 5),
         servers=index.server_counts(),
+        unavailable=unavailable,
     )
 
 
@@ -188,6 +234,7 @@ def no_match_text(outcome: SearchOutcome) -> str:
     elif outcome.closest:
         lines.append("Closest tool names: " + ", ".join(outcome.closest))
     lines.append(servers_line(outcome.servers))
+    lines.extend(unavailable_lines(outcome.unavailable))
     return "\n".join(lines)
 
 
@@ -249,5 +296,8 @@ def format_search(data: Mapping[str, Any]) -> str:
             lines.append(f"    {summary[:200]}")
     for name in data["missing"]:
         lines.append(f"Not found: {name}")
-    lines.append(f"({data['searched']} tools searched)")
+    searched = f"{data['searched']} tools searched"
+    if cached := data.get("cached"):
+        searched += f"; cached lists of {', '.join(cached)}: --connect lists them again"
+    lines.append(f"({searched})")
     return "\n".join(lines)

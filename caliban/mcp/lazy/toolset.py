@@ -11,8 +11,10 @@ allowed ones). While loading is lazy it offers, in this order:
 :class:`~caliban.toolsets.combined.CombinedToolset`.) So a turn that activates nothing sends
 exactly the tool list of the turn before, and the provider's prompt cache stays valid. While
 something is deferred, :meth:`LazyMcpToolset.system_addendum` is the deferred paragraph
-(:mod:`caliban.mcp.lazy.manifest`). Deferred tools stay callable by their full name: the call
-runs (after the normal permission check) and activates the tool (:meth:`note_call`).
+(:mod:`caliban.mcp.lazy.manifest`), the same whatever is active, so activations never
+change the system prompt. Deferred tools stay callable by their full name: the call runs
+(after the normal permission check), activates the tool (:meth:`note_call`) and its result
+says so.
 
 The activation set lives in an :class:`~caliban.mcp.lazy.activation.ActivationCell` and
 changes only through ``cell.update`` / ``cell.swap``, so parallel tool calls of one turn
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from caliban.events import ActivationChanged, AgentEvent
@@ -35,9 +37,11 @@ from caliban.mcp.lazy.tool_search import (
     MAX_RESULTS,
     Match,
     SearchOutcome,
+    ServerProblem,
     ToolSearch,
     unmatched,
 )
+from caliban.mcp.toolset import McpServers
 from caliban.messages import TextPart, ToolSpec
 from caliban.tools.base import (
     CallContext,
@@ -98,7 +102,7 @@ class _WrappedInvocation:
 
 
 class DeferredTool(_WrappedTool):
-    """A deferred MCP tool called by name: on an error result its schema is added.
+    """A deferred MCP tool called by name: its result says it is now loaded.
 
     The model never saw the schema of a tool it calls without searching first, so when the
     server rejects the arguments the result says what they should be.
@@ -106,20 +110,23 @@ class DeferredTool(_WrappedTool):
 
     def bind(self, arguments: Mapping[str, Any]) -> Invocation | str:
         bound = self.tool.bind(arguments)
-        return bound if isinstance(bound, str) else _WithSchemaOnError(self.tool, bound)
+        return bound if isinstance(bound, str) else _SaysLoaded(self.tool, bound)
 
 
 @dataclass(frozen=True, slots=True)
-class _WithSchemaOnError(_WrappedInvocation):
+class _SaysLoaded(_WrappedInvocation):
     def amend(self, output: ToolOutput) -> ToolOutput:
         if not output.is_error:
-            return output
-        schema = json.dumps(self.tool.spec.input_schema, ensure_ascii=False, separators=(",", ":"))
-        hint = TextPart(
-            text=f"{self.tool.name} is now loaded. Its input schema: {schema}\n"
-            "If the arguments were wrong, call it again with arguments matching the schema."
-        )
-        return ToolOutput(content=(*output.content, hint), is_error=True, summary=output.summary)
+            note = f"({self.tool.name} is now loaded: it is in your tool list.)"
+        else:
+            schema = json.dumps(
+                self.tool.spec.input_schema, ensure_ascii=False, separators=(",", ":")
+            )
+            note = (
+                f"{self.tool.name} is now loaded. Its input schema: {schema}\n"
+                "If the arguments were wrong, call it again with arguments matching the schema."
+            )
+        return replace(output, content=(*output.content, TextPart(text=note)))
 
 
 class GuessedTool(_WrappedTool):
@@ -147,10 +154,7 @@ class _WithFullName(_WrappedInvocation):
     note: str
 
     def amend(self, output: ToolOutput) -> ToolOutput:
-        note = TextPart(text=self.note)
-        return ToolOutput(
-            content=(*output.content, note), is_error=output.is_error, summary=output.summary
-        )
+        return replace(output, content=(*output.content, TextPart(text=self.note)))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -168,7 +172,8 @@ class LazyMcpToolset:
     """MCP tools only once found (or pinned eager); see the module docstring.
 
     ``context_window`` returns the current model's window, which ``lazy_mcp = "auto"``
-    weighs the catalog against.
+    weighs the catalog against. ``servers`` (the MCP manager) lets ToolSearch wait for
+    servers still starting and name those that failed.
     """
 
     def __init__(
@@ -178,29 +183,41 @@ class LazyMcpToolset:
         activation: ActivationCell,
         policy: LazyPolicy,
         context_window: Callable[[], int],
+        servers: McpServers | None = None,
     ) -> None:
         self.inner = inner
         self.activation = activation
         self.policy = policy
         self.context_window = context_window
+        self.servers = servers
         self.tool_search = ToolSearch(self)
         self._catalog: Catalog | None = None
         self._source: Sequence[Tool] | None = None
         self._window = 0
+        self._connecting: tuple[str, ...] = ()
+        self._searching: Catalog | None = None
+        """The catalog ToolSearch and the paragraph were last offered with."""
         self._auto = policy.mode == "auto"
         self._wire: _Wire | None = None
 
     # -- state
 
     def catalog(self) -> Catalog:
-        """The current catalog, rebuilt only when the MCP tools or the model's window change."""
+        """The current catalog, rebuilt only when the MCP tools, the model's window or the
+        servers still starting without a known tool list change."""
         source = self.inner.offered()
         window = self.context_window() if self._auto else 0
+        connecting = self.servers.unlisted() if self.servers is not None else ()
         catalog = self._catalog
-        if catalog is None or source is not self._source or window != self._window:
+        if (
+            catalog is None
+            or source is not self._source
+            or window != self._window
+            or connecting != self._connecting
+        ):
             decision = decide(self.policy, source, context_window=window)
-            catalog = self._catalog = Catalog(source, decision)
-            self._source, self._window = source, window
+            catalog = self._catalog = Catalog(source, decision, connecting)
+            self._source, self._window, self._connecting = source, window, connecting
         return catalog
 
     def _current(self) -> _Wire:
@@ -209,20 +226,30 @@ class LazyMcpToolset:
         wire = self._wire
         if wire is not None and wire.catalog is catalog and wire.order == order:
             return wire
-        if not catalog.decision.lazy:
-            self._wire = _Wire(
-                catalog=catalog, order=order, offered=catalog.eager, active=(), addendum=""
-            )
-            return self._wire
         lazy = catalog.lazy_by_name
         active = tuple(lazy[name] for name in order if name in lazy)
-        search: tuple[Tool, ...] = (self.tool_search,) if len(active) < len(lazy) else ()
+        # Offered while something is deferred, or servers are starting; once offered they
+        # stay for this catalog whatever gets active, so an activation only appends to the
+        # tool list and never touches the system prompt.
+        searching = catalog.searchable and (
+            catalog is self._searching or len(active) < len(lazy) or bool(catalog.connecting)
+        )
+        if not searching:
+            self._wire = _Wire(
+                catalog=catalog,
+                order=order,
+                offered=(*catalog.eager, *active),
+                active=active,
+                addendum="",
+            )
+            return self._wire
+        self._searching = catalog
         self._wire = _Wire(
             catalog=catalog,
             order=order,
-            offered=(*search, *catalog.eager, *active),
+            offered=(self.tool_search, *catalog.eager, *active),
             active=active,
-            addendum=catalog.paragraph(active) if len(active) < len(lazy) else "",
+            addendum=catalog.paragraph,
         )
         return self._wire
 
@@ -244,7 +271,7 @@ class LazyMcpToolset:
     def find(self, name: str) -> Tool | None:
         """Any callable tool; a deferred MCP tool comes wrapped in :class:`DeferredTool`."""
         catalog = self.catalog()
-        if name == self.tool_search.name and catalog.decision.lazy:
+        if name == self.tool_search.name and self.tool_search in self.offered():
             return self.tool_search
         tool = catalog.by_name.get(name)
         if tool is None:
@@ -313,6 +340,7 @@ class LazyMcpToolset:
             activation=ActivationCell(start),
             policy=self.policy,
             context_window=self.context_window,
+            servers=self.servers,
         )
 
     # -- ToolSearch
@@ -323,10 +351,43 @@ class LazyMcpToolset:
         active = self.activation.get()
         return tuple(tool for tool in catalog.lazy if tool.name not in active)
 
+    def warm_index(self) -> Callable[[], object] | None:
+        """What builds the current catalog's search index (and loads the embedding model),
+        to run in a background thread before the first ToolSearch needs it; ``None`` when no
+        tool is loaded lazily (nothing to index: the search modules are not even imported)."""
+        catalog = self.catalog()
+        return catalog.index if catalog.decision.lazy and catalog.lazy else None
+
+    async def prepare_search(self, notify: Callable[[str], None]) -> None:
+        """Wait for the servers still starting whose tools are not known yet (each bounded by
+        its start-up timeout), saying so through ``notify`` first."""
+        pending = self.servers.unlisted() if self.servers is not None else ()
+        if self.servers is None or not pending:
+            return
+        notify(f"waiting for {', '.join(pending)}…")
+        await self.servers.wait_listed(pending)
+
+    def _unavailable(self) -> tuple[ServerProblem, ...]:
+        if self.servers is None:
+            return ()
+        problems = []
+        for status in self.servers.statuses():
+            if status.state == "failed":
+                reason = status.error or "failed"
+                problems.append(
+                    ServerProblem(server=status.name, reason=reason, searched=status.tool_count > 0)
+                )
+            elif status.state == "connecting" and not status.tool_count:
+                problems.append(
+                    ServerProblem(server=status.name, reason="still starting", searched=False)
+                )
+        return tuple(problems)
+
     def search_tools(self, query: str, max_results: int) -> SearchOutcome:
         """Rank the lazily loaded tools for ``query``, activate the hits, describe them."""
         catalog = self.catalog()
         index = catalog.index()
+        unavailable = self._unavailable()
         cap = self.activation.get().cap
         limit = min(max_results, MAX_RESULTS, cap)
         result = index.search(query, limit)
@@ -338,7 +399,7 @@ class LazyMcpToolset:
             if name not in catalog.by_name
         )
         if not result.hits and not pinned:
-            return unmatched(query, index, missing)
+            return unmatched(query, index, missing, unavailable)
         tools = [catalog.by_name[hit.doc.name] for hit in result.hits]
         names = [tool.name for tool in tools]
 
@@ -372,4 +433,5 @@ class LazyMcpToolset:
             missing=missing,
             limited_to=limited,
             event=event,
+            unavailable=unavailable,
         )

@@ -1,0 +1,151 @@
+"""Each MCP server's last tool list, kept in the user's cache directory.
+
+With it, a session knows every server's tools before any server has started: the deferred
+paragraph of turn 1 is complete (and byte-identical from one session to the next, so the
+provider's prompt cache holds), ToolSearch and ``caliban mcp search`` answer at once, and a
+call of a cached tool waits for its own server only.
+
+An entry is keyed by what decides which program answers — transport, command, arguments,
+the *names* of the environment variables and headers, working directory, URL — and never
+stores a secret value. It is rewritten whenever the server lists different tools, and
+removed when the server fails to start (other than by timing out), so a server that is gone
+is not announced again. A change of an environment variable's value alone keeps the key:
+the server's own listing, moments later, corrects the catalog.
+
+Pure file I/O and pydantic: no MCP SDK.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from caliban import paths
+from caliban.fsutil import atomic_write_text
+from caliban.mcp.tools import McpDispatcher, McpTool, sanitize, unique_wire_names
+
+if TYPE_CHECKING:
+    from caliban.mcp.config import ServerConfig
+
+__all__ = ["FORMAT", "CatalogCache", "cache_identity", "user_cache"]
+
+FORMAT = 1
+"""Bumped when the file layout changes; entries of another format are ignored."""
+
+logger = logging.getLogger(__name__)
+
+
+def cache_identity(config: ServerConfig) -> dict[str, Any]:
+    """What keys a server's entry: everything that decides which program answers, no secret."""
+    return {
+        "format": FORMAT,
+        "name": config.name,
+        "transport": config.transport,
+        "command": config.command,
+        "args": list(config.args),
+        "env": sorted(config.env),
+        "cwd": str(config.cwd) if config.cwd is not None else None,
+        "url": config.url,
+        "headers": sorted(config.headers),
+    }
+
+
+class _Tool(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] | None = None
+    title: str | None = None
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    identity: dict[str, Any]
+    listed_at: float
+    tools: list[_Tool]
+
+
+class CatalogCache:
+    """Tool lists on disk, one JSON file per server configuration, under ``directory``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def path(self, config: ServerConfig) -> Path:
+        """``<directory>/<server>-<16 hex digits of the identity's SHA-256>.json``."""
+        identity = json.dumps(cache_identity(config), sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:16]
+        return self.directory / f"{sanitize(config.name)}-{digest}.json"
+
+    def load(
+        self, config: ServerConfig, *, dispatcher: McpDispatcher | None = None
+    ) -> tuple[McpTool, ...] | None:
+        """The server's cached tools (calls go to ``dispatcher``), or ``None`` when there is
+        no usable entry: missing, unreadable, of another format or another configuration."""
+        path = self.path(config)
+        try:
+            entry = _Entry.model_validate_json(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValidationError, ValueError) as exc:
+            logger.info("ignoring the tool cache %s: %s", path, exc)
+            return None
+        if entry.identity != cache_identity(config):
+            return None
+        names = unique_wire_names(config.name, [t.name for t in entry.tools])
+        return tuple(
+            McpTool(
+                server=config.name,
+                tool_name=t.name,
+                name=wire,
+                description=t.description,
+                input_schema=t.input_schema,
+                annotations=t.annotations,
+                title=t.title,
+                timeout=config.tool_timeout,
+                dispatcher=dispatcher,
+            )
+            for t, wire in zip(entry.tools, names, strict=True)
+        )
+
+    def store(self, config: ServerConfig, tools: Sequence[McpTool]) -> None:
+        """Remember ``tools`` as the server's list (best effort: a failure is only logged)."""
+        entry = _Entry(
+            identity=cache_identity(config),
+            listed_at=time.time(),
+            tools=[
+                _Tool(
+                    name=t.tool_name,
+                    description=t.description,
+                    input_schema=dict(t.input_schema),
+                    annotations=dict(t.annotations) if t.annotations is not None else None,
+                    title=t.title,
+                )
+                for t in tools
+            ],
+        )
+        try:
+            atomic_write_text(self.path(config), entry.model_dump_json())
+        except OSError as exc:
+            logger.warning("could not cache the tools of MCP server %s: %s", config.name, exc)
+
+    def forget(self, config: ServerConfig) -> None:
+        """Drop the server's entry (it failed to start: do not announce its tools again)."""
+        with contextlib.suppress(OSError):
+            self.path(config).unlink()
+
+
+def user_cache() -> CatalogCache:
+    """The user's cache: ``<cache dir>/mcp-tools`` (``~/.cache/caliban/mcp-tools``)."""
+    return CatalogCache(paths.cache_dir() / "mcp-tools")
