@@ -1,8 +1,8 @@
 """Where caliban keeps its files, following the XDG base-directory conventions.
 
 Every function reads the environment when called (never at import), so tests can point
-caliban at temporary directories with ``CALIBAN_CONFIG_DIR``, ``CALIBAN_STATE_DIR`` and
-``CALIBAN_DATA_DIR``.
+caliban at temporary directories with ``CALIBAN_CONFIG_DIR``, ``CALIBAN_STATE_DIR``,
+``CALIBAN_DATA_DIR`` and ``CALIBAN_CACHE_DIR``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ def state_dir() -> Path:
 def data_dir() -> Path:
     """Session transcripts: ``$CALIBAN_DATA_DIR``, else ``$XDG_DATA_HOME/caliban``."""
     return _xdg("CALIBAN_DATA_DIR", "XDG_DATA_HOME", ".local/share")
+
+
+def cache_dir() -> Path:
+    """Caches that can be rebuilt: ``$CALIBAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/caliban``."""
+    return _xdg("CALIBAN_CACHE_DIR", "XDG_CACHE_HOME", ".cache")
 
 
 def find_project_root(cwd: Path) -> Path | None:

@@ -47,11 +47,12 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 def isolated_dirs(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Path]:
-    """caliban's user config, state and data directories live in a temporary home."""
+    """caliban's user config, state, data and cache directories live in a temporary home."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("CALIBAN_CONFIG_DIR", str(home / "config"))
     monkeypatch.setenv("CALIBAN_STATE_DIR", str(home / "state"))
     monkeypatch.setenv("CALIBAN_DATA_DIR", str(home / "data"))
+    monkeypatch.setenv("CALIBAN_CACHE_DIR", str(home / "cache"))
     for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     yield home
