@@ -31,8 +31,8 @@ import random
 import statistics
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from _catalogs import EVAL_DIR, pooled_catalog, synthetic_catalog
 from rank_bm25 import BM25Okapi
@@ -40,8 +40,8 @@ from rank_bm25 import BM25Okapi
 from caliban.search.dense import DenseEncoder, find_minilm
 from caliban.search.index import SearchDoc, ToolIndex
 from caliban.search.semantic import Embedder, StaticModel
-from caliban.search.transformer import TransformerModel
 from caliban.search.text import tokenize
+from caliban.search.transformer import TransformerModel
 
 QUERY_WORDS = [
     "create", "delete", "list", "issue", "message", "channel", "file", "folder", "invoice",
@@ -168,7 +168,8 @@ def transformer_table(source: Path, static: Embedder, sizes: Sequence[int], n_qu
     embed_ms = time_calls(lambda q: transformer.embed([q]), [query] * 50)
     print(
         f"\nall-MiniLM-L6-v2: model load {load_ms:.0f} ms (on the background thread);"
-        f" query embedding p50 {percentile(embed_ms, 50):.1f} ms, p99 {percentile(embed_ms, 99):.1f} ms"
+        f" query embedding p50 {percentile(embed_ms, 50):.1f} ms,"
+        f" p99 {percentile(embed_ms, 99):.1f} ms"
     )
     print(
         "\n| tools | embed tools cold s | embed tools warm (disk cache) ms |"

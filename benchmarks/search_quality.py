@@ -174,9 +174,7 @@ def ablation_rows(dense: DenseEncoder | None) -> dict[str, Row]:
     """One component changed per row."""
     static = load_embedder()
 
-    def index(
-        *, model: Embedder | None = static, with_dense: bool = False, **knobs: object
-    ) -> Row:
+    def index(*, model: Embedder | None = static, with_dense: bool = False, **knobs: object) -> Row:
         ranking = replace(DEFAULT_RANKING, **knobs)  # type: ignore[arg-type]
         return lambda qs: index_ranker(
             qs.docs, static=model, dense=dense if with_dense else None, ranking=ranking

@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -125,7 +125,9 @@ def test_unknown_words_become_the_unknown_token(tiny: TransformerModel) -> None:
         lambda raw: raw.replace(b'"F32"', b'"Q4"', 1),  # a dtype we do not know
     ],
 )
-def test_a_damaged_weights_file_is_refused(tmp_path: Path, damage) -> None:  # type: ignore[no-untyped-def]
+def test_a_damaged_weights_file_is_refused(
+    tmp_path: Path, damage: Callable[[bytes], bytes]
+) -> None:
     path = tmp_path / "w.safetensors"
     write_safetensors(path, {"a": np.ones((2, 3), np.float32), "b": np.zeros(4, np.float32)})
     assert read_safetensors(path.read_bytes(), path)["a"].shape == (2, 3)
@@ -163,9 +165,7 @@ def docs() -> list[SearchDoc]:
     ]
 
 
-def test_searching_never_waits_for_the_transformer(
-    tiny: TransformerModel, tmp_path: Path
-) -> None:
+def test_searching_never_waits_for_the_transformer(tiny: TransformerModel, tmp_path: Path) -> None:
     gate = threading.Event()
 
     def slow_load() -> TransformerModel:
@@ -189,21 +189,22 @@ def test_tool_embeddings_are_cached_per_server_on_disk(
     tiny: TransformerModel, tmp_path: Path
 ) -> None:
     first = CountingModel(tiny)
-    index = ToolIndex.build(docs(), dense=DenseEncoder(lambda: first, cache_dir=tmp_path, name="t"))  # type: ignore[arg-type,return-value]
+    index = ToolIndex.build(docs(), dense=DenseEncoder(lambda: first, cache_dir=tmp_path, name="t"))
     assert index.wait_semantic(10)
     assert first.embedded == 5
     assert len(list(tmp_path.glob("*.npy"))) == 3  # one file per server
 
     # a new process (a new encoder) reads them back; a changed server is embedded again
     second = CountingModel(tiny)
-    encoder = DenseEncoder(lambda: second, cache_dir=tmp_path, name="t")  # type: ignore[arg-type,return-value]
+    encoder = DenseEncoder(lambda: second, cache_dir=tmp_path, name="t")
     changed = [*docs()[:4], SearchDoc(name="mcp__git__git_push", server="git", tool="git_push")]
     again = ToolIndex.build(changed, dense=encoder)
     assert again.wait_semantic(10)
     assert second.embedded == 2  # git's two tools: the server's texts changed
     cosines = again._dense.similarities("weather")  # type: ignore[union-attr]
     assert cosines is not None
-    expected = tiny.embed(["get forecast: Rain and weather forecast"])[0] @ tiny.embed(["weather"])[0]
+    tool, query = tiny.embed(["get forecast: Rain and weather forecast", "weather"])
+    expected = tool @ query
     assert cosines[0] == pytest.approx(expected, abs=2e-3)  # float16 on disk
 
 
@@ -213,7 +214,9 @@ def test_a_corrupt_cache_file_is_recomputed(tiny: TransformerModel, tmp_path: Pa
     for f in tmp_path.glob("*.npy"):
         f.write_bytes(b"\x93NUMPY garbage")
     counting = CountingModel(tiny)
-    again = ToolIndex.build(docs(), dense=DenseEncoder(lambda: counting, cache_dir=tmp_path, name="t"))  # type: ignore[arg-type,return-value]
+    again = ToolIndex.build(
+        docs(), dense=DenseEncoder(lambda: counting, cache_dir=tmp_path, name="t")
+    )
     assert again.wait_semantic(10)
     assert counting.embedded == 5
 

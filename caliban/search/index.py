@@ -363,9 +363,7 @@ class ToolIndex(Generic[D]):
         doc_list = list(docs)
         postings = _postings([_doc_terms(doc) for doc in doc_list])
         texts = [tool_text(d) for d in doc_list]
-        embeddings = (
-            embedder.embed_catalog(texts) if embedder is not None and doc_list else None
-        )
+        embeddings = embedder.embed_catalog(texts) if embedder is not None and doc_list else None
         dense_catalog = None
         if dense is not None and doc_list:
             dense_catalog = dense.catalog(_server_groups(doc_list, texts))

@@ -58,18 +58,20 @@ def read_safetensors(data: bytes, path: Path) -> dict[str, npt.NDArray[Any]]:
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        dtype = _DTYPES.get(info.get("dtype")) if isinstance(info, dict) else None
+        dtype = _DTYPES.get(str(info.get("dtype"))) if isinstance(info, dict) else None
         if dtype is None:
             raise ValueError(f"{path}: {name}: unsupported tensor {info!r:.80}")
         shape = tuple(int(d) for d in info["shape"])
         begin, end = (int(x) for x in info["data_offsets"])
         count = math.prod(shape)
-        if not 0 <= begin <= end <= len(mm) - base or end - begin != count * np.dtype(
-            dtype
-        ).itemsize:
+        if (
+            not 0 <= begin <= end <= len(mm) - base
+            or end - begin != count * np.dtype(dtype).itemsize
+        ):
             raise ValueError(f"{path}: {name}: offsets {begin}..{end} do not fit {shape}")
-        arr = np.frombuffer(mm, dtype=np.dtype(dtype).newbyteorder("<"), count=count,
-                            offset=base + begin).reshape(shape)
+        arr = np.frombuffer(
+            mm, dtype=np.dtype(dtype).newbyteorder("<"), count=count, offset=base + begin
+        ).reshape(shape)
         out[name] = arr.astype(np.int64 if dtype == np.int64 else np.float32)
     return out
 
@@ -102,8 +104,15 @@ def _gelu(x: FloatArray) -> FloatArray:
     t = 1 / (1 + np.float32(0.3275911) * z)
     poly = t * (
         np.float32(0.254829592)
-        + t * (np.float32(-0.284496736) + t * (np.float32(1.421413741)
-        + t * (np.float32(-1.453152027) + t * np.float32(1.061405429))))
+        + t
+        * (
+            np.float32(-0.284496736)
+            + t
+            * (
+                np.float32(1.421413741)
+                + t * (np.float32(-1.453152027) + t * np.float32(1.061405429))
+            )
+        )
     )
     erf = 1 - poly * np.exp(-z * z)
     return x * np.float32(0.5) * (1 + np.sign(x) * erf)  # type: ignore[no-any-return]
@@ -179,11 +188,15 @@ class TransformerModel:
                     qkv=np.concatenate(
                         [get(att + n + ".weight").T for n in ("query", "key", "value")], axis=1
                     ),
-                    qkv_bias=np.concatenate([get(att + n + ".bias") for n in ("query", "key", "value")]),
+                    qkv_bias=np.concatenate(
+                        [get(att + n + ".bias") for n in ("query", "key", "value")]
+                    ),
                     out=np.ascontiguousarray(get(p + "attention.output.dense.weight").T),
                     out_bias=get(p + "attention.output.dense.bias"),
-                    ln1=(get(p + "attention.output.LayerNorm.weight"),
-                         get(p + "attention.output.LayerNorm.bias")),
+                    ln1=(
+                        get(p + "attention.output.LayerNorm.weight"),
+                        get(p + "attention.output.LayerNorm.bias"),
+                    ),
                     up=np.ascontiguousarray(get(p + "intermediate.dense.weight").T),
                     up_bias=get(p + "intermediate.dense.bias"),
                     down=np.ascontiguousarray(get(p + "output.dense.weight").T),
@@ -195,7 +208,7 @@ class TransformerModel:
         if word.shape != (len(vocab), hidden):
             raise ValueError(f"{directory}: {len(vocab)} tokens but embeddings {word.shape}")
         ids = {t: i for i, t in enumerate(vocab)}
-        special = {t: ids[t] for t in ("[CLS]", "[SEP]", "[UNK]") if t in ids}
+        special: dict[str, int] = {t: ids[t] for t in ("[CLS]", "[SEP]", "[UNK]") if t in ids}
         if len(special) != 3:
             raise ValueError(f"{directory}: the vocabulary lacks [CLS], [SEP] or [UNK]")
         digest = hashlib.sha256()
@@ -232,7 +245,9 @@ class TransformerModel:
         while start < len(order):
             width = len(encoded[order[start]])
             end = start + 1
-            while end < len(order) and (end - start + 1) * len(encoded[order[end]]) <= _BATCH_TOKENS:
+            while (
+                end < len(order) and (end - start + 1) * len(encoded[order[end]]) <= _BATCH_TOKENS
+            ):
                 end += 1
             batch = order[start:end]
             width = len(encoded[batch[-1]])
