@@ -17,14 +17,15 @@ How ranking works (each part was kept for what it measurably buys, see the ablat
 
 * A tool's text is its name, server, description and parameters (names, descriptions and
   enum values, a little way into nested schemas), normalised by :mod:`caliban.search.text`.
-* BM25 (Okapi, ``k1`` 1.2, ``b`` 0.75, Lucene's IDF) over that text as one field. Term
-  scores do not depend on the query, so they are computed once at build time into an
-  inverted index and a query adds up a few sparse vectors.
-* A semantic score: the cosine between the query's and the tool's embeddings from a small
-  static embedding model (:mod:`caliban.search.semantic`).
-* Fusion: BM25 scores divided by the best one, plus :data:`SEMANTIC_WEIGHT` times the
-  cosines rescaled so the catalog's mean is 0 and its best is 1. A tool that shares no word
-  with the query is still a hit when its cosine is above the catalog's mean and 0.35.
+* BM25 (Okapi, ``k1`` 1.2, ``b`` 0.75, Lucene's IDF) over that text as one field, each query
+  word counted once. Term scores do not depend on the query, so they are computed once at
+  build time into an inverted index and a query adds up a few sparse vectors.
+* A semantic score: the cosine between the query's and the tool's embeddings, from the
+  shipped static model (:mod:`caliban.search.semantic`) or, once its tool embeddings are
+  ready, a transformer (:mod:`caliban.search.dense`).
+* Fusion: both as z-scores over the catalog, added with the weights of :class:`Ranking`. A
+  tool that shares no word with the query is still a hit when its cosine is above the
+  catalog's mean and a floor (0.35 static, 0.3 transformer).
 * A query word that is a tool's exact name (``read_file``) puts that tool first.
 """
 
