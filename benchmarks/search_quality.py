@@ -196,10 +196,12 @@ def ablation_rows(dense: DenseEncoder | None) -> dict[str, Row]:
     }
     if dense is not None:
         rows |= {
-            "+minilm: BM25 + MiniLM, z-scores, 0.8": index(with_dense=True),
+            "+minilm: BM25 + MiniLM, z-scores, 1.2": index(with_dense=True),
             "  MiniLM weight 0.5": index(with_dense=True, dense_weight=0.5),
-            "  MiniLM weight 1.2": index(with_dense=True, dense_weight=1.2),
-            "  max-scaled fusion": index(with_dense=True, fusion="max"),
+            "  MiniLM weight 0.8": index(with_dense=True, dense_weight=0.8),
+            "  max-scaled fusion, weight 0.8": index(
+                with_dense=True, fusion="max", dense_weight=0.8
+            ),
         }
     return rows
 

@@ -52,9 +52,9 @@ def test_plus_git_requires_git_in_the_name_not_a_git_style_diff(
 @pytest.mark.xfail(
     strict=True,
     reason="git_log says 'Shows the commit logs'; BM25 rightly matches 'commit' in git_commit's "
-    "name and description, and neither the shipped static model nor all-MiniLM-L6-v2 (which "
-    "alone ranks git_log first, cosine 0.50 against 0.42) relates 'recent' to logs strongly "
-    "enough to outweigh it when fused: both rank git_commit first, git_log second",
+    "name and description, and the shipped static model does not relate 'recent' to logs "
+    "strongly enough to outweigh it. With all-MiniLM-L6-v2 installed git_log ranks first "
+    "(test_search_dense.py)",
 )
 def test_recent_commits_ranks_the_log_above_committing(index: ToolIndex[SearchDoc]) -> None:
     found = tools(index, "recent commits", 10)

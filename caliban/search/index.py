@@ -152,7 +152,7 @@ class Ranking:
 
     static_weight: float = 0.5
     """Weight of the static model's cosines against BM25 (both as z-scores)."""
-    dense_weight: float = 0.8
+    dense_weight: float = 1.2
     """Weight of the transformer's cosines against BM25, once its embeddings are ready."""
     fusion: Literal["z", "max"] = "z"
     """``z``: each signal as z-scores over the catalog; ``max``: BM25 over its best score plus
