@@ -15,7 +15,8 @@ eight-word keyword queries (some with synonyms or a ``+required`` word) and ``se
 queries. For contrast the table also times rank_bm25's own ``BM25Okapi.get_scores`` over the
 same corpus, which loops over every document in Python for every query term.
 
-The transformer table times what its background thread does and what a search then costs:
+The transformer table (real tools, every text distinct: the large catalog, then ToolLens)
+times what its background thread does and what a search then costs:
 loading the model; embedding a catalog's tools with an empty disk cache (*cold*) and with
 the cache of a previous process (*warm*: a new encoder, same cache directory); a search
 before the embeddings are ready (it ranks with the static model); and a search once they
@@ -34,7 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from _catalogs import EVAL_DIR, pooled_catalog, synthetic_catalog
+from _catalogs import EVAL_DIR, large_catalog, load_toollens, pooled_catalog, synthetic_catalog
 from rank_bm25 import BM25Okapi
 
 from caliban.search.dense import DenseEncoder, find_minilm
@@ -84,6 +85,15 @@ def real_catalog(n: int) -> list[SearchDoc] | None:
     return out
 
 
+def distinct_catalog(n: int) -> list[SearchDoc]:
+    """Up to ``n`` real tools whose texts all differ (the large catalog, then ToolLens), so
+    nothing is embedded twice; synthetic tools when the eval data is absent."""
+    if not (EVAL_DIR / "catalog_github.json").is_file():
+        return synthetic_catalog(n, seed=n)
+    docs = [*large_catalog(EVAL_DIR), *load_toollens(EVAL_DIR)[0]]
+    return docs[:n]
+
+
 def percentile(samples: Sequence[float], p: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
@@ -107,7 +117,7 @@ def time_calls(fn: Callable[[str], object], queries: Sequence[str]) -> list[floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1_000, 10_000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[100, 1_000, 10_000])
     parser.add_argument("--queries", type=int, default=1_000)
     parser.add_argument("--transformer-sizes", type=int, nargs="*", default=[100, 1_000])
     args = parser.parse_args()
@@ -178,7 +188,7 @@ def transformer_table(source: Path, static: Embedder, sizes: Sequence[int], n_qu
     )
     print("|---|---|---|---|---|---|")
     for n in sizes:
-        docs = real_catalog(n) or synthetic_catalog(n, seed=n)
+        docs = distinct_catalog(n)
         queries = [q for q in make_queries(docs, n_queries, seed=2) if not q.startswith("select:")]
         with tempfile.TemporaryDirectory() as cache:
             encoder = DenseEncoder(lambda: transformer, cache_dir=Path(cache), name="minilm")
