@@ -158,7 +158,6 @@ class TransformerModel:
         BERT model this encoder can run.
         """
         files = _ModelFiles(source)
-        directory = source
         config = json.loads(files.read("config.json"))
         if config.get("model_type", "bert") != "bert" or config.get("hidden_act") != "gelu":
             raise ValueError(f"{source}: not a BERT model with GELU ({config.get('model_type')})")
@@ -177,7 +176,7 @@ class TransformerModel:
         hidden = int(config["hidden_size"])
         heads = int(config["num_attention_heads"])
         if hidden % heads:
-            raise ValueError(f"{directory}: {hidden} dims do not split into {heads} heads")
+            raise ValueError(f"{source}: {hidden} dims do not split into {heads} heads")
         layers = []
         for i in range(int(config["num_hidden_layers"])):
             p = f"encoder.layer.{i}."
@@ -206,11 +205,11 @@ class TransformerModel:
             )
         word = get("embeddings.word_embeddings.weight")
         if word.shape != (len(vocab), hidden):
-            raise ValueError(f"{directory}: {len(vocab)} tokens but embeddings {word.shape}")
+            raise ValueError(f"{source}: {len(vocab)} tokens but embeddings {word.shape}")
         ids = {t: i for i, t in enumerate(vocab)}
         special: dict[str, int] = {t: ids[t] for t in ("[CLS]", "[SEP]", "[UNK]") if t in ids}
         if len(special) != 3:
-            raise ValueError(f"{directory}: the vocabulary lacks [CLS], [SEP] or [UNK]")
+            raise ValueError(f"{source}: the vocabulary lacks [CLS], [SEP] or [UNK]")
         digest = hashlib.sha256()
         digest.update(data)
         digest.update("\n".join(vocab).encode())
@@ -309,23 +308,18 @@ class _ModelFiles:
                     return zf.read(member)
         raise FileNotFoundError(f"{self._source}: no {name}")
 
-    def exists(self, name: str) -> bool:
-        try:
-            self.read(name) if self._source.is_file() else (self._source / name).stat()
-        except OSError:
-            return False
-        return True
-
 
 def _read_vocab(files: _ModelFiles) -> list[str]:
     """The WordPiece vocabulary in id order, from ``tokenizer.json`` or ``vocab.txt``."""
-    if files.exists("tokenizer.json"):
-        model = json.loads(files.read("tokenizer.json"))["model"]
-        if model.get("type") != "WordPiece":
-            raise ValueError("tokenizer.json: not a WordPiece tokenizer")
-        vocab: dict[str, int] = model["vocab"]
-        ordered = sorted(vocab, key=vocab.__getitem__)
-        if [vocab[t] for t in ordered] != list(range(len(ordered))):
-            raise ValueError("tokenizer.json: vocabulary ids are not 0..n-1")
-        return ordered
-    return files.read("vocab.txt").decode().splitlines()
+    try:
+        tokenizer = files.read("tokenizer.json")
+    except FileNotFoundError:
+        return files.read("vocab.txt").decode().splitlines()
+    model = json.loads(tokenizer)["model"]
+    if model.get("type") != "WordPiece":
+        raise ValueError("tokenizer.json: not a WordPiece tokenizer")
+    vocab: dict[str, int] = model["vocab"]
+    ordered = sorted(vocab, key=vocab.__getitem__)
+    if [vocab[t] for t in ordered] != list(range(len(ordered))):
+        raise ValueError("tokenizer.json: vocabulary ids are not 0..n-1")
+    return ordered
