@@ -1,14 +1,13 @@
-"""Ranking variants for the ablation in ``search_quality.py``: benchmark code, not shipped.
+"""BM25 variants for the ablation in ``search_quality.py``: benchmark code, not shipped.
 
-Each variant is plain, numpy-backed BM25 over a tool's fields with one knob changed, so a row
-of the ablation shows what that knob buys. The shipped ranker (``caliban.search.ToolIndex``)
-is measured beside them.
+Each variant is BM25 alone over a tool's fields with one tokenization or field knob changed,
+so a row of the ablation shows what that knob buys (the fusion's knobs are ``ToolIndex``'s
+own :class:`caliban.search.index.Ranking`).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,17 +15,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from caliban.search.index import schema_texts, tool_text
-from caliban.search.semantic import Embedder
+from caliban.search.index import schema_texts
 from caliban.search.text import STOP_WORDS, stem, words
 
 Doc = object
 Ranker = Callable[[str, int], list]  # type: ignore[type-arg]
 FIELDS = ("name", "server", "description", "params")
-
-
-def _no_stem(word: str) -> str:
-    return word
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +34,7 @@ class Variant:
     weights: Mapping[str, float] = field(
         default_factory=lambda: {"name": 1.0, "server": 1.0, "description": 1.0, "params": 0.3}
     )
+    """Per-field weights (with ``per_field=False``: term frequency multipliers)."""
     k1: float = 1.2
     b: float = 0.75
     delta: float = 0.0
@@ -121,94 +116,13 @@ class Bm25:
         return out
 
 
-def top_k(scores: npt.NDArray[np.float64], k: int, positive: bool = True) -> list[int]:
-    order = np.argsort(-scores, kind="stable")[:k]
-    return [int(i) for i in order if not positive or scores[i] > 0]
-
-
-def rrf(rankings: Sequence[npt.NDArray[np.float64]], weights: Sequence[float], k: float = 60.0):  # type: ignore[no-untyped-def]
-    """Reciprocal-rank fusion of dense score vectors."""
-    n = len(rankings[0])
-    fused = np.zeros(n)
-    for scores, w in zip(rankings, weights, strict=True):
-        order = np.argsort(-scores, kind="stable")
-        ranks = np.empty(n)
-        ranks[order] = np.arange(1, n + 1)
-        fused += w / (k + ranks)
-    return fused
-
-
-# --- the semantic signal and fusion ------------------------------------------------------------
-
-SPLIT_PARTS = re.compile(r"(?<=[.!?;])\s+|,\s+(?:and\s+)?|\s+(?:and|also|then|plus)\s+", re.I)
-"""Where a request that needs several tools may be cut into parts."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Hybrid:
-    """BM25 (or not) fused with the semantic score (or not), plus multi-part options."""
-
-    bm25: Variant | None = field(default_factory=lambda: Variant(per_field=False, weights=ALL1))
-    semantic: str | None = "idf"
-    """``idf``: catalog-IDF-weighted token mean (shipped); ``mean``: plain mean; None: off."""
-    fusion: str = "score"
-    """``score``: BM25/best + weight x rescaled cosine; ``rrf``: reciprocal-rank fusion."""
-    weight: float = 0.5
-    parts: bool = False
-    """Rank each clause of a long request too and keep each tool's best part score."""
-    diversity: float = 0.0
-    """Penalty per tool already picked from the same server (0: off)."""
-
-
-ALL1 = {"name": 1.0, "server": 1.0, "description": 1.0, "params": 1.0}
-
-
-def hybrid_ranker(docs: Sequence[object], h: Hybrid, embedder: Embedder) -> Ranker:
-    bm = Bm25(docs, h.bm25) if h.bm25 is not None else None
-    cat = embedder.embed_catalog([tool_text(d) for d in docs]) if h.semantic else None  # type: ignore[arg-type]
-    plain = embedder.model.embed([tool_text(d) for d in docs]) if h.semantic == "mean" else None  # type: ignore[arg-type]
-
-    def fused(q: str) -> npt.NDArray[np.float64]:
-        parts = []
-        if bm is not None:
-            parts.append(bm.scores(q))
-        if cat is not None:
-            if plain is not None:
-                cos = plain @ embedder.model.embed([q])[0]
-            else:
-                cos = cat.similarities(q)
-                if cos is None:
-                    cos = np.zeros(len(docs))
-            parts.append(cos.astype(np.float64))
-        if len(parts) == 1:
-            return parts[0]
-        s, c = parts
-        if h.fusion == "rrf":
-            return rrf([s, c], [1.0, h.weight])
-        sn = s / s.max() if s.max() > 0 else s
-        top, mean = float(c.max()), float(c.mean())
-        return sn + (h.weight * (c - mean) / (top - mean) if top > mean else 0.0)
+def bm25_ranker(docs: Sequence[object], variant: Variant) -> Ranker:
+    """BM25 alone with ``variant``'s knobs; each query word counts once (as in ToolIndex)."""
+    bm = Bm25(docs, variant)
 
     def rank(q: str, k: int) -> list:  # type: ignore[type-arg]
-        f = fused(q)
-        if h.parts:
-            clauses = [p for p in SPLIT_PARTS.split(q) if p and len(bm_terms(p)) >= 2]
-            if len(clauses) > 1:
-                f = f + np.max(np.stack([fused(p) for p in clauses]), axis=0)
-        pool = top_k(f, max(k, 30), positive=bm is not None and cat is None)
-        if not h.diversity:
-            return [docs[i] for i in pool[:k]]
-        out: list[int] = []
-        seen: Counter[str] = Counter()
-        while pool and len(out) < k:
-            best = max(pool, key=lambda i: f[i] - h.diversity * seen[docs[i].server])  # type: ignore[attr-defined]
-            out.append(best)
-            pool.remove(best)
-            seen[docs[best].server] += 1  # type: ignore[attr-defined]
-        return [docs[i] for i in out]
+        scores = bm.scores(q)
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [docs[i] for i in order if scores[i] > 0]
 
     return rank
-
-
-def bm_terms(text: str) -> list[str]:
-    return Variant().terms(text)

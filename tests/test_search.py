@@ -197,6 +197,19 @@ def test_create_a_pull_request_ranks_create_pull_request_first(
     assert all(s > 0 for s in scores)
 
 
+def test_a_word_repeated_in_the_query_counts_once() -> None:
+    # a pasted request often repeats its topic word; the other words must still decide
+    index = ToolIndex.build(
+        [
+            _doc("gh", "list_issues", "List issues of a repository by state, label or assignee."),
+            _doc("gh", "list_comments", "List the comments on a pull request."),
+            _doc("gh", "create_branch", "Create a branch."),
+        ],
+        embedder=None,
+    )
+    assert top(index, "issue issue issue: the comments")[0] == "mcp__gh__list_comments"
+
+
 def test_limit_caps_the_number_of_hits(index: ToolIndex[SearchDoc]) -> None:
     assert len(index.search("pull request", 2).hits) == 2
     assert index.search("pull request", 0).hits == ()

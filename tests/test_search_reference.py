@@ -51,8 +51,10 @@ def test_plus_git_requires_git_in_the_name_not_a_git_style_diff(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="git_log says 'Shows the commit logs'; relating 'recent' to logs needs a stronger "
-    "semantic model than the shipped static one (all-MiniLM-L6-v2 itself ranks git_log first)",
+    reason="git_log says 'Shows the commit logs'; BM25 rightly matches 'commit' in git_commit's "
+    "name and description, and the shipped static model does not relate 'recent' to logs "
+    "strongly enough to outweigh it. With all-MiniLM-L6-v2 installed git_log ranks first "
+    "(test_search_dense.py)",
 )
 def test_recent_commits_ranks_the_log_above_committing(index: ToolIndex[SearchDoc]) -> None:
     found = tools(index, "recent commits", 10)
@@ -63,7 +65,8 @@ def test_recent_commits_ranks_the_log_above_committing(index: ToolIndex[SearchDo
 @pytest.mark.xfail(
     strict=True,
     reason="git_status says 'Shows the working tree status': no shared word, and neither the "
-    "shipped model nor all-MiniLM-L6-v2 relates it to 'uncommitted changes'",
+    "shipped static model (rank 5) nor all-MiniLM-L6-v2 (rank 6, below git_commit, "
+    "git_diff_unstaged and git_reset) relates it to 'uncommitted changes'",
 )
 def test_uncommitted_changes_finds_the_status_in_the_top_three(
     index: ToolIndex[SearchDoc],

@@ -192,6 +192,26 @@ def test_search_catalog_ranks_without_activating() -> None:
     assert none["results"] == [] and format_search(none).startswith("No MCP tools matched")
 
 
+def test_the_search_model_setting_decides_whether_meaning_counts() -> None:
+    """No word of "report a bug" is in the issue tools' text: plain BM25 finds nothing, the
+    shipped static model (the default) relates bug reports to issues."""
+    from caliban.config import Settings
+    from caliban.mcp.lazy.catalog import Catalog
+    from caliban.mcp.lazy.policy import LazyDecision, resolve_policy
+    from caliban.mcp.lazy.tool_search import search_catalog
+
+    tools = make_tools(CATALOG)
+    assert search_catalog(tools, "report a bug", 3, search_model="bm25")["results"] == []
+    found = search_catalog(tools, "report a bug", 3)["results"]
+    assert {hit["name"] for hit in found} == {GH_CREATE, GL_CREATE}
+
+    settings = Settings.model_validate({"tools": {"lazy_mcp": True, "search_model": "bm25"}})
+    policy = resolve_policy(settings.tools)
+    catalog = Catalog(tools, LazyDecision(lazy=True), search_model=policy.search_model)
+    assert not catalog.index().semantic
+    assert Catalog(tools, LazyDecision(lazy=True)).index().semantic
+
+
 def test_answers_name_the_servers_that_are_not_available() -> None:
     from caliban.mcp.lazy.tool_search import (
         Match,

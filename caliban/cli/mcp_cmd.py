@@ -83,6 +83,13 @@ def _trusted() -> bool:
     return is_trusted(project_root(Path.cwd()))
 
 
+def _search_model() -> str:
+    """``tools.search_model`` of the session caliban would start here."""
+    from caliban.config import load_config
+
+    return load_config(Path.cwd()).settings.tools.search_model
+
+
 async def _connect(servers: list[ServerConfig]) -> tuple[list[ServerStatus], list[McpTool]]:
     """Start ``servers``, wait for them, and return their statuses and the tools the connected
     ones listed (which refresh the user's tool-list cache)."""
@@ -332,7 +339,7 @@ def mcp_search(
             for text in format_rows(status_rows(failed)):
                 _err(text)
     tools = [t for s in enabled for t in (cached.get(s.name) or ())] + listed
-    data = search_catalog(tools, query, limit)
+    data = search_catalog(tools, query, limit, search_model=_search_model())
     data["cached"] = [name for name, found in cached.items() if found is not None]
     print(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_search(data))
     if not data["results"]:

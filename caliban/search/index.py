@@ -17,14 +17,15 @@ How ranking works (each part was kept for what it measurably buys, see the ablat
 
 * A tool's text is its name, server, description and parameters (names, descriptions and
   enum values, a little way into nested schemas), normalised by :mod:`caliban.search.text`.
-* BM25 (Okapi, ``k1`` 1.2, ``b`` 0.75, Lucene's IDF) over that text as one field. Term
-  scores do not depend on the query, so they are computed once at build time into an
-  inverted index and a query adds up a few sparse vectors.
-* A semantic score: the cosine between the query's and the tool's embeddings from a small
-  static embedding model (:mod:`caliban.search.semantic`).
-* Fusion: BM25 scores divided by the best one, plus :data:`SEMANTIC_WEIGHT` times the
-  cosines rescaled so the catalog's mean is 0 and its best is 1. A tool that shares no word
-  with the query is still a hit when its cosine is above the catalog's mean and 0.35.
+* BM25 (Okapi, ``k1`` 1.2, ``b`` 0.75, Lucene's IDF) over that text as one field, each query
+  word counted once. Term scores do not depend on the query, so they are computed once at
+  build time into an inverted index and a query adds up a few sparse vectors.
+* A semantic score: the cosine between the query's and the tool's embeddings, from the
+  shipped static model (:mod:`caliban.search.semantic`) or, once its tool embeddings are
+  ready, a transformer (:mod:`caliban.search.dense`).
+* Fusion: both as z-scores over the catalog, added with the weights of :class:`Ranking`. A
+  tool that shares no word with the query is still a hit when its cosine is above the
+  catalog's mean and a floor (0.35 static, 0.3 transformer).
 * A query word that is a tool's exact name (``read_file``) puts that tool first.
 """
 
@@ -45,6 +46,7 @@ import numpy.typing as npt
 from caliban.search.text import tokenize, words
 
 if TYPE_CHECKING:
+    from caliban.search.dense import DenseCatalog, DenseEncoder
     from caliban.search.semantic import CatalogEmbeddings, Embedder
 
 __all__ = [
@@ -139,8 +141,30 @@ _EXACT_NAME_BONUS: Final = 1000.0
 _MIN_COSINE: Final = 0.35
 """A tool no query word matches is a hit only this close to the query (texts unrelated
 under the shipped model rarely reach 0.35)."""
-SEMANTIC_WEIGHT: Final = 0.5
-"""How much the semantic score counts against BM25 (both scaled to a best of 1)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ranking:
+    """The knobs of the fusion; the defaults are the measured best (``docs/lazy-mcp.md``).
+
+    The benchmarks' ablation changes one at a time.
+    """
+
+    static_weight: float = 0.5
+    """Weight of the static model's cosines against BM25 (both as z-scores)."""
+    dense_weight: float = 1.2
+    """Weight of the transformer's cosines against BM25, once its embeddings are ready."""
+    fusion: Literal["z", "max"] = "z"
+    """``z``: each signal as z-scores over the catalog; ``max``: BM25 over its best score plus
+    the cosines rescaled to a catalog mean of 0 and a best of 1 (round 1)."""
+    unique_terms: bool = True
+    """Count a word repeated in the query once."""
+    dense_min_cosine: float = 0.3
+    """Like ``_MIN_COSINE`` for the transformer (unrelated texts rarely reach 0.3 under
+    all-MiniLM-L6-v2)."""
+
+
+DEFAULT_RANKING: Final = Ranking()
 _PUNCT: Final = ".,;:!?'\"`()[]{}<>"
 # "+git" requires a word; "+44 20 ..." (a phone number) or "2+2" does not
 _REQUIRED: Final = re.compile(r"\+[^\W\d_][\w.-]*")
@@ -275,11 +299,14 @@ class ToolIndex(Generic[D]):
         "_by_name",
         "_by_tool",
         "_by_tool_lower",
+        "_dense",
+        "_dense_encoder",
         "_docs",
         "_embedder",
         "_embeddings",
         "_name_terms",
         "_postings",
+        "_ranking",
     )
 
     def __init__(
@@ -288,12 +315,18 @@ class ToolIndex(Generic[D]):
         postings: Mapping[str, _Posting],
         embedder: Embedder | None,
         embeddings: CatalogEmbeddings | None,
+        *,
+        dense: DenseCatalog | None = None,
+        ranking: Ranking = DEFAULT_RANKING,
     ) -> None:
         """Use :meth:`build`."""
         self._docs: tuple[D, ...] = tuple(docs)
         self._postings = postings
         self._embedder = embedder
         self._embeddings = embeddings
+        self._dense = dense
+        self._dense_encoder = dense.encoder if dense is not None else None
+        self._ranking = ranking
         self._name_terms = [_name_terms(d) for d in self._docs]
         self._by_name: dict[str, int] = {}
         self._by_tool: dict[str, list[int]] = defaultdict(list)
@@ -306,7 +339,12 @@ class ToolIndex(Generic[D]):
 
     @classmethod
     def build(
-        cls, docs: Iterable[D], *, embedder: Embedder | Literal["default"] | None = "default"
+        cls,
+        docs: Iterable[D],
+        *,
+        embedder: Embedder | Literal["default"] | None = "default",
+        dense: DenseEncoder | None = None,
+        ranking: Ranking = DEFAULT_RANKING,
     ) -> ToolIndex[D]:
         """Index a catalog. Docs keep their order (it breaks score ties).
 
@@ -314,6 +352,10 @@ class ToolIndex(Generic[D]):
         shipped with caliban (:func:`caliban.search.semantic.default_embedder`), or one
         loaded from elsewhere (:func:`caliban.search.semantic.load_embedder`); ``None`` (or
         a model that fails to load) ranks by BM25 alone.
+
+        With a ``dense`` encoder (a transformer, :func:`caliban.search.models.semantic_models`)
+        the tools are also embedded by it, in the background: once that is done (or read
+        from the cache) its score replaces the static one. Building never waits for it.
         """
         if embedder == "default":
             from caliban.search.semantic import default_embedder
@@ -321,17 +363,31 @@ class ToolIndex(Generic[D]):
             embedder = default_embedder()
         doc_list = list(docs)
         postings = _postings([_doc_terms(doc) for doc in doc_list])
-        embeddings = (
-            embedder.embed_catalog([tool_text(d) for d in doc_list])
-            if embedder is not None and doc_list
-            else None
-        )
-        return cls(doc_list, postings, embedder, embeddings)
+        texts = [tool_text(d) for d in doc_list]
+        embeddings = embedder.embed_catalog(texts) if embedder is not None and doc_list else None
+        dense_catalog = None
+        if dense is not None and doc_list:
+            dense_catalog = dense.catalog(_server_groups(doc_list, texts))
+        return cls(doc_list, postings, embedder, embeddings, dense=dense_catalog, ranking=ranking)
 
     def replace_server(self, server: str, docs: Iterable[D]) -> ToolIndex[D]:
-        """A new index with ``server``'s tools replaced by ``docs`` (empty drops the server)."""
+        """A new index with ``server``'s tools replaced by ``docs`` (empty drops the server).
+
+        Other servers' transformer embeddings come from memory, so only ``server``'s tools
+        are embedded again.
+        """
         kept = [d for d in self._docs if d.server != server]
-        return ToolIndex.build([*kept, *docs], embedder=self._embedder)
+        return ToolIndex.build(
+            [*kept, *docs],
+            embedder=self._embedder,
+            dense=self._dense_encoder,
+            ranking=self._ranking,
+        )
+
+    def wait_semantic(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` s) for the transformer's tool embeddings; whether they
+        are ready. ``False`` at once without a transformer."""
+        return self._dense is not None and self._dense.wait(timeout)
 
     @property
     def docs(self) -> tuple[D, ...]:
@@ -340,8 +396,13 @@ class ToolIndex(Generic[D]):
 
     @property
     def semantic(self) -> bool:
-        """Whether rankings fuse in the semantic score."""
-        return self._embeddings is not None
+        """Whether rankings fuse in a semantic score (static or transformer)."""
+        return self._embeddings is not None or self.dense_ready
+
+    @property
+    def dense_ready(self) -> bool:
+        """Whether the transformer's tool embeddings are ready (its score is used)."""
+        return self._dense is not None and self._dense.ready
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -417,23 +478,27 @@ class ToolIndex(Generic[D]):
         if not terms and not required:
             return SearchResult(query=query, mode="keywords", hits=empty)
 
+        r = self._ranking
         lexical = np.zeros(len(self._docs))
-        for term in terms or required:
+        for term in dict.fromkeys(terms or required) if r.unique_terms else terms or required:
             posting = self._postings.get(term)
             if posting is not None:
                 lexical[posting.doc_ids] += posting.scores
-        best = float(lexical.max())
-        scores = lexical / best if best > 0 else lexical
         candidates = lexical > 0
-        if self._embeddings is not None and meaningful:
-            cosines = self._embeddings.similarities(ranked)
+        scores = lexical
+        static = dense = None
+        if meaningful:
+            static = self._embeddings.similarities(ranked) if self._embeddings else None
+            dense = self._dense.similarities(ranked) if self._dense else None
+        # a tool that shares no word may still be what was asked for, if it stands out
+        # from the catalog and is near enough in absolute terms (under either model)
+        for cosines, floor in ((static, _MIN_COSINE), (dense, r.dense_min_cosine)):
             if cosines is not None:
-                top, mean = float(cosines.max()), float(cosines.mean())
-                if top > mean:
-                    scores = scores + SEMANTIC_WEIGHT * (cosines - mean) / (top - mean)
-                    # a tool that shares no word may still be what was asked for, if it
-                    # stands out from the catalog and is near enough in absolute terms
-                    candidates = candidates | (cosines >= max(mean, _MIN_COSINE))
+                candidates |= cosines >= max(float(cosines.mean()), floor)
+        if dense is not None:
+            scores = _fuse(lexical, dense, r.dense_weight, r.fusion)
+        elif static is not None:
+            scores = _fuse(lexical, static, r.static_weight, r.fusion)
         for word in identifiers:
             for i in self._by_tool_lower.get(word, ()):
                 scores[i] += _EXACT_NAME_BONUS
@@ -450,6 +515,38 @@ class ToolIndex(Generic[D]):
         order = ids[np.argsort(-scores[ids], kind="stable")]
         hits = tuple(SearchHit(doc=self._docs[i], score=float(scores[i])) for i in order)
         return SearchResult(query=query, mode="keywords", hits=hits)
+
+
+def _fuse(
+    lexical: _FloatArray, cosines: npt.NDArray[Any], weight: float, fusion: Literal["z", "max"]
+) -> _FloatArray:
+    """BM25 scores and cosines on one scale, added (``weight`` for the cosines)."""
+    if fusion == "z":
+        # z-scores: each signal counts by how far a tool stands out from the catalog, so a
+        # query whose BM25 scores are all close does not let the cosines' noise decide
+        return _zscores(lexical) + weight * _zscores(cosines)
+    best = float(lexical.max())
+    scores = lexical / best if best > 0 else lexical
+    top, mean = float(cosines.max()), float(cosines.mean())
+    return scores + weight * (cosines - mean) / (top - mean) if top > mean else scores
+
+
+def _zscores(x: npt.NDArray[Any]) -> _FloatArray:
+    std = float(x.std())
+    return (x - x.mean()) / std if std > 0 else np.zeros(len(x))
+
+
+def _server_groups(docs: Sequence[ToolDoc], texts: Sequence[str]) -> list[list[str]]:
+    """Tool texts grouped by server, in index order (an index lists a server's tools
+    together; a server whose tools are split gets a group per run)."""
+    groups: list[list[str]] = []
+    last = None
+    for doc, text in zip(docs, texts, strict=True):
+        if doc.server != last or not groups:
+            groups.append([])
+            last = doc.server
+        groups[-1].append(text)
+    return groups
 
 
 def _parse(text: str) -> tuple[tuple[str, ...], str, tuple[str, ...]]:

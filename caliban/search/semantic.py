@@ -68,10 +68,12 @@ def _is_cjk(cp: int) -> bool:
 class WordPiece:
     """BERT's uncased tokenizer over a WordPiece vocabulary (``##`` marks a continuation)."""
 
-    def __init__(self, vocab: Sequence[str]) -> None:
-        """``vocab``: the tokens, in row order of the model's vectors."""
+    def __init__(self, vocab: Sequence[str], *, unknown: str | None = None) -> None:
+        """``vocab``: the tokens, in row order of the model's vectors. A word that does not
+        split becomes the ``unknown`` token (BERT's ``[UNK]``), or nothing when ``None``."""
         self._vocab = tuple(vocab)
         self._ids = {token: i for i, token in enumerate(vocab)}
+        self._unknown: tuple[int, ...] = () if unknown is None else (self._ids[unknown],)
         self._longest = max((len(t) for t in vocab), default=1)
         self._word_ids = lru_cache(maxsize=65536)(self._word_pieces)
 
@@ -118,9 +120,9 @@ class WordPiece:
         return out
 
     def _word_pieces(self, word: str) -> tuple[int, ...]:
-        """Greedy longest-match-first WordPiece; a word that does not split yields nothing."""
+        """Greedy longest-match-first WordPiece; a word that does not split is unknown."""
         if len(word) > _MAX_WORD_CHARS:
-            return ()
+            return self._unknown
         pieces: list[int] = []
         start = 0
         while start < len(word):
@@ -133,7 +135,7 @@ class WordPiece:
                     break
                 end -= 1
             if found is None:
-                return ()  # BERT makes the whole word [UNK]
+                return self._unknown  # BERT makes the whole word [UNK]
             pieces.append(found)
             start = end
         return tuple(pieces)

@@ -20,7 +20,7 @@ from caliban.tools.base import McpOrigin, Tool
 if TYPE_CHECKING:
     from caliban.search.index import SearchDoc, ToolIndex
 
-__all__ = ["Catalog", "search_doc"]
+__all__ = ["Catalog", "build_index", "search_doc"]
 
 
 def search_doc(tool: Tool) -> SearchDoc:
@@ -54,15 +54,22 @@ class Catalog:
     Eager: every tool of a server the decision pins (``lazy = false``, ``.mcp.json``
     ``alwaysLoad``), and each tool its server marked ``_meta["anthropic/alwaysLoad"]``.
 
-    ``connecting``: servers still starting whose tools are not known yet.
+    ``connecting``: servers still starting whose tools are not known yet; ``search_model``:
+    ``tools.search_model`` (:func:`caliban.search.models.semantic_models`).
     """
 
     def __init__(
-        self, source: Sequence[Tool], decision: LazyDecision, connecting: tuple[str, ...] = ()
+        self,
+        source: Sequence[Tool],
+        decision: LazyDecision,
+        connecting: tuple[str, ...] = (),
+        *,
+        search_model: str = "auto",
     ) -> None:
         self.source = source
         self.decision = decision
         self.connecting = connecting
+        self.search_model = search_model
         self.by_name: dict[str, Tool] = {}
         eager: list[Tool] = []
         lazy: list[Tool] = []
@@ -112,10 +119,22 @@ class Catalog:
 
     def index(self) -> ToolIndex[SearchDoc]:
         """The search index over the lazy tools, built on first use (from any thread: a
-        second caller waits for the build in progress)."""
+        second caller waits for the build in progress). With a transformer, its tool
+        embeddings are computed (or read from the disk cache) on its own thread; searches
+        rank with the static model until they are ready."""
         with self._index_lock:
             if self._index is None:
-                from caliban.search.index import ToolIndex
-
-                self._index = ToolIndex.build(search_doc(tool) for tool in self.lazy)
+                self._index = build_index(self.lazy, self.search_model)
             return self._index
+
+
+def build_index(tools: Sequence[Tool], search_model: str) -> ToolIndex[SearchDoc]:
+    """A search index over ``tools`` with the models ``search_model`` names. The transformer's
+    embeddings are cached per server, so keep each server's tools together."""
+    from caliban.search.index import ToolIndex
+    from caliban.search.models import semantic_models
+
+    models = semantic_models(search_model)
+    return ToolIndex.build(
+        (search_doc(tool) for tool in tools), embedder=models.static, dense=models.dense
+    )

