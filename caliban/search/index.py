@@ -451,6 +451,11 @@ class ToolIndex(Generic[D]):
             return self._select(query, text[7:])
         return self._keywords(query, text, limit)
 
+    def rank(self, text: str, limit: int) -> SearchResult[D]:
+        """The best ``limit`` tools for free text (a user's request) as a keyword query
+        would rank them, with no query syntax: ``select:`` and ``+word`` are plain words."""
+        return self._keywords(text, text.strip(), limit, syntax=False)
+
     def _select(self, query: str, names: str) -> SearchResult[D]:
         hits: dict[str, SearchHit[D]] = {}
         missing: list[str] = []
@@ -467,11 +472,13 @@ class ToolIndex(Generic[D]):
             query=query, mode="select", hits=tuple(hits.values()), missing_names=tuple(missing)
         )
 
-    def _keywords(self, query: str, text: str, limit: int) -> SearchResult[D]:
+    def _keywords(
+        self, query: str, text: str, limit: int, *, syntax: bool = True
+    ) -> SearchResult[D]:
         empty: tuple[SearchHit[D], ...] = ()
         if limit <= 0 or not self._docs:
             return SearchResult(query=query, mode="keywords", hits=empty)
-        required, ranked, identifiers = _parse(text)
+        required, ranked, identifiers = _parse(text, syntax=syntax)
         meaningful = tokenize(ranked)
         # a query of nothing but stop words ("everything") may still name a server
         terms = meaningful or tokenize(ranked, keep_stop_words=True)
@@ -549,13 +556,14 @@ def _server_groups(docs: Sequence[ToolDoc], texts: Sequence[str]) -> list[list[s
     return groups
 
 
-def _parse(text: str) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
-    """Split a query into required terms, the text that ranks and tool-name-like words."""
+def _parse(text: str, *, syntax: bool = True) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
+    """Split a query into required terms (``+word``, only with ``syntax``), the text that
+    ranks and tool-name-like words."""
     required: list[str] = []
     ranked: list[str] = []
     identifiers: list[str] = []
     for word in text.split():
-        if _REQUIRED.fullmatch(word):
+        if syntax and _REQUIRED.fullmatch(word):
             word = word[1:]
             required.extend(tokenize(word, keep_stop_words=True))
         bare = word.strip(_PUNCT)
