@@ -27,6 +27,7 @@ from caliban.frames import Frame, FrameBuilder, TurnOutcome
 if TYPE_CHECKING:
     from caliban.agent import RunResult
     from caliban.messages import Message
+    from caliban.permissions.approval import DenyingApprover
     from caliban.session.session import Session
 
 EXIT_OK = 0
@@ -162,6 +163,7 @@ def run_headless(options: CliOptions) -> int:
 
 
 async def _run(options: CliOptions, prompt: str | None, output: Output) -> int:
+    from caliban.permissions.approval import DenyingApprover
     from caliban.session.assemble import open_session
 
     task = asyncio.current_task()
@@ -177,8 +179,11 @@ async def _run(options: CliOptions, prompt: str | None, output: Output) -> int:
     loop.add_signal_handler(signal.SIGTERM, on_signal)
     builder = FrameBuilder(sink=output.frame, partial=options.include_partial_messages)
     notes = StderrNotes(err=sys.stderr, frames_show_retries=options.output_format == "stream-json")
+    state.denier = DenyingApprover()
     try:
-        async with open_session(options, listeners=[builder, notes], interactive=False) as session:
+        async with open_session(
+            options, approver=state.denier, listeners=[builder, notes], interactive=False
+        ) as session:
             _bind(builder, session)
             if options.input_format == "stream-json":
                 code = await _stream_input(session, options, builder, output, state)
@@ -203,6 +208,8 @@ class _RunState:
     interrupt_requested: bool = False
     """A control_request ``interrupt``: the running turn ends, the session goes on."""
     turn: asyncio.Task[Any] | None = None
+    denier: DenyingApprover | None = None
+    """Denies what would ask (nobody can answer in -p) and remembers it for the summary."""
 
 
 def _bind(builder: FrameBuilder, session: Session) -> None:
@@ -265,6 +272,8 @@ async def _turn(
     builder.begin_turn()
     builder.init(init_info(session))
     extra: dict[str, Any] = {}
+    denier = state.denier
+    denied_before = len(denier.denied) if denier is not None else 0
     try:
         state.turn = asyncio.ensure_future(_run_prompt(session, prompt))
         try:
@@ -299,6 +308,10 @@ async def _turn(
         else:
             outcome = TurnOutcome(kind="success")
             code = EXIT_OK
+    if denier is not None and (denied := denier.denied[denied_before:]):
+        from caliban.permissions.approval import denials_summary
+
+        sys.stderr.write(f"caliban: {denials_summary(denied)}\n")
     output.result(builder.result(outcome, extra=extra))
     if state.interrupted:
         raise asyncio.CancelledError

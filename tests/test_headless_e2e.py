@@ -256,6 +256,30 @@ def test_max_turns(fake_model_server: FakeModelServer, provider: str, project: P
     assert obj["errors"] == ["Reached maximum number of turns (2)"] and "result" not in obj
 
 
+def test_a_run_that_ends_with_tools_denied_says_which_flag_would_allow_them(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """The model keeps trying commands nobody can approve in -p until --max-turns: stderr
+    names them and the --allowed-tools rules that would let them run."""
+    fake_model_server.add(
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "npm test"}}]},
+        {"tool_calls": [{"name": "Write", "arguments": {"file_path": "a.txt", "content": "x"}}]},
+    )
+    result = run(
+        fake_model_server, "anthropic", project, "--max-turns", "2", "--output-format", "json", "go"
+    )
+    assert result.returncode == 1
+    [obj] = lines(result.stdout)
+    assert [d["tool_name"] for d in obj["permission_denials"]] == ["Bash", "Write"]
+    assert (
+        "caliban: 2 tool calls needed approval and were denied (-p cannot ask): "
+        "Bash(npm test), Write(a.txt). To allow them, run again with "
+        "--allowed-tools 'Bash(npm test:*)' 'Edit(./*)'"
+    ) in result.stderr
+    assert "Reached the maximum number of turns (2)" in result.stderr
+    assert not (project / "a.txt").exists()
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_sigint_cancels_and_exits_130(
     fake_model_server: FakeModelServer, provider: str, project: Path

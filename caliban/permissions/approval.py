@@ -2,19 +2,22 @@
 
 :func:`make_authorize` wraps the session's :class:`~caliban.permissions.policy.PermissionPolicy`
 into the agent loop's ``Authorize`` callback, asking an :class:`Approver` (the REPL's prompt,
-or :func:`deny_approver` when headless) whenever the decision is "ask".
+or :func:`deny_approver` / :class:`DenyingApprover` when headless) whenever the decision is
+"ask".
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from dataclasses import dataclass
+import os
+import shlex
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, assert_never
 
 from caliban.permissions.policy import Decision, PermissionPolicy
-from caliban.permissions.rules import PATH_TOOLS, RuleError, suggest_rule
+from caliban.permissions.rules import PATH_TOOLS, RuleError, is_within, suggest_rule
 from caliban.tools.base import Invocation, Preview, ToolEnv, ToolOrigin
 
 if TYPE_CHECKING:
@@ -23,8 +26,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Approver",
+    "DenyingApprover",
     "PermissionAnswer",
     "PermissionRequest",
+    "denials_summary",
     "deny_approver",
     "describe",
     "headless_denial",
@@ -114,6 +119,50 @@ def headless_denial(request: PermissionRequest) -> str:
 async def deny_approver(request: PermissionRequest) -> PermissionAnswer:
     """The approver for headless runs: whatever would ask is denied, with how to allow it."""
     return PermissionAnswer.deny(headless_denial(request))
+
+
+@dataclass(kw_only=True)
+class DenyingApprover:
+    """:func:`deny_approver` that keeps each request it denied, so ``caliban -p`` can say at
+    the end of a turn what was denied and which flag would allow it."""
+
+    denied: list[PermissionRequest] = field(default_factory=list)
+
+    async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
+        self.denied.append(request)
+        return await deny_approver(request)
+
+
+def denials_summary(requests: Sequence[PermissionRequest]) -> str:
+    """One paragraph for stderr: the calls denied for want of someone to ask, and the
+    ``--allowed-tools`` rules that would let them run next time."""
+    calls = list(dict.fromkeys(_call_label(r) for r in requests))
+    rules = list(dict.fromkeys(r.suggestion for r in requests if r.suggestion))
+    unmatched = list(dict.fromkeys(r.tool_name for r in requests if not r.suggestion))
+    count = len(requests)
+    text = (
+        f"{count} tool call{'s' if count != 1 else ''} needed approval and "
+        f"{'were' if count != 1 else 'was'} denied (-p cannot ask): {', '.join(calls)}."
+    )
+    if rules:
+        text += " To allow " + ("them" if not unmatched else "most of them") + ", run again with "
+        text += "--allowed-tools " + " ".join(shlex.quote(rule) for rule in rules)
+        text += " (or add the rules to [permissions] allow)."
+    if unmatched:
+        text += (
+            f" No rule can allow {', '.join(unmatched)} as written (caliban could not check "
+            "the command); only allowing the whole tool would."
+        )
+    return text
+
+
+def _call_label(request: PermissionRequest) -> str:
+    subject = request.subject
+    if subject is None:
+        return request.tool_name
+    if request.tool_name in PATH_TOOLS and is_within(Path(subject), request.env.cwd):
+        subject = os.path.relpath(subject, request.env.cwd)
+    return f"{request.tool_name}({subject if len(subject) <= 60 else subject[:57] + '...'})"
 
 
 def user_denial(tool_name: str, said: str | None) -> str:

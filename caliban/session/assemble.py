@@ -84,7 +84,9 @@ async def open_session(
     """A ready session; MCP servers are shut down when the block exits.
 
     Headless sessions wait for MCP servers before the first request (the model should see
-    their tools); interactive ones do not, so the prompt appears at once.
+    their tools); interactive ones do not, so the prompt appears at once. ``approver`` is
+    asked when a call needs approval (interactive: after the Notification hooks; headless:
+    a :class:`~caliban.permissions.approval.DenyingApprover`, or none).
     """
     from caliban.mcp.config import load_mcp_config
     from caliban.mcp.status import describe_failure
@@ -141,7 +143,14 @@ async def open_session(
     timers: list[asyncio.TimerHandle] = []
     agent_definitions, agent_warnings = list_agents(options.cwd, extra=setup.extra_agents)
     catalog = load_catalog(options.cwd)
-    notifying = _NotifyingApprover(approver) if approver is not None else None
+    # Only a person gets Notification hooks; headless callers pass a denier (or nothing).
+    notifying = _NotifyingApprover(approver) if approver is not None and interactive else None
+    if not interactive:
+        asker = approver or deny_approver
+    elif setup.never_ask or notifying is None:
+        asker = deny_approver
+    else:
+        asker = notifying
     session = Session(
         settings=settings,
         provider=provider,
@@ -158,9 +167,7 @@ async def open_session(
         agents=agent_definitions if chosen.agent else (),
         skills=catalog.items,
         permissions=policy,
-        authorize=make_authorize(
-            policy, deny_approver if setup.never_ask else notifying or deny_approver
-        ),
+        authorize=make_authorize(policy, asker),
         listeners=list(listeners),
         max_turns=settings.max_turns,
         config=loaded,
