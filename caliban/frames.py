@@ -279,6 +279,7 @@ class FrameBuilder:
                         activated=list(event.activated),
                         evicted=list(event.evicted),
                         active=list(event.active),
+                        preactivated=event.preactivated,
                         parent_tool_use_id=child,
                     )
                 )

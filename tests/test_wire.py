@@ -328,7 +328,11 @@ def test_filter_costs_well_under_a_fifth_of_a_millisecond_at_1000_tools() -> Non
 def test_policy_resolution() -> None:
     on = resolve_policy(lazy_settings(True, 8).tools, {"gh": None, "time": False, "big": True})
     assert on == LazyPolicy(
-        mode="on", cap=8, pinned_eager=frozenset({"time"}), forced_lazy=frozenset({"big"})
+        mode="on",
+        cap=8,
+        pinned_eager=frozenset({"time"}),
+        forced_lazy=frozenset({"big"}),
+        preactivate=3,
     )
     assert not resolve_policy(Settings().tools).may_be_lazy
     assert resolve_policy(Settings().tools, {"big": True}).may_be_lazy

@@ -207,6 +207,11 @@ async def _context(ctx: CommandContext, arg: str) -> None:
     if report.lazy:
         names = ", ".join(report.active) or "none"
         ctx.console.print(Text(f"MCP active: {len(report.active)}/{report.cap} ({names})"))
+        if report.preactivated:
+            loaded = ", ".join(
+                f"{name} (used)" if used else name for name, used in report.preactivated
+            )
+            ctx.console.print(Text(f"MCP loaded for your prompts: {loaded}"))
         servers = report.deferred_servers
         ctx.console.print(
             Text(

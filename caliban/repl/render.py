@@ -390,7 +390,8 @@ class Renderer:
                     style="yellow dim",
                 )
             case ActivationChanged():
-                text = f"MCP tools activated: {', '.join(event.activated) or 'none'}"
+                what = "loaded for this prompt" if event.preactivated else "activated"
+                text = f"MCP tools {what}: {', '.join(event.activated) or 'none'}"
                 if event.evicted:
                     text += f" (evicted {', '.join(event.evicted)})"
                 if any(r.depth == depth for r in self._running.values()):

@@ -60,6 +60,8 @@ class ContextReport:
     """Active lazily loaded MCP tools, most recently used first."""
     deferred_tools: int = 0
     deferred_servers: int = 0
+    preactivated: tuple[tuple[str, bool], ...] = ()
+    """Tools loaded for a prompt before the model saw it, each with whether it was called."""
     mcp_tools_total: int = 0
     """MCP tools this agent may use (on the wire or not)."""
     eager_mcp_tokens: int = 0
@@ -116,6 +118,7 @@ class ContextReport:
                 "cap": self.cap,
                 "deferred_tools": self.deferred_tools,
                 "deferred_servers": self.deferred_servers,
+                "preactivated": [{"name": name, "used": used} for name, used in self.preactivated],
             }
         return {
             "model": self.model,
@@ -164,6 +167,7 @@ def context_report(session: Session) -> ContextReport:
         active=lazy.active if lazy else (),
         deferred_tools=len(lazy.deferred) if lazy else 0,
         deferred_servers=len(_servers(lazy.deferred)) if lazy else 0,
+        preactivated=lazy.preactivated if lazy else (),
         mcp_tools_total=len(view.mcp_tools),
         eager_mcp_tokens=tool_tokens(view.mcp_tools),
         skills=skills.listed if skills else 0,

@@ -198,6 +198,7 @@ class Session:
             compaction=self.compaction(),
             web_search=self.offers_web_search(),
             hooks=self.hooks,
+            prompt_tools=self._lazy.preactivate if self._lazy is not None else None,
         )
 
     def offers_web_search(self, scope: AgentDefinition | None = None) -> bool:
@@ -296,6 +297,8 @@ class Session:
         self.env.state.clear()  # the todo list belongs to the conversation
         if self.activation is not None:
             self.activation.swap(lambda current: McpActivationSet.empty(current.cap))
+        if self._lazy is not None:
+            self._lazy.forget_preactivated()
         self.emit(ConversationCleared())
 
     def adopt(self, session_id: str, conversation: Conversation) -> None:

@@ -39,6 +39,18 @@ class LazyView:
     """Lazily loaded tools not on the wire now."""
     tool_search: Tool
     """The ToolSearch tool (on the wire while anything is deferred)."""
+    preactivated: tuple[tuple[str, bool], ...] = ()
+    """Tools loaded for a prompt before the model saw it, in order, each with whether the
+    model has called it since (``tools.preactivate``)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PromptTools:
+    """Tools loaded for one prompt before it is sent: a note the prompt carries (never the
+    system prompt, which stays byte-stable for prompt caches) and the change to announce."""
+
+    note: str
+    event: AgentEvent
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -50,6 +50,8 @@ class LazyPolicy:
     """Something the user should be told (shown once, at start-up)."""
     search_model: str = "auto"
     """``tools.search_model``: the semantic models ToolSearch fuses with BM25."""
+    preactivate: int = 0
+    """``tools.preactivate``: tools loaded for a prompt before the model sees it (at most)."""
 
     @property
     def may_be_lazy(self) -> bool:
@@ -108,6 +110,7 @@ def resolve_policy(
             pinned_eager=pinned,
             warning=warning,
             search_model=tools.search_model,
+            preactivate=tools.preactivate,
         )
     return LazyPolicy(
         mode=mode,
@@ -115,6 +118,7 @@ def resolve_policy(
         pinned_eager=pinned,
         forced_lazy=forced,
         search_model=tools.search_model,
+        preactivate=tools.preactivate,
     )
 
 

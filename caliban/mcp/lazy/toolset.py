@@ -52,7 +52,7 @@ from caliban.tools.base import (
     ToolOrigin,
     ToolOutput,
 )
-from caliban.toolsets.base import ChildScope, LazyView, Toolset, ToolsetView
+from caliban.toolsets.base import ChildScope, LazyView, PromptTools, Toolset, ToolsetView
 
 __all__ = ["DeferredTool", "LazyMcpToolset"]
 
@@ -199,6 +199,8 @@ class LazyMcpToolset:
         """The catalog ToolSearch and the paragraph were last offered with."""
         self._auto = policy.mode == "auto"
         self._wire: _Wire | None = None
+        self._preactivated: dict[str, bool] = {}
+        """Tools pre-activated for a prompt (in order), each with whether it was called."""
 
     # -- state
 
@@ -295,6 +297,8 @@ class LazyMcpToolset:
         """Activate a deferred tool that is about to run, or refresh an active one's recency."""
         if name not in self.catalog().lazy_by_name:
             return None
+        if name in self._preactivated:
+            self._preactivated[name] = True
 
         def step(
             current: McpActivationSet,
@@ -321,6 +325,7 @@ class LazyMcpToolset:
                 active=active.names(),
                 deferred=self.deferred(),
                 tool_search=self.tool_search,
+                preactivated=tuple(self._preactivated.items()),
             )
         return ToolsetView(
             offered=wire.offered,
@@ -343,6 +348,46 @@ class LazyMcpToolset:
             policy=self.policy,
             context_window=self.context_window,
             servers=self.servers,
+        )
+
+    # -- pre-activation
+
+    def forget_preactivated(self) -> None:
+        """A new conversation (``/clear``): no tool was loaded for its prompts yet."""
+        self._preactivated.clear()
+
+    def preactivate(self, request: str) -> PromptTools | None:
+        """Activate the deferred tools ``request`` most likely needs (at most
+        ``tools.preactivate``; :mod:`caliban.mcp.lazy.preactivate`), before the model sees
+        it. ``None`` when nothing new was loaded. Servers still starting are not waited for:
+        their tools are ToolSearch's to find."""
+        from caliban.mcp.lazy.preactivate import likely_tools
+
+        catalog = self.catalog()
+        limit = min(self.policy.preactivate, self.activation.get().cap)
+        if limit <= 0 or not catalog.decision.lazy or not catalog.lazy:
+            return None
+        found = likely_tools(catalog.index(), request, limit)
+        names = [doc.name for doc in found if doc.name not in self.activation.get()]
+        if not names:
+            return None
+
+        def step(
+            current: McpActivationSet,
+        ) -> tuple[McpActivationSet, tuple[McpActivationSet, tuple[str, ...]]]:
+            new, evicted = current.activate(names)
+            return new, (new, evicted)
+
+        after, evicted = self.activation.update(step)
+        for name in names:
+            self._preactivated.setdefault(name, False)
+        listed = ", ".join(names)
+        return PromptTools(
+            note=f"(caliban loaded these MCP tools for this request: {listed}. They are in "
+            "your tool list; ToolSearch finds others.)",
+            event=ActivationChanged(
+                activated=tuple(names), evicted=evicted, active=after.names(), preactivated=True
+            ),
         )
 
     # -- ToolSearch
