@@ -32,7 +32,7 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 __all__ = [
     "EVENTS",
@@ -47,18 +47,6 @@ __all__ = [
     "parse_hooks",
 ]
 
-EVENTS = (
-    "PreToolUse",
-    "PostToolUse",
-    "UserPromptSubmit",
-    "Stop",
-    "SubagentStop",
-    "SessionStart",
-    "SessionEnd",
-    "Notification",
-    "PreCompact",
-)
-"""The events caliban runs hooks for (Claude Code's names)."""
 EventName = Literal[
     "PreToolUse",
     "PostToolUse",
@@ -70,6 +58,8 @@ EventName = Literal[
     "Notification",
     "PreCompact",
 ]
+EVENTS: tuple[EventName, ...] = get_args(EventName)
+"""The events caliban runs hooks for (Claude Code's names)."""
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse"})
 DEFAULT_TIMEOUT_S = 60.0
 MAX_OUTPUT_BYTES = 1_000_000
