@@ -161,12 +161,14 @@ def _announced(body: dict[str, Any]) -> int:
 
 
 def caliban_project(prefix: Path, root: Path) -> tuple[Path, dict[str, str]]:
-    """A project with the five servers (lazy loading on) and an environment for caliban."""
+    """A project, the five servers in the user's mcp.toml (a project's would need the folder
+    trusted first), lazy loading on, and an environment for caliban."""
     project = root / "project"
     (project / ".caliban").mkdir(parents=True)
     (project / ".git").mkdir()
     servers = reference_servers(prefix, project, timeout=30)
-    (project / ".caliban" / "mcp.toml").write_text(_toml(servers))
+    (root / "config").mkdir(exist_ok=True)
+    (root / "config" / "mcp.toml").write_text(_toml(servers))
     (project / ".caliban" / "config.toml").write_text("[tools]\nlazy_mcp = true\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
     env.update(

@@ -62,7 +62,8 @@ def heavy_imports(module: str = "caliban.cli.main") -> dict[str, bool]:
 
 
 def _project(root: Path, servers: int) -> dict[str, str]:
-    """A project with ``servers`` MCP servers, and an environment pointing caliban at it."""
+    """A project, ``servers`` MCP servers in the user's mcp.toml (a project's would need the
+    folder trusted first), and an environment pointing caliban at them."""
     project = root / "project"
     (project / ".caliban").mkdir(parents=True)
     (project / ".git").mkdir()
@@ -70,7 +71,8 @@ def _project(root: Path, servers: int) -> dict[str, str]:
         f'[server.catalog{i}]\ncommand = "{sys.executable}"\nargs = ["{CATALOG_SERVER}"]\n'
         for i in range(servers)
     ]
-    (project / ".caliban" / "mcp.toml").write_text("\n".join(tables))
+    (root / "config").mkdir()
+    (root / "config" / "mcp.toml").write_text("\n".join(tables))
     env = {
         **os.environ,
         "ANTHROPIC_API_KEY": "test",
