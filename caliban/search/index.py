@@ -111,6 +111,11 @@ class SearchHit(Generic[D]):
 
     doc: D
     score: float
+    matched: tuple[str, ...] = ()
+    """The query's terms (:func:`caliban.search.text.tokenize`) that the tool's text has
+    (keyword hits only)."""
+    named: tuple[str, ...] = ()
+    """Those of ``matched`` that are in the tool's or its server's name."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,6 +130,8 @@ class SearchResult(Generic[D]):
     mode: Literal["keywords", "select"]
     hits: tuple[SearchHit[D], ...]
     missing_names: tuple[str, ...] = ()
+    terms: tuple[str, ...] = ()
+    """The query's meaningful terms, each once (keyword queries; stop words left out)."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -520,8 +527,22 @@ class ToolIndex(Generic[D]):
             cut = np.argpartition(-scores[ids], limit - 1)[:limit]
             ids = np.sort(ids[cut])
         order = ids[np.argsort(-scores[ids], kind="stable")]
-        hits = tuple(SearchHit(doc=self._docs[i], score=float(scores[i])) for i in order)
-        return SearchResult(query=query, mode="keywords", hits=hits)
+        unique = tuple(dict.fromkeys(meaningful))
+        hits = tuple(self._hit(int(i), float(scores[i]), unique) for i in order)
+        return SearchResult(query=query, mode="keywords", hits=hits, terms=unique)
+
+    def _hit(self, i: int, score: float, terms: tuple[str, ...]) -> SearchHit[D]:
+        """A hit, with the query terms the tool's text and name have."""
+        matched = []
+        for term in terms:
+            posting = self._postings.get(term)
+            if posting is not None:
+                # doc ids are ascending: postings are built in doc order
+                at = int(np.searchsorted(posting.doc_ids, i))
+                if at < posting.doc_ids.size and posting.doc_ids[at] == i:
+                    matched.append(term)
+        named = tuple(t for t in matched if t in self._name_terms[i])
+        return SearchHit(doc=self._docs[i], score=score, matched=tuple(matched), named=named)
 
 
 def _fuse(
