@@ -44,8 +44,9 @@ gets) and a rule decides which of the best ``k`` hits are loaded
 
   The session rows replay each negative set in order through a real
   :class:`~caliban.mcp.lazy.activation.McpActivationSet` (cap 24, LRU) on the 569-tool
-  catalog: loaded tools stay active for later turns, so a rule that fires on coding
-  prompts fills the set with definitions nobody asked for.
+  catalog. caliban drops what a prompt loaded and the model did not use at the next prompt
+  (the replay uses nothing), so each turn carries the tools the current prompt loaded —
+  every coding prompt a rule fires on costs that turn their definitions.
 * **Ablation**: each alternative confidence measure at the bar where it loads a tool for as
   many ``commits-tune`` requests as the shipped rule (or fewer), so the columns compare what
   each buys at the same cost; also "always the top k", the first cut's fixed bar on the
@@ -391,15 +392,20 @@ def fire_rate(
 def session_replay(
     requests: Iterable[Ranked], rule: Rule, k: int, depth: int | None = None
 ) -> tuple[float, float]:
-    """Replay requests in order through an activation set (nothing loaded is ever used):
+    """Replay requests in order through an activation set as caliban does (nothing loaded
+    is ever used, so what one prompt loaded is dropped at the next unless it wants it too):
     mean tools active per turn and mean definition tokens they add to each turn."""
     active = McpActivationSet.empty()
     docs: dict[str, SearchDoc] = {}
     sizes, tokens = [], []
+    unclaimed: list[str] = []
     for r in requests:
         picked = loaded(r, rule, k, depth)
         docs.update((h.doc.name, h.doc) for h in picked)
-        active, _ = active.activate(h.doc.name for h in picked)
+        wanted = [h.doc.name for h in picked]
+        active = active.without(n for n in unclaimed if n not in wanted)
+        unclaimed = wanted
+        active, _ = active.activate(wanted)
         sizes.append(len(active))
         tokens.append(sum(tool_tokens(docs[n]) for n in active))
     return float(np.mean(sizes or [0])), float(np.mean(tokens or [0]))

@@ -196,7 +196,9 @@ class Agent:
                     role="user", parts=(*message.parts, TextPart(text=verdict.context))
                 )
             if self.prompt_tools is not None and (loaded := self.prompt_tools(request)):
-                message = Message(role="user", parts=(*message.parts, TextPart(text=loaded.note)))
+                if loaded.note:
+                    note = TextPart(text=loaded.note)
+                    message = Message(role="user", parts=(*message.parts, note))
                 self.emit(loaded.event)
         self._append(message, UserPrompt(message=message, parent_tool_use_id=self.parent_id))
         cut_text: str | None = None  # an answer cut at max_tokens, continued once

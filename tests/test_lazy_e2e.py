@@ -36,7 +36,9 @@ def configure(project: Path, *, lazy: bool | None, cap: int | None = None) -> No
         f"args = [{json.dumps(str(SERVERS / 'catalog_server.py'))}]\n"
     )
     if lazy is not None:
-        config = f"[tools]\nlazy_mcp = {'true' if lazy else 'false'}\n"
+        # The model finds tools with ToolSearch here: pre-activation (which would load the
+        # issue tools for "what is PLAT-7?") has its own tests, test_preactivate*.py.
+        config = f"[tools]\nlazy_mcp = {'true' if lazy else 'false'}\npreactivate = 0\n"
         if cap is not None:
             config += f"max_active_schemas = {cap}\n"
         (project / ".caliban" / "config.toml").write_text(config)
@@ -217,7 +219,7 @@ def configure_slow(project: Path, *extra: str) -> None:
         'env = { CATALOG_START_DELAY = "${CATALOG_START_DELAY:-0}", '
         'CATALOG_EXIT_CODE = "${CATALOG_EXIT_CODE:-}" }\n' + "".join(extra)
     )
-    (project / ".caliban" / "config.toml").write_text("[tools]\nlazy_mcp = true\n")
+    (project / ".caliban" / "config.toml").write_text("[tools]\nlazy_mcp = true\npreactivate = 0\n")
 
 
 def stream(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:

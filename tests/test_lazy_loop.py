@@ -18,6 +18,7 @@ from caliban.config import Settings
 from caliban.events import ActivationChanged, AgentEvent
 from caliban.messages import ToolResult
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
+from caliban.session.context import context_report
 from caliban.session.session import Session
 from caliban.subagents import AgentDefinition
 from caliban.tools.base import CallContext, Invocation, McpOrigin, Tool
@@ -31,6 +32,7 @@ GH_PRS = "mcp__github__list_pull_requests"
 GL_CREATE = "mcp__gitlab__create_issue"
 GL_PIPES = "mcp__gitlab__list_pipelines"
 TIME_NOW = "mcp__time__get_current_time"
+TIME_CONVERT = "mcp__time__convert_time"
 SERVERS = Path(__file__).parent / "mcp_servers"
 
 
@@ -289,7 +291,7 @@ async def test_real_mcp_tools_from_the_stdio_catalog_server(tmp_path: Path) -> N
         assert len(manager.tools()) >= 30
         session = make_session(provider, tmp_path, mcp=manager)  # type: ignore[arg-type]
         with anyio.fail_after(20):
-            await session.run("deploy the backend")
+            await session.run("go")  # names no tool: the model searches
     assert mcp_offered(provider, 0) == []
     assert f"{len(manager.tools())} MCP tools from 1 server" in provider.requests[0].system
     [found] = results(provider, 1)
@@ -335,3 +337,65 @@ async def test_an_ambiguous_bare_name_runs_nothing_and_shows_the_candidates(
         description = f'<mcp-data server="{server}">\nCreate issue on {server}.\n</mcp-data>'
         assert f"\n{name}: {description} Input schema: " in result.text
     assert mcp.dispatcher.calls == []
+
+
+# ---------------------------------------------------------------------------- pre-activation
+
+
+async def test_a_prompt_loads_its_likely_tools_before_it_is_sent(tmp_path: Path) -> None:
+    provider = ScriptedProvider([reply(tool_call(TIME_NOW, {"q": "Asia/Tokyo"})), "Evening."])
+    events: list[AgentEvent] = []
+    session = make_session(provider, tmp_path, events=events)
+    await run(session, "what time is it in Tokyo?")
+
+    # The first request already carries the time tools, after everything it had before.
+    assert provider.offered[0] == ["Echo", "Note", "ToolSearch", TIME_CONVERT, TIME_NOW]
+    prompt = provider.requests[0].messages[-1]
+    assert prompt.text.startswith("what time is it in Tokyo?")
+    assert prompt.text.endswith(
+        f"(caliban loaded these MCP tools for this request: {TIME_CONVERT}, {TIME_NOW}. They "
+        "are in your tool list; ToolSearch finds others.)"
+    )
+    [loaded] = activations(events)
+    assert loaded.preactivated and loaded.activated == (TIME_CONVERT, TIME_NOW)
+    report = context_report(session)
+    assert report.preactivated == ((TIME_CONVERT, False), (TIME_NOW, True))
+    assert report.as_dict()["mcp"]["preactivated"][1] == {"name": TIME_NOW, "used": True}
+
+    # The system prompt is the one a session without pre-activation sends, byte for byte.
+    plain = ScriptedProvider(["Evening."])
+    off = Settings.model_validate({"tools": {"lazy_mcp": True, "preactivate": 0}})
+    await run(make_session(plain, tmp_path, settings=off), "what time is it in Tokyo?")
+    assert plain.offered[0] == ["Echo", "Note", "ToolSearch"]
+    assert plain.requests[0].system == provider.requests[0].system
+    assert plain.requests[0].messages[-1].text == "what time is it in Tokyo?"
+
+
+async def test_loaded_tools_the_model_did_not_use_go_at_the_next_prompt(tmp_path: Path) -> None:
+    provider = ScriptedProvider(
+        [
+            reply(tool_call(TIME_NOW, {"q": "UTC"})),
+            "It is noon.",
+            "Fixed.",
+            reply(tool_call("ToolSearch", {"query": "select:create_issue"})),
+            "Found.",
+            "Done.",
+        ]
+    )
+    events: list[AgentEvent] = []
+    session = make_session(provider, tmp_path, events=events)
+    await run(session, "what time is it in Tokyo?")
+    await run(session, "fix the typo in README.md")
+    # convert_time was loaded for the first prompt and never used: gone; get_current_time
+    # was called: it stays, like any tool the model used.
+    assert mcp_offered(provider, 2) == [TIME_NOW]
+    dropped = activations(events)[-1]
+    assert dropped.preactivated and dropped.evicted == (TIME_CONVERT,) and not dropped.activated
+
+    await run(session, "open a github issue about the crash")
+    assert mcp_offered(provider, 3) == [TIME_NOW, GH_CREATE, GH_SEARCH]
+    await run(session, "thanks")  # create_issue was searched for: claimed; search_issues goes
+    assert mcp_offered(provider, 5) == [TIME_NOW, GH_CREATE, GL_CREATE]
+
+    session.clear()
+    assert context_report(session).preactivated == ()

@@ -391,9 +391,12 @@ class Renderer:
                 )
             case ActivationChanged():
                 what = "loaded for this prompt" if event.preactivated else "activated"
-                text = f"MCP tools {what}: {', '.join(event.activated) or 'none'}"
-                if event.evicted:
-                    text += f" (evicted {', '.join(event.evicted)})"
+                if event.activated or not event.preactivated:
+                    text = f"MCP tools {what}: {', '.join(event.activated) or 'none'}"
+                    if event.evicted:
+                        text += f" (evicted {', '.join(event.evicted)})"
+                else:
+                    text = f"MCP tools unloaded (not used): {', '.join(event.evicted)}"
                 if any(r.depth == depth for r in self._running.values()):
                     # Activations happen inside a tool call: show them under its line.
                     self._after_tool.append((depth, text))

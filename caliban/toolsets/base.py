@@ -50,6 +50,7 @@ class PromptTools:
     system prompt, which stays byte-stable for prompt caches) and the change to announce."""
 
     note: str
+    """The line added to the prompt; '' when tools were only dropped."""
     event: AgentEvent
 
 

@@ -201,6 +201,9 @@ class LazyMcpToolset:
         self._wire: _Wire | None = None
         self._preactivated: dict[str, bool] = {}
         """Tools pre-activated for a prompt (in order), each with whether it was called."""
+        self._unclaimed: tuple[str, ...] = ()
+        """Loaded for the latest prompt and neither called nor found by ToolSearch since:
+        dropped at the next prompt unless it wants them too."""
 
     # -- state
 
@@ -299,6 +302,7 @@ class LazyMcpToolset:
             return None
         if name in self._preactivated:
             self._preactivated[name] = True
+        self._unclaimed = tuple(n for n in self._unclaimed if n != name)
 
         def step(
             current: McpActivationSet,
@@ -355,38 +359,51 @@ class LazyMcpToolset:
     def forget_preactivated(self) -> None:
         """A new conversation (``/clear``): no tool was loaded for its prompts yet."""
         self._preactivated.clear()
+        self._unclaimed = ()
 
     def preactivate(self, request: str) -> PromptTools | None:
         """Activate the deferred tools ``request`` most likely needs (at most
         ``tools.preactivate``; :mod:`caliban.mcp.lazy.preactivate`), before the model sees
-        it. ``None`` when nothing new was loaded. Servers still starting are not waited for:
-        their tools are ToolSearch's to find."""
+        it, and drop those loaded for the previous prompt that the model neither called nor
+        searched for (so guesses do not pile up in the activation set). ``None`` when nothing
+        changed. Servers still starting are not waited for: their tools are ToolSearch's to
+        find."""
         from caliban.mcp.lazy.preactivate import likely_tools
 
         catalog = self.catalog()
         limit = min(self.policy.preactivate, self.activation.get().cap)
-        if limit <= 0 or not catalog.decision.lazy or not catalog.lazy:
+        if limit <= 0 or not catalog.decision.lazy:
             return None
-        found = likely_tools(catalog.index(), request, limit)
-        names = [doc.name for doc in found if doc.name not in self.activation.get()]
-        if not names:
+        wanted = [doc.name for doc in likely_tools(catalog.index(), request, limit)]
+        stale = tuple(name for name in self._unclaimed if name not in wanted)
+        names = [name for name in wanted if name not in self.activation.get()]
+        self._unclaimed = (*(n for n in self._unclaimed if n in wanted), *names)
+        if not names and not stale:
             return None
 
         def step(
             current: McpActivationSet,
         ) -> tuple[McpActivationSet, tuple[McpActivationSet, tuple[str, ...]]]:
-            new, evicted = current.activate(names)
+            new, evicted = current.without(stale).activate(names)
             return new, (new, evicted)
 
         after, evicted = self.activation.update(step)
         for name in names:
             self._preactivated.setdefault(name, False)
         listed = ", ".join(names)
+        note = (
+            f"(caliban loaded these MCP tools for this request: {listed}. They are in your "
+            "tool list; ToolSearch finds others.)"
+            if names
+            else ""
+        )
         return PromptTools(
-            note=f"(caliban loaded these MCP tools for this request: {listed}. They are in "
-            "your tool list; ToolSearch finds others.)",
+            note=note,
             event=ActivationChanged(
-                activated=tuple(names), evicted=evicted, active=after.names(), preactivated=True
+                activated=tuple(names),
+                evicted=(*stale, *evicted),
+                active=after.names(),
+                preactivated=True,
             ),
         )
 
@@ -457,6 +474,7 @@ class LazyMcpToolset:
             return new, (current, new, evicted)
 
         before, after, evicted = self.activation.update(step)
+        self._unclaimed = tuple(n for n in self._unclaimed if n not in names)  # asked for now
         newly = tuple(name for name in names if name not in before)
         event = (
             ActivationChanged(activated=newly, evicted=evicted, active=after.names())
