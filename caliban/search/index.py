@@ -1,8 +1,9 @@
 """Ranking MCP tools for ``ToolSearch``: BM25 over each tool's text, fused with a semantic score.
 
 :meth:`ToolIndex.build` indexes a catalog once, :meth:`ToolIndex.search` answers a query.
-Formatting results for the model is the ToolSearch tool's job, except the "no match" text
-(:func:`format_no_match`), which is shared.
+Wording the answers is the ToolSearch tool's job (:mod:`caliban.mcp.lazy.tool_search`); for a
+search that found nothing the index offers :meth:`ToolIndex.closest_names` and
+:meth:`ToolIndex.server_counts`.
 
 Query forms:
 
@@ -148,6 +149,9 @@ _EXACT_NAME_BONUS: Final = 1000.0
 _MIN_COSINE: Final = 0.35
 """A tool no query word matches is a hit only this close to the query (texts unrelated
 under the shipped model rarely reach 0.35)."""
+_MIN_DENSE_COSINE: Final = 0.3
+"""Like :data:`_MIN_COSINE` for the transformer (unrelated texts rarely reach 0.3 under
+all-MiniLM-L6-v2)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,9 +170,6 @@ class Ranking:
     the cosines rescaled to a catalog mean of 0 and a best of 1 (round 1)."""
     unique_terms: bool = True
     """Count a word repeated in the query once."""
-    dense_min_cosine: float = 0.3
-    """Like ``_MIN_COSINE`` for the transformer (unrelated texts rarely reach 0.3 under
-    all-MiniLM-L6-v2)."""
 
 
 DEFAULT_RANKING: Final = Ranking()
@@ -299,7 +300,9 @@ class ToolIndex(Generic[D]):
     """A search index over one tool catalog. Immutable: rebuild it when the catalog changes.
 
     Building costs a few milliseconds per hundred tools (see ``docs/lazy-mcp.md``), so a
-    server reconnecting with a new tool list simply rebuilds (:meth:`replace_server`).
+    changed tool list simply gets a new index: the session builds one per catalog
+    (:func:`caliban.mcp.lazy.catalog.build_index`); :meth:`replace_server` swaps one
+    server's tools.
     """
 
     __slots__ = (
@@ -395,11 +398,6 @@ class ToolIndex(Generic[D]):
         """Wait (at most ``timeout`` s) for the transformer's tool embeddings; whether they
         are ready. ``False`` at once without a transformer."""
         return self._dense is not None and self._dense.wait(timeout)
-
-    @property
-    def docs(self) -> tuple[D, ...]:
-        """The catalog, in build order."""
-        return self._docs
 
     @property
     def semantic(self) -> bool:
@@ -506,7 +504,7 @@ class ToolIndex(Generic[D]):
             dense = self._dense.similarities(ranked) if self._dense else None
         # a tool that shares no word may still be what was asked for, if it stands out
         # from the catalog and is near enough in absolute terms (under either model)
-        for cosines, floor in ((static, _MIN_COSINE), (dense, r.dense_min_cosine)):
+        for cosines, floor in ((static, _MIN_COSINE), (dense, _MIN_DENSE_COSINE)):
             if cosines is not None:
                 candidates |= cosines >= max(float(cosines.mean()), floor)
         if dense is not None:
