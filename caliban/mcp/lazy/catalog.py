@@ -1,8 +1,9 @@
 """One version of the MCP catalog as the lazy wrapper needs it: split, grouped, indexed.
 
 A :class:`Catalog` is built when the MCP tool list (or the lazy decision, or the set of
-servers still starting) changes and is immutable afterwards, except for the search index,
-built on the first search or ahead of it in a background thread (:meth:`Catalog.index`).
+servers still starting) changes and is immutable afterwards, except for the search index
+(:func:`build_index`), built on the first search or prompt, or ahead of them in a background
+thread (:meth:`Catalog.index`).
 """
 
 from __future__ import annotations
@@ -66,7 +67,6 @@ class Catalog:
         *,
         search_model: str = "auto",
     ) -> None:
-        self.source = source
         self.decision = decision
         self.connecting = connecting
         self.search_model = search_model

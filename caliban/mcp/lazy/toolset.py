@@ -3,7 +3,8 @@
 :class:`LazyMcpToolset` wraps the MCP tools of one agent (all of them, or a sub-agent's
 allowed ones). While loading is lazy it offers, in this order:
 
-1. ``ToolSearch``, when at least one MCP tool is deferred;
+1. ``ToolSearch``, when at least one MCP tool is deferred or a server is still starting
+   (once offered, it stays for that catalog);
 2. the tools of eager servers (``lazy = false`` in ``mcp.toml``), in catalog order;
 3. the active MCP tools, in the order they were first activated.
 
@@ -18,8 +19,9 @@ says so.
 
 The activation set lives in an :class:`~caliban.mcp.lazy.activation.ActivationCell` and
 changes only through ``cell.update`` / ``cell.swap``, so parallel tool calls of one turn
-never lose an update. The catalog split is redone when the MCP tool list or the lazy decision
-changes; the per-turn result when the activation set changes.
+never lose an update. The catalog split is redone when the MCP tool list, the servers still
+starting or (for ``lazy_mcp = "auto"``) the model's context window change; the per-turn result
+when the activation set's order changes.
 """
 
 from __future__ import annotations
