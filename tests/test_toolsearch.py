@@ -142,6 +142,16 @@ async def test_select_of_an_eager_tool_says_it_is_there() -> None:
     assert len(box.activation.get()) == 0  # eager tools never count toward the cap
 
 
+async def test_select_of_an_eager_tool_by_its_bare_name_finds_it() -> None:
+    # select: takes bare names (the description says so); an eager tool is not in the
+    # search index, so without this it came back "Not found" although it is on the wire
+    box = toolbox(eager=frozenset({"time"}))
+    output = await search(box, query="select:get_current_time")
+    assert f"{TIME_NOW} (already active)" in output.as_text
+    assert "Not found" not in output.as_text
+    assert len(box.activation.get()) == 0
+
+
 async def test_max_results_bounds() -> None:
     box = toolbox()
     for bad in (0, 26, "many"):

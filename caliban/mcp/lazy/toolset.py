@@ -449,6 +449,12 @@ class LazyMcpToolset:
                 )
         return tuple(problems)
 
+    @staticmethod
+    def _eager_tool(catalog: Catalog, name: str) -> Tool | None:
+        """The eager tool ``name`` (full or bare) names, for a ``select:`` the index missed."""
+        tool = catalog.by_name.get(name) or catalog.bare_name(name)
+        return tool if tool is not None and tool.name not in catalog.lazy_by_name else None
+
     def search_tools(self, query: str, max_results: int) -> SearchOutcome:
         """Rank the lazily loaded tools for ``query``, activate the hits, describe them."""
         catalog = self.catalog()
@@ -457,12 +463,12 @@ class LazyMcpToolset:
         cap = self.activation.get().cap
         limit = min(max_results, MAX_RESULTS, cap)
         result = index.search(query, limit)
-        # select: of an eager server's tool: nothing to load, it is always on the wire
-        pinned = [catalog.by_name[n] for n in result.missing_names if n in catalog.by_name]
+        # select: of an eager tool (full or bare name; the index holds only lazy tools):
+        # nothing to load, it is always on the wire
+        eager = {name: self._eager_tool(catalog, name) for name in result.missing_names}
+        pinned = list({tool.name: tool for tool in eager.values() if tool is not None}.values())
         missing = tuple(
-            (name, index.closest_names(name, 3))
-            for name in result.missing_names
-            if name not in catalog.by_name
+            (name, index.closest_names(name, 3)) for name, tool in eager.items() if tool is None
         )
         if not result.hits and not pinned:
             return unmatched(query, index, missing, unavailable)
