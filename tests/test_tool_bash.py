@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
+from caliban.tools import _process
 from caliban.tools import bash as bash_module
 from caliban.tools.base import CallContext, ToolEnv, ToolOutput
 from caliban.tools.bash import Bash
@@ -126,7 +127,7 @@ async def test_timeout_kills_the_whole_process_group(env: ToolEnv) -> None:
 
 
 async def test_timeout_escalates_to_sigkill(env: ToolEnv, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bash_module, "KILL_GRACE_S", 0.2)
+    monkeypatch.setattr(_process, "KILL_GRACE_S", 0.2)
     pidfile = env.cwd / "pid"
     command = f"trap '' TERM; echo $$ > {pidfile}; while :; do sleep 0.05; done"
     out = await run(env, command, timeout=300)
