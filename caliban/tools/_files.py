@@ -137,6 +137,12 @@ def count_lines(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") else 1)
 
 
+def uses_crlf(text: str) -> bool:
+    """Whether every line break in ``text`` is CRLF (and there is at least one): such a
+    file is edited with LF newlines and written back with CRLF."""
+    return "\r\n" in text and "\n" not in text.replace("\r\n", "")
+
+
 def numbered(lines: list[str], first: int) -> str:
     """``cat -n`` style: right-aligned line number, a tab, the line."""
     return "\n".join(f"{number:>6}\t{line}" for number, line in enumerate(lines, start=first))
