@@ -5,8 +5,9 @@ agent files (``model: sonnet``) and in the Agent tool's ``model`` parameter. For
 they resolve to the ids Claude Code 2.1.197 sends (recorded in
 ``tests/fixtures/claude_code``); a ``[1m]`` suffix (the 1M-context variant) is dropped.
 Claude Code's own overrides apply first, for any provider: ``ANTHROPIC_DEFAULT_SONNET_MODEL``,
-``ANTHROPIC_DEFAULT_OPUS_MODEL``, ``ANTHROPIC_DEFAULT_HAIKU_MODEL`` (gateways and
-OpenAI-compatible endpoints set these to their own names). Without an override an alias means
+``ANTHROPIC_DEFAULT_OPUS_MODEL``, ``ANTHROPIC_DEFAULT_HAIKU_MODEL``,
+``ANTHROPIC_DEFAULT_FABLE_MODEL`` (gateways and OpenAI-compatible endpoints set these to
+their own names). Without an override an alias means
 nothing to another provider: :func:`resolve_alias` returns ``None`` and the caller keeps the
 model it had, saying so.
 """

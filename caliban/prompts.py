@@ -29,8 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-MEMORY_FILES = ("AGENTS.md", "CLAUDE.md", "CALIBAN.md")
-"""The memory files caliban reads in every directory (with the Claude Code ones below)."""
 MAX_MEMORY_CHARS = 40_000
 MAX_IMPORT_DEPTH = 5
 """How deep ``@path`` imports nest (Claude Code's limit)."""

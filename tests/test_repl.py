@@ -33,11 +33,12 @@ from caliban.permissions.policy import PermissionPolicy
 from caliban.providers.scripted import HANG, ScriptedProvider, reply, tool_call
 from caliban.repl.app import Repl, run_interactive, run_repl
 from caliban.repl.approve import TerminalApprover
-from caliban.repl.commands import COMMANDS, parse_command
+from caliban.repl.commands import COMMANDS
 from caliban.repl.complete import ReplCompleter
 from caliban.repl.render import Renderer
 from caliban.repl.toolbar import toolbar_text
 from caliban.session.session import Session
+from caliban.skills.slash import parse_slash
 from caliban.tools.base import ToolEnv
 from caliban.tools.builtin import builtin_tools
 
@@ -459,11 +460,11 @@ async def test_resume_lists_and_restores_a_saved_session(project: Path) -> None:
     ]
 
 
-def test_parse_command() -> None:
-    assert parse_command("/model  opus ") == ("model", "opus")
-    assert parse_command("/help") == ("help", "")
-    assert parse_command("/src/main.py is broken") is None
-    assert parse_command("hello /help") is None
+def test_a_prompt_line_is_a_command_only_when_it_starts_with_slash_and_a_word() -> None:
+    assert parse_slash("/model  opus ") == ("model", "opus")
+    assert parse_slash("/help") == ("help", "")
+    assert parse_slash("/src/main.py is broken") is None
+    assert parse_slash("hello /help") is None
 
 
 # ---------------------------------------------------------------------------- permissions

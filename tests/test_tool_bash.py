@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
+from caliban.tools import _process
 from caliban.tools import bash as bash_module
 from caliban.tools.base import CallContext, ToolEnv, ToolOutput
 from caliban.tools.bash import Bash
@@ -126,7 +127,7 @@ async def test_timeout_kills_the_whole_process_group(env: ToolEnv) -> None:
 
 
 async def test_timeout_escalates_to_sigkill(env: ToolEnv, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bash_module, "KILL_GRACE_S", 0.2)
+    monkeypatch.setattr(_process, "KILL_GRACE_S", 0.2)
     pidfile = env.cwd / "pid"
     command = f"trap '' TERM; echo $$ > {pidfile}; while :; do sleep 0.05; done"
     out = await run(env, command, timeout=300)
@@ -248,6 +249,27 @@ async def test_closing_the_registry_stops_running_tasks(env: ToolEnv) -> None:
     assert task is not None
     await tasks.aclose()
     await wait_until(lambda: is_gone(task.process.pid))
+
+
+async def test_task_stop_kills_children_that_ignore_sigterm(
+    env: ToolEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from caliban.tools.tasks import BackgroundTasks, TaskStop
+
+    monkeypatch.setattr(_process, "KILL_GRACE_S", 0.2)
+    pidfile = env.cwd / "pid"
+    # The shell dies of SIGTERM at once; the subshell it started ignores SIGTERM.
+    command = f"(trap '' TERM; echo $BASHPID > {pidfile}; while :; do sleep 0.05; done) & wait"
+    tasks = BackgroundTasks()
+    ctx = CallContext(env=env, call_id="b")
+    try:
+        started = await Bash(tasks).call({"command": command, "run_in_background": True}, ctx)
+        await wait_until(lambda: pidfile.exists() and pidfile.read_text().strip())
+        stopped = await TaskStop(tasks).call({"task_id": started.data["backgroundTaskId"]}, ctx)
+        assert not stopped.is_error
+        await wait_until(lambda: is_gone(int(pidfile.read_text())))
+    finally:
+        await tasks.aclose()
 
 
 async def test_background_without_a_registry_is_refused(env: ToolEnv) -> None:

@@ -45,13 +45,13 @@ from caliban.repl.commands import (
     CommandContext,
     ExitRepl,
     find_command,
-    parse_command,
     run_command,
 )
 from caliban.repl.complete import ReplCompleter
 from caliban.repl.render import ELBOW, Renderer
 from caliban.repl.toolbar import toolbar_text
 from caliban.repl.trust_prompt import settle_trust
+from caliban.skills.slash import parse_slash
 
 if TYPE_CHECKING:
     from caliban.config import PermissionMode
@@ -340,7 +340,7 @@ class Repl:
             if command := text[1:].strip():
                 await self.run_shell(command)
             return
-        if (parsed := parse_command(text)) is not None:
+        if (parsed := parse_slash(text)) is not None:
             from caliban.skills.catalog import find_skill
 
             if find_command(parsed[0]) is None and (skill := find_skill(session.skills, parsed[0])):

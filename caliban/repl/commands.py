@@ -83,19 +83,13 @@ def command(
     return register
 
 
-def parse_command(text: str) -> tuple[str, str] | None:
-    """``"/model  opus"`` → ``("model", "opus")``; ``None`` when ``text`` is not a command
-    (a prompt starting with a path such as ``/etc/hosts is wrong`` is not one)."""
-    return parse_slash(text)
-
-
 def find_command(name: str) -> Command | None:
     return COMMANDS.get(ALIASES.get(name, name))
 
 
 async def run_command(text: str, ctx: CommandContext) -> None:
     """Run the slash command in ``text``; an unknown one prints a hint."""
-    parsed = parse_command(text)
+    parsed = parse_slash(text)
     found = find_command(parsed[0]) if parsed else None
     if parsed is None or found is None:
         name = text.split()[0] if text.split() else text

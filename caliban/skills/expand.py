@@ -67,7 +67,8 @@ async def run_snippets(text: str, run: Callable[[str], Awaitable[str]]) -> str:
 
 def file_mentions(text: str) -> list[str]:
     """Paths mentioned as ``@path`` (``\\ `` escapes a space), in order, no duplicates;
-    not inside code spans."""
+    an ``@`` right after a backtick (`` `@decorator` ``) is not a mention, and a path ends
+    at a backtick."""
     found: list[str] = []
     for match in _MENTION.finditer(text):
         path = match.group(1).replace("\\ ", " ").rstrip(".,;:!?)'\"")

@@ -42,14 +42,6 @@ def display_path(path: Path, cwd: Path) -> str:
     return str(relative) if str(relative) != "." else "."
 
 
-def is_within(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-    except ValueError:
-        return False
-    return True
-
-
 def closest_names(path: Path, limit: int = 3) -> list[str]:
     """Existing names close to a missing ``path``, from its nearest existing directory."""
     directory = path.parent
@@ -143,6 +135,12 @@ def count_lines(text: str) -> int:
     if not text:
         return 0
     return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+def uses_crlf(text: str) -> bool:
+    """Whether every line break in ``text`` is CRLF (and there is at least one): such a
+    file is edited with LF newlines and written back with CRLF."""
+    return "\r\n" in text and "\n" not in text.replace("\r\n", "")
 
 
 def numbered(lines: list[str], first: int) -> str:
@@ -322,7 +320,24 @@ def iter_raw_lines(file: object, max_bytes: int) -> Iterator[tuple[bytes, bool]]
         yield raw.rstrip(b"\n").removesuffix(b"\r"), cut
 
 
+def mtime_ns(path: Path) -> int:
+    """``path``'s modification time (0 when it cannot be read): newest-first sorting."""
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
 # ---------------------------------------------------------------------------- ripgrep
+
+
+def read_denied_rule(env: ToolEnv, tool: str, path: Path) -> str | None:
+    """The deny rule forbidding ``tool`` to read ``path`` (a search result), or None; a
+    symbolic link is also checked by its target, so a link cannot reveal a denied file."""
+    rule = env.read_denied(tool, Path(os.path.normpath(path)))
+    if rule is None and path.is_symlink():
+        rule = env.read_denied(tool, path.resolve())
+    return rule
 
 
 def denied_note(files: int, rules: Iterable[str]) -> str:
@@ -416,8 +431,9 @@ async def run_rg(
     """Run ``rg`` and read its output record by record, keeping the first ``keep``.
 
     Records end with ``separator`` (a newline, or NUL with ``rg --null --files``). Each
-    decoded record goes through ``shown``, which returns the line to show or None to leave
-    it out (a file the permission rules deny), so the totals count only what may be shown.
+    decoded record goes through ``shown``, which returns the line to show (it may rewrite
+    it) or None to leave it out (a file the permission rules deny), so the totals count only
+    what may be shown.
     Output past ``keep`` records is counted, not stored. The process is killed on timeout
     or cancellation.
     """

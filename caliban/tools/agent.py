@@ -4,9 +4,8 @@ The tool knows nothing about sessions: it is given the definitions and a factory
 the child :class:`~caliban.agent.Agent` for one call (a session's
 :meth:`~caliban.session.Session.spawn_child`). It runs the child to completion and returns
 its final text, cut at :data:`MAX_RESULT_CHARS`, followed by a one-line summary of turns and
-tokens. Several calls in
-one turn run concurrently because the loop gathers tool calls; cancelling the parent's turn
-cancels the child's run, which is awaited here.
+tokens. Several calls in one turn run concurrently because the loop gathers tool calls;
+cancelling the parent's turn cancels the child's run, which is awaited here.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from pydantic import BaseModel, Field
 from caliban.messages import TextPart, ToolSpec
 from caliban.serialize import usage_to_api_json
 from caliban.subagents import AGENT_TOOL_NAME, DEFAULT_SUBAGENT, AgentDefinition
+from caliban.text import plural
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 
 if TYPE_CHECKING:
@@ -210,8 +210,9 @@ class _ToolStats:
 
 
 def _counts(turns: int, usage: Usage) -> str:
-    plural = "turn" if turns == 1 else "turns"
-    return f"{turns} {plural}, {usage.context_tokens:,} in / {usage.output_tokens:,} out tokens"
+    return (
+        f"{plural(turns, 'turn')}, {usage.context_tokens:,} in / {usage.output_tokens:,} out tokens"
+    )
 
 
 __all__ = [

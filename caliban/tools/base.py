@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 from pydantic import BaseModel, ValidationError
 
 from caliban.diff import FileChange
-from caliban.messages import ImagePart, ResultPart, TextPart, ToolSpec
+from caliban.messages import ResultPart, TextPart, ToolSpec
 from caliban.tools.origin import BUILTIN, BuiltinOrigin, McpOrigin, ToolOrigin
 
 if TYPE_CHECKING:
@@ -301,12 +301,10 @@ __all__ = [
     "BuiltinOrigin",
     "BuiltinTool",
     "CallContext",
-    "ImagePart",
     "Invocation",
     "McpOrigin",
     "Preview",
     "ReadGuard",
-    "TextPart",
     "Tool",
     "ToolEnv",
     "ToolOrigin",

@@ -3,7 +3,8 @@
 Each call is a fresh ``bash -c``; an EXIT trap writes the final ``pwd`` to a temporary
 file, so a ``cd`` carries over to the next call as in a terminal session. stdout and stderr
 share one pipe, so they arrive interleaved as a user would see them. On timeout or
-cancellation the whole process group is sent SIGTERM, then SIGKILL.
+cancellation the whole process group is sent SIGTERM, then SIGKILL
+(:func:`caliban.tools._process.stop_group`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import codecs
 import contextlib
 import os
 import shlex
-import shutil
 import signal
 import tempfile
 from dataclasses import dataclass
@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from caliban.messages import TextPart
 from caliban.text import plural
 from caliban.tools import _files
+from caliban.tools._process import spawn_shell, stop_group
 from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput, cap_preview
 
 if TYPE_CHECKING:
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
 MAX_OUTPUT_CHARS = 30_000
-KILL_GRACE_S = 2.0
-"""How long the process group gets between SIGTERM and SIGKILL."""
 DRAIN_S = 1.0
 """How long to wait for output after the shell exits (background jobs may hold the pipe)."""
 
@@ -166,17 +165,6 @@ class _Finished:
     background_held_output: bool
 
 
-def shell() -> str:
-    return shutil.which("bash") or "/bin/sh"
-
-
-def _environment() -> dict[str, str]:
-    env = dict(os.environ)
-    # Nothing may wait on a terminal that is not there.
-    env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
-    return env
-
-
 class Bash(BuiltinTool[BashInput]):
     name = "Bash"
     description = DESCRIPTION
@@ -228,7 +216,6 @@ class Bash(BuiltinTool[BashInput]):
             task = await self.tasks.start(
                 args.command,
                 cwd=start_dir,
-                env=_environment(),
                 description=args.description or args.command,
                 ctx=ctx,
             )
@@ -274,17 +261,7 @@ async def _execute(script: str, *, cwd: Path, timeout_s: float) -> _Finished:
     output = _Output()
     read_fd, write_fd = os.pipe()
     try:
-        proc = await asyncio.create_subprocess_exec(
-            shell(),
-            "-c",
-            script,
-            cwd=cwd,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=write_fd,
-            stderr=write_fd,
-            start_new_session=True,  # its own process group, killed as one
-            env=_environment(),
-        )
+        proc = await spawn_shell(script, cwd=cwd, output=write_fd)
     except BaseException:
         os.close(read_fd)
         raise
@@ -301,13 +278,13 @@ async def _execute(script: str, *, cwd: Path, timeout_s: float) -> _Finished:
             await asyncio.wait_for(proc.wait(), timeout_s)
         except TimeoutError:
             timed_out = True
-            await _kill_group(proc)
+            await stop_group(proc)
         try:
             await asyncio.wait_for(asyncio.shield(done), DRAIN_S)
         except TimeoutError:
             held = True  # a background job still holds the pipe; stop reading
     except asyncio.CancelledError:
-        await _kill_group(proc)
+        await stop_group(proc)
         raise
     finally:
         transport.close()
@@ -317,22 +294,6 @@ async def _execute(script: str, *, cwd: Path, timeout_s: float) -> _Finished:
         output=output,
         background_held_output=held,
     )
-
-
-async def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the process group, give it a moment, then SIGKILL whatever is left."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return
-    try:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_S)
-    finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_S)
 
 
 def _result(finished: _Finished, timeout_s: float, notes: list[str]) -> ToolOutput:

@@ -6,7 +6,6 @@ and written back with CRLF.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import itertools
 import re
@@ -261,7 +260,7 @@ def load_text(path: Path, shown: str) -> TextFile:
     if (kind := _files.binary_kind(path, data[: _files.SAMPLE_BYTES])) is not None:
         raise EditError(f"{shown} is a binary file ({kind}); Edit only changes text files.")
     text, encoding = _files.decode_file(data)
-    crlf = "\r\n" in text and "\n" not in text.replace("\r\n", "")
+    crlf = _files.uses_crlf(text)
     return TextFile(text=text.replace("\r\n", "\n") if crlf else text, encoding=encoding, crlf=crlf)
 
 
@@ -302,9 +301,7 @@ class Edit(BuiltinTool[EditInput]):
                 return FileChange(path=path, shown=shown, before=None, after=args.new_string)
             return f"(no such file: {shown})"
         try:
-            file = load_text(path, shown)
-            old, new = _lf(args.old_string, file.crlf), _lf(args.new_string, file.crlf)
-            plan = apply_edit(file.text, old, new, replace_all=args.replace_all, shown=shown)
+            file, plan, _ = _prepare(path, shown, args)
         except EditError as exc:
             return f"(this edit would fail: {exc})"
         return FileChange(path=path, shown=shown, before=file.text, after=plan.text)
@@ -321,12 +318,7 @@ class Edit(BuiltinTool[EditInput]):
             return ToolOutput.error(f"{shown} is a directory; give the path of a file.")
         if not path.exists():
             if args.old_string == "":
-                output = self._create(path, shown, args.new_string, ctx)
-                if output.is_error:
-                    return output
-                return dataclasses.replace(
-                    output, data=_edit_result(args, path, None, args.new_string)
-                )
+                return self._create(path, shown, args, ctx)
             return ToolOutput.error(
                 _files.not_found_message(path, ctx.env.cwd)
                 + " To create a new file, use Write (or Edit with an empty old_string)."
@@ -361,7 +353,8 @@ class Edit(BuiltinTool[EditInput]):
             data=_edit_result(args, path, file.text, plan.text),
         )
 
-    def _create(self, path: Path, shown: str, content: str, ctx: CallContext) -> ToolOutput:
+    def _create(self, path: Path, shown: str, args: EditInput, ctx: CallContext) -> ToolOutput:
+        content = args.new_string
         if (problem := _files.unwritable(path, shown)) is not None:
             return ToolOutput.error(problem)
         try:
@@ -374,6 +367,7 @@ class Edit(BuiltinTool[EditInput]):
             f"Created {shown} ({plural(lines, 'line')}).",
             summary=f"Created {path.name}",
             change=FileChange(path=path, shown=shown, before=None, after=content),
+            data=_edit_result(args, path, None, content),
         )
 
 

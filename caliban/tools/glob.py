@@ -84,10 +84,7 @@ class Glob(BuiltinTool[GlobInput]):
         denied: dict[str, None] = {}
 
         def shown(name: str) -> str | None:
-            path = directory / name
-            rule = ctx.env.read_denied("Glob", Path(os.path.normpath(path)))
-            if rule is None and path.is_symlink():
-                rule = ctx.env.read_denied("Glob", path.resolve())
+            rule = _files.read_denied_rule(ctx.env, "Glob", directory / name)
             if rule is not None:
                 denied[rule] = None
                 return None
@@ -117,8 +114,9 @@ class Glob(BuiltinTool[GlobInput]):
                 data=_glob_result([], started, total=0, complete=not result.timed_out),
             )
         found = [directory / line for line in result.lines]
-        found.sort(key=lambda p: (-_mtime(p), str(p)))
-        lines = [_files.display_path(p, cwd) for p in found[:MAX_PATHS]]
+        found.sort(key=lambda p: (-_files.mtime_ns(p), str(p)))
+        listed = [_files.display_path(p, cwd) for p in found[:MAX_PATHS]]
+        lines = list(listed)
         if len(found) > MAX_PATHS:
             rest = len(found) - MAX_PATHS
             lines.append(
@@ -129,7 +127,6 @@ class Glob(BuiltinTool[GlobInput]):
             lines.append("(the search timed out; the list may be incomplete)")
         if hidden:
             lines.append(hidden)
-        listed = [_files.display_path(p, cwd) for p in found[:MAX_PATHS]]
         return ToolOutput.text(
             "\n".join(lines),
             summary=plural(len(found), "file"),
@@ -149,13 +146,6 @@ def _glob_result(
         "totalMatches": total,
         "countIsComplete": complete,
     }
-
-
-def _mtime(path: Path) -> int:
-    try:
-        return path.stat().st_mtime_ns
-    except OSError:
-        return 0
 
 
 __all__ = ["MAX_PATHS", "Glob", "GlobInput"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Literal, assert_never
@@ -207,7 +206,7 @@ class Grep(BuiltinTool[GrepInput]):
         total = result.total_lines
         match args.output_mode:
             case "files_with_matches":
-                lines.sort(key=lambda line: (-_mtime(run_in / line), line))
+                lines.sort(key=lambda line: (-_files.mtime_ns(run_in / line), line))
                 summary = plural(total, "file")
                 header = f"Found {summary}"
             case "count":
@@ -274,8 +273,10 @@ def _grep_result(
 
 
 class _Guard:
-    """Leaves out every output line of a file the permission rules deny reading, and
-    remembers which rules did. rg runs with ``--null``, so the file name is exact."""
+    """Turns rg's records into Grep's output lines: leaves out every line of a file the
+    permission rules deny reading (remembering which rules did) and writes the rest as
+    ``file:N:text`` / ``file-N-text`` (``file:text`` without -n). rg runs with ``--null``,
+    so the file name is exact, and always with ``--line-number``."""
 
     def __init__(self, env: ToolEnv, run_in: Path, args: GrepInput) -> None:
         self.env = env
@@ -287,10 +288,7 @@ class _Guard:
 
     def _rule(self, name: str) -> str | None:
         if name not in self.denied:
-            path = self.run_in / name
-            rule = self.env.read_denied("Grep", Path(os.path.normpath(path)))
-            if rule is None and path.is_symlink():
-                rule = self.env.read_denied("Grep", path.resolve())
+            rule = _files.read_denied_rule(self.env, "Grep", self.run_in / name)
             self.denied[name] = rule
             if rule is not None:
                 self.rules[rule] = None
@@ -396,13 +394,6 @@ def _first_lines(text: str, count: int) -> str:
     lines = text.splitlines()
     more = f" (+{len(lines) - count} more)" if len(lines) > count else ""
     return "; ".join(lines[:count]) + more
-
-
-def _mtime(path: Path) -> int:
-    try:
-        return path.stat().st_mtime_ns
-    except OSError:
-        return 0
 
 
 __all__ = ["Grep", "GrepInput", "split_globs"]

@@ -13,11 +13,9 @@ may also Read while the task runs.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import secrets
-import signal
 import string
 import tempfile
 import time
@@ -29,6 +27,7 @@ from typing import TYPE_CHECKING, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from caliban.events import BackgroundTaskUpdate
+from caliban.tools._process import spawn_shell, stop_group
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 
 if TYPE_CHECKING:
@@ -37,7 +36,6 @@ if TYPE_CHECKING:
 TaskStatus = Literal["running", "completed", "failed", "killed"]
 MAX_OUTPUT_CHARS: Final = 30_000
 """The most of a task's output TaskOutput returns (the end is kept; the file has it all)."""
-KILL_GRACE_S: Final = 2.0
 _ID_CHARS = string.ascii_lowercase + string.digits
 
 
@@ -100,27 +98,15 @@ class BackgroundTasks:
         return self._tasks.get(task_id)
 
     async def start(
-        self, command: str, *, cwd: Path, env: dict[str, str], description: str, ctx: CallContext
+        self, command: str, *, cwd: Path, description: str, ctx: CallContext
     ) -> BackgroundTask:
         """Start ``command`` (a ``bash -c`` script) detached from the call; raises OSError."""
-        from caliban.tools.bash import shell
-
         task_id = _new_id()
         directory = output_dir()
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{task_id}.output"
         with path.open("wb") as out:
-            process = await asyncio.create_subprocess_exec(
-                shell(),
-                "-c",
-                command,
-                cwd=cwd,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,  # its own process group, stopped as one
-                env=env,
-            )
+            process = await spawn_shell(command, cwd=cwd, output=out)
         task = BackgroundTask(
             id=task_id,
             command=command,
@@ -150,15 +136,7 @@ class BackgroundTasks:
         if task.status != "running":
             return
         task.status = "killed"
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(task.process.pid, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(asyncio.shield(task.done.wait()), KILL_GRACE_S)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(task.process.pid, signal.SIGKILL)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task.done.wait()), KILL_GRACE_S)
+        await stop_group(task.process)
         task._announce()
 
     async def aclose(self) -> None:

@@ -15,7 +15,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from caliban.tools import _web
+from caliban.tools import _files, _web
 from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput
 
 SMALL_PAGE_CHARS: Final = 4_000
@@ -131,14 +131,14 @@ class WebFetch(BuiltinTool[WebFetchInput]):
         if not page.ok:
             text = NOT_RETRIEVED.format(status=page.status, reason=page.reason)
             return output(text, status=page.status, size=0, summary=f"HTTP {page.status}")
-        size = f"{page.bytes / 1024:.1f} KB" if page.bytes >= 1024 else f"{page.bytes} bytes"
+        size = _files.human_size(page.bytes)
         if len(page.markdown) <= SMALL_PAGE_CHARS or ctx.ask_model is None:
             text = page.markdown or "(the page has no text)"
             if page.truncated:
                 text += f"\n\n[… the page was cut at {_web.MAX_MARKDOWN_CHARS:,} characters]"
             return output(text, status=page.status, size=page.bytes, summary=f"{size}, whole")
         answer = await ctx.ask_model(SIDE_PROMPT.format(page=page.markdown, prompt=args.prompt))
-        return output(answer.strip(), status=page.status, size=page.bytes, summary=f"{size}")
+        return output(answer.strip(), status=page.status, size=page.bytes, summary=size)
 
 
 __all__ = ["WebFetch", "WebFetchInput"]

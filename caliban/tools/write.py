@@ -76,7 +76,7 @@ class Write(BuiltinTool[WriteInput]):
                 return ToolOutput.error(f"Cannot read {shown}: {exc.strerror or exc}")
             encoding = _files.detect_encoding(old, complete=True)
             before = encoding.decode(old, errors="replace")
-            if "\r\n" in before and "\n" not in before.replace("\r\n", ""):
+            if _files.uses_crlf(before):
                 content = content.replace("\r\n", "\n").replace("\n", "\r\n")
                 before = before.replace("\r\n", "\n")
         try:
