@@ -10,6 +10,7 @@ import pytest
 
 from caliban.agent import RunResult
 from caliban.config import Settings
+from caliban.events import Notice
 from caliban.messages import TextPart, ToolResult
 from caliban.permissions.approval import deny_approver, make_authorize
 from caliban.permissions.policy import PermissionPolicy
@@ -147,7 +148,7 @@ def test_bad_files_warn_and_are_skipped(project: Path) -> None:
         project,
         {
             ".claude/commands/broken.md": "---\n- a list\n---\nbody\n",
-            ".claude/commands/alias.md": "---\nmodel: haiku\nallowed-tools: Bash(\n---\nbody\n",
+            ".claude/commands/alias.md": "---\nmodel: opusplan\nallowed-tools: Bash(\n---\nbody\n",
             ".claude/commands/hidden.md": "---\ndisable-model-invocation: true\n---\nbody\n",
         },
     )
@@ -155,7 +156,7 @@ def test_bad_files_warn_and_are_skipped(project: Path) -> None:
     assert [item.name for item in catalog.items] == ["alias", "hidden"]
     warnings = "\n".join(catalog.warnings)
     assert "broken.md: the frontmatter is not `field: value` lines" in warnings
-    assert "alias.md: model 'haiku' is a Claude Code alias" in warnings
+    assert "alias.md: model 'opusplan' is not supported; the session's model is used" in warnings
     assert "alias.md: allowed-tools: invalid permission rule 'Bash('" in warnings
     hidden = catalog.find("hidden")
     assert hidden is not None and not hidden.model_invocable
@@ -214,6 +215,36 @@ async def test_a_command_expands_like_claude_codes(claude_project: Path) -> None
     assert isinstance(provider, ScriptedProvider)
     assert provider.requests[0].model == "claude-haiku-4-5"  # the frontmatter's model
     assert session.model == "main-model"  # for that prompt only
+
+
+async def test_a_command_model_alias_is_resolved_for_the_provider(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``model: haiku`` in a Claude Code command means Claude Code's Haiku with Anthropic;
+    with a provider where the alias means nothing, the session's model and a warning, unless
+    ANTHROPIC_DEFAULT_HAIKU_MODEL names one."""
+    write(project, {".claude/commands/quick.md": "---\nmodel: haiku\n---\nbe quick\n"})
+    monkeypatch.delenv("ANTHROPIC_DEFAULT_HAIKU_MODEL", raising=False)
+    session = session_for(project, ["ok", "ok", "ok"])
+    provider = session.provider
+    assert isinstance(provider, ScriptedProvider)
+    monkeypatch.setattr(provider, "name", "anthropic")
+    events: list[Any] = []
+    session.add_listener(events.append)
+    await run_command(session, "quick", "")
+    assert provider.requests[0].model == "claude-haiku-4-5-20251001"
+
+    monkeypatch.setattr(provider, "name", "openai")
+    await run_command(session, "quick", "")
+    assert provider.requests[1].model == "main-model"
+    assert any(
+        "/quick: model 'haiku' is a Claude Code alias with no meaning for openai" in e.text
+        for e in events
+        if isinstance(e, Notice)
+    )
+    monkeypatch.setenv("ANTHROPIC_DEFAULT_HAIKU_MODEL", "local-small")
+    await run_command(session, "quick", "")
+    assert provider.requests[2].model == "local-small"
 
 
 async def test_a_skill_run_by_the_user_starts_with_its_base_directory(

@@ -38,7 +38,6 @@ MAX_FILE_BYTES: Final = 256 * 1024
 MAX_DESCRIPTION_CHARS: Final = 250
 """A longer description is cut in the listing the model reads."""
 _SEGMENT = re.compile(r"[A-Za-z0-9][\w.-]{0,63}")
-_CLAUDE_ALIASES: Final = frozenset({"sonnet", "opus", "haiku", "opusplan"})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -180,10 +179,10 @@ def parse_skill(
     model = _text(front.get("model"))
     if model == "inherit":
         model = None
-    elif model in _CLAUDE_ALIASES:
+    elif model == "opusplan":  # Claude Code's "opus to plan, sonnet to act": no caliban mode
         warnings.append(
-            f"{path}: model {model!r} is a Claude Code alias caliban does not resolve; "
-            "the session's model is used (name the model, e.g. claude-haiku-4-5)"
+            f"{path}: model 'opusplan' is not supported; the session's model is used (name a "
+            "model, or an alias: sonnet, opus, haiku)"
         )
         model = None
     item = Skill(

@@ -84,7 +84,28 @@ async def expand_invocation(session: Session, skill: Skill, arguments: str) -> E
         allow = ()
     parts = (*attachments, TextPart(text=header(skill.name, arguments)), TextPart(text=text))
     message = Message(role="user", parts=parts)
-    return Expanded(message=message, model=skill.model, allow=allow, notes=tuple(notes))
+    model = _model(session, skill, notes)
+    return Expanded(message=message, model=model, allow=allow, notes=tuple(notes))
+
+
+def _model(session: Session, skill: Skill, notes: list[str]) -> str | None:
+    """The frontmatter's model, a Claude Code alias (``haiku``) resolved for the session's
+    provider as ``--model`` resolves it; ``None`` (the session's model) when it has no
+    meaning there, with a note."""
+    import os
+
+    from caliban.model_aliases import resolve_alias
+
+    if skill.model is None:
+        return None
+    resolved = resolve_alias(skill.model, session.provider.name, os.environ)
+    if resolved is None:
+        notes.append(
+            f"/{skill.name}: model {skill.model!r} is a Claude Code alias with no meaning for "
+            f"{session.provider.name}; this prompt uses {session.model} (set "
+            f"ANTHROPIC_DEFAULT_{skill.model.upper()}_MODEL to choose one)"
+        )
+    return resolved
 
 
 async def run_command(session: Session, name: str, arguments: str) -> RunResult:
