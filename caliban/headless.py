@@ -218,7 +218,9 @@ def _bind(builder: FrameBuilder, session: Session) -> None:
     builder.session_id = session.id
     builder.model = session.model
     builder.tool_origin = lambda name: tool.origin if (tool := session.toolset.find(name)) else None
-    builder.context_window = lambda model: context_window(session.provider.name, model)
+    # The provider object, not its name: it knows the configured override and what its
+    # server reported, as /context and the result's ``context`` do.
+    builder.context_window = lambda model: context_window(session.provider, model)
 
 
 def init_info(session: Session) -> dict[str, Any]:
