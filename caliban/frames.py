@@ -54,10 +54,11 @@ from caliban.events import (
 )
 from caliban.messages import ImagePart, Message, Part, TextPart, ToolCall, ToolResult, Usage
 from caliban.pricing import cost_usd
+from caliban.providers.base import DEFAULT_MAX_TOKENS
 from caliban.serialize import part_to_json, usage_to_api_json
 from caliban.tools.origin import McpOrigin, ToolOrigin
 
-__all__ = ["FrameBuilder", "TurnOutcome", "api_error_kind", "usage_json"]
+__all__ = ["FrameBuilder", "TurnOutcome", "api_error_kind"]
 
 Frame = dict[str, Any]
 AGENT_TOOL = "Agent"
@@ -83,9 +84,6 @@ def api_error_kind(status: int | None) -> str:
     if status == 400:
         return "invalid_request"
     return "unknown"
-
-
-usage_json = usage_to_api_json
 
 
 def _message_usage(usage: Usage) -> dict[str, Any]:
@@ -156,7 +154,6 @@ class FrameBuilder:
     """``--include-partial-messages``: emit ``stream_event`` and ``status`` frames."""
     tool_origin: Callable[[str], ToolOrigin | None] = lambda name: None
     context_window: Callable[[str], int] = lambda model: 200_000
-    max_output_tokens: int = 16_384
     started: float = field(default_factory=time.monotonic)
     # per session
     model_totals: dict[str, _ModelTotals] = field(default_factory=dict)
@@ -754,7 +751,7 @@ class FrameBuilder:
         totals = {
             "session_id": self.session_id,
             "total_cost_usd": self._total_cost(),
-            "usage": usage_json(self.usage),
+            "usage": usage_to_api_json(self.usage),
             "modelUsage": self._model_usage(),
             "permission_denials": list(self.denials),
         }
@@ -841,7 +838,7 @@ class FrameBuilder:
                 "webSearchRequests": 0,
                 "costUSD": None if totals.cost is None else round(totals.cost, 6),
                 "contextWindow": self.context_window(model),
-                "maxOutputTokens": self.max_output_tokens,
+                "maxOutputTokens": DEFAULT_MAX_TOKENS,
             }
             for model, totals in self.model_totals.items()
         }
