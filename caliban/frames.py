@@ -56,13 +56,13 @@ from caliban.messages import ImagePart, Message, Part, TextPart, ToolCall, ToolR
 from caliban.pricing import cost_usd
 from caliban.providers.base import DEFAULT_MAX_TOKENS
 from caliban.serialize import part_to_json, usage_to_api_json
+from caliban.subagents import AGENT_TOOL_NAME
 from caliban.tools.origin import McpOrigin, ToolOrigin
 
 __all__ = ["FrameBuilder", "TurnOutcome", "api_error_kind"]
 
 Frame = dict[str, Any]
-AGENT_TOOL = "Agent"
-RETRY_KINDS = {401: "authentication_failed", 403: "authentication_failed", 429: "rate_limit"}
+ERROR_KINDS = {401: "authentication_failed", 403: "authentication_failed", 429: "rate_limit"}
 
 
 def _uuid() -> str:
@@ -75,8 +75,8 @@ def _now_iso() -> str:
 
 def api_error_kind(status: int | None) -> str:
     """Claude Code's short name for an API error (``api_retry.error``, assistant ``error``)."""
-    if status in RETRY_KINDS:
-        return RETRY_KINDS[status]
+    if status in ERROR_KINDS:
+        return ERROR_KINDS[status]
     if status == 529:
         return "overloaded"
     if status is not None and status >= 500:
@@ -250,7 +250,7 @@ class FrameBuilder:
             case AssistantMessage():
                 self._assistant(event)
             case ToolStarted(call=call):
-                if call.name == AGENT_TOOL:
+                if call.name == AGENT_TOOL_NAME:
                     self.agent_calls[call.id] = call
             case ToolFinished():
                 self._tool_finished(event)
@@ -264,8 +264,8 @@ class FrameBuilder:
             case BackgroundTaskUpdate():
                 self._background(event)
             case AssistantThinkingDelta():
-                if child is None and self.ttft_ms is None and self.request_started is not None:
-                    self.ttft_ms = int((time.monotonic() - self.turn_started) * 1000)
+                if child is None:
+                    self._first_token()
             case ConversationCompacted():
                 if child is None:
                     self._compacted(event)
@@ -292,9 +292,13 @@ class FrameBuilder:
 
     # ------------------------------------------------------------------ assistant
 
-    def _delta(self, text: str) -> None:
+    def _first_token(self) -> None:
+        """Note the time to the turn's first streamed token (``ttft_ms``)."""
         if self.ttft_ms is None and self.request_started is not None:
             self.ttft_ms = int((time.monotonic() - self.turn_started) * 1000)
+
+    def _delta(self, text: str) -> None:
+        self._first_token()
         if not self.partial:
             return
         stream = self._stream_start()
@@ -470,7 +474,7 @@ class FrameBuilder:
             )
         if child is None:
             self.num_turns = max(self.num_turns, 1) + 1
-            if call.name == AGENT_TOOL:
+            if call.name == AGENT_TOOL_NAME:
                 self._child_finished(call.id, result)
         frame: Frame = {
             "type": "user",
@@ -502,10 +506,10 @@ class FrameBuilder:
     def _result_block(self, event: ToolFinished) -> dict[str, Any]:
         result = event.result
         content: Any
-        # Claude Code: a string, except a sub-agent's answer and a successful MCP result
-        # without structuredContent, which keep their blocks.
+        # Claude Code: a string, except a sub-agent's answer, a successful MCP result without
+        # structuredContent and a result with images, which keep their blocks.
         mcp_blocks = isinstance(event.origin, McpOrigin) and event.data is None
-        agent_blocks = event.call.name == AGENT_TOOL and event.data is not None
+        agent_blocks = event.call.name == AGENT_TOOL_NAME and event.data is not None
         images = any(isinstance(p, ImagePart) for p in result.content)
         if images or agent_blocks or (mcp_blocks and not result.is_error):
             content = [part_to_json(p) for p in result.content]
@@ -529,7 +533,7 @@ class FrameBuilder:
 
     def _tool_use_result(self, event: ToolFinished) -> Any:
         result = event.result
-        if event.call.name == AGENT_TOOL and event.data is not None:
+        if event.call.name == AGENT_TOOL_NAME and event.data is not None:
             return event.data  # a sub-agent that stopped early still reports its work
         if result.is_error:
             return f"Error: {result.text}"

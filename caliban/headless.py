@@ -225,10 +225,13 @@ def _bind(builder: FrameBuilder, session: Session) -> None:
 def init_info(session: Session) -> dict[str, Any]:
     """The values of a turn's ``system/init`` frame."""
     from caliban import __version__
+    from caliban.subagents import AGENT_TOOL_NAME
 
     servers = session.mcp.statuses() if session.mcp is not None else []
     # Claude Code lists the Agent tool under its older name, Task.
-    tools = ["Task" if tool.name == "Agent" else tool.name for tool in session.toolset.offered()]
+    tools = [
+        "Task" if tool.name == AGENT_TOOL_NAME else tool.name for tool in session.toolset.offered()
+    ]
     if session.offers_web_search():
         tools.append("WebSearch")
     mode = session.permission_mode_name or session.settings.permissions.mode
