@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
-from caliban.events import AgentEvent, ApiRetryEvent, Notice
+from caliban.events import AgentEvent, ApiRetryEvent, ConversationCompacted, Notice
 from caliban.frames import Frame, FrameBuilder, TurnOutcome
 
 if TYPE_CHECKING:
@@ -122,19 +122,26 @@ class Output:
 
 @dataclass(kw_only=True)
 class StderrNotes:
-    """Diagnostics for stderr: notices, and retries when no frames show them."""
+    """Diagnostics for stderr: notices, and retries and compactions when no frames show
+    them (``text`` and ``json`` output)."""
 
     err: IO[str]
-    frames_show_retries: bool
+    stream_json: bool
+    """stream-json output: its ``api_retry`` and ``compact_boundary`` frames say those."""
 
     def __call__(self, event: AgentEvent) -> None:
         match event:
             case Notice(level=level, text=text):
                 self.err.write(f"caliban: {level}: {text}\n")
-            case ApiRetryEvent() if not self.frames_show_retries:
+            case ApiRetryEvent() if not self.stream_json:
                 self.err.write(
                     f"caliban: API error ({event.error}); attempt {event.attempt} of "
                     f"{event.max_attempts} in {event.delay_s:.1f}s\n"
+                )
+            case ConversationCompacted() if not self.stream_json and not event.parent_tool_use_id:
+                self.err.write(
+                    f"caliban: conversation compacted ({event.trigger}): about "
+                    f"{event.pre_tokens:,} → {event.post_tokens:,} tokens\n"
                 )
             case _:
                 pass
@@ -178,7 +185,7 @@ async def _run(options: CliOptions, prompt: str | None, output: Output) -> int:
     loop.add_signal_handler(signal.SIGINT, on_signal)
     loop.add_signal_handler(signal.SIGTERM, on_signal)
     builder = FrameBuilder(sink=output.frame, partial=options.include_partial_messages)
-    notes = StderrNotes(err=sys.stderr, frames_show_retries=options.output_format == "stream-json")
+    notes = StderrNotes(err=sys.stderr, stream_json=options.output_format == "stream-json")
     try:
         async with open_session(
             options, approver=state.denier, listeners=[builder, notes], interactive=False
