@@ -34,6 +34,7 @@ from caliban.events import (
 from caliban.hooks import NO_HOOKS, STOP_BLOCK_CAP, LoopHooks
 from caliban.messages import Message, TextPart, ToolCall, ToolResult, Usage
 from caliban.providers.base import (
+    DEFAULT_MAX_TOKENS,
     ApiRetry,
     PromptTooLong,
     Provider,
@@ -138,7 +139,7 @@ class Agent:
         authorize: Authorize = allow_all,
         emit: Callable[[AgentEvent], None] = lambda event: None,
         max_turns: int = 100,
-        max_tokens: int = 16_384,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
         parent_tool_use_id: str | None = None,
         compaction: CompactionPolicy | None = None,
         web_search: bool = False,

@@ -48,7 +48,6 @@ from caliban.providers.base import (
 from caliban.tokens import estimate_json_tokens, estimate_tokens, message_tokens
 
 __all__ = [
-    "DEFAULT_AUTO_COMPACT_AT",
     "Compacted",
     "CompactionFailed",
     "CompactionPolicy",
@@ -59,8 +58,6 @@ __all__ = [
 
 Trigger = Literal["auto", "manual"]
 
-DEFAULT_AUTO_COMPACT_AT = 0.85
-"""Compact when the latest request read more than this share of the context window."""
 KEEP_SHARE = 0.2
 """At most this share of the window is kept verbatim after the summary."""
 SUMMARY_INPUT_SHARE = 0.8

@@ -54,14 +54,15 @@ from caliban.events import (
 )
 from caliban.messages import ImagePart, Message, Part, TextPart, ToolCall, ToolResult, Usage
 from caliban.pricing import cost_usd
+from caliban.providers.base import DEFAULT_MAX_TOKENS
 from caliban.serialize import part_to_json, usage_to_api_json
+from caliban.subagents import AGENT_TOOL_NAME
 from caliban.tools.origin import McpOrigin, ToolOrigin
 
-__all__ = ["FrameBuilder", "TurnOutcome", "api_error_kind", "usage_json"]
+__all__ = ["FrameBuilder", "TurnOutcome", "api_error_kind"]
 
 Frame = dict[str, Any]
-AGENT_TOOL = "Agent"
-RETRY_KINDS = {401: "authentication_failed", 403: "authentication_failed", 429: "rate_limit"}
+ERROR_KINDS = {401: "authentication_failed", 403: "authentication_failed", 429: "rate_limit"}
 
 
 def _uuid() -> str:
@@ -74,8 +75,8 @@ def _now_iso() -> str:
 
 def api_error_kind(status: int | None) -> str:
     """Claude Code's short name for an API error (``api_retry.error``, assistant ``error``)."""
-    if status in RETRY_KINDS:
-        return RETRY_KINDS[status]
+    if status in ERROR_KINDS:
+        return ERROR_KINDS[status]
     if status == 529:
         return "overloaded"
     if status is not None and status >= 500:
@@ -83,9 +84,6 @@ def api_error_kind(status: int | None) -> str:
     if status == 400:
         return "invalid_request"
     return "unknown"
-
-
-usage_json = usage_to_api_json
 
 
 def _message_usage(usage: Usage) -> dict[str, Any]:
@@ -156,7 +154,6 @@ class FrameBuilder:
     """``--include-partial-messages``: emit ``stream_event`` and ``status`` frames."""
     tool_origin: Callable[[str], ToolOrigin | None] = lambda name: None
     context_window: Callable[[str], int] = lambda model: 200_000
-    max_output_tokens: int = 16_384
     started: float = field(default_factory=time.monotonic)
     # per session
     model_totals: dict[str, _ModelTotals] = field(default_factory=dict)
@@ -253,7 +250,7 @@ class FrameBuilder:
             case AssistantMessage():
                 self._assistant(event)
             case ToolStarted(call=call):
-                if call.name == AGENT_TOOL:
+                if call.name == AGENT_TOOL_NAME:
                     self.agent_calls[call.id] = call
             case ToolFinished():
                 self._tool_finished(event)
@@ -267,8 +264,8 @@ class FrameBuilder:
             case BackgroundTaskUpdate():
                 self._background(event)
             case AssistantThinkingDelta():
-                if child is None and self.ttft_ms is None and self.request_started is not None:
-                    self.ttft_ms = int((time.monotonic() - self.turn_started) * 1000)
+                if child is None:
+                    self._first_token()
             case ConversationCompacted():
                 if child is None:
                     self._compacted(event)
@@ -295,9 +292,13 @@ class FrameBuilder:
 
     # ------------------------------------------------------------------ assistant
 
-    def _delta(self, text: str) -> None:
+    def _first_token(self) -> None:
+        """Note the time to the turn's first streamed token (``ttft_ms``)."""
         if self.ttft_ms is None and self.request_started is not None:
             self.ttft_ms = int((time.monotonic() - self.turn_started) * 1000)
+
+    def _delta(self, text: str) -> None:
+        self._first_token()
         if not self.partial:
             return
         stream = self._stream_start()
@@ -473,7 +474,7 @@ class FrameBuilder:
             )
         if child is None:
             self.num_turns = max(self.num_turns, 1) + 1
-            if call.name == AGENT_TOOL:
+            if call.name == AGENT_TOOL_NAME:
                 self._child_finished(call.id, result)
         frame: Frame = {
             "type": "user",
@@ -505,10 +506,10 @@ class FrameBuilder:
     def _result_block(self, event: ToolFinished) -> dict[str, Any]:
         result = event.result
         content: Any
-        # Claude Code: a string, except a sub-agent's answer and a successful MCP result
-        # without structuredContent, which keep their blocks.
+        # Claude Code: a string, except a sub-agent's answer, a successful MCP result without
+        # structuredContent and a result with images, which keep their blocks.
         mcp_blocks = isinstance(event.origin, McpOrigin) and event.data is None
-        agent_blocks = event.call.name == AGENT_TOOL and event.data is not None
+        agent_blocks = event.call.name == AGENT_TOOL_NAME and event.data is not None
         images = any(isinstance(p, ImagePart) for p in result.content)
         if images or agent_blocks or (mcp_blocks and not result.is_error):
             content = [part_to_json(p) for p in result.content]
@@ -532,7 +533,7 @@ class FrameBuilder:
 
     def _tool_use_result(self, event: ToolFinished) -> Any:
         result = event.result
-        if event.call.name == AGENT_TOOL and event.data is not None:
+        if event.call.name == AGENT_TOOL_NAME and event.data is not None:
             return event.data  # a sub-agent that stopped early still reports its work
         if result.is_error:
             return f"Error: {result.text}"
@@ -754,7 +755,7 @@ class FrameBuilder:
         totals = {
             "session_id": self.session_id,
             "total_cost_usd": self._total_cost(),
-            "usage": usage_json(self.usage),
+            "usage": usage_to_api_json(self.usage),
             "modelUsage": self._model_usage(),
             "permission_denials": list(self.denials),
         }
@@ -841,7 +842,7 @@ class FrameBuilder:
                 "webSearchRequests": 0,
                 "costUSD": None if totals.cost is None else round(totals.cost, 6),
                 "contextWindow": self.context_window(model),
-                "maxOutputTokens": self.max_output_tokens,
+                "maxOutputTokens": DEFAULT_MAX_TOKENS,
             }
             for model, totals in self.model_totals.items()
         }

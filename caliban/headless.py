@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
-from caliban.events import AgentEvent, ApiRetryEvent, Notice
+from caliban.events import AgentEvent, ApiRetryEvent, ConversationCompacted, Notice
 from caliban.frames import Frame, FrameBuilder, TurnOutcome
 
 if TYPE_CHECKING:
     from caliban.agent import RunResult
-    from caliban.messages import Message
+    from caliban.messages import Message, Part
     from caliban.permissions.approval import DenyingApprover
     from caliban.session.session import Session
 
@@ -122,19 +122,26 @@ class Output:
 
 @dataclass(kw_only=True)
 class StderrNotes:
-    """Diagnostics for stderr: notices, and retries when no frames show them."""
+    """Diagnostics for stderr: notices, and retries and compactions when no frames show
+    them (``text`` and ``json`` output)."""
 
     err: IO[str]
-    frames_show_retries: bool
+    stream_json: bool
+    """stream-json output: its ``api_retry`` and ``compact_boundary`` frames say those."""
 
     def __call__(self, event: AgentEvent) -> None:
         match event:
             case Notice(level=level, text=text):
                 self.err.write(f"caliban: {level}: {text}\n")
-            case ApiRetryEvent() if not self.frames_show_retries:
+            case ApiRetryEvent() if not self.stream_json:
                 self.err.write(
                     f"caliban: API error ({event.error}); attempt {event.attempt} of "
                     f"{event.max_attempts} in {event.delay_s:.1f}s\n"
+                )
+            case ConversationCompacted() if not self.stream_json and not event.parent_tool_use_id:
+                self.err.write(
+                    f"caliban: conversation compacted ({event.trigger}): about "
+                    f"{event.pre_tokens:,} → {event.post_tokens:,} tokens\n"
                 )
             case _:
                 pass
@@ -169,7 +176,7 @@ async def _run(options: CliOptions, prompt: str | None, output: Output) -> int:
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
-    state = _RunState()
+    state = _RunState(denier=DenyingApprover())
 
     def on_signal() -> None:
         state.interrupted = True
@@ -178,8 +185,7 @@ async def _run(options: CliOptions, prompt: str | None, output: Output) -> int:
     loop.add_signal_handler(signal.SIGINT, on_signal)
     loop.add_signal_handler(signal.SIGTERM, on_signal)
     builder = FrameBuilder(sink=output.frame, partial=options.include_partial_messages)
-    notes = StderrNotes(err=sys.stderr, frames_show_retries=options.output_format == "stream-json")
-    state.denier = DenyingApprover()
+    notes = StderrNotes(err=sys.stderr, stream_json=options.output_format == "stream-json")
     try:
         async with open_session(
             options, approver=state.denier, listeners=[builder, notes], interactive=False
@@ -203,13 +209,13 @@ async def _run(options: CliOptions, prompt: str | None, output: Output) -> int:
 
 @dataclass(kw_only=True)
 class _RunState:
+    denier: DenyingApprover
+    """Denies what would ask (nobody can answer in -p) and remembers it for the summary."""
     interrupted: bool = False
     """SIGINT or SIGTERM: the run ends."""
     interrupt_requested: bool = False
     """A control_request ``interrupt``: the running turn ends, the session goes on."""
     turn: asyncio.Task[Any] | None = None
-    denier: DenyingApprover | None = None
-    """Denies what would ask (nobody can answer in -p) and remembers it for the summary."""
 
 
 def _bind(builder: FrameBuilder, session: Session) -> None:
@@ -218,22 +224,24 @@ def _bind(builder: FrameBuilder, session: Session) -> None:
     builder.session_id = session.id
     builder.model = session.model
     builder.tool_origin = lambda name: tool.origin if (tool := session.toolset.find(name)) else None
-    builder.context_window = lambda model: context_window(session.provider.name, model)
+    # The provider object, not its name: it knows the configured override and what its
+    # server reported, as /context and the result's ``context`` do.
+    builder.context_window = lambda model: context_window(session.provider, model)
 
 
 def init_info(session: Session) -> dict[str, Any]:
     """The values of a turn's ``system/init`` frame."""
     from caliban import __version__
-    from caliban.providers.select import KEY_ENVS
+    from caliban.subagents import AGENT_TOOL_NAME
 
     servers = session.mcp.statuses() if session.mcp is not None else []
     # Claude Code lists the Agent tool under its older name, Task.
-    tools = ["Task" if tool.name == "Agent" else tool.name for tool in session.toolset.offered()]
+    tools = [
+        "Task" if tool.name == AGENT_TOOL_NAME else tool.name for tool in session.toolset.offered()
+    ]
     if session.offers_web_search():
         tools.append("WebSearch")
     mode = session.permission_mode_name or session.settings.permissions.mode
-    keys = {str(name): env for name, env in KEY_ENVS.items()}
-    key_env = getattr(session.provider, "key_env", None) or keys.get(session.provider.name)
     return {
         "cwd": str(session.cwd),
         "tools": tools,
@@ -241,7 +249,7 @@ def init_info(session: Session) -> dict[str, Any]:
         "model": session.model,
         "permissionMode": mode,
         "slash_commands": [skill.name for skill in session.skills],
-        "apiKeySource": key_env or "none",
+        "apiKeySource": _api_key_source(session),
         "claude_code_version": __version__,
         "output_style": "default",
         "agents": sorted(d.name for d in session.agents),
@@ -255,6 +263,15 @@ def init_info(session: Session) -> dict[str, Any]:
         "permission_mode": mode,
         "caliban_version": __version__,
     }
+
+
+def _api_key_source(session: Session) -> str:
+    """The environment variable the API key came from (``apiKeySource``), or ``none``."""
+    from caliban.providers.select import KEY_ENVS
+
+    keys = {str(name): env for name, env in KEY_ENVS.items()}
+    key_env = getattr(session.provider, "key_env", None) or keys.get(session.provider.name)
+    return key_env or "none"
 
 
 async def _turn(
@@ -272,8 +289,7 @@ async def _turn(
     builder.begin_turn()
     builder.init(init_info(session))
     extra: dict[str, Any] = {}
-    denier = state.denier
-    denied_before = len(denier.denied) if denier is not None else 0
+    denied_before = len(state.denier.denied)
     try:
         state.turn = asyncio.ensure_future(_run_prompt(session, prompt))
         try:
@@ -298,7 +314,7 @@ async def _turn(
         if result.subtype == "error_max_turns":
             outcome = TurnOutcome(kind="max_turns", max_turns=session.max_turns)
             code = EXIT_ERROR
-        elif result.subtype == "error_during_execution":  # a refused /command
+        elif result.subtype == "error_during_execution":  # a refused /command, a looping model
             outcome = TurnOutcome(kind="error", error=result.error)
             code = EXIT_ERROR
         elif result.num_turns == 0:  # answered without a request: an unknown /command
@@ -308,7 +324,7 @@ async def _turn(
         else:
             outcome = TurnOutcome(kind="success")
             code = EXIT_OK
-    if denier is not None and (denied := denier.denied[denied_before:]):
+    if denied := state.denier.denied[denied_before:]:
         from caliban.permissions.approval import denials_summary
 
         sys.stderr.write(f"caliban: {denials_summary(denied)}\n")
@@ -354,7 +370,7 @@ class InputError(Exception):
 class InputMessage:
     """A user or assistant message read from stream-json input."""
 
-    parts: tuple[Any, ...]
+    parts: tuple[Part, ...]
     content: str | list[Any]
     """The content as sent (echoed back as is by ``--replay-user-messages``)."""
 
@@ -369,7 +385,6 @@ async def _stream_input(
     """One turn per stdin user message, in order; the session is shared. An ``assistant``
     line joins the history before the next turn; ``control_request`` lines are answered at
     once; unknown types are ignored (all as Claude Code does)."""
-    from caliban.events import HistoryAppended
     from caliban.messages import Message
 
     lines = _stdin_lines()
@@ -400,9 +415,7 @@ async def _stream_input(
                     sys.stderr.write(f"{payload}\n")
                     return EXIT_ERROR
                 case "assistant":
-                    message = Message(role="assistant", parts=payload.parts)
-                    session.conversation.messages.append(message)
-                    session.emit(HistoryAppended(message=message))
+                    session.add_context(Message(role="assistant", parts=payload.parts))
                 case _:
                     message = Message(role="user", parts=payload.parts)
                     if options.replay_user_messages:
@@ -430,10 +443,9 @@ def _stdin_lines() -> asyncio.Queue[str | None]:
 
 
 def parse_input_line(line: str) -> tuple[str, Any]:
-    """``(kind, payload)`` for one stream-json input line: ``("user", parts)``,
-    ``("assistant", parts)``, ``("control", request)`` or ``("ignored", None)``; raises
-    :class:`InputError` with Claude Code's message for a line it rejects. Messages come as
-    :class:`InputMessage`."""
+    """``(kind, payload)`` for one stream-json input line: ``("user", InputMessage)``,
+    ``("assistant", InputMessage)``, ``("control", request)`` or ``("ignored", None)``;
+    raises :class:`InputError` with Claude Code's message for a line it rejects."""
     from caliban.serialize import part_from_json
 
     try:
@@ -462,7 +474,7 @@ def parse_input_line(line: str) -> tuple[str, Any]:
         raise InputError(
             f"Error: Expected message content to be a string or a list, got {content!r}"
         )
-    parts: list[Any] = []
+    parts: list[Part] = []
     for block in blocks:
         if not isinstance(block, dict) or block.get("type") not in ("text", "image", "tool_use"):
             continue  # other block types (tool results, documents) are not taken as input
@@ -506,7 +518,7 @@ def _control_response(request: dict[str, Any], session: Session, state: _RunStat
             ],
             "account": {
                 "tokenSource": "none",
-                "apiKeySource": init_info(session)["apiKeySource"],
+                "apiKeySource": _api_key_source(session),
                 "apiProvider": "firstParty" if session.provider.name == "anthropic" else "openai",
             },
             "pid": os.getpid(),

@@ -134,14 +134,6 @@ class Usage:
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
 
-    def __sub__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens - other.input_tokens,
-            output_tokens=self.output_tokens - other.output_tokens,
-            cache_read_tokens=self.cache_read_tokens - other.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens - other.cache_write_tokens,
-        )
-
     @property
     def context_tokens(self) -> int:
         """Everything the model read for this request."""

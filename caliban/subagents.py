@@ -40,15 +40,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from caliban.paths import PROJECT_DIR_NAME, claude_user_dir, project_root, user_config_dir
-
-if TYPE_CHECKING:
-    pass
 
 AGENT_TOOL_NAME: Final = "Agent"
 DEFAULT_SUBAGENT: Final = "general-purpose"

@@ -3,6 +3,7 @@ options, and frames built from hand-written events."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from pathlib import Path
 from typing import Any
@@ -178,3 +179,28 @@ def test_result_counts_turns_and_denials_as_claude_code() -> None:
         500,
     )
     assert errored["result"] == "boom" and errored["stop_reason"] == "stop_sequence"
+
+
+@pytest.mark.parametrize("stream_json", [False, True])
+def test_compaction_is_said_on_stderr_unless_the_frames_show_it(stream_json: bool) -> None:
+    from caliban.events import ConversationCompacted
+    from caliban.headless import StderrNotes
+
+    err = io.StringIO()
+    notes = StderrNotes(err=err, stream_json=stream_json)
+    summary = Message(role="user", parts=(TextPart(text="summary"),))
+    compacted = ConversationCompacted(
+        trigger="auto",
+        messages=(summary,),
+        summary="summary",
+        pre_tokens=171_000,
+        post_tokens=43_000,
+    )
+    notes(compacted)
+    notes(dataclasses.replace(compacted, parent_tool_use_id="toolu_1"))  # a sub-agent's
+    if stream_json:  # the compact_boundary frame says it
+        assert err.getvalue() == ""
+    else:
+        assert err.getvalue() == (
+            "caliban: conversation compacted (auto): about 171,000 → 43,000 tokens\n"
+        )

@@ -355,3 +355,17 @@ def test_dead_mcp_server_is_reported_and_the_run_goes_on(
     assert statuses == {"broken": "failed", "catalog": "connected"}
     assert any(name.startswith("mcp__catalog__") for name in init["tools"])
     assert lines(result.stdout)[-1]["result"] == "still here"
+
+
+def test_model_usage_reports_the_configured_context_window(
+    fake_model_server: FakeModelServer, project: Path, isolated_dirs: Path
+) -> None:
+    config = isolated_dirs / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[providers.openai]\ncontext_window = 32768\n")
+    fake_model_server.add({"text": "ok"})
+    result = run(fake_model_server, "openai", project, "--output-format", "json", "hi")
+    [obj] = lines(result.stdout)
+    [usage] = obj["modelUsage"].values()
+    # The same window as `context` (and /context): the override, not the built-in table.
+    assert usage["contextWindow"] == obj["context"]["context_window"] == 32768

@@ -271,7 +271,7 @@ def root(
         bool,
         typer.Option(
             "--include-hook-events",
-            help="Accepted for Claude Code scripts; caliban has no hooks, so nothing changes.",
+            help="Accepted for Claude Code scripts; caliban prints no hook frames (hooks run).",
         ),
     ] = False,
     no_session_persistence: Annotated[

@@ -25,13 +25,17 @@ Effort = Literal["low", "medium", "high"]
 ``reasoning_effort``. ``None`` (the default) sends neither."""
 
 
+DEFAULT_MAX_TOKENS = 16_384
+"""Output tokens a response may take unless the request says otherwise."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ProviderRequest:
     model: str
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]
-    max_tokens: int = 16_384
+    max_tokens: int = DEFAULT_MAX_TOKENS
     web_search: bool = False
     """Offer the provider's own web search (Anthropic's ``web_search`` server tool, run by
     the API within the response); a provider without one never gets it set."""

@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Protocol
 
 from caliban.agent import Conversation
 from caliban.errors import UsageError
-from caliban.events import HistoryAppended, ModelChanged, Notice
+from caliban.events import ModelChanged, Notice
 from caliban.session.store import (
     SessionNotFound,
     SessionRecord,
@@ -116,9 +116,7 @@ async def resume_into(
         ),
     )
     for message in record.messages[kept:]:
-        # Announced like any append, so the transcript records the repair once.
-        session.conversation.messages.append(message)
-        session.emit(HistoryAppended(message=message))
+        session.add_context(message)  # announced, so the transcript records the repair once
     for warning in record.warnings:
         session.emit(Notice(level="warning", text=warning))
     same_provider = record.provider in (None, session.provider.name)

@@ -64,9 +64,9 @@ class Session:
     builtins: Sequence[Tool]
     """Built-in tools, in the fixed order they are offered."""
     agents: Sequence[AgentDefinition] = ()
+    """Sub-agents the ``Agent`` tool can start; none: no ``Agent`` tool."""
     hooks: LoopHooks = NO_HOOKS
     """The user's hooks (see :mod:`caliban.hooks`), given to every agent of the session."""
-    """Sub-agents the ``Agent`` tool can start; none: no ``Agent`` tool."""
     skills: Sequence[Skill] = ()
     """Custom commands and skills (``/name``; listed for the model, loaded with ``Skill``)."""
     permissions: PermissionPolicy | None = None
@@ -227,8 +227,9 @@ class Session:
             return await agent.run(prompt)
 
     def add_context(self, message: Message) -> None:
-        """Append a user message without a request (``!command``'s output); the next prompt
-        carries it. Announced like every history change, so transcripts keep it."""
+        """Append a message without a request (``!command``'s output, a stream-json
+        ``assistant`` line, a resume's repair); the next prompt carries it. Announced like
+        every history change, so transcripts keep it."""
         self.conversation.messages.append(message)
         self.emit(HistoryAppended(message=message))
 
