@@ -31,7 +31,6 @@ allowed command runs). What narrows
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -284,19 +283,18 @@ def combine(layers: Sequence[SettingsLayer], warnings: Sequence[str] = ()) -> Cl
                 env.update({str(k): _env_value(v) for k, v in values_env.items()})
             else:
                 bad("env", "an object of strings")
-        for key, target in (("disabledMcpjsonServers", disabled),):
-            if key in data:
-                if (values := _strings(data[key])) is None:
-                    bad(key, "a list of server names")
-                else:
-                    target.update(values)
+        if "disabledMcpjsonServers" in data:
+            if (values := _strings(data["disabledMcpjsonServers"])) is None:
+                bad("disabledMcpjsonServers", "a list of server names")
+            else:
+                disabled.update(values)
         if "enabledMcpjsonServers" in data:
             if (values := _strings(data["enabledMcpjsonServers"])) is None:
                 bad("enabledMcpjsonServers", "a list of server names")
             else:
                 enabled = (enabled or set()) | set(values)
         if "hooks" in data:
-            hooks.append((str(layer.source), data["hooks"]))
+            hooks.append((layer.source, data["hooks"]))
     return ClaudeSettings(
         layers=tuple(layers),
         allow=tuple(dict.fromkeys(rules["allow"])),
@@ -343,9 +341,3 @@ def load_claude_settings(
             filtered.append(layer)
         layers = filtered
     return combine(layers, warnings)
-
-
-def apply_env(settings: ClaudeSettings, environ: os._Environ[str] | dict[str, str]) -> None:
-    """Put the settings' ``env`` into ``environ`` (the process environment: the provider,
-    Bash and MCP servers all see it)."""
-    environ.update(settings.env)
