@@ -3,8 +3,9 @@
 :func:`analyze` parses a command line with tree-sitter's bash grammar and returns either
 :class:`Understood` — every simple command as the argv bash would run (quotes removed,
 escapes resolved), its leading assignments and its redirections — or :class:`NotUnderstood`
-with a short reason. Rule matching sits on top (:func:`allows`, :func:`deny_texts`,
-:func:`suggest_rule`), as do the paths a line writes (:func:`written_paths`).
+with a short reason. Rule matching sits on top (:func:`allows`, :func:`deny_matches`,
+:func:`suggest_rule`), as do the files a line writes and reads (:func:`written_paths`,
+:func:`read_paths`).
 
 tree-sitter's grammar is an approximation of bash, so its tree is not trusted blindly:
 
@@ -1177,16 +1178,6 @@ def allows(pattern: str, command: SimpleCommand) -> bool:
     return pattern_matches(pattern, command.text)
 
 
-def line_allowed(patterns: Sequence[str], analysis: Analysis) -> bool:
-    """Whether allow-rule patterns cover a whole line: it must be understood, have at
-    least one command, and every simple command must be covered by some pattern."""
-    if not isinstance(analysis, Understood) or not analysis.commands:
-        return False
-    return all(
-        any(allows(pattern, command) for pattern in patterns) for command in analysis.commands
-    )
-
-
 def deny_matches(pattern: str, analysis: Analysis) -> bool:
     """Whether a deny (or ask) rule's pattern covers any part of the line: the whole
     text, any simple command, what wrappers run, ``bash -c``/``eval`` strings — also in
@@ -1354,7 +1345,6 @@ __all__ = [
     "analyze",
     "deny_matches",
     "deny_texts",
-    "line_allowed",
     "pattern_matches",
     "read_paths",
     "render",
