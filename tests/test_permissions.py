@@ -467,6 +467,22 @@ async def test_session_pattern_chosen_by_the_user(tmp_path: Path) -> None:
     assert policy.decide("Bash", "git log", read_only=False, origin=BUILTIN).behavior == "allow"
 
 
+async def test_allow_session_without_a_usable_rule_allows_that_call_only(
+    tmp_path: Path,
+) -> None:
+    # A line caliban cannot check has no suggestion; a rule the user typed may not parse.
+    policy = PermissionPolicy(project_root=tmp_path)
+    approver = Recorder(
+        PermissionAnswer.allow_session(), PermissionAnswer.allow_session("Bash(git status")
+    )
+    authorize = make_authorize(policy, approver)
+    ctx = _ctx(tmp_path)
+    assert await check(authorize, Bash(), {"command": "echo $(date)"}, ctx) is None
+    assert approver.requests[0].suggestion == ""
+    assert await check(authorize, Bash(), {"command": "git status"}, ctx) is None
+    assert policy.session_rules == []  # nothing wider than what the user said was added
+
+
 async def test_user_denial_reason_goes_to_the_model(tmp_path: Path) -> None:
     said = user_denial("Bash", "use pytest -x instead")
     authorize = make_authorize(

@@ -9,6 +9,7 @@ or :func:`deny_approver` / :class:`DenyingApprover` when headless) whenever the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 from collections.abc import Awaitable, Sequence
@@ -66,7 +67,8 @@ AnswerKind = Literal["allow_once", "allow_session", "deny"]
 class PermissionAnswer:
     behavior: AnswerKind
     pattern: str | None = None
-    """For ``allow_session``: the rule to add (default: the request's suggestion)."""
+    """For ``allow_session``: the rule to add (default: the request's suggestion). When
+    there is none, or it does not parse, the call is allowed once and no rule is added."""
     reason: str | None = None
     """For ``deny``: the message the model gets, as is (see :func:`user_denial`); None
     gives a standard "the user declined" message."""
@@ -100,6 +102,8 @@ def describe(request: PermissionRequest) -> str:
 
 
 def headless_denial(request: PermissionRequest) -> str:
+    """The model's message for a call denied because nobody can be asked, with the flag
+    that would allow it."""
     start = (
         f"{describe(request)} requires approval ({request.reason}); caliban is running "
         "headless (-p)."
@@ -227,10 +231,10 @@ def make_authorize(policy: PermissionPolicy, approver: Approver) -> Authorize:
             case "allow_once":
                 return None
             case "allow_session":
-                try:
+                # No rule, or one that does not parse: this call was allowed, nothing more
+                # (never a different rule than the one the user saw).
+                with contextlib.suppress(RuleError):
                     policy.allow_for_session(answer.pattern or request.suggestion)
-                except RuleError:
-                    policy.allow_for_session(request.suggestion)
                 return None
             case "deny":
                 return answer.reason or user_denial(tool.name, None)
