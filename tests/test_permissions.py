@@ -769,6 +769,17 @@ def test_caliban_user_files_and_the_trust_store_are_protected() -> None:
         assert decision.behavior == "ask" and "is protected" in decision.reason
 
 
+def test_claude_codes_user_directory_is_protected_where_claude_config_dir_puts_it() -> None:
+    from caliban.paths import claude_user_dir
+
+    # Its settings.json hooks run in the next session, wherever $CLAUDE_CONFIG_DIR points.
+    settings = claude_user_dir() / "settings.json"
+    assert not settings.is_relative_to(Path.home())
+    decision = _decide("Write", str(settings), rules=rules(allow=["Edit(//**)"]))
+    assert decision.behavior == "ask"
+    assert decision.reason == f"{settings} is protected: it is Claude Code's user configuration"
+
+
 async def test_a_line_no_rule_can_check_says_why_and_what_would_allow_it(tmp_path: Path) -> None:
     authorize = make_authorize(PermissionPolicy(project_root=tmp_path), deny_approver)
     reason = await check(authorize, Bash(), {"command": "echo $(date)"}, _ctx(tmp_path))
