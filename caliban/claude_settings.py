@@ -40,6 +40,7 @@ from caliban.paths import claude_user_dir, project_root
 from caliban.text import plural
 
 __all__ = [
+    "PROJECT_SCOPES",
     "SETTING_SOURCES",
     "ClaudeSettings",
     "SettingsLayer",
@@ -50,6 +51,8 @@ __all__ = [
 Scope = Literal["user", "project", "local", "flag"]
 SETTING_SOURCES: tuple[Scope, ...] = ("user", "project", "local")
 """What ``--setting-sources`` may name."""
+PROJECT_SCOPES: tuple[Scope, ...] = ("project", "local")
+"""The layers a cloned repository can carry: trust-filtered in a folder not trusted."""
 
 MODES = frozenset({"default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"})
 _RULE_KEYS = ("allow", "ask", "deny")
@@ -172,9 +175,9 @@ def _flag_settings(value: str, warnings: list[str]) -> Mapping[str, Any] | None:
 # ---------------------------------------------------------------------------- trust
 
 
-def untrusted_filter(layer: SettingsLayer, folder: Path) -> tuple[SettingsLayer, str | None]:
-    """``layer`` without what would widen permissions or run code, and a one-line notice
-    naming what was left out and how to trust ``folder`` (``None`` when nothing was).
+def untrusted_filter(layer: SettingsLayer) -> tuple[SettingsLayer, tuple[str, ...]]:
+    """``layer`` without what would widen permissions or run code, and what was left out
+    (``("2 permissions.allow entries", "hooks")``; empty when nothing was).
 
     Used for the ``project`` and ``local`` layers of a folder that is not trusted. The keys
     caliban's own settings share (allow rules, the mode, hooks) go through the one filter for
@@ -182,7 +185,7 @@ def untrusted_filter(layer: SettingsLayer, folder: Path) -> tuple[SettingsLayer,
     ``permissions.additionalDirectories`` exist only here and are dropped too (``env`` could
     point the provider at another server).
     """
-    from caliban.trust import drop_widening_settings, untrusted_notice
+    from caliban.trust import drop_widening_settings
 
     data = dict(layer.data)
     permissions = data.get("permissions")
@@ -216,11 +219,8 @@ def untrusted_filter(layer: SettingsLayer, folder: Path) -> tuple[SettingsLayer,
     if isinstance(env, Mapping) and env:
         dropped.append(f"env ({', '.join(sorted(map(str, env)))})")
     if not dropped:
-        return layer, None
-    notice = untrusted_notice(
-        f"ignored {', '.join(dropped)} in {layer.source} (deny and ask rules still apply)", folder
-    )
-    return SettingsLayer(scope=layer.scope, source=layer.source, data=data), notice
+        return layer, ()
+    return SettingsLayer(scope=layer.scope, source=layer.source, data=data), tuple(dropped)
 
 
 # ---------------------------------------------------------------------------- combining
@@ -330,14 +330,21 @@ def load_claude_settings(
     and ``local`` layers go through :func:`untrusted_filter`. Raises :class:`ValueError` for
     a ``--settings`` file that does not exist.
     """
+    from caliban.trust import untrusted_notice
+
     layers, warnings = read_layers(cwd, sources=sources, extra=extra)
     if not trusted:
         filtered = []
         for layer in layers:
-            if layer.scope in ("project", "local"):
-                layer, notice = untrusted_filter(layer, project_root(cwd))
-                if notice:
-                    warnings.append(notice)
+            if layer.scope in PROJECT_SCOPES:
+                layer, dropped = untrusted_filter(layer)
+                if dropped:
+                    what = f"ignored {', '.join(dropped)} in {layer.source}"
+                    warnings.append(
+                        untrusted_notice(
+                            f"{what} (deny and ask rules still apply)", project_root(cwd)
+                        )
+                    )
             filtered.append(layer)
         layers = filtered
     return combine(layers, warnings)
