@@ -93,7 +93,8 @@ class Approver(Protocol):
 
 
 def describe(request: PermissionRequest) -> str:
-    """A short phrase for what the call would do: ``running `npm test``` …"""
+    """A short phrase for what the call would do: ``Running `npm test```, ``Edit on /p/a.py``,
+    ``Calling mcp__github__create_issue``."""
     if request.tool_name == "Bash" and request.subject:
         return f"Running `{request.subject}`"
     if request.tool_name in PATH_TOOLS and request.subject:
