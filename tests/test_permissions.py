@@ -780,6 +780,21 @@ def test_claude_codes_user_directory_is_protected_where_claude_config_dir_puts_i
     assert decision.reason == f"{settings} is protected: it is Claude Code's user configuration"
 
 
+async def test_a_symlink_loop_is_decided_not_raised(tmp_path: Path) -> None:
+    # Path.resolve() raises on a loop (Python < 3.13); the call must still get an answer.
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    policy = PermissionPolicy(project_root=tmp_path, mode="acceptEdits")
+    authorize = make_authorize(policy, deny_approver)
+    ctx = _ctx(tmp_path)
+    assert await check(authorize, Write(), {"file_path": "a", "content": "x"}, ctx) is None
+    assert await check(authorize, Bash(), {"command": "echo x > a"}, ctx) is not None
+    allowed = PermissionPolicy(project_root=tmp_path, mode="acceptEdits")
+    allowed.allow_for_session("Bash(echo:*)")
+    decision = allowed.decide("Bash", "echo x > a", read_only=False, origin=BUILTIN, cwd=tmp_path)
+    assert decision.behavior == "allow"
+
+
 async def test_a_line_no_rule_can_check_says_why_and_what_would_allow_it(tmp_path: Path) -> None:
     authorize = make_authorize(PermissionPolicy(project_root=tmp_path), deny_approver)
     reason = await check(authorize, Bash(), {"command": "echo $(date)"}, _ctx(tmp_path))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, assert_never
 
+from caliban.fsutil import resolved
 from caliban.permissions.policy import Decision, PermissionPolicy
 from caliban.permissions.rules import PATH_TOOLS, RuleError, is_within, suggest_rule
 from caliban.tools.base import Invocation, Preview, ToolEnv, ToolOrigin
@@ -259,5 +260,5 @@ def _subject(tool_name: str, invocation: Invocation, cwd: Path) -> str | None:
     """The call's permission subject; a file tool's path made absolute and normalised."""
     subject = invocation.subject
     if subject is not None and tool_name in PATH_TOOLS:
-        subject = str((cwd / Path(subject).expanduser()).resolve())
+        subject = str(resolved(cwd / Path(subject).expanduser()))
     return subject

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from caliban.fsutil import resolved
+
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
@@ -1324,7 +1326,7 @@ def _paths(
                 raise ValueError(f"cannot resolve {target!r} after an unknown cd")
             else:
                 path = current / target
-            found[path.resolve()] = None
+            found[resolved(path)] = None
         inner = _unwrap_builtins(command.argv)
         if inner and inner[0] in _CD:
             current = _chdir(inner, current, home)
