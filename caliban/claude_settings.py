@@ -31,7 +31,6 @@ allowed command runs). What narrows
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ from caliban.paths import claude_user_dir, project_root
 from caliban.text import plural
 
 __all__ = [
+    "PROJECT_SCOPES",
     "SETTING_SOURCES",
     "ClaudeSettings",
     "SettingsLayer",
@@ -51,6 +51,8 @@ __all__ = [
 Scope = Literal["user", "project", "local", "flag"]
 SETTING_SOURCES: tuple[Scope, ...] = ("user", "project", "local")
 """What ``--setting-sources`` may name."""
+PROJECT_SCOPES: tuple[Scope, ...] = ("project", "local")
+"""The layers a cloned repository can carry: trust-filtered in a folder not trusted."""
 
 MODES = frozenset({"default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"})
 _RULE_KEYS = ("allow", "ask", "deny")
@@ -173,9 +175,9 @@ def _flag_settings(value: str, warnings: list[str]) -> Mapping[str, Any] | None:
 # ---------------------------------------------------------------------------- trust
 
 
-def untrusted_filter(layer: SettingsLayer, folder: Path) -> tuple[SettingsLayer, str | None]:
-    """``layer`` without what would widen permissions or run code, and a one-line notice
-    naming what was left out and how to trust ``folder`` (``None`` when nothing was).
+def untrusted_filter(layer: SettingsLayer) -> tuple[SettingsLayer, tuple[str, ...]]:
+    """``layer`` without what would widen permissions or run code, and what was left out
+    (``("2 permissions.allow entries", "hooks")``; empty when nothing was).
 
     Used for the ``project`` and ``local`` layers of a folder that is not trusted. The keys
     caliban's own settings share (allow rules, the mode, hooks) go through the one filter for
@@ -183,7 +185,7 @@ def untrusted_filter(layer: SettingsLayer, folder: Path) -> tuple[SettingsLayer,
     ``permissions.additionalDirectories`` exist only here and are dropped too (``env`` could
     point the provider at another server).
     """
-    from caliban.trust import drop_widening_settings, untrusted_notice
+    from caliban.trust import drop_widening_settings
 
     data = dict(layer.data)
     permissions = data.get("permissions")
@@ -217,11 +219,8 @@ def untrusted_filter(layer: SettingsLayer, folder: Path) -> tuple[SettingsLayer,
     if isinstance(env, Mapping) and env:
         dropped.append(f"env ({', '.join(sorted(map(str, env)))})")
     if not dropped:
-        return layer, None
-    notice = untrusted_notice(
-        f"ignored {', '.join(dropped)} in {layer.source} (deny and ask rules still apply)", folder
-    )
-    return SettingsLayer(scope=layer.scope, source=layer.source, data=data), notice
+        return layer, ()
+    return SettingsLayer(scope=layer.scope, source=layer.source, data=data), tuple(dropped)
 
 
 # ---------------------------------------------------------------------------- combining
@@ -284,19 +283,18 @@ def combine(layers: Sequence[SettingsLayer], warnings: Sequence[str] = ()) -> Cl
                 env.update({str(k): _env_value(v) for k, v in values_env.items()})
             else:
                 bad("env", "an object of strings")
-        for key, target in (("disabledMcpjsonServers", disabled),):
-            if key in data:
-                if (values := _strings(data[key])) is None:
-                    bad(key, "a list of server names")
-                else:
-                    target.update(values)
+        if "disabledMcpjsonServers" in data:
+            if (values := _strings(data["disabledMcpjsonServers"])) is None:
+                bad("disabledMcpjsonServers", "a list of server names")
+            else:
+                disabled.update(values)
         if "enabledMcpjsonServers" in data:
             if (values := _strings(data["enabledMcpjsonServers"])) is None:
                 bad("enabledMcpjsonServers", "a list of server names")
             else:
                 enabled = (enabled or set()) | set(values)
         if "hooks" in data:
-            hooks.append((str(layer.source), data["hooks"]))
+            hooks.append((layer.source, data["hooks"]))
     return ClaudeSettings(
         layers=tuple(layers),
         allow=tuple(dict.fromkeys(rules["allow"])),
@@ -332,20 +330,21 @@ def load_claude_settings(
     and ``local`` layers go through :func:`untrusted_filter`. Raises :class:`ValueError` for
     a ``--settings`` file that does not exist.
     """
+    from caliban.trust import untrusted_notice
+
     layers, warnings = read_layers(cwd, sources=sources, extra=extra)
     if not trusted:
         filtered = []
         for layer in layers:
-            if layer.scope in ("project", "local"):
-                layer, notice = untrusted_filter(layer, project_root(cwd))
-                if notice:
-                    warnings.append(notice)
+            if layer.scope in PROJECT_SCOPES:
+                layer, dropped = untrusted_filter(layer)
+                if dropped:
+                    what = f"ignored {', '.join(dropped)} in {layer.source}"
+                    warnings.append(
+                        untrusted_notice(
+                            f"{what} (deny and ask rules still apply)", project_root(cwd)
+                        )
+                    )
             filtered.append(layer)
         layers = filtered
     return combine(layers, warnings)
-
-
-def apply_env(settings: ClaudeSettings, environ: os._Environ[str] | dict[str, str]) -> None:
-    """Put the settings' ``env`` into ``environ`` (the process environment: the provider,
-    Bash and MCP servers all see it)."""
-    environ.update(settings.env)

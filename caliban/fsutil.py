@@ -14,6 +14,15 @@ STALE_TEMP_S = 60.0
 """A temporary file of this module older than this was left by a write that was killed."""
 
 
+def resolved(path: Path) -> Path:
+    """``path`` made absolute with symlinks followed; where they loop, normalised only
+    (``Path.resolve`` raises there, and nothing can be written or read through a loop)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return Path(os.path.normpath(path.absolute()))
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that readers see the old or the new file, never half.
 

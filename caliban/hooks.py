@@ -153,7 +153,11 @@ def _matcher(
             warnings.append(f"{where}: only {{type: command, command: ...}} hooks run; skipped")
             continue
         timeout = hook.get("timeout", DEFAULT_TIMEOUT_S)
-        seconds = float(timeout) if isinstance(timeout, int | float) and timeout > 0 else 60.0
+        seconds = (
+            float(timeout)
+            if isinstance(timeout, int | float) and timeout > 0
+            else DEFAULT_TIMEOUT_S
+        )
         hooks.append(HookCommand(command=command, timeout=seconds, source=where))
     return HookMatcher(pattern=pattern, hooks=tuple(hooks)) if hooks else None
 

@@ -467,6 +467,22 @@ async def test_session_pattern_chosen_by_the_user(tmp_path: Path) -> None:
     assert policy.decide("Bash", "git log", read_only=False, origin=BUILTIN).behavior == "allow"
 
 
+async def test_allow_session_without_a_usable_rule_allows_that_call_only(
+    tmp_path: Path,
+) -> None:
+    # A line caliban cannot check has no suggestion; a rule the user typed may not parse.
+    policy = PermissionPolicy(project_root=tmp_path)
+    approver = Recorder(
+        PermissionAnswer.allow_session(), PermissionAnswer.allow_session("Bash(git status")
+    )
+    authorize = make_authorize(policy, approver)
+    ctx = _ctx(tmp_path)
+    assert await check(authorize, Bash(), {"command": "echo $(date)"}, ctx) is None
+    assert approver.requests[0].suggestion == ""
+    assert await check(authorize, Bash(), {"command": "git status"}, ctx) is None
+    assert policy.session_rules == []  # nothing wider than what the user said was added
+
+
 async def test_user_denial_reason_goes_to_the_model(tmp_path: Path) -> None:
     said = user_denial("Bash", "use pytest -x instead")
     authorize = make_authorize(
@@ -751,6 +767,32 @@ def test_caliban_user_files_and_the_trust_store_are_protected() -> None:
     for path in (user_config_path(), user_config_path().with_name("mcp.toml"), trust_file()):
         decision = _decide("Write", str(path), rules=rules(allow=["Edit(//**)"]))
         assert decision.behavior == "ask" and "is protected" in decision.reason
+
+
+def test_claude_codes_user_directory_is_protected_where_claude_config_dir_puts_it() -> None:
+    from caliban.paths import claude_user_dir
+
+    # Its settings.json hooks run in the next session, wherever $CLAUDE_CONFIG_DIR points.
+    settings = claude_user_dir() / "settings.json"
+    assert not settings.is_relative_to(Path.home())
+    decision = _decide("Write", str(settings), rules=rules(allow=["Edit(//**)"]))
+    assert decision.behavior == "ask"
+    assert decision.reason == f"{settings} is protected: it is Claude Code's user configuration"
+
+
+async def test_a_symlink_loop_is_decided_not_raised(tmp_path: Path) -> None:
+    # Path.resolve() raises on a loop (Python < 3.13); the call must still get an answer.
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    policy = PermissionPolicy(project_root=tmp_path, mode="acceptEdits")
+    authorize = make_authorize(policy, deny_approver)
+    ctx = _ctx(tmp_path)
+    assert await check(authorize, Write(), {"file_path": "a", "content": "x"}, ctx) is None
+    assert await check(authorize, Bash(), {"command": "echo x > a"}, ctx) is not None
+    allowed = PermissionPolicy(project_root=tmp_path, mode="acceptEdits")
+    allowed.allow_for_session("Bash(echo:*)")
+    decision = allowed.decide("Bash", "echo x > a", read_only=False, origin=BUILTIN, cwd=tmp_path)
+    assert decision.behavior == "allow"
 
 
 async def test_a_line_no_rule_can_check_says_why_and_what_would_allow_it(tmp_path: Path) -> None:

@@ -208,6 +208,25 @@ def test_held_back_lists_what_trust_would_enable(project: Path) -> None:
     assert held_back(project) == []
 
 
+def test_held_back_lists_what_claude_code_settings_would_widen(project: Path) -> None:
+    # A Claude Code project may carry only .claude/settings*.json: the REPL asks about it too.
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(
+        json.dumps(
+            {
+                "permissions": {"allow": ["Bash"], "deny": ["Read(.env)"]},
+                "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "touch x"}]}]},
+            }
+        )
+    )
+    (project / ".claude" / "settings.local.json").write_text('{"model": "opus"}')
+    assert held_back(project) == [
+        f"{project}/.claude/settings.json: 1 permissions.allow entry, hooks"
+    ]
+    trust(project)
+    assert held_back(project) == []
+
+
 # ---------------------------------------------------------------------------- caliban trust
 
 

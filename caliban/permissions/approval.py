@@ -9,6 +9,7 @@ or :func:`deny_approver` / :class:`DenyingApprover` when headless) whenever the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 from collections.abc import Awaitable, Sequence
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, assert_never
 
+from caliban.fsutil import resolved
 from caliban.permissions.policy import Decision, PermissionPolicy
 from caliban.permissions.rules import PATH_TOOLS, RuleError, is_within, suggest_rule
 from caliban.tools.base import Invocation, Preview, ToolEnv, ToolOrigin
@@ -66,7 +68,8 @@ AnswerKind = Literal["allow_once", "allow_session", "deny"]
 class PermissionAnswer:
     behavior: AnswerKind
     pattern: str | None = None
-    """For ``allow_session``: the rule to add (default: the request's suggestion)."""
+    """For ``allow_session``: the rule to add (default: the request's suggestion). When
+    there is none, or it does not parse, the call is allowed once and no rule is added."""
     reason: str | None = None
     """For ``deny``: the message the model gets, as is (see :func:`user_denial`); None
     gives a standard "the user declined" message."""
@@ -91,7 +94,8 @@ class Approver(Protocol):
 
 
 def describe(request: PermissionRequest) -> str:
-    """A short phrase for what the call would do: ``running `npm test``` …"""
+    """A short phrase for what the call would do: ``Running `npm test```, ``Edit on /p/a.py``,
+    ``Calling mcp__github__create_issue``."""
     if request.tool_name == "Bash" and request.subject:
         return f"Running `{request.subject}`"
     if request.tool_name in PATH_TOOLS and request.subject:
@@ -100,6 +104,8 @@ def describe(request: PermissionRequest) -> str:
 
 
 def headless_denial(request: PermissionRequest) -> str:
+    """The model's message for a call denied because nobody can be asked, with the flag
+    that would allow it."""
     start = (
         f"{describe(request)} requires approval ({request.reason}); caliban is running "
         "headless (-p)."
@@ -227,10 +233,10 @@ def make_authorize(policy: PermissionPolicy, approver: Approver) -> Authorize:
             case "allow_once":
                 return None
             case "allow_session":
-                try:
+                # No rule, or one that does not parse: this call was allowed, nothing more
+                # (never a different rule than the one the user saw).
+                with contextlib.suppress(RuleError):
                     policy.allow_for_session(answer.pattern or request.suggestion)
-                except RuleError:
-                    policy.allow_for_session(request.suggestion)
                 return None
             case "deny":
                 return answer.reason or user_denial(tool.name, None)
@@ -254,5 +260,5 @@ def _subject(tool_name: str, invocation: Invocation, cwd: Path) -> str | None:
     """The call's permission subject; a file tool's path made absolute and normalised."""
     subject = invocation.subject
     if subject is not None and tool_name in PATH_TOOLS:
-        subject = str((cwd / Path(subject).expanduser()).resolve())
+        subject = str(resolved(cwd / Path(subject).expanduser()))
     return subject

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,7 +100,7 @@ def _find_bash(
     ``bash -c`` run, substitutions), understood or not. An allow rule for all of Bash allows
     anything; otherwise the line must be fully understood and every simple command must be
     covered by some allow rule. (What its redirections write is decided apart, as writes:
-    :func:`_with_redirections`.)
+    :func:`decide`.)
     """
     bash = [rule for rule in rules if rule.names("Bash")]
     analysis = shell.analyze(command)
@@ -142,47 +143,19 @@ def decide(
     writes (and reads) of their targets, and the stricter answer wins.
     ``working_dirs`` (``--add-dir``) are treated like the project root for writes.
     """
-    decision = _decide(
-        tool_name,
-        subject,
-        read_only=read_only,
-        origin=origin,
-        mode=mode,
-        rules=rules,
-        project_root=project_root,
-        writes_path=writes_path,
-        working_dirs=working_dirs,
+    decide_one = functools.partial(
+        _decide, mode=mode, rules=rules, project_root=project_root, working_dirs=working_dirs
+    )
+    decision = decide_one(
+        tool_name, subject, read_only=read_only, origin=origin, writes_path=writes_path
     )
     if tool_name != "Bash" or subject is None or decision.behavior == "deny":
         return decision
     analysis = shell.analyze(subject)
     if not isinstance(analysis, shell.Understood):
-        return decision  # no allow rule vouches for it: it asks, or runs in bypass mode
-    return _with_redirections(
-        decision,
-        analysis,
-        mode=mode,
-        rules=rules,
-        project_root=project_root,
-        cwd=cwd,
-        working_dirs=working_dirs,
-    )
-
-
-def _with_redirections(
-    decision: Decision,
-    analysis: shell.Understood,
-    *,
-    mode: PermissionMode,
-    rules: PermissionRules,
-    project_root: Path,
-    cwd: Path | None,
-    working_dirs: Sequence[Path],
-) -> Decision:
-    """``decision`` about a Bash line, made stricter by what its redirections do: each file
-    it writes (``>``, ``>>``, ``2>``, ``&>``…) is decided as a Write of that file (deny and
-    ask rules, protected paths, outside the project, the mode), each file it reads (``<``)
-    against the Read deny rules."""
+        # Its redirections cannot be known. No allow rule but one for all of Bash matches
+        # it; that rule, a hook's allow or bypassPermissions lets it write anything anyway.
+        return decision
     where = cwd or project_root
     for path in shell.read_paths(analysis, cwd=where):
         if rule := _find(rules.deny, "Read", str(path), project_root, allowing=False):
@@ -192,19 +165,21 @@ def _with_redirections(
                 f"{rule.text!r} denies reading it",
                 rule=rule.text,
             )
+    writes = [
+        (path, decide_one("Write", str(path), read_only=False, origin=BUILTIN, writes_path=path))
+        for path in shell.written_paths(analysis, cwd=where)
+    ]
+    return _with_writes(decision, writes, project_root)
+
+
+def _with_writes(
+    decision: Decision, writes: Sequence[tuple[Path, Decision]], project_root: Path
+) -> Decision:
+    """``decision`` about a Bash line, made stricter by the files its redirections write
+    (``>``, ``>>``, ``2>``, ``&>``…), each decided as a Write of that file (deny and ask
+    rules, protected paths, outside the project, the mode)."""
     verdict = decision
-    for path in shell.written_paths(analysis, cwd=where):
-        write = _decide(
-            "Write",
-            str(path),
-            read_only=False,
-            origin=BUILTIN,
-            mode=mode,
-            rules=rules,
-            project_root=project_root,
-            writes_path=path,
-            working_dirs=working_dirs,
-        )
+    for path, write in writes:
         what = f"it redirects output to {path}, and {write.reason}"
         match write.behavior:
             case "deny":

@@ -80,6 +80,7 @@ def _user_file(path: Path) -> str | None:
         (config_home / "fish", "the fish shell runs it"),
         (home / ".ssh", "it is SSH configuration (ProxyCommand runs commands) or keys"),
         (home / ".claude", "it is Claude Code's user configuration"),
+        (paths.claude_user_dir(), "it is Claude Code's user configuration"),
     )
     target = str(path).casefold()
     for place, reason in places:

@@ -148,6 +148,7 @@ class PermissionRules:
         return cls(allow=_parse_all(allow), ask=_parse_all(ask), deny=_parse_all(deny))
 
     def with_allow(self, rules: Sequence[Rule]) -> PermissionRules:
+        """These rules with ``rules`` allowed too (the session's "don't ask again" rules)."""
         return PermissionRules(allow=(*self.allow, *rules), ask=self.ask, deny=self.deny)
 
 

@@ -3,8 +3,9 @@
 :func:`analyze` parses a command line with tree-sitter's bash grammar and returns either
 :class:`Understood` — every simple command as the argv bash would run (quotes removed,
 escapes resolved), its leading assignments and its redirections — or :class:`NotUnderstood`
-with a short reason. Rule matching sits on top (:func:`allows`, :func:`deny_texts`,
-:func:`suggest_rule`), as do the paths a line writes (:func:`written_paths`).
+with a short reason. Rule matching sits on top (:func:`allows`, :func:`deny_matches`,
+:func:`suggest_rule`), as do the files a line writes and reads (:func:`written_paths`,
+:func:`read_paths`).
 
 tree-sitter's grammar is an approximation of bash, so its tree is not trusted blindly:
 
@@ -31,6 +32,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+
+from caliban.fsutil import resolved
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
@@ -1177,16 +1180,6 @@ def allows(pattern: str, command: SimpleCommand) -> bool:
     return pattern_matches(pattern, command.text)
 
 
-def line_allowed(patterns: Sequence[str], analysis: Analysis) -> bool:
-    """Whether allow-rule patterns cover a whole line: it must be understood, have at
-    least one command, and every simple command must be covered by some pattern."""
-    if not isinstance(analysis, Understood) or not analysis.commands:
-        return False
-    return all(
-        any(allows(pattern, command) for pattern in patterns) for command in analysis.commands
-    )
-
-
 def deny_matches(pattern: str, analysis: Analysis) -> bool:
     """Whether a deny (or ask) rule's pattern covers any part of the line: the whole
     text, any simple command, what wrappers run, ``bash -c``/``eval`` strings — also in
@@ -1333,7 +1326,7 @@ def _paths(
                 raise ValueError(f"cannot resolve {target!r} after an unknown cd")
             else:
                 path = current / target
-            found[path.resolve()] = None
+            found[resolved(path)] = None
         inner = _unwrap_builtins(command.argv)
         if inner and inner[0] in _CD:
             current = _chdir(inner, current, home)
@@ -1354,7 +1347,6 @@ __all__ = [
     "analyze",
     "deny_matches",
     "deny_texts",
-    "line_allowed",
     "pattern_matches",
     "read_paths",
     "render",

@@ -245,6 +245,7 @@ def held_back(cwd: Path) -> list[str]:
 
     Read with the same loaders a session uses, so the answer matches what it would skip.
     """
+    from caliban.claude_settings import PROJECT_SCOPES, read_layers, untrusted_filter
     from caliban.mcp.config import load_mcp_config
 
     root = project_root(cwd)
@@ -254,6 +255,12 @@ def held_back(cwd: Path) -> list[str]:
         f"{file.path}: {', '.join(file.ignored)}"
         for file in load_config(cwd, trusted=False).files
         if file.ignored
+    ]
+    claude_layers, _ = read_layers(cwd, sources=PROJECT_SCOPES)
+    items += [
+        f"{layer.source}: {', '.join(dropped)}"
+        for layer in claude_layers
+        if (dropped := untrusted_filter(layer)[1])
     ]
     items += [
         f"{server.where}: MCP server {server.name} ({server.target})"
