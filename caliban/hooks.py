@@ -60,7 +60,12 @@ EventName = Literal[
 ]
 EVENTS: tuple[EventName, ...] = get_args(EventName)
 """The events caliban runs hooks for (Claude Code's names)."""
-TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse"})
+MATCHED_EVENTS = frozenset(
+    {"PreToolUse", "PostToolUse", "SessionStart", "PreCompact", "Notification"}
+)
+"""Events whose ``matcher`` applies (Claude Code's): to the tool name, the session start's
+source (``startup|resume``), the compaction's trigger (``manual|auto``), the notification's
+type (``permission_prompt``). Other events run every hook."""
 DEFAULT_TIMEOUT_S = 60.0
 MAX_OUTPUT_BYTES = 1_000_000
 """A hook's stdout or stderr beyond this is cut (it is read, not kept)."""
@@ -79,7 +84,8 @@ class HookCommand:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HookMatcher:
     pattern: re.Pattern[str] | None
-    """Tool names it applies to (a regex matched against the whole name); None: all."""
+    """What it applies to (a regex matched against the whole tool name, source, trigger or
+    notification type); None: all."""
     hooks: tuple[HookCommand, ...]
 
 
@@ -89,12 +95,13 @@ class HookConfig:
 
     events: Mapping[str, tuple[HookMatcher, ...]] = field(default_factory=dict)
 
-    def commands(self, event: str, tool_name: str | None = None) -> tuple[HookCommand, ...]:
-        """The hooks for ``event`` (and ``tool_name``), each command once, in order."""
+    def commands(self, event: str, subject: str | None = None) -> tuple[HookCommand, ...]:
+        """The hooks for ``event`` whose matcher accepts ``subject`` (:data:`MATCHED_EVENTS`),
+        each command once, in order."""
         found: dict[str, HookCommand] = {}
         for matcher in self.events.get(event, ()):
             pattern = matcher.pattern
-            if pattern is not None and (tool_name is None or not pattern.fullmatch(tool_name)):
+            if pattern is not None and (subject is None or not pattern.fullmatch(subject)):
                 continue
             for hook in matcher.hooks:
                 found.setdefault(hook.command, hook)
@@ -124,7 +131,7 @@ def parse_hooks(data: object, source: str) -> tuple[HookConfig, list[str]]:
         matchers: list[HookMatcher] = []
         for index, entry in enumerate(entries if isinstance(entries, list) else [entries]):
             where = f"{source}: hooks.{event}[{index}]"
-            matcher = _matcher(entry, where, warnings, tool_event=event in TOOL_EVENTS)
+            matcher = _matcher(entry, where, warnings, matched=event in MATCHED_EVENTS)
             if matcher is not None:
                 matchers.append(matcher)
         if matchers:
@@ -133,14 +140,14 @@ def parse_hooks(data: object, source: str) -> tuple[HookConfig, list[str]]:
 
 
 def _matcher(
-    entry: object, where: str, warnings: list[str], *, tool_event: bool
+    entry: object, where: str, warnings: list[str], *, matched: bool
 ) -> HookMatcher | None:
     if not isinstance(entry, Mapping) or not isinstance(entry.get("hooks"), list):
         warnings.append(f"{where}: expected {{matcher, hooks: [...]}}; ignored")
         return None
     raw = entry.get("matcher")
     pattern = None
-    if tool_event and isinstance(raw, str) and raw not in ("", "*"):
+    if matched and isinstance(raw, str) and raw not in ("", "*"):
         try:
             pattern = re.compile(raw)
         except re.error as exc:
@@ -320,8 +327,9 @@ class HookRunner:
         }
 
     async def run(self, event: str, match: str | None = None, **extra: Any) -> list[_Ran]:
-        """Run every hook for ``event`` (whose matcher accepts the tool name ``match``)
-        concurrently; their results in configuration order."""
+        """Run every hook for ``event`` whose matcher accepts ``match`` (the tool name, the
+        source, the trigger: :data:`MATCHED_EVENTS`) concurrently; their results in
+        configuration order."""
         hooks = self.config.commands(event, match)
         if not hooks:
             return []
@@ -453,18 +461,22 @@ class HookRunner:
         return f"{event} hook feedback:\n{reason}" if reason else None
 
     async def compacting(self, trigger: str, instructions: str | None) -> str | None:
-        ran = await self.run("PreCompact", trigger=trigger, custom_instructions=instructions or "")
+        ran = await self.run(
+            "PreCompact", trigger, trigger=trigger, custom_instructions=instructions or ""
+        )
         return _block_reason(ran)
 
     async def session_started(self, source: str) -> str | None:
         """SessionStart: text for the model's context, if a hook gave any."""
-        return _context(await self.run("SessionStart", source=source), f"SessionStart:{source}")
+        ran = await self.run("SessionStart", source, source=source)
+        return _context(ran, f"SessionStart:{source}")
 
     async def session_ended(self, reason: str) -> None:
         await self.run("SessionEnd", reason=reason)
 
     async def notification(self, message: str) -> None:
-        await self.run("Notification", message=message, notification_type="permission_prompt")
+        kind = "permission_prompt"
+        await self.run("Notification", kind, message=message, notification_type=kind)
 
 
 async def _communicate(process: asyncio.subprocess.Process, payload: str) -> tuple[str, str]:

@@ -237,6 +237,34 @@ def test_session_start_context_and_session_end(
     assert records(log)[0]["stdin"]["source"] == "startup"
 
 
+def test_session_start_and_pre_compact_matchers_select_the_source_and_trigger() -> None:
+    config, warnings = parse_hooks(
+        {
+            "SessionStart": [{"matcher": "resume", "hooks": [{"command": "on-resume"}]}],
+            "PreCompact": [{"matcher": "auto", "hooks": [{"command": "on-auto"}]}],
+            "Stop": [{"matcher": "ignored", "hooks": [{"command": "always"}]}],
+        },
+        "settings.json",
+    )
+    assert warnings == []
+    assert config.commands("SessionStart", "startup") == ()
+    assert [h.command for h in config.commands("SessionStart", "resume")] == ["on-resume"]
+    assert config.commands("PreCompact", "manual") == ()
+    assert [h.command for h in config.commands("PreCompact", "auto")] == ["on-auto"]
+    assert [h.command for h in config.commands("Stop")] == ["always"]
+
+
+def test_a_resume_only_session_start_hook_runs_on_continue_not_on_a_new_session(
+    fake_model_server: FakeModelServer, project: Path, hooks: Any, isolated_dirs: Path
+) -> None:
+    log = hooks({"SessionStart": ("resume", "log")}, user_config(isolated_dirs))
+    fake_model_server.add({"text": "one"}, {"text": "two"})
+    assert run(fake_model_server, "anthropic", project, "hello").returncode == 0
+    assert records(log) == []
+    assert run(fake_model_server, "anthropic", project, "-c", "again").returncode == 0
+    assert [r["stdin"]["source"] for r in records(log)] == ["resume"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "settings_file",
