@@ -311,8 +311,13 @@ def test_mcp_list_and_tools_start_nothing_in_an_untrusted_folder(project: Path) 
     (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"evil": server}}))
     result = CliRunner().invoke(app, ["mcp", "list"])
     assert result.exit_code == 0
-    assert f"evil  not started: folder not trusted ({project}/.mcp.json:1)" in result.stdout
+    assert "evil  stdio      not trusted      -      -        -" in result.stdout
+    assert f"    not started: folder not trusted ({project}/.mcp.json:1)" in result.stdout
     assert "is not a trusted folder" in result.stderr
+    result = CliRunner().invoke(app, ["mcp", "search", "anything"])
+    assert result.exit_code == 1 and "no MCP servers configured" not in result.stderr
+    assert f"did not start MCP server evil from {project}/.mcp.json" in result.stderr
+    assert f"caliban trust {project}" in result.stderr
     result = CliRunner().invoke(app, ["mcp", "tools", "evil"])
     assert result.exit_code == 1 and "MCP server 'evil'" in result.stderr
     assert "does not start" in result.stderr

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from caliban.mcp.status import format_rows, status_rows
+from caliban.mcp.status import StatusRow, format_rows, status_rows
 
 if TYPE_CHECKING:
     from caliban.mcp.client import ServerStatus
@@ -132,10 +132,23 @@ def mcp_list() -> None:
         print("or `caliban mcp add NAME --url URL` (see docs/mcp.md).")
         return
     statuses, _ = asyncio.run(_connect(list(config.servers))) if config.servers else ([], [])
-    for text in format_rows(status_rows(statuses)):
+    for text in format_rows(status_rows(statuses) + _untrusted_rows(config)):
         print(text)
-    for server in config.untrusted:
-        print(f"{server.name}  not started: folder not trusted ({server.where})")
+
+
+def _untrusted_rows(config: McpConfig) -> list[StatusRow]:
+    return [
+        StatusRow(
+            name=server.name,
+            transport=server.transport,
+            state="not trusted",
+            tools=0,
+            chars=0,
+            tokens=0,
+            detail=(f"not started: folder not trusted ({server.where})",),
+        )
+        for server in config.untrusted
+    ]
 
 
 @mcp_app.command("add")
@@ -324,8 +337,11 @@ def mcp_search(
     from caliban.mcp.lazy.tool_search import format_search, search_catalog
 
     config = _load()
+    for notice in config.untrusted_notices:
+        _err(f"caliban: warning: {notice}")
     if not config.servers:
-        _err("caliban: no MCP servers configured (see `caliban mcp add`)")
+        if not config.untrusted:
+            _err("caliban: no MCP servers configured (see `caliban mcp add`)")
         raise typer.Exit(EXIT_NOT_FOUND)
     enabled = list(config.enabled)
     cache = user_cache()
