@@ -1,0 +1,148 @@
+"""Claude Code invocations written by others, replayed against the real ``caliban`` executable.
+
+Each test takes a command line (or a file) as it appears in public scripts, CI workflows and
+Claude Code's documentation, runs it against the fake model server with ``caliban`` in place
+of ``claude``, and checks what the script relies on: the exit code, stdout a ``jq`` filter
+reads, the request the model received, the file written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_model_server import FakeModelServer
+
+pytestmark = pytest.mark.slow
+
+
+def caliban(
+    server: FakeModelServer | None, cwd: Path, *args: str, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    if server is not None:
+        env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.anthropic_base_url)
+    return subprocess.run(
+        [sys.executable, "-m", "caliban", *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def system_text(body: dict[str, Any]) -> str:
+    system = body.get("system", "")
+    return system if isinstance(system, str) else "".join(b.get("text", "") for b in system)
+
+
+# ---------------------------------------------------------------------------- flags
+
+
+def test_debug_with_and_without_a_filter_keeps_stdout_clean(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    # `claude --debug "api,mcp" -p …` and `claude -p "hi" -d` (CLI reference examples).
+    fake_model_server.add({"text": "one"}, {"text": "two"})
+    filtered = caliban(fake_model_server, project, "--debug", "api,mcp", "-p", "hi")
+    assert (filtered.returncode, filtered.stdout) == (0, "one\n")
+    assert "HTTP Request: POST" in filtered.stderr
+    bare = caliban(fake_model_server, project, "-p", "-d", "what is in this folder")
+    assert (bare.returncode, bare.stdout) == (0, "two\n")
+    # The words after -d were the prompt, not a debug filter.
+    assert "what is in this folder" in json.dumps(fake_model_server.requests[1].body["messages"])
+
+
+def test_debug_file_gets_the_log(fake_model_server: FakeModelServer, project: Path) -> None:
+    fake_model_server.add({"text": "ok"})
+    log = project / "debug.log"
+    result = caliban(fake_model_server, project, "-p", "hi", "--debug-file", str(log))
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "HTTP Request: POST" in log.read_text()
+
+
+def test_system_prompt_files(fake_model_server: FakeModelServer, project: Path) -> None:
+    (project / "sys.md").write_text("You are a release-notes writer.")
+    (project / "extra.md").write_text("Answer in French.")
+    fake_model_server.add({"text": "a"}, {"text": "b"})
+    replaced = caliban(fake_model_server, project, "-p", "x", "--system-prompt-file", "sys.md")
+    appended = caliban(
+        fake_model_server, project, "-p", "x", "--append-system-prompt-file", "extra.md"
+    )
+    assert (replaced.returncode, appended.returncode) == (0, 0)
+    first, second = (system_text(r.body) for r in fake_model_server.requests)
+    assert "You are a release-notes writer." in first and "# Environment" not in first
+    assert second.rstrip().endswith("Answer in French.")
+
+
+def test_system_prompt_and_its_file_together_is_claude_codes_error(project: Path) -> None:
+    (project / "sys.md").write_text("x")
+    both = caliban(
+        None, project, "-p", "x", "--system-prompt", "y", "--system-prompt-file", "sys.md"
+    )
+    assert both.returncode == 2
+    assert "Cannot use both --system-prompt and --system-prompt-file" in both.stderr
+    missing = caliban(None, project, "-p", "x", "--append-system-prompt-file", "nope.md")
+    assert missing.returncode == 2
+    assert "Append system prompt file not found" in missing.stderr
+
+
+def test_flags_that_change_nothing_here_are_accepted(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    # From a Ralph loop script, an SDK wrapper and the CLI reference.
+    fake_model_server.add({"text": "done"})
+    result = caliban(
+        fake_model_server,
+        project,
+        "-p",
+        "do the task",
+        "--name",
+        "ralph-0001",
+        "--betas",
+        "interleaved-thinking-2025-05-14",
+        "--exclude-dynamic-system-prompt-sections",
+        "--ide",
+        "--no-chrome",
+        "--allow-dangerously-skip-permissions",
+        "--effort",
+        "max",
+        "--output-format",
+        "json",
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["result"] == "done"
+    assert "do the task" in json.dumps(fake_model_server.requests[0].body["messages"])
+    assert "--betas is not supported" in result.stderr
+    assert "--effort max runs as high" in result.stderr
+
+
+def test_permission_prompt_tool_is_accepted_and_what_would_ask_is_denied(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    fake_model_server.add(
+        {"tool_calls": [{"name": "Write", "arguments": {"file_path": "a.txt", "content": "x"}}]},
+        {"text": "could not write"},
+    )
+    result = caliban(
+        fake_model_server,
+        project,
+        "-p",
+        "write a.txt",
+        "--output-format",
+        "json",
+        "--permission-prompt-tool",
+        "mcp__auth__prompt",
+    )
+    assert result.returncode == 0
+    assert "--permission-prompt-tool mcp__auth__prompt is not supported" in result.stderr
+    denials = json.loads(result.stdout)["permission_denials"]
+    assert [d["tool_name"] for d in denials] == ["Write"]
+    assert not (project / "a.txt").exists()
