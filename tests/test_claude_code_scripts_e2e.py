@@ -146,3 +146,94 @@ def test_permission_prompt_tool_is_accepted_and_what_would_ask_is_denied(
     denials = json.loads(result.stdout)["permission_denials"]
     assert [d["tool_name"] for d in denials] == ["Write"]
     assert not (project / "a.txt").exists()
+
+
+# ---------------------------------------------------------------------------- claude mcp …
+
+
+def mcp_toml(path: Path) -> dict[str, Any]:
+    import tomllib
+
+    server: dict[str, Any] = tomllib.loads(path.read_text()).get("server", {})
+    return server
+
+
+def test_mcp_add_json_with_the_scope_before_or_after(project: Path, isolated_dirs: Path) -> None:
+    # Both orders appear in setup scripts; the JSON is what .mcp.json holds.
+    http = caliban(
+        None,
+        project,
+        "mcp",
+        "add-json",
+        "github",
+        '{"type":"http","url":"https://api.githubcopilot.com/mcp",'
+        '"headers":{"Authorization":"Bearer ${GITHUB_PAT}"}}',
+        "-s",
+        "user",
+    )
+    stdio = caliban(
+        None,
+        project,
+        "mcp",
+        "add-json",
+        "-s",
+        "local",
+        "notionApi",
+        '{"type":"stdio","command":"npx","args":["-y","@notionhq/notion-mcp-server"],'
+        '"env":{"OPENAPI_MCP_HEADERS":"{\\"Notion-Version\\": \\"2022-06-28\\"}"},'
+        '"alwaysLoad":true}',
+    )
+    assert (http.returncode, stdio.returncode) == (0, 0), http.stderr + stdio.stderr
+    assert mcp_toml(isolated_dirs / "config" / "mcp.toml")["github"] == {
+        "transport": "http",
+        "url": "https://api.githubcopilot.com/mcp",
+        "headers": {"Authorization": "Bearer ${GITHUB_PAT}"},
+    }
+    # Claude Code's default scope, local, is this project's file; the name keeps its capital.
+    assert mcp_toml(project / ".caliban" / "mcp.toml")["notionApi"] == {
+        "transport": "stdio",
+        "command": "npx",
+        "args": ["-y", "@notionhq/notion-mcp-server"],
+        "env": {"OPENAPI_MCP_HEADERS": '{"Notion-Version": "2022-06-28"}'},
+        "lazy": False,
+    }
+    shown = caliban(None, project, "mcp", "get", "github")
+    assert "url:       https://api.githubcopilot.com/mcp" in shown.stdout
+
+
+def test_mcp_add_json_that_is_not_json_is_a_usage_error(project: Path) -> None:
+    result = caliban(None, project, "mcp", "add-json", "x", "{command: npx}")
+    assert result.returncode == 2
+    assert "invalid JSON" in result.stderr
+    assert not (project / ".caliban" / "mcp.toml").exists()
+
+
+def test_mcp_add_with_the_url_as_claude_code_takes_it(project: Path, isolated_dirs: Path) -> None:
+    # `claude mcp add --transport sse context7 https://mcp.context7.com/sse -s user`
+    sse = caliban(
+        None,
+        project,
+        *("mcp", "add", "--transport", "sse", "context7", "https://mcp.context7.com/sse"),
+        *("-s", "user"),
+    )
+    http = caliban(
+        None,
+        project,
+        *("mcp", "add", "--transport", "http", "sentry", "https://mcp.sentry.dev/mcp"),
+        *("--scope", "project", "--header", "Authorization: Bearer X"),
+    )
+    assert (sse.returncode, http.returncode) == (0, 0), sse.stderr + http.stderr
+    assert mcp_toml(isolated_dirs / "config" / "mcp.toml")["context7"] == {
+        "url": "https://mcp.context7.com/sse",
+        "transport": "sse",
+    }
+    assert mcp_toml(project / ".caliban" / "mcp.toml")["sentry"] == {
+        "url": "https://mcp.sentry.dev/mcp",
+        "transport": "http",
+        "headers": {"Authorization": "Bearer X"},
+    }
+    removed = caliban(None, project, "mcp", "remove", "-s", "user", "context7")
+    assert removed.returncode == 0
+    assert "context7" not in mcp_toml(isolated_dirs / "config" / "mcp.toml")
+    missing = caliban(None, project, "mcp", "remove", "engram", "--scope", "user")
+    assert missing.returncode == 1
