@@ -237,3 +237,52 @@ def test_mcp_add_with_the_url_as_claude_code_takes_it(project: Path, isolated_di
     assert "context7" not in mcp_toml(isolated_dirs / "config" / "mcp.toml")
     missing = caliban(None, project, "mcp", "remove", "engram", "--scope", "user")
     assert missing.returncode == 1
+
+
+# ---------------------------------------------------------------------------- hooks
+
+
+def test_a_hook_in_exec_form_runs_its_command_with_its_args_and_no_shell(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    # Claude Code's exec form, as a Windows-portable settings.json writes it:
+    # {"command": "node", "args": ["${CLAUDE_PROJECT_DIR}/.claude/hooks/x.cjs"]}.
+    from caliban.trust import trust
+
+    trust(project)
+    hook = project / ".claude" / "hooks" / "record.py"
+    hook.parent.mkdir(parents=True)
+    hook.write_text(
+        "import json, sys\n"
+        "event = json.load(sys.stdin)\n"
+        "with open(sys.argv[1], 'w') as f:\n"
+        "    json.dump([sys.argv[2], event['tool_name']], f)\n"
+    )
+    settings = {
+        "hooks": {
+            "PostToolUse": [
+                {
+                    "matcher": "Write",
+                    "hooks": [
+                        {
+                            "type": "command",
+                            "command": sys.executable,
+                            "args": [
+                                "${CLAUDE_PROJECT_DIR}/.claude/hooks/record.py",
+                                "${CLAUDE_PROJECT_DIR}/hook-ran.json",
+                                "$HOME; not a shell",
+                            ],
+                        }
+                    ],
+                }
+            ]
+        }
+    }
+    (project / ".claude" / "settings.json").write_text(json.dumps(settings))
+    fake_model_server.add(
+        {"tool_calls": [{"name": "Write", "arguments": {"file_path": "b.txt", "content": "x"}}]},
+        {"text": "ok"},
+    )
+    result = caliban(fake_model_server, project, "-p", "write b", "--dangerously-skip-permissions")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert json.loads((project / "hook-ran.json").read_text()) == ["$HOME; not a shell", "Write"]
