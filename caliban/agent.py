@@ -166,6 +166,8 @@ class Agent:
         """Loads the tools a user's prompt most likely needs before it is sent (lazy MCP)."""
         self._stop: str | None = None
         """Set when a PreToolUse hook asked to end the turn after its tool ran."""
+        self._ended = False
+        """Set when a tool's result ends the turn (:attr:`ToolOutput.ends_turn`)."""
 
     def build_request(self) -> ProviderRequest:
         addendum = self.toolset.system_addendum()
@@ -237,6 +239,11 @@ class Agent:
             )
             if self._stop is not None:  # a PreToolUse hook said "continue": false
                 return RunResult(subtype="success", text="", num_turns=turn, usage=usage)
+            if self._ended:  # the answer came as a tool call (StructuredOutput)
+                self._ended = False
+                return RunResult(
+                    subtype="success", text=self._last_text(), num_turns=turn, usage=usage
+                )
             if self.repeat_guard.end_turn():
                 return RunResult(
                     subtype="error_during_execution",
@@ -442,6 +449,8 @@ class Agent:
         if (reason := await self.authorize(tool, bound, ctx)) is not None:
             return ToolOutput.error(f"Permission denied for {call.name}: {reason}"), True
         output = await self._run_bound(tool, bound, ctx)
+        if output.ends_turn and not output.is_error:
+            self._ended = True
         response = output.data if output.data is not None else output.as_text
         note = await self.hooks.after_tool(
             tool.name, call.arguments, call.id, response, failed=output.is_error

@@ -290,6 +290,10 @@ async def _turn(
     builder.init(init_info(session))
     extra: dict[str, Any] = {}
     denied_before = len(state.denier.denied)
+    if options.json_schema is not None:
+        from caliban.tools.structured_output import STATE_KEY
+
+        session.env.state.pop(STATE_KEY, None)  # each turn gives its own answer
     try:
         state.turn = asyncio.ensure_future(_run_prompt(session, prompt))
         try:
@@ -317,6 +321,11 @@ async def _turn(
         elif result.subtype == "error_during_execution":  # a refused /command, a looping model
             outcome = TurnOutcome(kind="error", error=result.error)
             code = EXIT_ERROR
+        elif (
+            options.json_schema is not None
+            and (structured := _structured(session, extra)) is not None
+        ):
+            outcome, code = structured
         elif result.num_turns == 0:  # answered without a request: an unknown /command
             builder.synthetic(result.text)
             outcome = TurnOutcome(kind="success", text=result.text, requested=False)
@@ -332,6 +341,22 @@ async def _turn(
     if state.interrupted:
         raise asyncio.CancelledError
     return code
+
+
+def _structured(session: Session, extra: dict[str, Any]) -> tuple[TurnOutcome, int] | None:
+    """``--json-schema``: the answer goes in ``structured_output`` and, as JSON text, in
+    ``result`` (``None``: it came); without one the turn failed, as in Claude Code."""
+    from caliban.tools.structured_output import MAX_ATTEMPTS, provided
+
+    value = provided(session.env)
+    if value is not None:
+        extra["result"] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        extra["structured_output"] = value
+        return None
+    error = f"Failed to provide valid structured output after {MAX_ATTEMPTS} attempts"
+    sys.stderr.write(f"caliban: {error}\n")
+    extra["subtype"] = "error_max_structured_output_retries"
+    return TurnOutcome(kind="error", error=error), EXIT_ERROR
 
 
 async def _run_prompt(session: Session, prompt: str | Message) -> RunResult:

@@ -141,6 +141,7 @@ CASES = [
     Case("stream_input_replay"),
     Case("stream_input_assistant_line"),
     Case("stream_input_control_initialize"),
+    Case("flag_json_schema"),
 ]
 
 USAGE_ERRORS = [

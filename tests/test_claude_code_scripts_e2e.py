@@ -286,3 +286,77 @@ def test_a_hook_in_exec_form_runs_its_command_with_its_args_and_no_shell(
     result = caliban(fake_model_server, project, "-p", "write b", "--dangerously-skip-permissions")
     assert (result.returncode, result.stderr) == (0, "")
     assert json.loads((project / "hook-ran.json").read_text()) == ["$HOME; not a shell", "Write"]
+
+
+# ---------------------------------------------------------------------------- --json-schema
+
+FUNCTIONS_SCHEMA = json.dumps(
+    {
+        "type": "object",
+        "properties": {"functions": {"type": "array", "items": {"type": "string"}}},
+        "required": ["functions"],
+    }
+)
+
+
+def structured(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "StructuredOutput", "arguments": arguments}]}
+
+
+def test_json_schema_answer_is_what_jq_structured_output_reads(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    # `claude -p "Extract function names from auth.py" --output-format json --json-schema …
+    #  | jq '.structured_output'` (a headless-mode skill); a wrong answer is sent back first.
+    fake_model_server.add(structured({"functions": "login"}), structured({"functions": ["login"]}))
+    result = caliban(
+        fake_model_server,
+        project,
+        *("-p", "Extract function names from auth.py", "--output-format", "json"),
+        *("--json-schema", FUNCTIONS_SCHEMA),
+    )
+    assert result.returncode == 0, result.stderr
+    frame = json.loads(result.stdout)
+    assert frame["structured_output"] == {"functions": ["login"]}
+    assert json.loads(frame["result"]) == {"functions": ["login"]}
+    assert (frame["subtype"], frame["is_error"]) == ("success", False)
+    first = fake_model_server.requests[0].body
+    [tool] = [t for t in first["tools"] if t["name"] == "StructuredOutput"]
+    assert tool["input_schema"] == json.loads(FUNCTIONS_SCHEMA)
+    sent_back = json.dumps(fake_model_server.requests[1].body["messages"][-1])
+    assert "Output does not match required schema: /functions" in sent_back
+    # The accepted call ended the turn: no request after it.
+    assert len(fake_model_server.requests) == 2
+
+
+def test_json_schema_text_output_is_the_json(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    fake_model_server.add({"text": "They are login and logout."}, structured({"functions": []}))
+    result = caliban(fake_model_server, project, "-p", "x", "--json-schema", FUNCTIONS_SCHEMA)
+    assert (result.returncode, result.stdout) == (0, '{"functions":[]}\n')
+    # Answering in prose got a reminder to use the tool.
+    assert "StructuredOutput" in json.dumps(fake_model_server.requests[1].body["messages"][-1])
+
+
+def test_json_schema_never_answered_is_an_error_result(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    fake_model_server.add(*({"text": "no"} for _ in range(6)))
+    result = caliban(
+        fake_model_server,
+        project,
+        *("-p", "x", "--output-format", "json", "--json-schema", FUNCTIONS_SCHEMA),
+    )
+    assert result.returncode == 1
+    frame = json.loads(result.stdout)
+    assert (frame["subtype"], frame["is_error"]) == ("error_max_structured_output_retries", True)
+    assert "structured_output" not in frame
+
+
+def test_json_schema_that_is_not_a_schema_is_a_usage_error(project: Path) -> None:
+    not_json = caliban(None, project, "-p", "x", "--json-schema", "{type: object}")
+    bad_type = caliban(None, project, "-p", "x", "--json-schema", '{"type": "objekt"}')
+    assert (not_json.returncode, bad_type.returncode) == (2, 2)
+    assert "--json-schema: not valid JSON" in not_json.stderr
+    assert "--json-schema: not a valid JSON Schema" in bad_type.stderr

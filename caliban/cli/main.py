@@ -11,7 +11,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 from typer.core import TyperGroup, TyperOption
@@ -287,6 +287,15 @@ def root(
             "-r", "--resume", metavar="ID", help="Resume session ID (no ID: pick from a list)."
         ),
     ] = None,
+    json_schema: Annotated[
+        str | None,
+        typer.Option(
+            "--json-schema",
+            metavar="SCHEMA",
+            help="With -p: answer with JSON matching this JSON Schema (the result's "
+            "structured_output).",
+        ),
+    ] = None,
     system_prompt_file: Annotated[
         Path | None,
         typer.Option("--system-prompt-file", metavar="FILE", help="Replace the system prompt."),
@@ -344,6 +353,7 @@ def root(
             "supported: nothing answers permission prompts in -p, so a call that would ask is "
             "denied (allow it with --allowedTools or a settings rule)"
         )
+    schema = _json_schema(json_schema) if json_schema is not None else None
     if effort in ("xhigh", "max"):
         _err(f"caliban: warning: --effort {effort} runs as high (caliban's highest)")
         effort = "high"
@@ -376,6 +386,7 @@ def root(
         tools=_tool_set(tools),
         agents_json=agents,
         no_session_persistence=no_session_persistence,
+        json_schema=schema,
     )
     global _session_ran
     _session_ran = True
@@ -386,6 +397,16 @@ def root(
     from caliban.repl.app import run_interactive
 
     raise typer.Exit(run_interactive(options))
+
+
+def _json_schema(text: str) -> dict[str, Any]:
+    from caliban.tools.structured_output import SchemaError, parse_schema
+
+    try:
+        return parse_schema(text)
+    except SchemaError as exc:
+        _err(f"Error: --json-schema: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
 
 
 def _prompt_flag(text: str | None, path: Path | None, what: str) -> str | None:

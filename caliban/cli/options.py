@@ -6,9 +6,10 @@ the command line (and the command line imports the runners only when it runs the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 EXIT_USAGE = 2
 EXIT_CONFIG = 78
@@ -62,3 +63,6 @@ class CliOptions:
     no_session_persistence: bool = False
     effort: str | None = None
     """``--effort``: low, medium or high (the ``model_effort`` setting)."""
+    json_schema: Mapping[str, Any] | None = None
+    """``--json-schema``: the main agent answers through a StructuredOutput tool with this
+    input schema (:mod:`caliban.tools.structured_output`)."""

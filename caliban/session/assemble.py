@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from caliban.mcp.client import McpManager
     from caliban.mcp.config import ServerConfig
     from caliban.permissions.approval import Approver, PermissionAnswer, PermissionRequest
+    from caliban.tools.base import Tool
 
 
 def preload() -> None:
@@ -163,7 +164,7 @@ async def open_session(
             append=options.append_system_prompt,
         ),
         env=ToolEnv(cwd=options.cwd, project_root=root, read_denied=policy.read_denial),
-        builtins=chosen.builtins,
+        builtins=_with_structured_output(chosen.builtins, options.json_schema),
         agents=agent_definitions if chosen.agent else (),
         skills=catalog.items,
         permissions=policy,
@@ -176,6 +177,10 @@ async def open_session(
         id=options.session_id or new_session_id(),
     )
     hooks = _hooks(loaded, setup.claude.hooks, session, root)
+    if options.json_schema is not None:
+        from caliban.tools.structured_output import RequireStructuredOutput
+
+        session.hooks = RequireStructuredOutput(session.hooks, session.env)
     if notifying is not None:
         notifying.hooks = hooks
     try:
@@ -388,6 +393,17 @@ async def _report_failures(session: Session, manager: McpManager) -> None:
             from caliban.mcp.status import describe_failure
 
             session.emit(Notice(level="warning", text=describe_failure(status)))
+
+
+def _with_structured_output(
+    builtins: Sequence[Tool], schema: Mapping[str, Any] | None
+) -> Sequence[Tool]:
+    """``--json-schema``: the built-in tools and StructuredOutput."""
+    if schema is None:
+        return builtins
+    from caliban.tools.structured_output import StructuredOutputTool
+
+    return [*builtins, StructuredOutputTool(schema)]
 
 
 def result_extra(session: Session) -> dict[str, Any]:
