@@ -50,7 +50,7 @@ from caliban.toolsets.base import PromptTools, Toolset
 Authorize = Callable[[Tool, Invocation, CallContext], Awaitable[str | None]]
 """Returns ``None`` to let a call run, or the reason it was denied (shown to the model)."""
 
-RunSubtype = Literal["success", "error_max_turns", "error_during_execution"]
+RunSubtype = Literal["success", "error_max_turns", "error_during_execution", "error_max_budget_usd"]
 CUT_TWICE = (
     "The answer was cut at the output token limit (max_tokens) again after one continuation; "
     "it is incomplete."
@@ -145,6 +145,7 @@ class Agent:
         web_search: bool = False,
         hooks: LoopHooks = NO_HOOKS,
         prompt_tools: Callable[[str], PromptTools | None] | None = None,
+        over_budget: Callable[[], str | None] | None = None,
     ) -> None:
         self.provider = provider
         self.model = model
@@ -166,6 +167,8 @@ class Agent:
         """Loads the tools a user's prompt most likely needs before it is sent (lazy MCP)."""
         self._stop: str | None = None
         """Set when a PreToolUse hook asked to end the turn after its tool ran."""
+        self.over_budget = over_budget
+        """Asked after each response: why the run must stop now (``--max-budget-usd``)."""
         self._ended = False
         """Set when a tool's result ends the turn (:attr:`ToolOutput.ends_turn`)."""
 
@@ -209,6 +212,16 @@ class Agent:
         for turn in range(1, self.max_turns + 1):
             response = await self._respond()
             usage += response.usage
+            if self.over_budget is not None and (spent := self.over_budget()) is not None:
+                # As Claude Code does: the response that crossed the budget is the last one,
+                # and its tool calls do not run.
+                return RunResult(
+                    subtype="error_max_budget_usd",
+                    text=response.message.text,
+                    num_turns=turn,
+                    usage=usage,
+                    error=spent,
+                )
             calls = response.message.tool_calls
             if not calls:
                 if response.stop_reason == "pause_turn":

@@ -132,7 +132,7 @@ class _Stream:
 class TurnOutcome:
     """How a turn ended, for its result frame."""
 
-    kind: Literal["success", "max_turns", "api_error", "interrupted", "error"]
+    kind: Literal["success", "max_turns", "max_budget", "api_error", "interrupted", "error"]
     error: str | None = None
     status: int | None = None
     max_turns: int | None = None
@@ -776,6 +776,20 @@ class FrameBuilder:
                     "uuid": _uuid(),
                     "errors": [f"Reached maximum number of turns ({outcome.max_turns})"],
                 }
+            case "max_budget":
+                # Claude Code's shape: error_max_turns' without terminal_reason.
+                frame = {
+                    "type": "result",
+                    "subtype": "error_max_budget_usd",
+                    **common,
+                    "is_error": True,
+                    "num_turns": num_turns,
+                    "stop_reason": self.stop_reason,
+                    **totals,
+                    "fast_mode_state": "off",
+                    "uuid": _uuid(),
+                    "errors": [outcome.error or "Reached maximum budget"],
+                }
             case "interrupted" | "error":
                 frame = {
                     "type": "result",
@@ -825,6 +839,11 @@ class FrameBuilder:
             frame["error"] = outcome.error  # caliban's key, kept for earlier scripts
         frame.update(extra or {})
         return frame
+
+    def total_cost(self) -> float | None:
+        """What the session's requests cost so far (``total_cost_usd``); ``None`` when a
+        model's price is unknown."""
+        return self._total_cost()
 
     def _total_cost(self) -> float | None:
         costs = [totals.cost for totals in self.model_totals.values()]

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
@@ -191,6 +192,8 @@ async def _run(options: CliOptions, prompt: str | None, output: Output) -> int:
             options, approver=state.denier, listeners=[builder, notes], interactive=False
         ) as session:
             _bind(builder, session)
+            if options.max_budget_usd is not None:
+                session.over_budget = _budget(options.max_budget_usd, builder, session)
             if options.input_format == "stream-json":
                 code = await _stream_input(session, options, builder, output, state)
             else:
@@ -318,6 +321,9 @@ async def _turn(
         if result.subtype == "error_max_turns":
             outcome = TurnOutcome(kind="max_turns", max_turns=session.max_turns)
             code = EXIT_ERROR
+        elif result.subtype == "error_max_budget_usd":
+            outcome = TurnOutcome(kind="max_budget", error=result.error)
+            code = EXIT_ERROR
         elif result.subtype == "error_during_execution":  # a refused /command, a looping model
             outcome = TurnOutcome(kind="error", error=result.error)
             code = EXIT_ERROR
@@ -341,6 +347,31 @@ async def _turn(
     if state.interrupted:
         raise asyncio.CancelledError
     return code
+
+
+def _budget(limit: float, builder: FrameBuilder, session: Session) -> Callable[[], str | None]:
+    """``--max-budget-usd``: the check the agent makes after each response. With a model
+    whose price caliban does not know, the budget cannot be kept: said once, not enforced."""
+    warned = False
+    amount = f"{limit:.10f}".rstrip("0").rstrip(".")  # as given: 0.0001, not 1e-04
+
+    def over() -> str | None:
+        nonlocal warned
+        spent = builder.total_cost()
+        if spent is None:
+            if not warned:
+                warned = True
+                session.emit(
+                    Notice(
+                        level="warning",
+                        text=f"--max-budget-usd is not enforced: the price of {session.model} "
+                        "is unknown",
+                    )
+                )
+            return None
+        return f"Reached maximum budget (${amount})" if spent >= limit else None
+
+    return over
 
 
 def _structured(session: Session, extra: dict[str, Any]) -> tuple[TurnOutcome, int] | None:

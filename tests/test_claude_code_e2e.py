@@ -142,6 +142,7 @@ CASES = [
     Case("stream_input_assistant_line"),
     Case("stream_input_control_initialize"),
     Case("flag_json_schema"),
+    Case("flag_max_budget"),
 ]
 
 USAGE_ERRORS = [

@@ -360,3 +360,38 @@ def test_json_schema_that_is_not_a_schema_is_a_usage_error(project: Path) -> Non
     assert (not_json.returncode, bad_type.returncode) == (2, 2)
     assert "--json-schema: not valid JSON" in not_json.stderr
     assert "--json-schema: not a valid JSON Schema" in bad_type.stderr
+
+
+# ---------------------------------------------------------------------------- --max-budget-usd
+
+
+def test_a_ralph_loop_iteration_runs_within_its_budget_and_stops_past_it(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    # The argument list of a public "Ralph loop" script (one claude -p per task).
+    (project / "prompt.md").write_text("Pick the next task and do it.")
+    bash = {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo hi"}}]}
+    fake_model_server.add({"text": "done"}, bash)
+    ralph = (
+        *("-p", (project / "prompt.md").read_text(), "--model", "opus"),
+        "--dangerously-skip-permissions",
+        *("--append-system-prompt", "EPIC_ID=e1. You are in iteration 1."),
+        *("--name", "ralph-0001"),
+    )
+    within = caliban(fake_model_server, project, *ralph, "--max-budget-usd", "5")
+    assert (within.returncode, within.stdout) == (0, "done\n"), within.stderr
+    past = caliban(
+        fake_model_server,
+        project,
+        *ralph,
+        *("--max-budget-usd", "0.00001", "--output-format", "json"),
+    )
+    assert past.returncode == 1
+    frame = json.loads(past.stdout)
+    assert (frame["subtype"], frame["is_error"]) == ("error_max_budget_usd", True)
+    assert frame["errors"] == ["Reached maximum budget ($0.00001)"]
+    assert frame["total_cost_usd"] > 0.00001
+    # The response that crossed the budget was the last: its Bash call did not run.
+    assert len(fake_model_server.requests) == 2
+    zero = caliban(None, project, "-p", "x", "--max-budget-usd", "0")
+    assert zero.returncode == 2

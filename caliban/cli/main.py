@@ -287,6 +287,14 @@ def root(
             "-r", "--resume", metavar="ID", help="Resume session ID (no ID: pick from a list)."
         ),
     ] = None,
+    max_budget_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--max-budget-usd",
+            metavar="USD",
+            help="With -p: stop once the model requests cost this many dollars.",
+        ),
+    ] = None,
     json_schema: Annotated[
         str | None,
         typer.Option(
@@ -354,6 +362,9 @@ def root(
             "denied (allow it with --allowedTools or a settings rule)"
         )
     schema = _json_schema(json_schema) if json_schema is not None else None
+    if max_budget_usd is not None and not max_budget_usd > 0:
+        _err("Error: --max-budget-usd must be a positive number greater than 0")
+        raise typer.Exit(EXIT_USAGE)
     if effort in ("xhigh", "max"):
         _err(f"caliban: warning: --effort {effort} runs as high (caliban's highest)")
         effort = "high"
@@ -387,6 +398,7 @@ def root(
         agents_json=agents,
         no_session_persistence=no_session_persistence,
         json_schema=schema,
+        max_budget_usd=max_budget_usd,
     )
     global _session_ran
     _session_ran = True

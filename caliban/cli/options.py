@@ -63,6 +63,8 @@ class CliOptions:
     no_session_persistence: bool = False
     effort: str | None = None
     """``--effort``: low, medium or high (the ``model_effort`` setting)."""
+    max_budget_usd: float | None = None
+    """``--max-budget-usd``: end the turn once the requests cost this much."""
     json_schema: Mapping[str, Any] | None = None
     """``--json-schema``: the main agent answers through a StructuredOutput tool with this
     input schema (:mod:`caliban.tools.structured_output`)."""

@@ -88,6 +88,9 @@ class Session:
     activation: ActivationCell | None = None
     """The lazily loaded MCP tools now active; ``None`` when lazy loading cannot apply
     (``tools.lazy_mcp = false`` and no server with ``lazy = true``)."""
+    over_budget: Callable[[], str | None] | None = None
+    """Asked after each of the main agent's responses: why the turn must stop
+    (``--max-budget-usd``); ``None``: no budget."""
     toolset: Toolset = field(init=False)
     """Every tool the session's agent may call, composed once (see :mod:`caliban.toolsets`)."""
     _lazy: LazyMcpToolset | None = field(default=None, init=False, repr=False)
@@ -199,6 +202,7 @@ class Session:
             web_search=self.offers_web_search(),
             hooks=self.hooks,
             prompt_tools=self._lazy.preactivate if self._lazy is not None else None,
+            over_budget=self.over_budget,
         )
 
     def offers_web_search(self, scope: AgentDefinition | None = None) -> bool:
