@@ -25,6 +25,7 @@ from caliban.events import (
     AssistantThinkingDelta,
     ConversationCompacted,
     HistoryAppended,
+    ModelFallback,
     Notice,
     ToolFinished,
     ToolResultsMessage,
@@ -38,6 +39,7 @@ from caliban.providers.base import (
     ApiRetry,
     PromptTooLong,
     Provider,
+    ProviderError,
     ProviderRequest,
     ResponseDone,
     TextDelta,
@@ -50,6 +52,8 @@ from caliban.toolsets.base import PromptTools, Toolset
 Authorize = Callable[[Tool, Invocation, CallContext], Awaitable[str | None]]
 """Returns ``None`` to let a call run, or the reason it was denied (shown to the model)."""
 
+OVERLOADED = 529
+"""Anthropic's status for an overloaded model: what ``--fallback-model`` falls back on."""
 RunSubtype = Literal["success", "error_max_turns", "error_during_execution", "error_max_budget_usd"]
 CUT_TWICE = (
     "The answer was cut at the output token limit (max_tokens) again after one continuation; "
@@ -146,6 +150,7 @@ class Agent:
         hooks: LoopHooks = NO_HOOKS,
         prompt_tools: Callable[[str], PromptTools | None] | None = None,
         over_budget: Callable[[], str | None] | None = None,
+        fallback_models: Sequence[str] = (),
     ) -> None:
         self.provider = provider
         self.model = model
@@ -167,6 +172,10 @@ class Agent:
         """Loads the tools a user's prompt most likely needs before it is sent (lazy MCP)."""
         self._stop: str | None = None
         """Set when a PreToolUse hook asked to end the turn after its tool ran."""
+        self.fallback_models = list(fallback_models)
+        """Models to switch to, in order, when the model stays overloaded through every
+        retry (``--fallback-model``); for this run only: the next prompt tries the first
+        model again, as Claude Code does."""
         self.over_budget = over_budget
         """Asked after each response: why the run must stop now (``--max-budget-usd``)."""
         self._ended = False
@@ -281,7 +290,7 @@ class Agent:
         if policy is not None and policy.due(self.conversation.last_usage):
             await self.compact("auto")
         try:
-            return await self._stream(self.build_request())
+            return await self._request()
         except PromptTooLong as too_long:
             if policy is None:
                 raise
@@ -289,7 +298,26 @@ class Agent:
                 await self.compact("auto")
             except CompactionFailed:
                 raise too_long from None
-            return await self._stream(self.build_request())
+            return await self._request()
+
+    async def _request(self) -> ResponseDone:
+        """One response, from a fallback model when the model is overloaded (HTTP 529)
+        after every retry and a fallback is left."""
+        while True:
+            try:
+                return await self._stream(self.build_request())
+            except ProviderError as exc:
+                if exc.status != OVERLOADED or not self.fallback_models:
+                    raise
+                original, self.model = self.model, self.fallback_models.pop(0)
+                self.emit(
+                    ModelFallback(
+                        original_model=original,
+                        fallback_model=self.model,
+                        error=str(exc),
+                        parent_tool_use_id=self.parent_id,
+                    )
+                )
 
     async def compact(self, trigger: Trigger, instructions: str | None = None) -> None:
         """Replace the older part of the history with a summary (see :mod:`caliban.compaction`).

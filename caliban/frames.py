@@ -46,6 +46,7 @@ from caliban.events import (
     ConversationCompacted,
     HistoryAppended,
     ModelChanged,
+    ModelFallback,
     Notice,
     ToolFinished,
     ToolResultsMessage,
@@ -261,6 +262,18 @@ class FrameBuilder:
                     self._request_starts()
             case ApiRetryEvent():
                 self._api_retry(event)
+            case ModelFallback():
+                if child is None:
+                    self.emit(
+                        self._system(
+                            "model_fallback",
+                            trigger="overloaded",
+                            original_model=event.original_model,
+                            fallback_model=event.fallback_model,
+                            content=f"Switched to {event.fallback_model} due to high demand "
+                            f"for {event.original_model}",
+                        )
+                    )
             case BackgroundTaskUpdate():
                 self._background(event)
             case AssistantThinkingDelta():

@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
-from caliban.events import AgentEvent, ApiRetryEvent, ConversationCompacted, Notice
+from caliban.events import (
+    AgentEvent,
+    ApiRetryEvent,
+    ConversationCompacted,
+    ModelFallback,
+    Notice,
+)
 from caliban.frames import Frame, FrameBuilder, TurnOutcome
 
 if TYPE_CHECKING:
@@ -134,6 +140,11 @@ class StderrNotes:
         match event:
             case Notice(level=level, text=text):
                 self.err.write(f"caliban: {level}: {text}\n")
+            case ModelFallback() if not self.stream_json and not event.parent_tool_use_id:
+                self.err.write(
+                    f"caliban: {event.original_model} is overloaded ({event.error}); "
+                    f"switched to {event.fallback_model}\n"
+                )
             case ApiRetryEvent() if not self.stream_json:
                 self.err.write(
                     f"caliban: API error ({event.error}); attempt {event.attempt} of "

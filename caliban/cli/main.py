@@ -287,6 +287,14 @@ def root(
             "-r", "--resume", metavar="ID", help="Resume session ID (no ID: pick from a list)."
         ),
     ] = None,
+    fallback_model: Annotated[
+        str | None,
+        typer.Option(
+            "--fallback-model",
+            metavar="MODELS",
+            help="With -p: when the model stays overloaded, switch to these (comma-separated).",
+        ),
+    ] = None,
     max_budget_usd: Annotated[
         float | None,
         typer.Option(
@@ -399,6 +407,7 @@ def root(
         no_session_persistence=no_session_persistence,
         json_schema=schema,
         max_budget_usd=max_budget_usd,
+        fallback_models=_split_list(fallback_model) if fallback_model else (),
     )
     global _session_ran
     _session_ran = True

@@ -63,6 +63,9 @@ class CliOptions:
     no_session_persistence: bool = False
     effort: str | None = None
     """``--effort``: low, medium or high (the ``model_effort`` setting)."""
+    fallback_models: tuple[str, ...] = ()
+    """``--fallback-model``: models (ids or aliases) to switch to when the model is
+    overloaded."""
     max_budget_usd: float | None = None
     """``--max-budget-usd``: end the turn once the requests cost this much."""
     json_schema: Mapping[str, Any] | None = None

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from caliban.mcp.client import McpManager
     from caliban.mcp.config import ServerConfig
     from caliban.permissions.approval import Approver, PermissionAnswer, PermissionRequest
+    from caliban.providers.select import ProviderChoice
     from caliban.tools.base import Tool
 
 
@@ -152,6 +153,8 @@ async def open_session(
         asker = deny_approver
     else:
         asker = notifying
+    fallback_warnings: list[str] = []
+    fallbacks = _fallbacks(options.fallback_models, choice, fallback_warnings)
     session = Session(
         settings=settings,
         provider=provider,
@@ -175,6 +178,7 @@ async def open_session(
         mcp=manager,
         permission_mode_name=setup.permission_mode,
         id=options.session_id or new_session_id(),
+        fallback_models=fallbacks,
     )
     hooks = _hooks(loaded, setup.claude.hooks, session, root)
     if options.json_schema is not None:
@@ -193,6 +197,7 @@ async def open_session(
             *setup.warnings,
             *chosen.warnings,
             *([model_warning] if model_warning else []),
+            *fallback_warnings,
             *loaded.warnings,
             *mcp_config.problems,
             *mcp_config.warnings,
@@ -393,6 +398,23 @@ async def _report_failures(session: Session, manager: McpManager) -> None:
             from caliban.mcp.status import describe_failure
 
             session.emit(Notice(level="warning", text=describe_failure(status)))
+
+
+def _fallbacks(
+    names: Sequence[str], choice: ProviderChoice, warnings: list[str]
+) -> tuple[str, ...]:
+    """``--fallback-model`` names as the provider's models (aliases resolved); an alias that
+    means nothing for the provider is left out with a warning."""
+    from caliban.model_aliases import resolve_alias
+
+    models = []
+    for name in names:
+        model = resolve_alias(name, choice.provider, os.environ)
+        if model is None:
+            warnings.append(f"--fallback-model {name!r} means nothing for {choice.provider}")
+        elif model != choice.model:
+            models.append(model)
+    return tuple(models)
 
 
 def _with_structured_output(

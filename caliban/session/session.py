@@ -88,6 +88,8 @@ class Session:
     activation: ActivationCell | None = None
     """The lazily loaded MCP tools now active; ``None`` when lazy loading cannot apply
     (``tools.lazy_mcp = false`` and no server with ``lazy = true``)."""
+    fallback_models: tuple[str, ...] = ()
+    """``--fallback-model``: the main agent's models when its own stays overloaded."""
     over_budget: Callable[[], str | None] | None = None
     """Asked after each of the main agent's responses: why the turn must stop
     (``--max-budget-usd``); ``None``: no budget."""
@@ -203,6 +205,7 @@ class Session:
             hooks=self.hooks,
             prompt_tools=self._lazy.preactivate if self._lazy is not None else None,
             over_budget=self.over_budget,
+            fallback_models=self.fallback_models,
         )
 
     def offers_web_search(self, scope: AgentDefinition | None = None) -> bool:
