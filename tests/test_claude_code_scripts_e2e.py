@@ -395,3 +395,34 @@ def test_a_ralph_loop_iteration_runs_within_its_budget_and_stops_past_it(
     assert len(fake_model_server.requests) == 2
     zero = caliban(None, project, "-p", "x", "--max-budget-usd", "0")
     assert zero.returncode == 2
+
+
+# ---------------------------------------------------------------------------- sessions
+
+
+def test_fork_session_continues_under_a_new_id_and_leaves_the_old_one(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    # An SDK wrapper's argv: --resume ID --fork-session (branch a conversation).
+    fake_model_server.add({"text": "first answer"}, {"text": "forked"}, {"text": "again"})
+    first = caliban(fake_model_server, project, "-p", "first", "--output-format", "json")
+    old_id = json.loads(first.stdout)["session_id"]
+    forked = caliban(
+        fake_model_server,
+        project,
+        *("-p", "second", "--resume", old_id, "--fork-session", "--output-format", "json"),
+    )
+    assert forked.returncode == 0, forked.stderr
+    new_id = json.loads(forked.stdout)["session_id"]
+    assert new_id != old_id
+    assert "first answer" in json.dumps(fake_model_server.requests[1].body["messages"])
+    # The fork has the whole history; the original does not have the fork's turn.
+    again = caliban(fake_model_server, project, "-p", "third", "--resume", new_id)
+    assert again.returncode == 0, again.stderr
+    sent = json.dumps(fake_model_server.requests[2].body["messages"])
+    assert "first answer" in sent and "forked" in sent
+    fake_model_server.add({"text": "back on the old one"})
+    original = caliban(fake_model_server, project, "-p", "fourth", "--resume", old_id)
+    assert original.returncode == 0, original.stderr
+    sent = json.dumps(fake_model_server.requests[3].body["messages"])
+    assert "first answer" in sent and "forked" not in sent

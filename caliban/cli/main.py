@@ -347,6 +347,14 @@ def root(
             "so what would ask is denied.",
         ),
     ] = None,
+    fork_session: Annotated[
+        bool,
+        typer.Option(
+            "--fork-session",
+            help="With -c or --resume: continue in a new session (a new id), leaving the "
+            "old one as it was.",
+        ),
+    ] = False,
     version: Annotated[
         bool,
         typer.Option(
@@ -389,6 +397,7 @@ def root(
         disallowed_tools=_split_rules(disallowed_tools),
         continue_session=continue_session,
         resume=resume,
+        fork_session=fork_session,
         cwd=Path.cwd(),
         verbose=verbose,
         input_format=input_format,

@@ -42,6 +42,8 @@ class CliOptions:
     resume: str | None
     """A session id, ``""`` for the picker, or ``None``."""
     cwd: Path
+    fork_session: bool = False
+    """``--fork-session``: with ``-c``/``--resume``, continue under a new session id."""
     verbose: bool = False
     input_format: InputFormat = "text"
     include_partial_messages: bool = False
