@@ -426,3 +426,29 @@ def test_fork_session_continues_under_a_new_id_and_leaves_the_old_one(
     assert original.returncode == 0, original.stderr
     sent = json.dumps(fake_model_server.requests[3].body["messages"])
     assert "first answer" in sent and "forked" not in sent
+
+
+def test_disable_slash_commands_leaves_out_commands_and_skills(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    # As recorded from Claude Code 2.1.197: no commands, no skills, no Skill tool, and a
+    # /command is unknown (answered without a request).
+    (project / ".claude" / "commands").mkdir(parents=True)
+    (project / ".claude" / "commands" / "update-docs.md").write_text("Update the docs.\n")
+    (project / ".claude" / "skills" / "pdf").mkdir(parents=True)
+    (project / ".claude" / "skills" / "pdf" / "SKILL.md").write_text(
+        "---\nname: pdf\ndescription: PDFs\n---\nUse pdftotext.\n"
+    )
+    result = caliban(
+        fake_model_server,
+        project,
+        *("-p", "/update-docs", "--disable-slash-commands"),
+        *("--output-format", "stream-json", "--verbose"),
+    )
+    assert result.returncode == 0, result.stderr
+    frames = [json.loads(line) for line in result.stdout.splitlines()]
+    init, last = frames[0], frames[-1]
+    assert (init["slash_commands"], init["skills"]) == ([], [])
+    assert "Skill" not in init["tools"]
+    assert last["result"] == "Unknown command: /update-docs"
+    assert fake_model_server.requests == []

@@ -347,6 +347,10 @@ def root(
             "so what would ask is denied.",
         ),
     ] = None,
+    disable_slash_commands: Annotated[
+        bool,
+        typer.Option("--disable-slash-commands", help="No custom commands or skills."),
+    ] = False,
     fork_session: Annotated[
         bool,
         typer.Option(
@@ -398,6 +402,7 @@ def root(
         continue_session=continue_session,
         resume=resume,
         fork_session=fork_session,
+        disable_slash_commands=disable_slash_commands,
         cwd=Path.cwd(),
         verbose=verbose,
         input_format=input_format,

@@ -42,6 +42,8 @@ class CliOptions:
     resume: str | None
     """A session id, ``""`` for the picker, or ``None``."""
     cwd: Path
+    disable_slash_commands: bool = False
+    """``--disable-slash-commands``: no custom commands or skills (and no Skill tool)."""
     fork_session: bool = False
     """``--fork-session``: with ``-c``/``--resume``, continue under a new session id."""
     verbose: bool = False

@@ -169,7 +169,7 @@ async def open_session(
         env=ToolEnv(cwd=options.cwd, project_root=root, read_denied=policy.read_denial),
         builtins=_with_structured_output(chosen.builtins, options.json_schema),
         agents=agent_definitions if chosen.agent else (),
-        skills=catalog.items,
+        skills=() if options.disable_slash_commands else catalog.items,
         permissions=policy,
         authorize=make_authorize(policy, asker),
         listeners=list(listeners),
