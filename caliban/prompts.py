@@ -209,10 +209,11 @@ def system_prompt(
     trusted: bool | None = None,
     replace: str | None = None,
     append: str | None = None,
+    memory: bool = True,
 ) -> str:
     """The system prompt. ``replace`` (``--system-prompt``) stands for everything caliban
     would write, environment and memory included; ``append`` (``--append-system-prompt``)
-    follows after a blank line."""
+    follows after a blank line; ``memory=False`` (``--bare``) leaves the memory files out."""
     if replace is not None:
         prompt = replace
     else:
@@ -220,7 +221,7 @@ def system_prompt(
             BASE_PROMPT,
             environment_facts(cwd, project_root, today=today, add_dirs=add_dirs),
         ]
-        if memory := project_memory(cwd, project_root, trusted=trusted):
-            sections.append(memory)
+        if memory and (files := project_memory(cwd, project_root, trusted=trusted)):
+            sections.append(files)
         prompt = "\n\n".join(sections)
     return f"{prompt}\n\n{append}" if append else prompt

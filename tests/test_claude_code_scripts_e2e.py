@@ -452,3 +452,43 @@ def test_disable_slash_commands_leaves_out_commands_and_skills(
     assert "Skill" not in init["tools"]
     assert last["result"] == "Unknown command: /update-docs"
     assert fake_model_server.requests == []
+
+
+def test_bare_runs_without_the_projects_memory_hooks_servers_and_commands(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    # What Claude Code 2.1.197 does with --bare (recorded against the same files): tools
+    # Bash, Edit and Read; no CLAUDE.md, hooks, .mcp.json, commands or skills; the settings'
+    # permission rules still apply.
+    from caliban.trust import trust
+
+    trust(project)
+    marker = project / "stop-hook-ran"
+    (project / ".claude" / "commands").mkdir(parents=True)
+    (project / ".claude" / "commands" / "cmd1.md").write_text("do cmd1\n")
+    (project / "CLAUDE.md").write_text("MEMORY-MARKER\n")
+    (project / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"t": {"command": "python3", "args": ["-c", "pass"]}}})
+    )
+    settings = {
+        "permissions": {"allow": ["Bash(echo:*)"]},
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": f"touch {marker}"}]}]},
+    }
+    (project / ".claude" / "settings.json").write_text(json.dumps(settings))
+    fake_model_server.add(
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo hi"}}]},
+        {"text": "done"},
+    )
+    result = caliban(
+        fake_model_server,
+        project,
+        *("-p", "go", "--bare", "--output-format", "stream-json", "--verbose"),
+    )
+    assert result.returncode == 0, result.stderr
+    frames = [json.loads(line) for line in result.stdout.splitlines()]
+    init, last = frames[0], frames[-1]
+    assert sorted(init["tools"]) == ["Bash", "Edit", "Read"]
+    assert (init["mcp_servers"], init["slash_commands"]) == ([], [])
+    assert (last["result"], last["permission_denials"]) == ("done", [])
+    assert "MEMORY-MARKER" not in json.dumps(fake_model_server.requests[0].body)
+    assert not marker.exists()

@@ -347,6 +347,14 @@ def root(
             "so what would ask is denied.",
         ),
     ] = None,
+    bare: Annotated[
+        bool,
+        typer.Option(
+            "--bare",
+            help="Minimal: tools Bash, Edit, Read; no memory files, hooks, commands, skills, "
+            "or MCP servers but --mcp-config's.",
+        ),
+    ] = False,
     disable_slash_commands: Annotated[
         bool,
         typer.Option("--disable-slash-commands", help="No custom commands or skills."),
@@ -402,7 +410,8 @@ def root(
         continue_session=continue_session,
         resume=resume,
         fork_session=fork_session,
-        disable_slash_commands=disable_slash_commands,
+        disable_slash_commands=disable_slash_commands or bare,
+        bare=bare,
         cwd=Path.cwd(),
         verbose=verbose,
         input_format=input_format,
@@ -411,12 +420,12 @@ def root(
         system_prompt=system_prompt,
         append_system_prompt=append_system_prompt,
         mcp_config=tuple(mcp_config or ()),
-        strict_mcp_config=strict_mcp_config,
+        strict_mcp_config=strict_mcp_config or bare,
         add_dirs=tuple(path.expanduser().resolve() for path in add_dir or ()),
         session_id=session_id,
         settings=settings,
         setting_sources=_split_list(setting_sources) if setting_sources is not None else None,
-        tools=_tool_set(tools),
+        tools=BARE_TOOLS if bare and tools is None else _tool_set(tools),
         agents_json=agents,
         no_session_persistence=no_session_persistence,
         json_schema=schema,
@@ -500,6 +509,10 @@ def _start_debug_log(spec: str, path: Path | None) -> None:
         logger = logging.getLogger(name)
         logger.setLevel(logging.DEBUG)
         logger.addHandler(handler)
+
+
+BARE_TOOLS = ("Bash", "Edit", "Read")
+"""``--bare``'s tools, as Claude Code 2.1.197 gives them (``--tools`` still chooses)."""
 
 
 def _split_rules(values: list[str] | None) -> tuple[str, ...]:

@@ -42,6 +42,9 @@ class CliOptions:
     resume: str | None
     """A session id, ``""`` for the picker, or ``None``."""
     cwd: Path
+    bare: bool = False
+    """``--bare``: no memory files, hooks or MCP servers but ``--mcp-config``'s (the flag also
+    narrows the tools and turns off commands and skills)."""
     disable_slash_commands: bool = False
     """``--disable-slash-commands``: no custom commands or skills (and no Skill tool)."""
     fork_session: bool = False

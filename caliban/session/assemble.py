@@ -165,6 +165,7 @@ async def open_session(
             add_dirs=setup.add_dirs,
             replace=options.system_prompt,
             append=options.append_system_prompt,
+            memory=not options.bare,
         ),
         env=ToolEnv(cwd=options.cwd, project_root=root, read_denied=policy.read_denial),
         builtins=_with_structured_output(chosen.builtins, options.json_schema),
@@ -180,7 +181,7 @@ async def open_session(
         id=options.session_id or new_session_id(),
         fallback_models=fallbacks,
     )
-    hooks = _hooks(loaded, setup.claude.hooks, session, root)
+    hooks = None if options.bare else _hooks(loaded, setup.claude.hooks, session, root)
     if options.json_schema is not None:
         from caliban.tools.structured_output import RequireStructuredOutput
 
