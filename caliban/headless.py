@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import sys
 import threading
@@ -138,6 +139,10 @@ class StderrNotes:
 
     def __call__(self, event: AgentEvent) -> None:
         match event:
+            case Notice(level="info", text=text):
+                # Claude Code prints nothing on stderr when all goes well, and scripts read
+                # `2>&1` as output: information goes to the debug log (--debug) only.
+                logging.getLogger("caliban.notice").info(text)
             case Notice(level=level, text=text):
                 self.err.write(f"caliban: {level}: {text}\n")
             case ModelFallback() if not self.stream_json and not event.parent_tool_use_id:

@@ -492,3 +492,21 @@ def test_bare_runs_without_the_projects_memory_hooks_servers_and_commands(
     assert (last["result"], last["permission_denials"]) == ("done", [])
     assert "MEMORY-MARKER" not in json.dumps(fake_model_server.requests[0].body)
     assert not marker.exists()
+
+
+def test_a_resumed_run_prints_nothing_on_stderr_for_scripts_that_read_2_and_1(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    # `claude -p … --output-format stream-json --verbose 2>&1 | while read -r line; do jq …`
+    fake_model_server.add({"text": "one"}, {"text": "two"}, {"text": "three"})
+    first = caliban(fake_model_server, project, "-p", "first", "--output-format", "json")
+    session_id = json.loads(first.stdout)["session_id"]
+    resumed = caliban(
+        fake_model_server,
+        project,
+        *("-p", "next", "--resume", session_id, "--output-format", "stream-json", "--verbose"),
+    )
+    assert (resumed.returncode, resumed.stderr) == (0, "")
+    continued = caliban(fake_model_server, project, "-c", "-p", "again", "--debug")
+    assert continued.stdout == "three\n"
+    assert f"Resumed session {session_id}" in continued.stderr  # the debug log has it
