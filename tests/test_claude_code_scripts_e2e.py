@@ -510,3 +510,30 @@ def test_a_resumed_run_prints_nothing_on_stderr_for_scripts_that_read_2_and_1(
     continued = caliban(fake_model_server, project, "-c", "-p", "again", "--debug")
     assert continued.stdout == "three\n"
     assert f"Resumed session {session_id}" in continued.stderr  # the debug log has it
+
+
+# ---------------------------------------------------------------------------- credentials
+
+
+def test_anthropic_auth_token_is_the_credential_a_gateway_gets(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    # Ollama's, LiteLLM's and other gateways' Claude Code setups:
+    # ANTHROPIC_BASE_URL=… ANTHROPIC_AUTH_TOKEN=… ANTHROPIC_API_KEY="" claude -p …
+    fake_model_server.add({"text": "ok"})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    env.update(
+        ANTHROPIC_BASE_URL=fake_model_server.anthropic_base_url,
+        ANTHROPIC_AUTH_TOKEN="gateway-token",
+        ANTHROPIC_API_KEY="",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "caliban", "-p", "hi"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stdout) == (0, "ok\n"), result.stderr
+    assert fake_model_server.requests[0].headers["authorization"] == "Bearer gateway-token"
