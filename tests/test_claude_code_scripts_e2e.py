@@ -537,3 +537,28 @@ def test_anthropic_auth_token_is_the_credential_a_gateway_gets(
     )
     assert (result.returncode, result.stdout) == (0, "ok\n"), result.stderr
     assert fake_model_server.requests[0].headers["authorization"] == "Bearer gateway-token"
+
+
+def test_mcp_add_stdio_spellings_from_setup_scripts(project: Path, isolated_dirs: Path) -> None:
+    # `claude mcp add --scope project --transport stdio NAME SCRIPT` and options after the
+    # command: `claude mcp add --scope user mcp-obsidian uvx mcp-obsidian --env K=V`.
+    explicit = caliban(
+        None,
+        project,
+        *("mcp", "add", "--scope", "project", "--transport", "stdio", "heimdall", "./wrap.sh"),
+    )
+    trailing = caliban(
+        None,
+        project,
+        *("mcp", "add", "--scope", "user", "mcp-obsidian", "uvx", "mcp-obsidian"),
+        *("--env", "OBSIDIAN_API_KEY=k"),
+    )
+    assert (explicit.returncode, trailing.returncode) == (0, 0), explicit.stderr + trailing.stderr
+    assert mcp_toml(project / ".caliban" / "mcp.toml")["heimdall"] == {"command": "./wrap.sh"}
+    assert mcp_toml(isolated_dirs / "config" / "mcp.toml")["mcp-obsidian"] == {
+        "command": "uvx",
+        "args": ["mcp-obsidian"],
+        "env": {"OBSIDIAN_API_KEY": "k"},
+    }
+    url = caliban(None, project, "mcp", "add", "-t", "stdio", "x", "--url", "http://h/mcp")
+    assert url.returncode == 2

@@ -164,8 +164,13 @@ def mcp_add(
         typer.Option("--env", "-e", metavar="K=V", help="Environment variable (repeatable)."),
     ] = None,
     transport: Annotated[
-        Literal["http", "sse"] | None,
-        typer.Option("--transport", "-t", metavar="KIND", help="http (default) or sse."),
+        Literal["stdio", "http", "sse"] | None,
+        typer.Option(
+            "--transport",
+            "-t",
+            metavar="KIND",
+            help="stdio (with a command), http (default with a URL) or sse.",
+        ),
     ] = None,
     scope: ScopeOption = None,
 ) -> None:
@@ -177,6 +182,11 @@ def mcp_add(
     """
     from caliban.mcp.config import entry_from_options
 
+    if transport == "stdio":
+        if url is not None:
+            _err("caliban: --transport stdio takes a command, not --url")
+            raise typer.Exit(EXIT_USAGE)
+        transport = None  # a command is a stdio server; mcp.toml need not say so
     if url is None and command and len(command) == 1 and "://" in command[0]:
         # Claude Code's spelling: `claude mcp add --transport http NAME URL`.
         url, command = command[0], None
