@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import select
 import signal
 import sys
 import threading
@@ -44,6 +45,14 @@ EXIT_ERROR = 1
 
 MAX_STDIN_CHARS = 4_000_000
 """About a million tokens: more than any model's context window takes in one prompt."""
+STDIN_WAIT_S = 3.0
+"""With a prompt argument, how long stdin may stay silent before it is taken to have nothing
+to say (Claude Code's wait: a parent that spawns ``claude -p PROMPT`` with a pipe it never
+writes to or closes, as Node's ``spawn`` does by default, must not hang the run)."""
+NO_STDIN_WARNING = (
+    "Warning: no stdin data received in 3s, proceeding without it. If piping from a slow "
+    "command, redirect stdin explicitly: < /dev/null to skip, or wait longer."
+)
 
 
 class PromptTooLarge(Exception):
@@ -78,7 +87,9 @@ def read_prompt(options: CliOptions, stdin: IO[str]) -> str | None:
 
     Raises :class:`PromptTooLarge` rather than reading an endless or huge stream into memory.
     """
-    piped = None if stdin.isatty() else stdin.read(MAX_STDIN_CHARS + 1)
+    piped = None
+    if not stdin.isatty() and (not options.prompt or _stdin_speaks(stdin, STDIN_WAIT_S)):
+        piped = stdin.read(MAX_STDIN_CHARS + 1)
     if piped is not None and len(piped) > MAX_STDIN_CHARS:
         raise PromptTooLarge(
             f"the prompt on stdin is over {MAX_STDIN_CHARS:,} characters (about a million "
@@ -87,6 +98,19 @@ def read_prompt(options: CliOptions, stdin: IO[str]) -> str | None:
         )
     parts = [p.strip("\n") for p in (options.prompt, piped) if p and p.strip()]
     return "\n".join(parts) or None
+
+
+def _stdin_speaks(stdin: IO[str], timeout: float) -> bool:
+    """Whether ``stdin`` has data (or its end) within ``timeout`` seconds; says so on stderr
+    when it has not. A stream without a file descriptor is read as it is."""
+    try:
+        fd = stdin.fileno()
+    except (OSError, ValueError):
+        return True
+    ready, _, _ = select.select([fd], [], [], timeout)
+    if not ready:
+        print(NO_STDIN_WARNING, file=sys.stderr)
+    return bool(ready)
 
 
 @dataclass(kw_only=True)

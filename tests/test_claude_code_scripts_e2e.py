@@ -562,3 +562,49 @@ def test_mcp_add_stdio_spellings_from_setup_scripts(project: Path, isolated_dirs
     }
     url = caliban(None, project, "mcp", "add", "-t", "stdio", "x", "--url", "http://h/mcp")
     assert url.returncode == 2
+
+
+# ---------------------------------------------------------------------------- stdin
+
+
+def test_a_parent_that_never_closes_stdin_does_not_hang_the_run(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    # Node's spawn("claude", ["-p", prompt, …]) leaves stdin an open pipe nobody writes to.
+    # Claude Code waits 3 s for it, warns and goes on (checked against 2.1.197); so does caliban.
+    fake_model_server.add({"text": "ok"})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    env.update(ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=fake_model_server.anthropic_base_url)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "caliban", "-p", "say hi", "--output-format", "json"],
+        cwd=project,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = _read_without_closing(process)
+    finally:
+        process.kill()
+    assert json.loads(out)["result"] == "ok"
+    assert "Warning: no stdin data received in 3s, proceeding without it." in err
+    assert "say hi" in json.dumps(fake_model_server.requests[0].body["messages"])
+
+
+def _read_without_closing(process: subprocess.Popen[str]) -> tuple[str, str]:
+    """stdout and stderr to the end, leaving stdin open (``communicate`` would close it); a
+    run that hangs is killed after 30 s, and fails."""
+    import threading
+
+    assert process.stdout is not None and process.stderr is not None
+    watchdog = threading.Timer(30, process.kill)
+    watchdog.start()
+    try:
+        out = process.stdout.read()
+        err = process.stderr.read()
+    finally:
+        watchdog.cancel()
+    assert process.wait() == 0, err
+    return out, err
