@@ -608,3 +608,31 @@ def _read_without_closing(process: subprocess.Popen[str]) -> tuple[str, str]:
         watchdog.cancel()
     assert process.wait() == 0, err
     return out, err
+
+
+def test_disable_all_hooks_from_settings_flag_turns_hooks_off(
+    fake_model_server: FakeModelServer, project: Path, isolated_dirs: Path
+) -> None:
+    # An SDK wrapper's isolation: --settings '{"disableAllHooks": true, …}'. A project's own
+    # settings may not turn the user's hooks off in a folder that is not trusted.
+    marker = project / "hook-ran"
+    user = isolated_dirs / "claude" / "settings.json"
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_text(
+        json.dumps(
+            {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": f"touch {marker}"}]}]}}
+        )
+    )
+    fake_model_server.add({"text": "one"}, {"text": "two"})
+    isolated = caliban(
+        fake_model_server,
+        project,
+        *("-p", "hi", "--settings", '{"disableAllHooks": true, "autoMemoryEnabled": false}'),
+    )
+    assert (isolated.returncode, isolated.stdout) == (0, "one\n"), isolated.stderr
+    assert not marker.exists()
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text('{"disableAllHooks": true}')
+    untrusted = caliban(fake_model_server, project, "-p", "hi")
+    assert untrusted.returncode == 0, untrusted.stderr
+    assert marker.exists()

@@ -181,7 +181,8 @@ async def open_session(
         id=options.session_id or new_session_id(),
         fallback_models=fallbacks,
     )
-    hooks = None if options.bare else _hooks(loaded, setup.claude.hooks, session, root)
+    skip_hooks = options.bare or setup.claude.disable_all_hooks
+    hooks = None if skip_hooks else _hooks(loaded, setup.claude.hooks, session, root)
     if options.json_schema is not None:
         from caliban.tools.structured_output import RequireStructuredOutput
 
