@@ -636,3 +636,40 @@ def test_disable_all_hooks_from_settings_flag_turns_hooks_off(
     untrusted = caliban(fake_model_server, project, "-p", "hi")
     assert untrusted.returncode == 0, untrusted.stderr
     assert marker.exists()
+
+
+# ---------------------------------------------------------------------------- --agent
+
+
+def test_agent_flag_runs_the_main_agent_as_that_agent(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    # `claude -p --agent general-purpose …` (a JSON-generation script) and a project agent;
+    # what Claude Code 2.1.197 sent for the same files: the agent's prompt, tools and model.
+    agents = project / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "rev.md").write_text(
+        "---\nname: rev\ndescription: reviews code\ntools: Read, Grep\nmodel: haiku\n---\n"
+        "You are REV-MARKER, a reviewer.\n"
+    )
+    fake_model_server.add({"text": "reviewed"}, {"text": '{"a": 1}'})
+    rev = caliban(
+        fake_model_server,
+        project,
+        *("-p", "go", "--agent", "rev", "--output-format", "stream-json", "--verbose"),
+    )
+    assert rev.returncode == 0, rev.stderr
+    init = json.loads(rev.stdout.splitlines()[0])
+    assert (init["tools"], init["model"]) == (["Read", "Grep"], "claude-haiku-4-5-20251001")
+    body = fake_model_server.requests[0].body
+    assert system_text(body).startswith("You are REV-MARKER, a reviewer.")
+    assert [t["name"] for t in body["tools"]] == ["Read", "Grep"]
+    general = caliban(
+        fake_model_server,
+        project,
+        *("-p", "make json", "--agent", "general-purpose", "--model", "sonnet"),
+        *("--disallowedTools", "Bash,Edit,Read,Write", "--permission-mode", "dontAsk"),
+    )
+    assert (general.returncode, general.stdout) == (0, '{"a": 1}\n'), general.stderr
+    unknown = caliban(None, project, "-p", "x", "--agent", "nope")
+    assert unknown.returncode == 2 and "--agent nope: no such agent" in unknown.stderr

@@ -347,6 +347,15 @@ def root(
             "so what would ask is denied.",
         ),
     ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent",
+            metavar="NAME",
+            help="Run as this agent (.claude/agents/NAME.md or --agents): its prompt, tools "
+            "and model.",
+        ),
+    ] = None,
     bare: Annotated[
         bool,
         typer.Option(
@@ -412,6 +421,7 @@ def root(
         fork_session=fork_session,
         disable_slash_commands=disable_slash_commands or bare,
         bare=bare,
+        agent=agent,
         cwd=Path.cwd(),
         verbose=verbose,
         input_format=input_format,

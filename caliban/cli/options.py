@@ -42,6 +42,9 @@ class CliOptions:
     resume: str | None
     """A session id, ``""`` for the picker, or ``None``."""
     cwd: Path
+    agent: str | None = None
+    """``--agent NAME``: the main agent is that sub-agent definition (its prompt, tools and
+    model)."""
     bare: bool = False
     """``--bare``: no memory files, hooks or MCP servers but ``--mcp-config``'s (the flag also
     narrows the tools and turns off commands and skills)."""

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from caliban.mcp.config import ServerConfig
     from caliban.permissions.approval import Approver, PermissionAnswer, PermissionRequest
     from caliban.providers.select import ProviderChoice
+    from caliban.subagents import AgentDefinition
     from caliban.tools.base import Tool
 
 
@@ -108,8 +109,21 @@ async def open_session(
     # Claude Code's settings files, env, modes and flags (caliban.session.compat).
     setup = prepare(options, loaded, root)
     settings = setup.settings
+    agent_definitions, agent_warnings = list_agents(options.cwd, extra=setup.extra_agents)
+    main_agent = _main_agent(options.agent, agent_definitions)
+    wanted_model = setup.model
+    if (
+        main_agent is not None
+        and options.model is None
+        and main_agent.model
+        not in (
+            None,
+            "inherit",
+        )
+    ):
+        wanted_model = main_agent.model
     choice = resolve_provider(
-        settings, provider=options.provider, model=setup.model, environ=os.environ
+        settings, provider=options.provider, model=wanted_model, environ=os.environ
     )
     choice, model_warning = resolve_model(choice, DEFAULT_MODELS[choice.provider])
     retry = retry_policy()
@@ -143,7 +157,6 @@ async def open_session(
     )
     late: asyncio.Task[None] | None = None
     timers: list[asyncio.TimerHandle] = []
-    agent_definitions, agent_warnings = list_agents(options.cwd, extra=setup.extra_agents)
     catalog = load_catalog(options.cwd)
     # Only a person gets Notification hooks; headless callers pass a denier (or nothing).
     notifying = _NotifyingApprover(approver) if approver is not None and interactive else None
@@ -166,10 +179,14 @@ async def open_session(
             replace=options.system_prompt,
             append=options.append_system_prompt,
             memory=not options.bare,
+            base=main_agent.system_prompt.strip() if main_agent is not None else None,
         ),
         env=ToolEnv(cwd=options.cwd, project_root=root, read_denied=policy.read_denial),
-        builtins=_with_structured_output(chosen.builtins, options.json_schema),
-        agents=agent_definitions if chosen.agent else (),
+        builtins=_with_structured_output(
+            _agent_tools(chosen.builtins, main_agent), options.json_schema
+        ),
+        # An --agent main agent starts no sub-agents, as a sub-agent does not.
+        agents=agent_definitions if chosen.agent and main_agent is None else (),
         skills=() if options.disable_slash_commands else catalog.items,
         permissions=policy,
         authorize=make_authorize(policy, asker),
@@ -180,6 +197,7 @@ async def open_session(
         permission_mode_name=setup.permission_mode,
         id=options.session_id or new_session_id(),
         fallback_models=fallbacks,
+        main_agent=main_agent,
     )
     skip_hooks = options.bare or setup.claude.disable_all_hooks
     hooks = None if skip_hooks else _hooks(loaded, setup.claude.hooks, session, root)
@@ -400,6 +418,28 @@ async def _report_failures(session: Session, manager: McpManager) -> None:
             from caliban.mcp.status import describe_failure
 
             session.emit(Notice(level="warning", text=describe_failure(status)))
+
+
+def _main_agent(name: str | None, definitions: Sequence[AgentDefinition]) -> AgentDefinition | None:
+    """``--agent NAME``'s definition; ``None`` without the flag, or for the built-in
+    general-purpose agent, which is the main agent as it is (as in Claude Code)."""
+    from caliban.errors import UsageError
+    from caliban.subagents import DEFAULT_SUBAGENT
+
+    if name is None:
+        return None
+    found = next((d for d in definitions if d.name == name), None)
+    if found is None:
+        known = ", ".join(sorted(d.name for d in definitions))
+        raise UsageError(f"--agent {name}: no such agent (defined: {known})")
+    return None if found.name == DEFAULT_SUBAGENT and found.source == "builtin" else found
+
+
+def _agent_tools(builtins: Sequence[Tool], agent: AgentDefinition | None) -> Sequence[Tool]:
+    """The built-in tools ``--agent``'s definition allows (all without one)."""
+    if agent is None or (agent.tools is None and not agent.disallowed_tools):
+        return builtins
+    return [tool for tool in builtins if agent.allows(tool.name)]
 
 
 def _fallbacks(

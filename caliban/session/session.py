@@ -88,6 +88,9 @@ class Session:
     activation: ActivationCell | None = None
     """The lazily loaded MCP tools now active; ``None`` when lazy loading cannot apply
     (``tools.lazy_mcp = false`` and no server with ``lazy = true``)."""
+    main_agent: AgentDefinition | None = None
+    """``--agent``'s definition: the main agent's tools are already its; this limits the
+    provider's own web search too."""
     fallback_models: tuple[str, ...] = ()
     """``--fallback-model``: the main agent's models when its own stays overloaded."""
     over_budget: Callable[[], str | None] | None = None
@@ -213,6 +216,7 @@ class Session:
         a ``WebSearch`` deny rule (or a sub-agent's tool list) turns it off."""
         if self.provider.name != "anthropic":
             return False
+        scope = scope if scope is not None else self.main_agent
         if scope is not None and not scope.allows("WebSearch"):
             return False
         if self.permissions is None:
