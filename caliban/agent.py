@@ -25,6 +25,7 @@ from caliban.events import (
     AssistantThinkingDelta,
     ConversationCompacted,
     HistoryAppended,
+    ModelFallback,
     Notice,
     ToolFinished,
     ToolResultsMessage,
@@ -38,6 +39,7 @@ from caliban.providers.base import (
     ApiRetry,
     PromptTooLong,
     Provider,
+    ProviderError,
     ProviderRequest,
     ResponseDone,
     TextDelta,
@@ -50,7 +52,9 @@ from caliban.toolsets.base import PromptTools, Toolset
 Authorize = Callable[[Tool, Invocation, CallContext], Awaitable[str | None]]
 """Returns ``None`` to let a call run, or the reason it was denied (shown to the model)."""
 
-RunSubtype = Literal["success", "error_max_turns", "error_during_execution"]
+OVERLOADED = 529
+"""Anthropic's status for an overloaded model: what ``--fallback-model`` falls back on."""
+RunSubtype = Literal["success", "error_max_turns", "error_during_execution", "error_max_budget_usd"]
 CUT_TWICE = (
     "The answer was cut at the output token limit (max_tokens) again after one continuation; "
     "it is incomplete."
@@ -145,6 +149,8 @@ class Agent:
         web_search: bool = False,
         hooks: LoopHooks = NO_HOOKS,
         prompt_tools: Callable[[str], PromptTools | None] | None = None,
+        over_budget: Callable[[], str | None] | None = None,
+        fallback_models: Sequence[str] = (),
     ) -> None:
         self.provider = provider
         self.model = model
@@ -166,6 +172,14 @@ class Agent:
         """Loads the tools a user's prompt most likely needs before it is sent (lazy MCP)."""
         self._stop: str | None = None
         """Set when a PreToolUse hook asked to end the turn after its tool ran."""
+        self.fallback_models = list(fallback_models)
+        """Models to switch to, in order, when the model stays overloaded through every
+        retry (``--fallback-model``); for this run only: the next prompt tries the first
+        model again, as Claude Code does."""
+        self.over_budget = over_budget
+        """Asked after each response: why the run must stop now (``--max-budget-usd``)."""
+        self._ended = False
+        """Set when a tool's result ends the turn (:attr:`ToolOutput.ends_turn`)."""
 
     def build_request(self) -> ProviderRequest:
         addendum = self.toolset.system_addendum()
@@ -207,6 +221,16 @@ class Agent:
         for turn in range(1, self.max_turns + 1):
             response = await self._respond()
             usage += response.usage
+            if self.over_budget is not None and (spent := self.over_budget()) is not None:
+                # As Claude Code does: the response that crossed the budget is the last one,
+                # and its tool calls do not run.
+                return RunResult(
+                    subtype="error_max_budget_usd",
+                    text=response.message.text,
+                    num_turns=turn,
+                    usage=usage,
+                    error=spent,
+                )
             calls = response.message.tool_calls
             if not calls:
                 if response.stop_reason == "pause_turn":
@@ -237,6 +261,11 @@ class Agent:
             )
             if self._stop is not None:  # a PreToolUse hook said "continue": false
                 return RunResult(subtype="success", text="", num_turns=turn, usage=usage)
+            if self._ended:  # the answer came as a tool call (StructuredOutput)
+                self._ended = False
+                return RunResult(
+                    subtype="success", text=self._last_text(), num_turns=turn, usage=usage
+                )
             if self.repeat_guard.end_turn():
                 return RunResult(
                     subtype="error_during_execution",
@@ -261,7 +290,7 @@ class Agent:
         if policy is not None and policy.due(self.conversation.last_usage):
             await self.compact("auto")
         try:
-            return await self._stream(self.build_request())
+            return await self._request()
         except PromptTooLong as too_long:
             if policy is None:
                 raise
@@ -269,7 +298,26 @@ class Agent:
                 await self.compact("auto")
             except CompactionFailed:
                 raise too_long from None
-            return await self._stream(self.build_request())
+            return await self._request()
+
+    async def _request(self) -> ResponseDone:
+        """One response, from a fallback model when the model is overloaded (HTTP 529)
+        after every retry and a fallback is left."""
+        while True:
+            try:
+                return await self._stream(self.build_request())
+            except ProviderError as exc:
+                if exc.status != OVERLOADED or not self.fallback_models:
+                    raise
+                original, self.model = self.model, self.fallback_models.pop(0)
+                self.emit(
+                    ModelFallback(
+                        original_model=original,
+                        fallback_model=self.model,
+                        error=str(exc),
+                        parent_tool_use_id=self.parent_id,
+                    )
+                )
 
     async def compact(self, trigger: Trigger, instructions: str | None = None) -> None:
         """Replace the older part of the history with a summary (see :mod:`caliban.compaction`).
@@ -442,6 +490,8 @@ class Agent:
         if (reason := await self.authorize(tool, bound, ctx)) is not None:
             return ToolOutput.error(f"Permission denied for {call.name}: {reason}"), True
         output = await self._run_bound(tool, bound, ctx)
+        if output.ends_turn and not output.is_error:
+            self._ended = True
         response = output.data if output.data is not None else output.as_text
         note = await self.hooks.after_tool(
             tool.name, call.arguments, call.id, response, failed=output.is_error

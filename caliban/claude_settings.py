@@ -30,6 +30,7 @@ allowed command runs). What narrows
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +87,9 @@ class ClaudeSettings:
     hooks: tuple[tuple[str, object], ...] = ()
     """``(source, hooks table)`` of every layer that has one, lowest first (already trust-
     filtered: an untrusted folder's project and local layers have none)."""
+    disable_all_hooks: bool = False
+    """``disableAllHooks: true`` in a layer that may say so: no hook runs, caliban's own
+    included (scripts set it with ``--settings`` to run in isolation)."""
     warnings: tuple[str, ...] = ()
 
     def allows_mcpjson_server(self, name: str) -> bool:
@@ -347,4 +351,12 @@ def load_claude_settings(
                     )
             filtered.append(layer)
         layers = filtered
-    return combine(layers, warnings)
+    combined = combine(layers, warnings)
+    # Turning hooks off removes a user's guards: only the user's own layers may, and a
+    # project's only in a trusted folder (the filter above does not know this key).
+    disable = any(
+        layer.data.get("disableAllHooks") is True
+        for layer in layers
+        if trusted or layer.scope not in PROJECT_SCOPES
+    )
+    return dataclasses.replace(combined, disable_all_hooks=disable) if disable else combined

@@ -128,6 +128,17 @@ class ApiRetryEvent:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ModelFallback:
+    """The model stayed overloaded through every retry; the turn goes on with another
+    (``--fallback-model``)."""
+
+    original_model: str
+    fallback_model: str
+    error: str
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ActivationChanged:
     """The lazy-MCP activation set changed (found by ToolSearch or called directly)."""
 
@@ -176,6 +187,7 @@ AgentEvent = (
     | ConversationCleared
     | ConversationCompacted
     | ApiRetryEvent
+    | ModelFallback
     | ActivationChanged
     | BackgroundTaskUpdate
     | Notice

@@ -46,6 +46,7 @@ from caliban.events import (
     ConversationCompacted,
     HistoryAppended,
     ModelChanged,
+    ModelFallback,
     Notice,
     ToolFinished,
     ToolResultsMessage,
@@ -132,7 +133,7 @@ class _Stream:
 class TurnOutcome:
     """How a turn ended, for its result frame."""
 
-    kind: Literal["success", "max_turns", "api_error", "interrupted", "error"]
+    kind: Literal["success", "max_turns", "max_budget", "api_error", "interrupted", "error"]
     error: str | None = None
     status: int | None = None
     max_turns: int | None = None
@@ -261,6 +262,18 @@ class FrameBuilder:
                     self._request_starts()
             case ApiRetryEvent():
                 self._api_retry(event)
+            case ModelFallback():
+                if child is None:
+                    self.emit(
+                        self._system(
+                            "model_fallback",
+                            trigger="overloaded",
+                            original_model=event.original_model,
+                            fallback_model=event.fallback_model,
+                            content=f"Switched to {event.fallback_model} due to high demand "
+                            f"for {event.original_model}",
+                        )
+                    )
             case BackgroundTaskUpdate():
                 self._background(event)
             case AssistantThinkingDelta():
@@ -776,6 +789,20 @@ class FrameBuilder:
                     "uuid": _uuid(),
                     "errors": [f"Reached maximum number of turns ({outcome.max_turns})"],
                 }
+            case "max_budget":
+                # Claude Code's shape: error_max_turns' without terminal_reason.
+                frame = {
+                    "type": "result",
+                    "subtype": "error_max_budget_usd",
+                    **common,
+                    "is_error": True,
+                    "num_turns": num_turns,
+                    "stop_reason": self.stop_reason,
+                    **totals,
+                    "fast_mode_state": "off",
+                    "uuid": _uuid(),
+                    "errors": [outcome.error or "Reached maximum budget"],
+                }
             case "interrupted" | "error":
                 frame = {
                     "type": "result",
@@ -825,6 +852,11 @@ class FrameBuilder:
             frame["error"] = outcome.error  # caliban's key, kept for earlier scripts
         frame.update(extra or {})
         return frame
+
+    def total_cost(self) -> float | None:
+        """What the session's requests cost so far (``total_cost_usd``); ``None`` when a
+        model's price is unknown."""
+        return self._total_cost()
 
     def _total_cost(self) -> float | None:
         costs = [totals.cost for totals in self.model_totals.values()]

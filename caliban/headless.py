@@ -13,15 +13,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import select
 import signal
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
-from caliban.events import AgentEvent, ApiRetryEvent, ConversationCompacted, Notice
+from caliban.events import (
+    AgentEvent,
+    ApiRetryEvent,
+    ConversationCompacted,
+    ModelFallback,
+    Notice,
+)
 from caliban.frames import Frame, FrameBuilder, TurnOutcome
 
 if TYPE_CHECKING:
@@ -36,6 +45,14 @@ EXIT_ERROR = 1
 
 MAX_STDIN_CHARS = 4_000_000
 """About a million tokens: more than any model's context window takes in one prompt."""
+STDIN_WAIT_S = 3.0
+"""With a prompt argument, how long stdin may stay silent before it is taken to have nothing
+to say (Claude Code's wait: a parent that spawns ``claude -p PROMPT`` with a pipe it never
+writes to or closes, as Node's ``spawn`` does by default, must not hang the run)."""
+NO_STDIN_WARNING = (
+    "Warning: no stdin data received in 3s, proceeding without it. If piping from a slow "
+    "command, redirect stdin explicitly: < /dev/null to skip, or wait longer."
+)
 
 
 class PromptTooLarge(Exception):
@@ -70,7 +87,9 @@ def read_prompt(options: CliOptions, stdin: IO[str]) -> str | None:
 
     Raises :class:`PromptTooLarge` rather than reading an endless or huge stream into memory.
     """
-    piped = None if stdin.isatty() else stdin.read(MAX_STDIN_CHARS + 1)
+    piped = None
+    if not stdin.isatty() and (not options.prompt or _stdin_speaks(stdin, STDIN_WAIT_S)):
+        piped = stdin.read(MAX_STDIN_CHARS + 1)
     if piped is not None and len(piped) > MAX_STDIN_CHARS:
         raise PromptTooLarge(
             f"the prompt on stdin is over {MAX_STDIN_CHARS:,} characters (about a million "
@@ -79,6 +98,19 @@ def read_prompt(options: CliOptions, stdin: IO[str]) -> str | None:
         )
     parts = [p.strip("\n") for p in (options.prompt, piped) if p and p.strip()]
     return "\n".join(parts) or None
+
+
+def _stdin_speaks(stdin: IO[str], timeout: float) -> bool:
+    """Whether ``stdin`` has data (or its end) within ``timeout`` seconds; says so on stderr
+    when it has not. A stream without a file descriptor is read as it is."""
+    try:
+        fd = stdin.fileno()
+    except (OSError, ValueError):
+        return True
+    ready, _, _ = select.select([fd], [], [], timeout)
+    if not ready:
+        print(NO_STDIN_WARNING, file=sys.stderr)
+    return bool(ready)
 
 
 @dataclass(kw_only=True)
@@ -131,8 +163,17 @@ class StderrNotes:
 
     def __call__(self, event: AgentEvent) -> None:
         match event:
+            case Notice(level="info", text=text):
+                # Claude Code prints nothing on stderr when all goes well, and scripts read
+                # `2>&1` as output: information goes to the debug log (--debug) only.
+                logging.getLogger("caliban.notice").info(text)
             case Notice(level=level, text=text):
                 self.err.write(f"caliban: {level}: {text}\n")
+            case ModelFallback() if not self.stream_json and not event.parent_tool_use_id:
+                self.err.write(
+                    f"caliban: {event.original_model} is overloaded ({event.error}); "
+                    f"switched to {event.fallback_model}\n"
+                )
             case ApiRetryEvent() if not self.stream_json:
                 self.err.write(
                     f"caliban: API error ({event.error}); attempt {event.attempt} of "
@@ -191,6 +232,8 @@ async def _run(options: CliOptions, prompt: str | None, output: Output) -> int:
             options, approver=state.denier, listeners=[builder, notes], interactive=False
         ) as session:
             _bind(builder, session)
+            if options.max_budget_usd is not None:
+                session.over_budget = _budget(options.max_budget_usd, builder, session)
             if options.input_format == "stream-json":
                 code = await _stream_input(session, options, builder, output, state)
             else:
@@ -290,6 +333,10 @@ async def _turn(
     builder.init(init_info(session))
     extra: dict[str, Any] = {}
     denied_before = len(state.denier.denied)
+    if options.json_schema is not None:
+        from caliban.tools.structured_output import STATE_KEY
+
+        session.env.state.pop(STATE_KEY, None)  # each turn gives its own answer
     try:
         state.turn = asyncio.ensure_future(_run_prompt(session, prompt))
         try:
@@ -314,9 +361,17 @@ async def _turn(
         if result.subtype == "error_max_turns":
             outcome = TurnOutcome(kind="max_turns", max_turns=session.max_turns)
             code = EXIT_ERROR
+        elif result.subtype == "error_max_budget_usd":
+            outcome = TurnOutcome(kind="max_budget", error=result.error)
+            code = EXIT_ERROR
         elif result.subtype == "error_during_execution":  # a refused /command, a looping model
             outcome = TurnOutcome(kind="error", error=result.error)
             code = EXIT_ERROR
+        elif (
+            options.json_schema is not None
+            and (structured := _structured(session, extra)) is not None
+        ):
+            outcome, code = structured
         elif result.num_turns == 0:  # answered without a request: an unknown /command
             builder.synthetic(result.text)
             outcome = TurnOutcome(kind="success", text=result.text, requested=False)
@@ -332,6 +387,47 @@ async def _turn(
     if state.interrupted:
         raise asyncio.CancelledError
     return code
+
+
+def _budget(limit: float, builder: FrameBuilder, session: Session) -> Callable[[], str | None]:
+    """``--max-budget-usd``: the check the agent makes after each response. With a model
+    whose price caliban does not know, the budget cannot be kept: said once, not enforced."""
+    warned = False
+    amount = f"{limit:.10f}".rstrip("0").rstrip(".")  # as given: 0.0001, not 1e-04
+
+    def over() -> str | None:
+        nonlocal warned
+        spent = builder.total_cost()
+        if spent is None:
+            if not warned:
+                warned = True
+                session.emit(
+                    Notice(
+                        level="warning",
+                        text=f"--max-budget-usd is not enforced: the price of {session.model} "
+                        "is unknown",
+                    )
+                )
+            return None
+        return f"Reached maximum budget (${amount})" if spent >= limit else None
+
+    return over
+
+
+def _structured(session: Session, extra: dict[str, Any]) -> tuple[TurnOutcome, int] | None:
+    """``--json-schema``: the answer goes in ``structured_output`` and, as JSON text, in
+    ``result`` (``None``: it came); without one the turn failed, as in Claude Code."""
+    from caliban.tools.structured_output import MAX_ATTEMPTS, provided
+
+    value = provided(session.env)
+    if value is not None:
+        extra["result"] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        extra["structured_output"] = value
+        return None
+    error = f"Failed to provide valid structured output after {MAX_ATTEMPTS} attempts"
+    sys.stderr.write(f"caliban: {error}\n")
+    extra["subtype"] = "error_max_structured_output_retries"
+    return TurnOutcome(kind="error", error=error), EXIT_ERROR
 
 
 async def _run_prompt(session: Session, prompt: str | Message) -> RunResult:

@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -76,9 +77,17 @@ STOP_BLOCK_CAP = 8
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HookCommand:
     command: str
+    args: tuple[str, ...] | None = None
+    """Claude Code's exec form: ``command`` is an executable run with these arguments,
+    no shell; ``None``: ``command`` is a shell command line."""
     timeout: float = DEFAULT_TIMEOUT_S
     source: str = ""
     """Where it is configured (a file), for messages."""
+
+    @property
+    def shown(self) -> str:
+        """The command as messages name it."""
+        return shlex.join([self.command, *self.args]) if self.args is not None else self.command
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -104,7 +113,7 @@ class HookConfig:
             if pattern is not None and (subject is None or not pattern.fullmatch(subject)):
                 continue
             for hook in matcher.hooks:
-                found.setdefault(hook.command, hook)
+                found.setdefault(hook.shown, hook)
         return tuple(found.values())
 
     def merged(self, other: HookConfig) -> HookConfig:
@@ -159,13 +168,27 @@ def _matcher(
         if not isinstance(command, str) or hook.get("type", "command") != "command":
             warnings.append(f"{where}: only {{type: command, command: ...}} hooks run; skipped")
             continue
+        args = hook.get("args")
+        if args is not None and not (
+            isinstance(args, list) and all(isinstance(a, str) for a in args)
+        ):
+            # Run as a shell line instead, it would be another command than the one written.
+            warnings.append(f"{where}: hook {command!r}: args must be a list of strings; skipped")
+            continue
         timeout = hook.get("timeout", DEFAULT_TIMEOUT_S)
         seconds = (
             float(timeout)
             if isinstance(timeout, int | float) and timeout > 0
             else DEFAULT_TIMEOUT_S
         )
-        hooks.append(HookCommand(command=command, timeout=seconds, source=where))
+        hooks.append(
+            HookCommand(
+                command=command,
+                args=tuple(args) if args is not None else None,
+                timeout=seconds,
+                source=where,
+            )
+        )
     return HookMatcher(pattern=pattern, hooks=tuple(hooks)) if hooks else None
 
 
@@ -292,7 +315,7 @@ class _Ran:
         """Exit code 2: stderr is the reason, prefixed with the command as Claude Code does."""
         if self.exit_code != 2:
             return None
-        return f"[{self.hook.command}]: {self.stderr.strip() or 'blocked (exit code 2)'}"
+        return f"[{self.hook.shown}]: {self.stderr.strip() or 'blocked (exit code 2)'}"
 
 
 class HookRunner:
@@ -339,7 +362,7 @@ class HookRunner:
             if one.exit_code not in (0, 2) and self.notice is not None:
                 why = "timed out" if one.exit_code is None else f"exit code {one.exit_code}"
                 self.notice(
-                    f"{event} hook {one.hook.command!r} failed ({why}): {one.stderr.strip()[:300]}"
+                    f"{event} hook {one.hook.shown!r} failed ({why}): {one.stderr.strip()[:300]}"
                 )
         return ran
 
@@ -350,11 +373,15 @@ class HookRunner:
             "CALIBAN_PROJECT_DIR": str(self.project_dir),
         }
         env["CLAUDE_CODE_SESSION_ID"] = env["CALIBAN_SESSION_ID"] = self.session_id()
+        if hook.args is None:
+            argv = ["/bin/sh", "-c", hook.command]
+        else:
+            # Exec form: placeholders are replaced in each word as plain text, no shell.
+            project = str(self.project_dir)
+            argv = [w.replace("${CLAUDE_PROJECT_DIR}", project) for w in (hook.command, *hook.args)]
         try:
             process = await asyncio.create_subprocess_exec(
-                "/bin/sh",
-                "-c",
-                hook.command,
+                *argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -409,7 +436,7 @@ class HookRunner:
             reason = specific.get("permissionDecisionReason") or output.get("reason")
             if verdict == "deny":
                 return ToolVerdict(
-                    blocked=str(reason or f"denied by a PreToolUse hook ({one.hook.command})")
+                    blocked=str(reason or f"denied by a PreToolUse hook ({one.hook.shown})")
                 )
             if verdict == "ask" and decision != "ask":
                 decision = "ask"
@@ -448,7 +475,7 @@ class HookRunner:
             elif output.get("decision") == "block":
                 notes.append(
                     f"PostToolUse:{tool_name} hook blocking error from command: "
-                    f'"{one.hook.command}": {output.get("reason") or "blocked"}'
+                    f'"{one.hook.shown}": {output.get("reason") or "blocked"}'
                 )
             if context := _specific(output, "additionalContext"):
                 notes.append(f"PostToolUse:{tool_name} hook additional context: {context}")
@@ -516,7 +543,7 @@ def _block_reason(ran: Sequence[_Ran]) -> str | None:
     for one in ran:
         output = one.output or {}
         if output.get("decision") == "block":
-            reasons.append(str(output.get("reason") or f"blocked by {one.hook.command}"))
+            reasons.append(str(output.get("reason") or f"blocked by {one.hook.shown}"))
     return "\n".join(reasons) or None
 
 

@@ -209,18 +209,21 @@ def system_prompt(
     trusted: bool | None = None,
     replace: str | None = None,
     append: str | None = None,
+    memory: bool = True,
+    base: str | None = None,
 ) -> str:
     """The system prompt. ``replace`` (``--system-prompt``) stands for everything caliban
     would write, environment and memory included; ``append`` (``--append-system-prompt``)
-    follows after a blank line."""
+    follows after a blank line; ``memory=False`` (``--bare``) leaves the memory files out;
+    ``base`` (``--agent``'s prompt) stands for caliban's own instructions only."""
     if replace is not None:
         prompt = replace
     else:
         sections = [
-            BASE_PROMPT,
+            BASE_PROMPT if base is None else base,
             environment_facts(cwd, project_root, today=today, add_dirs=add_dirs),
         ]
-        if memory := project_memory(cwd, project_root, trusted=trusted):
-            sections.append(memory)
+        if memory and (files := project_memory(cwd, project_root, trusted=trusted)):
+            sections.append(files)
         prompt = "\n\n".join(sections)
     return f"{prompt}\n\n{append}" if append else prompt

@@ -105,8 +105,9 @@ class AgentDefinition:
     """The file it was read from (``None`` for the built-in agent)."""
 
     def allows(self, tool_name: str) -> bool:
-        """Whether the child may be given ``tool_name``. ``Agent`` never: no nesting."""
-        if tool_name == AGENT_TOOL_NAME:
+        """Whether the child may be given ``tool_name``. ``Agent`` never: no nesting; nor
+        ``StructuredOutput``: the answer ``--json-schema`` asks for is the main agent's."""
+        if tool_name in (AGENT_TOOL_NAME, "StructuredOutput"):
             return False
         if any(fnmatch.fnmatchcase(tool_name, pattern) for pattern in self.disallowed_tools):
             return False

@@ -141,6 +141,9 @@ CASES = [
     Case("stream_input_replay"),
     Case("stream_input_assistant_line"),
     Case("stream_input_control_initialize"),
+    Case("flag_json_schema"),
+    Case("flag_max_budget"),
+    Case("flag_fallback_model", loose=("content",)),  # caliban names models by id
 ]
 
 USAGE_ERRORS = [

@@ -155,7 +155,7 @@ def test_bad_entries_are_reported_with_file_line_and_server_and_others_load(
         """[server.good]
 command = "ok"
 
-[server.Bad-Name]
+[server."Bad Name"]
 command = "x"
 
 [server.typo]
@@ -177,8 +177,8 @@ startup_timeout = "ten"
     config = load_mcp_config(project, environ={})
     assert [s.name for s in config.servers] == ["good"]
     problems = "\n".join(config.problems)
-    assert f"{path}:4: server name 'Bad-Name' is invalid" in problems
-    assert "e.g. 'bad-name'" in problems
+    assert f"{path}:4: server name 'Bad Name' is invalid" in problems
+    assert "e.g. 'Bad-Name'" in problems
     assert f"{path}:9: server 'typo': unknown key 'arg' — did you mean 'args'?" in problems
     assert f"{path}:11: server 'both': has both `command` and `url`" in problems
     assert f"{path}:15: server 'neither': needs either `command`" in problems

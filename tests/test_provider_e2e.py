@@ -90,7 +90,7 @@ def test_model_effort_setting_and_a_bad_effort(
     assert result.returncode == 0, result.stderr
     assert fake_model_server.bodies[0]["reasoning_effort"] == "low"
 
-    bad_flag = run(fake_model_server, "openai", project, "--effort", "max", "hi")
+    bad_flag = run(fake_model_server, "openai", project, "--effort", "extreme", "hi")
     assert bad_flag.returncode == 2 and "Traceback" not in bad_flag.stderr
     (project / ".caliban" / "config.toml").write_text('model_effort = "extreme"\n')
     bad_setting = run(fake_model_server, "openai", project, "hi")

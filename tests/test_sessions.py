@@ -451,7 +451,9 @@ async def test_resume_restores_activations_and_drops_gone_tools_with_a_notice(
 
 
 def options(**kw: Any) -> Any:
-    return SimpleNamespace(**{"continue_session": False, "resume": None, "model": None, **kw})
+    return SimpleNamespace(
+        **{"continue_session": False, "resume": None, "model": None, "fork_session": False, **kw}
+    )
 
 
 async def test_continue_resumes_and_keeps_appending_to_the_same_file(project: Path) -> None:

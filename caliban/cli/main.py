@@ -11,7 +11,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 from typer.core import TyperGroup, TyperOption
@@ -25,7 +25,6 @@ from caliban.cli.options import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     CliOptions,
-    EffortName,
     InputFormat,
     OutputFormat,
     PermissionModeName,
@@ -127,11 +126,12 @@ def root(
         ),
     ] = None,
     effort: Annotated[
-        EffortName | None,
+        Literal["low", "medium", "high", "xhigh", "max"] | None,
         typer.Option(
             "--effort",
             metavar="LEVEL",
-            help="How hard the model thinks: low, medium or high (default: model_effort).",
+            help="How hard the model thinks: low, medium or high (default: model_effort); "
+            "Claude Code's xhigh and max run as high.",
         ),
     ] = None,
     max_turns: Annotated[
@@ -287,6 +287,95 @@ def root(
             "-r", "--resume", metavar="ID", help="Resume session ID (no ID: pick from a list)."
         ),
     ] = None,
+    fallback_model: Annotated[
+        str | None,
+        typer.Option(
+            "--fallback-model",
+            metavar="MODELS",
+            help="With -p: when the model stays overloaded, switch to these (comma-separated).",
+        ),
+    ] = None,
+    max_budget_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--max-budget-usd",
+            metavar="USD",
+            help="With -p: stop once the model requests cost this many dollars.",
+        ),
+    ] = None,
+    json_schema: Annotated[
+        str | None,
+        typer.Option(
+            "--json-schema",
+            metavar="SCHEMA",
+            help="With -p: answer with JSON matching this JSON Schema (the result's "
+            "structured_output).",
+        ),
+    ] = None,
+    system_prompt_file: Annotated[
+        Path | None,
+        typer.Option("--system-prompt-file", metavar="FILE", help="Replace the system prompt."),
+    ] = None,
+    append_system_prompt_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--append-system-prompt-file", metavar="FILE", help="Append FILE to the system prompt."
+        ),
+    ] = None,
+    debug: Annotated[
+        str | None,
+        typer.Option(
+            "--debug",
+            "-d",
+            metavar="[FILTER]",
+            help='Debug log on stderr; FILTER picks categories ("api,mcp", "!hooks").',
+        ),
+    ] = None,
+    debug_file: Annotated[
+        Path | None,
+        typer.Option("--debug-file", metavar="PATH", help="Write the debug log to PATH."),
+    ] = None,
+    debug_to_stderr: Annotated[
+        bool, typer.Option("--debug-to-stderr", "-d2e", hidden=True)
+    ] = False,
+    permission_prompt_tool: Annotated[
+        str | None,
+        typer.Option(
+            "--permission-prompt-tool",
+            metavar="TOOL",
+            help="Accepted for Claude Code scripts: nothing answers permission prompts in -p, "
+            "so what would ask is denied.",
+        ),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent",
+            metavar="NAME",
+            help="Run as this agent (.claude/agents/NAME.md or --agents): its prompt, tools "
+            "and model.",
+        ),
+    ] = None,
+    bare: Annotated[
+        bool,
+        typer.Option(
+            "--bare",
+            help="Minimal: tools Bash, Edit, Read; no memory files, hooks, commands, skills, "
+            "or MCP servers but --mcp-config's.",
+        ),
+    ] = False,
+    disable_slash_commands: Annotated[
+        bool,
+        typer.Option("--disable-slash-commands", help="No custom commands or skills."),
+    ] = False,
+    fork_session: Annotated[
+        bool,
+        typer.Option(
+            "--fork-session",
+            help="With -c or --resume: continue in a new session (a new id), leaving the "
+            "old one as it was.",
+        ),
+    ] = False,
     version: Annotated[
         bool,
         typer.Option(
@@ -297,6 +386,25 @@ def root(
     if ctx.invoked_subcommand is not None:
         return
     words: list[str] = ctx.meta.get("caliban.prompt", [])
+    system_prompt = _prompt_flag(system_prompt, system_prompt_file, "System prompt")
+    append_system_prompt = _prompt_flag(
+        append_system_prompt, append_system_prompt_file, "Append system prompt"
+    )
+    if debug is not None or debug_file is not None or debug_to_stderr:
+        _start_debug_log(debug or "", debug_file)
+    if permission_prompt_tool is not None:
+        _err(
+            f"caliban: warning: --permission-prompt-tool {permission_prompt_tool} is not "
+            "supported: nothing answers permission prompts in -p, so a call that would ask is "
+            "denied (allow it with --allowedTools or a settings rule)"
+        )
+    schema = _json_schema(json_schema) if json_schema is not None else None
+    if max_budget_usd is not None and not max_budget_usd > 0:
+        _err("Error: --max-budget-usd must be a positive number greater than 0")
+        raise typer.Exit(EXIT_USAGE)
+    if effort in ("xhigh", "max"):
+        _err(f"caliban: warning: --effort {effort} runs as high (caliban's highest)")
+        effort = "high"
     options = CliOptions(
         prompt=" ".join(words) if words else None,
         print_mode=print_mode,
@@ -310,6 +418,10 @@ def root(
         disallowed_tools=_split_rules(disallowed_tools),
         continue_session=continue_session,
         resume=resume,
+        fork_session=fork_session,
+        disable_slash_commands=disable_slash_commands or bare,
+        bare=bare,
+        agent=agent,
         cwd=Path.cwd(),
         verbose=verbose,
         input_format=input_format,
@@ -318,14 +430,17 @@ def root(
         system_prompt=system_prompt,
         append_system_prompt=append_system_prompt,
         mcp_config=tuple(mcp_config or ()),
-        strict_mcp_config=strict_mcp_config,
+        strict_mcp_config=strict_mcp_config or bare,
         add_dirs=tuple(path.expanduser().resolve() for path in add_dir or ()),
         session_id=session_id,
         settings=settings,
         setting_sources=_split_list(setting_sources) if setting_sources is not None else None,
-        tools=_tool_set(tools),
+        tools=BARE_TOOLS if bare and tools is None else _tool_set(tools),
         agents_json=agents,
         no_session_persistence=no_session_persistence,
+        json_schema=schema,
+        max_budget_usd=max_budget_usd,
+        fallback_models=_split_list(fallback_model) if fallback_model else (),
     )
     global _session_ran
     _session_ran = True
@@ -336,6 +451,78 @@ def root(
     from caliban.repl.app import run_interactive
 
     raise typer.Exit(run_interactive(options))
+
+
+def _json_schema(text: str) -> dict[str, Any]:
+    from caliban.tools.structured_output import SchemaError, parse_schema
+
+    try:
+        return parse_schema(text)
+    except SchemaError as exc:
+        _err(f"Error: --json-schema: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def _prompt_flag(text: str | None, path: Path | None, what: str) -> str | None:
+    """``--system-prompt`` or ``--system-prompt-file`` (and the append pair): one, not both.
+
+    The messages are Claude Code's."""
+    if path is None:
+        return text
+    flag = "--" + what.lower().replace(" ", "-")
+    if text is not None:
+        _err(f"Error: Cannot use both {flag} and {flag}-file. Please use only one.")
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        return path.expanduser().read_text(encoding="utf-8")
+    except FileNotFoundError:
+        _err(f"Error: {what} file not found: {path.expanduser().resolve()}")
+    except (OSError, UnicodeDecodeError) as exc:
+        _err(f"Error: cannot read {flag}-file {path}: {exc}")
+    raise typer.Exit(EXIT_USAGE)
+
+
+DEBUG_CATEGORIES = {
+    "api": ("caliban.providers", "httpx", "httpx2"),
+    "mcp": ("caliban.mcp", "mcp"),
+    "search": ("caliban.search",),
+}
+"""``--debug`` categories and the loggers they show. The SDKs' own loggers stay off: they
+print request options, which is more than a debug log on a CI console should hold."""
+
+
+def _start_debug_log(spec: str, path: Path | None) -> None:
+    """``--debug [FILTER]``: caliban's debug log on stderr (or in ``--debug-file``).
+
+    FILTER is Claude Code's: categories to show (``api,mcp``) or to hide (``!mcp``); a
+    category caliban does not know shows nothing."""
+    names = [part.strip() for part in spec.split(",") if part.strip()]
+    shown = [n for n in names if not n.startswith("!")]
+    hidden = {n[1:] for n in names if n.startswith("!")}
+    if shown:
+        loggers = [lg for n in shown for lg in DEBUG_CATEGORIES.get(n, ())]
+    else:
+        loggers = ["caliban", *(lg for n, lgs in DEBUG_CATEGORIES.items() for lg in lgs)]
+        for n in hidden:
+            for lg in DEBUG_CATEGORIES.get(n, ()):
+                logging.getLogger(lg).setLevel(logging.WARNING)
+                if lg in loggers:
+                    loggers.remove(lg)
+    handler: logging.Handler
+    if path is not None:
+        path.expanduser().parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path.expanduser(), encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)s] %(name)s: %(message)s"))
+    for name in loggers:
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(handler)
+
+
+BARE_TOOLS = ("Bash", "Edit", "Read")
+"""``--bare``'s tools, as Claude Code 2.1.197 gives them (``--tools`` still chooses)."""
 
 
 def _split_rules(values: list[str] | None) -> tuple[str, ...]:
@@ -455,6 +642,74 @@ def _normalise_resume(argv: list[str]) -> list[str]:
     return result
 
 
+SUBCOMMANDS = frozenset({"config", "agents", "sessions", "mcp", "trust"})
+
+SILENT_FLAGS = frozenset(
+    {
+        "--exclude-dynamic-system-prompt-sections",
+        "--allow-dangerously-skip-permissions",
+        "--ide",
+        "--chrome",
+        "--no-chrome",
+        "--ax-screen-reader",
+    }
+)
+"""Claude Code flags that change nothing a ``-p`` run shows: accepted and dropped."""
+
+IGNORED_WITH_VALUE = {"--name": "", "-n": "", "--max-thinking-tokens": "warn"}
+"""Claude Code flags with one value that caliban accepts and ignores (``warn``: says so)."""
+
+_DEBUG_FILTER = re.compile(r"!?[\w.-]+(?:\s*,\s*!?[\w.-]+)+|![\w.-]+|api|mcp|hooks|file|1p")
+"""A ``--debug`` filter: a category list (``api,hooks``), a negation, or one known category.
+Anything else after ``--debug`` is the prompt (Claude Code would take it as the filter)."""
+
+_BETA = re.compile(r"[a-z0-9][a-z0-9-]*")
+
+
+def _compat_flags(argv: list[str]) -> list[str]:
+    """Claude Code's spellings caliban parses differently, before click sees them.
+
+    ``--debug``'s value is optional (``-d``, ``--debug api,mcp``); flags that change nothing
+    in caliban are dropped (some with a warning on stderr)."""
+    if argv and argv[0] in SUBCOMMANDS:
+        return argv
+    result: list[str] = []
+    tokens = iter(enumerate(argv))
+    for i, token in tokens:
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if token == "--":
+            result.extend(argv[i:])
+            break
+        if token == "-d2e":
+            result.append("--debug-to-stderr")
+        elif token in ("-d", "--debug"):
+            if following is not None and _DEBUG_FILTER.fullmatch(following):
+                result.append(f"--debug={following}")
+                next(tokens, None)
+            else:
+                result.append("--debug=")
+        elif token in SILENT_FLAGS:
+            pass
+        elif token.split("=", 1)[0] in IGNORED_WITH_VALUE:
+            flag = token.split("=", 1)[0]
+            if "=" not in token:
+                next(tokens, None)
+            if IGNORED_WITH_VALUE[flag] == "warn":
+                _err(f"caliban: warning: {flag} is not supported; ignored")
+        elif token == "--betas" or token.startswith("--betas="):
+            if "=" not in token:
+                # Claude Code's --betas takes several values: beta names, not the prompt.
+                while (nxt := argv[i + 1] if i + 1 < len(argv) else None) is not None and (
+                    _BETA.fullmatch(nxt) and "-" in nxt
+                ):
+                    next(tokens, None)
+                    i += 1
+            _err("caliban: warning: --betas is not supported; ignored")
+        else:
+            result.append(token)
+    return result
+
+
 def _looks_like_id(token: str) -> bool:
     return len(token) >= 4 and all(c in "0123456789abcdefABCDEF-" for c in token)
 
@@ -480,7 +735,7 @@ def _dispatch(args: list[str]) -> int:
     from caliban.errors import ConfigError, UsageError
 
     try:
-        argv = _normalise_resume(_expand_variadic(args))
+        argv = _normalise_resume(_expand_variadic(_compat_flags(args)))
         app(args=argv, prog_name="caliban", standalone_mode=True)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

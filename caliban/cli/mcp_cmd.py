@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -30,14 +30,21 @@ mcp_app = typer.Typer(
 )
 
 ScopeOption = Annotated[
-    Literal["user", "project"] | None,
+    Literal["user", "project", "local"] | None,
     typer.Option(
         "--scope",
         "-s",
         metavar="SCOPE",
-        help="user (~/.config/caliban/mcp.toml) or project (.caliban/mcp.toml).",
+        help="user (~/.config/caliban/mcp.toml) or project (.caliban/mcp.toml); Claude "
+        "Code's local means project.",
     ),
 ]
+
+
+def _write_scope(scope: str | None) -> Literal["user", "project"]:
+    """Claude Code's ``local`` (its default: this project, this user) is caliban's project
+    file, which is where caliban keeps a project's servers."""
+    return "user" if scope == "user" else "project"
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -153,7 +160,7 @@ def _untrusted_rows(config: McpConfig) -> list[StatusRow]:
 
 @mcp_app.command("add")
 def mcp_add(
-    name: Annotated[str, typer.Argument(help="Server name: 1-32 of a-z, 0-9, '_' and '-'.")],
+    name: Annotated[str, typer.Argument(help="Server name: 1-64 letters, digits, '_' and '-'.")],
     command: Annotated[
         list[str] | None,
         typer.Argument(metavar="[-- COMMAND [ARGS]...]", help="How to start a stdio server."),
@@ -170,8 +177,13 @@ def mcp_add(
         typer.Option("--env", "-e", metavar="K=V", help="Environment variable (repeatable)."),
     ] = None,
     transport: Annotated[
-        Literal["http", "sse"] | None,
-        typer.Option("--transport", "-t", metavar="KIND", help="http (default) or sse."),
+        Literal["stdio", "http", "sse"] | None,
+        typer.Option(
+            "--transport",
+            "-t",
+            metavar="KIND",
+            help="stdio (with a command), http (default with a URL) or sse.",
+        ),
     ] = None,
     scope: ScopeOption = None,
 ) -> None:
@@ -181,8 +193,16 @@ def mcp_add(
 
     HTTP:  caliban mcp add docs --url http://127.0.0.1:8931/mcp -H 'Authorization: Bearer ${T}'
     """
-    from caliban.mcp.config import add_server, entry_from_options, load_mcp_config, scope_path
+    from caliban.mcp.config import entry_from_options
 
+    if transport == "stdio":
+        if url is not None:
+            _err("caliban: --transport stdio takes a command, not --url")
+            raise typer.Exit(EXIT_USAGE)
+        transport = None  # a command is a stdio server; mcp.toml need not say so
+    if url is None and command and len(command) == 1 and "://" in command[0]:
+        # Claude Code's spelling: `claude mcp add --transport http NAME URL`.
+        url, command = command[0], None
     if bool(command) == bool(url):
         _err("caliban: give exactly one of `-- COMMAND [ARGS]` (stdio) or `--url URL` (HTTP)")
         raise typer.Exit(EXIT_USAGE)
@@ -199,15 +219,52 @@ def mcp_add(
         headers=_pairs(header, ":", "--header"),
         transport=transport,
     )
+    _add(name, entry, scope)
+
+
+def _add(name: str, entry: dict[str, Any], scope: str | None) -> None:
+    from caliban.mcp.config import add_server, load_mcp_config, scope_path
+
     cwd = Path.cwd()
-    target = scope or "project"
-    path = scope_path(target, cwd)
+    path = scope_path(_write_scope(scope), cwd)
     replaced = add_server(path, name, entry)
-    kind = "stdio" if command else (transport or "http")
+    kind = entry.get("transport") or ("stdio" if "command" in entry else "http")
     _err(f"{'Replaced' if replaced else 'Added'} {kind} server {name!r} in {path}")
     effective = load_mcp_config(cwd, trusted=True).get(name)
     if effective is not None and effective.source != path:
         _err(f"note: {effective.where} also defines {name!r} and takes precedence")
+
+
+@mcp_app.command("add-json")
+def mcp_add_json(
+    name: Annotated[str, typer.Argument(help="Server name.")],
+    config: Annotated[
+        str, typer.Argument(metavar="JSON", help='One server as in .mcp.json: {"command": …}.')
+    ],
+    scope: ScopeOption = None,
+) -> None:
+    """Add a server given as Claude Code's JSON (`claude mcp add-json NAME JSON`).
+
+    caliban mcp add-json github '{"type":"http","url":"https://…","headers":{…}}'
+    """
+    import json
+
+    try:
+        data = json.loads(config)
+    except json.JSONDecodeError as exc:
+        _err(f"caliban: invalid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}")
+        raise typer.Exit(EXIT_USAGE) from None
+    if not isinstance(data, dict):
+        _err(
+            'caliban: expected one server as a JSON object, e.g. {"command": "npx", "args": [...]}'
+        )
+        raise typer.Exit(EXIT_USAGE)
+    from caliban.mcp.config import entry_from_json
+
+    entry, ignored = entry_from_json(data)
+    for key in ignored:
+        _err(f"caliban: warning: ignoring key {key!r} (caliban does not use it)")
+    _add(name, entry, scope)
 
 
 @mcp_app.command("remove")
@@ -220,7 +277,7 @@ def mcp_remove(
 
     cwd = Path.cwd()
     if scope is not None:
-        path = scope_path(scope, cwd)
+        path = scope_path(_write_scope(scope), cwd)
     else:
         server = load_mcp_config(cwd, trusted=True).get(name)
         if server is None or server.source is None:

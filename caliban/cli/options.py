@@ -6,9 +6,10 @@ the command line (and the command line imports the runners only when it runs the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 EXIT_USAGE = 2
 EXIT_CONFIG = 78
@@ -41,6 +42,16 @@ class CliOptions:
     resume: str | None
     """A session id, ``""`` for the picker, or ``None``."""
     cwd: Path
+    agent: str | None = None
+    """``--agent NAME``: the main agent is that sub-agent definition (its prompt, tools and
+    model)."""
+    bare: bool = False
+    """``--bare``: no memory files, hooks or MCP servers but ``--mcp-config``'s (the flag also
+    narrows the tools and turns off commands and skills)."""
+    disable_slash_commands: bool = False
+    """``--disable-slash-commands``: no custom commands or skills (and no Skill tool)."""
+    fork_session: bool = False
+    """``--fork-session``: with ``-c``/``--resume``, continue under a new session id."""
     verbose: bool = False
     input_format: InputFormat = "text"
     include_partial_messages: bool = False
@@ -62,3 +73,11 @@ class CliOptions:
     no_session_persistence: bool = False
     effort: str | None = None
     """``--effort``: low, medium or high (the ``model_effort`` setting)."""
+    fallback_models: tuple[str, ...] = ()
+    """``--fallback-model``: models (ids or aliases) to switch to when the model is
+    overloaded."""
+    max_budget_usd: float | None = None
+    """``--max-budget-usd``: end the turn once the requests cost this much."""
+    json_schema: Mapping[str, Any] | None = None
+    """``--json-schema``: the main agent answers through a StructuredOutput tool with this
+    input schema (:mod:`caliban.tools.structured_output`)."""

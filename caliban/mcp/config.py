@@ -50,9 +50,11 @@ from caliban.config import (
 
 MCP_FILE = "mcp.toml"
 MCP_JSON = ".mcp.json"
-NAME_RE = re.compile(r"^[a-z0-9_-]{1,32}$")
 JSON_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-"""Server names in Claude Code's JSON files: kept verbatim, capitals and all."""
+"""Server names as Claude Code accepts them (``GitHub``, ``notionApi``): kept verbatim."""
+NAME_RE = JSON_NAME_RE
+"""``mcp.toml`` takes the same names, so ``caliban mcp add`` takes what ``claude mcp add``
+takes and tool names and permission rules (``mcp__notionApi__…``) stay the same."""
 DEFAULT_STARTUP_TIMEOUT = 10.0
 DEFAULT_TOOL_TIMEOUT = 120.0
 
@@ -242,13 +244,13 @@ def valid_name(name: str) -> bool:
 
 
 def _suggest_name(name: str) -> str:
-    fixed = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-")[:32]
+    fixed = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")[:64]
     return fixed or "server"
 
 
 def _name_problem(where: str, name: str) -> str:
     return (
-        f"{where}: server name {name!r} is invalid: use 1-32 lowercase letters, digits, '_' "
+        f"{where}: server name {name!r} is invalid: use 1-64 letters, digits, '_' "
         f"or '-' (e.g. {_suggest_name(name)!r})"
     )
 
@@ -398,19 +400,10 @@ def _mcp_json_entries(
         if not isinstance(entry, dict):
             problems.append(f"{where}: server {name!r}: expected an object")
             continue
-        converted: dict[str, Any] = {}
-        for key, value in entry.items():
-            if key == "type":
-                converted["transport"] = "http" if value == "streamable-http" else value
-            elif key == "alwaysLoad":
-                # Claude Code pins the server's tools under tool search; caliban's lazy = false.
-                if value is True:
-                    converted["lazy"] = False
-            elif key in _JSON_KEYS:
-                converted[key] = value
-            else:
-                # Claude Code's format may grow keys caliban does not use; skip, do not fail.
-                warnings.append(f"{where}: server {name!r}: ignoring key {key!r}")
+        converted, ignored = entry_from_json(entry)
+        for key in ignored:
+            # Claude Code's format may grow keys caliban does not use; skip, do not fail.
+            warnings.append(f"{where}: server {name!r}: ignoring key {key!r}")
         raws.append(
             _Raw(
                 name=name,
@@ -422,6 +415,27 @@ def _mcp_json_entries(
             )
         )
     return raws
+
+
+def entry_from_json(entry: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """One server of Claude Code's JSON (``.mcp.json``, ``claude mcp add-json``) as an
+    ``mcp.toml`` table, and the keys caliban does not use.
+
+    ``type`` becomes ``transport`` (``streamable-http`` is ``http``); ``alwaysLoad: true``
+    (Claude Code keeps the tools on the wire under tool search) is ``lazy = false``."""
+    converted: dict[str, Any] = {}
+    ignored: list[str] = []
+    for key, value in entry.items():
+        if key == "type":
+            converted["transport"] = "http" if value == "streamable-http" else value
+        elif key == "alwaysLoad":
+            if value is True:
+                converted["lazy"] = False
+        elif key in _JSON_KEYS:
+            converted[key] = value
+        else:
+            ignored.append(key)
+    return converted, ignored
 
 
 def _resolve_cwd(raw_cwd: str, scope: Scope, cwd: Path) -> Path:
@@ -436,15 +450,7 @@ def _build(
     raw: _Raw, cwd: Path, environ: Mapping[str, str], problems: list[str], warnings: list[str]
 ) -> ServerConfig | None:
     where = f"{raw.source}:{raw.line}" if raw.line else str(raw.source)
-    if raw.scope in ("mcp.json", "flag"):
-        if not JSON_NAME_RE.fullmatch(raw.name):
-            fixed = re.sub(r"[^A-Za-z0-9_-]+", "-", raw.name).strip("-")[:64] or "server"
-            problems.append(
-                f"{where}: server name {raw.name!r} is invalid: use 1-64 letters, digits, '_' "
-                f"or '-' (e.g. {fixed!r})"
-            )
-            return None
-    elif not valid_name(raw.name):
+    if not valid_name(raw.name):
         problems.append(_name_problem(where, raw.name))
         return None
     if not isinstance(raw.data, dict):
@@ -653,6 +659,7 @@ __all__ = [
     "ServerEntry",
     "Transport",
     "add_server",
+    "entry_from_json",
     "entry_from_options",
     "expand_vars",
     "load_mcp_config",

@@ -47,6 +47,9 @@ BASE_URL_ENVS: Final[Mapping[ProviderName, str]] = {
     "anthropic": "ANTHROPIC_BASE_URL",
     "openai": "OPENAI_BASE_URL",
 }
+AUTH_TOKEN_ENV: Final = "ANTHROPIC_AUTH_TOKEN"
+"""Claude Code's other Anthropic credential (a gateway's or a local server's bearer token,
+as Ollama's and LiteLLM's setup guides set it); used when ``ANTHROPIC_API_KEY`` is not."""
 PLACEHOLDER_KEY: Final = "not-needed"
 """Sent to a custom base URL when no key is set: local servers ignore it, the SDKs need one."""
 
@@ -117,7 +120,7 @@ def resolve_provider(
     section = getattr(settings.providers, name)
     key_env = section.api_key_env or KEY_ENVS[name]
     base_url = section.base_url or environ.get(BASE_URL_ENVS[name]) or None
-    api_key = environ.get(key_env) or None
+    api_key = environ.get(key_env) or _auth_token(name, key_env, environ)
     if api_key is None:
         if base_url is None:
             raise ConfigError(_missing_key_message(name, key_env, explicit=section.api_key_env))
@@ -143,7 +146,8 @@ def _provider_name(
                 return name
         raise ConfigError(f"unknown provider '{chosen}': use one of {', '.join(PROVIDERS)}")
     for name in PROVIDERS:  # a key in the environment
-        if environ.get(getattr(settings.providers, name).api_key_env or KEY_ENVS[name]):
+        key_env = getattr(settings.providers, name).api_key_env or KEY_ENVS[name]
+        if environ.get(key_env) or _auth_token(name, key_env, environ):
             return name
     for name in PROVIDERS:  # an endpoint without a key (a local server)
         if getattr(settings.providers, name).base_url or environ.get(BASE_URL_ENVS[name]):
@@ -152,6 +156,14 @@ def _provider_name(
         "no model provider is configured. Set ANTHROPIC_API_KEY (Anthropic) or "
         "OPENAI_API_KEY (OpenAI) in the environment.\n" + LOCAL_SERVER_HINT
     )
+
+
+def _auth_token(name: ProviderName, key_env: str, environ: Mapping[str, str]) -> str | None:
+    """``ANTHROPIC_AUTH_TOKEN`` for the Anthropic provider, unless the config names its own
+    key variable (then that one is meant)."""
+    if name != "anthropic" or key_env != KEY_ENVS["anthropic"]:
+        return None
+    return environ.get(AUTH_TOKEN_ENV) or None
 
 
 def _missing_key_message(name: ProviderName, key_env: str, *, explicit: str | None) -> str:

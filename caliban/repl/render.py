@@ -44,6 +44,7 @@ from caliban.events import (
     ConversationCompacted,
     HistoryAppended,
     ModelChanged,
+    ModelFallback,
     Notice,
     ToolFinished,
     ToolResultsMessage,
@@ -402,6 +403,13 @@ class Renderer:
                     self._after_tool.append((depth, text))
                 else:
                     self._line(depth, f"{ELBOW}  {text}", style="dim")
+            case ModelFallback():
+                self._line(
+                    depth,
+                    f"⚠  {event.original_model} is overloaded; switched to "
+                    f"{event.fallback_model} for this prompt",
+                    style="yellow",
+                )
             case Notice(level=level, text=text):
                 style = {"info": "dim", "warning": "yellow", "error": "red"}[level]
                 mark = {"info": ELBOW, "warning": "⚠", "error": "✗"}[level]

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from caliban.mcp.client import McpManager
     from caliban.mcp.config import ServerConfig
     from caliban.permissions.approval import Approver, PermissionAnswer, PermissionRequest
+    from caliban.providers.select import ProviderChoice
+    from caliban.subagents import AgentDefinition
+    from caliban.tools.base import Tool
 
 
 def preload() -> None:
@@ -106,8 +109,21 @@ async def open_session(
     # Claude Code's settings files, env, modes and flags (caliban.session.compat).
     setup = prepare(options, loaded, root)
     settings = setup.settings
+    agent_definitions, agent_warnings = list_agents(options.cwd, extra=setup.extra_agents)
+    main_agent = _main_agent(options.agent, agent_definitions)
+    wanted_model = setup.model
+    if (
+        main_agent is not None
+        and options.model is None
+        and main_agent.model
+        not in (
+            None,
+            "inherit",
+        )
+    ):
+        wanted_model = main_agent.model
     choice = resolve_provider(
-        settings, provider=options.provider, model=setup.model, environ=os.environ
+        settings, provider=options.provider, model=wanted_model, environ=os.environ
     )
     choice, model_warning = resolve_model(choice, DEFAULT_MODELS[choice.provider])
     retry = retry_policy()
@@ -141,7 +157,6 @@ async def open_session(
     )
     late: asyncio.Task[None] | None = None
     timers: list[asyncio.TimerHandle] = []
-    agent_definitions, agent_warnings = list_agents(options.cwd, extra=setup.extra_agents)
     catalog = load_catalog(options.cwd)
     # Only a person gets Notification hooks; headless callers pass a denier (or nothing).
     notifying = _NotifyingApprover(approver) if approver is not None and interactive else None
@@ -151,6 +166,8 @@ async def open_session(
         asker = deny_approver
     else:
         asker = notifying
+    fallback_warnings: list[str] = []
+    fallbacks = _fallbacks(options.fallback_models, choice, fallback_warnings)
     session = Session(
         settings=settings,
         provider=provider,
@@ -161,11 +178,16 @@ async def open_session(
             add_dirs=setup.add_dirs,
             replace=options.system_prompt,
             append=options.append_system_prompt,
+            memory=not options.bare,
+            base=main_agent.system_prompt.strip() if main_agent is not None else None,
         ),
         env=ToolEnv(cwd=options.cwd, project_root=root, read_denied=policy.read_denial),
-        builtins=chosen.builtins,
-        agents=agent_definitions if chosen.agent else (),
-        skills=catalog.items,
+        builtins=_with_structured_output(
+            _agent_tools(chosen.builtins, main_agent), options.json_schema
+        ),
+        # An --agent main agent starts no sub-agents, as a sub-agent does not.
+        agents=agent_definitions if chosen.agent and main_agent is None else (),
+        skills=() if options.disable_slash_commands else catalog.items,
         permissions=policy,
         authorize=make_authorize(policy, asker),
         listeners=list(listeners),
@@ -174,8 +196,15 @@ async def open_session(
         mcp=manager,
         permission_mode_name=setup.permission_mode,
         id=options.session_id or new_session_id(),
+        fallback_models=fallbacks,
+        main_agent=main_agent,
     )
-    hooks = _hooks(loaded, setup.claude.hooks, session, root)
+    skip_hooks = options.bare or setup.claude.disable_all_hooks
+    hooks = None if skip_hooks else _hooks(loaded, setup.claude.hooks, session, root)
+    if options.json_schema is not None:
+        from caliban.tools.structured_output import RequireStructuredOutput
+
+        session.hooks = RequireStructuredOutput(session.hooks, session.env)
     if notifying is not None:
         notifying.hooks = hooks
     try:
@@ -188,6 +217,7 @@ async def open_session(
             *setup.warnings,
             *chosen.warnings,
             *([model_warning] if model_warning else []),
+            *fallback_warnings,
             *loaded.warnings,
             *mcp_config.problems,
             *mcp_config.warnings,
@@ -388,6 +418,56 @@ async def _report_failures(session: Session, manager: McpManager) -> None:
             from caliban.mcp.status import describe_failure
 
             session.emit(Notice(level="warning", text=describe_failure(status)))
+
+
+def _main_agent(name: str | None, definitions: Sequence[AgentDefinition]) -> AgentDefinition | None:
+    """``--agent NAME``'s definition; ``None`` without the flag, or for the built-in
+    general-purpose agent, which is the main agent as it is (as in Claude Code)."""
+    from caliban.errors import UsageError
+    from caliban.subagents import DEFAULT_SUBAGENT
+
+    if name is None:
+        return None
+    found = next((d for d in definitions if d.name == name), None)
+    if found is None:
+        known = ", ".join(sorted(d.name for d in definitions))
+        raise UsageError(f"--agent {name}: no such agent (defined: {known})")
+    return None if found.name == DEFAULT_SUBAGENT and found.source == "builtin" else found
+
+
+def _agent_tools(builtins: Sequence[Tool], agent: AgentDefinition | None) -> Sequence[Tool]:
+    """The built-in tools ``--agent``'s definition allows (all without one)."""
+    if agent is None or (agent.tools is None and not agent.disallowed_tools):
+        return builtins
+    return [tool for tool in builtins if agent.allows(tool.name)]
+
+
+def _fallbacks(
+    names: Sequence[str], choice: ProviderChoice, warnings: list[str]
+) -> tuple[str, ...]:
+    """``--fallback-model`` names as the provider's models (aliases resolved); an alias that
+    means nothing for the provider is left out with a warning."""
+    from caliban.model_aliases import resolve_alias
+
+    models = []
+    for name in names:
+        model = resolve_alias(name, choice.provider, os.environ)
+        if model is None:
+            warnings.append(f"--fallback-model {name!r} means nothing for {choice.provider}")
+        elif model != choice.model:
+            models.append(model)
+    return tuple(models)
+
+
+def _with_structured_output(
+    builtins: Sequence[Tool], schema: Mapping[str, Any] | None
+) -> Sequence[Tool]:
+    """``--json-schema``: the built-in tools and StructuredOutput."""
+    if schema is None:
+        return builtins
+    from caliban.tools.structured_output import StructuredOutputTool
+
+    return [*builtins, StructuredOutputTool(schema)]
 
 
 def result_extra(session: Session) -> dict[str, Any]:

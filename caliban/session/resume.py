@@ -99,6 +99,29 @@ async def resume_session(
     return record
 
 
+async def fork_session(
+    session: Session, ref: str | None, *, restore_model: bool = True
+) -> SessionRecord:
+    """``--fork-session``: start from saved session ``ref`` (``None``: the newest) under
+    ``session``'s own id, in a new transcript that begins with a copy of the saved one's
+    history; the saved session is left as it was."""
+    import json
+
+    root = session.env.project_root
+    summary = newest_session(root) if ref is None else find_session(root, ref)
+    record = load_session(summary.path)
+    fork_id = session.id
+    await resume_into(session, record, restore_model=restore_model)
+    session.adopt(fork_id, session.conversation)
+    transcript = attach_transcript(session)
+    for line in summary.path.read_bytes().splitlines()[1:]:  # every record after the header
+        try:
+            transcript.write(json.loads(line))
+        except ValueError:
+            continue  # a line a crash cut short; loading skipped it too
+    return record
+
+
 async def resume_into(
     session: Session, record: SessionRecord, *, restore_model: bool = True
 ) -> None:
@@ -192,6 +215,9 @@ class _ResumeOptions(Protocol):
     @property
     def model(self) -> str | None: ...
 
+    @property
+    def fork_session(self) -> bool: ...
+
 
 async def open_transcript(
     session: Session,
@@ -209,6 +235,9 @@ async def open_transcript(
     if options.continue_session and options.resume is not None:
         raise UsageError("use either --continue or --resume, not both")
     restore_model = options.model is None
+    if options.fork_session and (options.continue_session or options.resume):
+        source = None if options.continue_session else (options.resume or "").strip()
+        return await fork_session(session, source, restore_model=restore_model)
     if options.continue_session:
         return await resume_session(session, None, restore_model=restore_model)
     if options.resume is None:

@@ -88,6 +88,14 @@ class Session:
     activation: ActivationCell | None = None
     """The lazily loaded MCP tools now active; ``None`` when lazy loading cannot apply
     (``tools.lazy_mcp = false`` and no server with ``lazy = true``)."""
+    main_agent: AgentDefinition | None = None
+    """``--agent``'s definition: the main agent's tools are already its; this limits the
+    provider's own web search too."""
+    fallback_models: tuple[str, ...] = ()
+    """``--fallback-model``: the main agent's models when its own stays overloaded."""
+    over_budget: Callable[[], str | None] | None = None
+    """Asked after each of the main agent's responses: why the turn must stop
+    (``--max-budget-usd``); ``None``: no budget."""
     toolset: Toolset = field(init=False)
     """Every tool the session's agent may call, composed once (see :mod:`caliban.toolsets`)."""
     _lazy: LazyMcpToolset | None = field(default=None, init=False, repr=False)
@@ -199,6 +207,8 @@ class Session:
             web_search=self.offers_web_search(),
             hooks=self.hooks,
             prompt_tools=self._lazy.preactivate if self._lazy is not None else None,
+            over_budget=self.over_budget,
+            fallback_models=self.fallback_models,
         )
 
     def offers_web_search(self, scope: AgentDefinition | None = None) -> bool:
@@ -206,6 +216,7 @@ class Session:
         a ``WebSearch`` deny rule (or a sub-agent's tool list) turns it off."""
         if self.provider.name != "anthropic":
             return False
+        scope = scope if scope is not None else self.main_agent
         if scope is not None and not scope.allows("WebSearch"):
             return False
         if self.permissions is None:

@@ -45,6 +45,7 @@ from caliban.events import (
     ConversationCompacted,
     HistoryAppended,
     ModelChanged,
+    ModelFallback,
     Notice,
     ToolFinished,
     ToolResultsMessage,
@@ -105,6 +106,13 @@ def event_to_json(event: AgentEvent) -> dict[str, Any] | None:
     match event:
         case AssistantDelta() | AssistantThinkingDelta() | BackgroundTaskUpdate():
             return None
+        case ModelFallback():
+            body = {
+                "type": "model_fallback",
+                "original_model": event.original_model,
+                "fallback_model": event.fallback_model,
+                "error": event.error,
+            }
         case UserPrompt(message=message):
             body = {"type": "user_prompt", "message": message_to_json(message)}
         case AssistantMessage(message=message, usage=usage, model=model):

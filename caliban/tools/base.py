@@ -110,6 +110,8 @@ class ToolOutput:
     data: Any = None
     """The result as JSON-ready data, for programs rather than the model (Claude Code's
     ``tool_use_result``: TodoWrite's old and new lists, WebFetch's status and size)."""
+    ends_turn: bool = False
+    """The turn is over once this call's results are in (StructuredOutput's answer)."""
 
     @classmethod
     def text(
@@ -119,8 +121,15 @@ class ToolOutput:
         summary: str | None = None,
         change: FileChange | None = None,
         data: Any = None,
+        ends_turn: bool = False,
     ) -> ToolOutput:
-        return cls(content=(TextPart(text=text),), summary=summary, change=change, data=data)
+        return cls(
+            content=(TextPart(text=text),),
+            summary=summary,
+            change=change,
+            data=data,
+            ends_turn=ends_turn,
+        )
 
     @classmethod
     def error(cls, text: str) -> ToolOutput:
