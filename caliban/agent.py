@@ -63,6 +63,7 @@ CONTINUE_PROMPT = (
     "Your response was cut off at the output token limit. Continue exactly where you stopped."
 )
 INTERRUPTED = "The user interrupted this tool call before it finished."
+NOT_RUN_OVER_BUDGET = "Not run: the spending limit (--max-budget-usd) was reached."
 REPEAT_LIMIT = 3
 """Turns in a row that repeat a read-only call before the run stops (small models loop)."""
 SIDE_SYSTEM = "You answer one request about the text you are given, briefly and accurately."
@@ -223,7 +224,15 @@ class Agent:
             usage += response.usage
             if self.over_budget is not None and (spent := self.over_budget()) is not None:
                 # As Claude Code does: the response that crossed the budget is the last one,
-                # and its tool calls do not run.
+                # and its tool calls do not run (each is answered, so the history stays valid
+                # for --continue).
+                if calls := response.message.tool_calls:
+                    self._append(
+                        Message(
+                            role="user",
+                            parts=tuple(_error_result(c.id, NOT_RUN_OVER_BUDGET) for c in calls),
+                        )
+                    )
                 return RunResult(
                     subtype="error_max_budget_usd",
                     text=response.message.text,

@@ -391,8 +391,17 @@ def test_a_ralph_loop_iteration_runs_within_its_budget_and_stops_past_it(
     assert (frame["subtype"], frame["is_error"]) == ("error_max_budget_usd", True)
     assert frame["errors"] == ["Reached maximum budget ($0.00001)"]
     assert frame["total_cost_usd"] > 0.00001
-    # The response that crossed the budget was the last: its Bash call did not run.
+    # The response that crossed the budget was the last: its Bash call did not run, and
+    # it is answered, so the session continues with a request both APIs accept.
     assert len(fake_model_server.requests) == 2
+    fake_model_server.add({"text": "continued"})
+    again = caliban(fake_model_server, project, "-p", "go on", "--continue")
+    assert (again.returncode, again.stdout) == (0, "continued\n"), again.stderr
+    messages = fake_model_server.requests[-1].body["messages"]
+    [call] = [b for b in messages[-2]["content"] if b["type"] == "tool_use"]
+    [answer] = [b for b in messages[-1]["content"] if b["type"] == "tool_result"]
+    assert answer["tool_use_id"] == call["id"] and answer["is_error"] is True
+    assert "--max-budget-usd" in json.dumps(answer["content"])
     zero = caliban(None, project, "-p", "x", "--max-budget-usd", "0")
     assert zero.returncode == 2
 
