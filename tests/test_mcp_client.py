@@ -489,3 +489,66 @@ async def test_streamable_http_server_with_configured_headers(http_server: str) 
         assert noauth.state == "failed" and noauth.error
         result = await manager.call_tool("docs", "search_docs", {"query": "on-call"})
         assert '"tool": "search_docs"' in result.as_text
+
+
+# ---------------------------------------------------------------------------- misbehaving
+
+
+@pytest.mark.slow
+async def test_a_servers_own_error_is_bounded_marked_and_keeps_the_connection() -> None:
+    """-32000 is JSON-RPC's first server-defined code as well as the SDK's code for a closed
+    connection: a server answering with it is still connected, and its words are its data."""
+    async with McpManager([stdio("mis", "misbehaving.py")]) as manager:
+        with anyio.fail_after(10):
+            [status] = await manager.wait_ready()
+        with anyio.fail_after(10):
+            failed = await manager.call_tool("mis", "fail", {"code": -32000, "size": 300_000})
+        assert failed.is_error and len(failed.as_text) < 2_500
+        assert failed.as_text.startswith(
+            "MCP server 'mis' rejected 'fail' (error -32000):\n"
+            '<mcp-data server="mis" tool="fail">\nServer error: xxx'
+        )
+        assert "298,000 more characters cut]\n</mcp-data>" in failed.as_text
+        with anyio.fail_after(10):
+            echoed = await manager.call_tool("mis", "echo", {"text": "still here"})
+        assert unmark(echoed.as_text) == "still here"
+        assert manager.status("mis").pid == status.pid  # not restarted
+
+
+@pytest.mark.slow
+async def test_a_message_that_never_ends_stops_the_server_and_the_call_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from caliban.mcp import client
+
+    monkeypatch.setattr(client, "MAX_MESSAGE_CHARS", 2 * 2**20)
+    async with McpManager([stdio("mis", "misbehaving.py", tool_timeout=60)]) as manager:
+        with anyio.fail_after(10):
+            [status] = await manager.wait_ready()
+        assert status.pid is not None
+        with anyio.fail_after(10):  # not the 60 s tool timeout
+            cut = await manager.call_tool("mis", "long_line", {"megabytes": 3})
+        assert cut.is_error and cut.as_text == (
+            "MCP server 'mis' sent a message over 2 MB on stdout during the call to "
+            "'long_line'; caliban stopped it and will restart it on the next call."
+        )
+        with anyio.fail_after(10):
+            failed = await manager.wait_for_state("mis", "failed")
+        assert failed.error == "sent a message over 2 MB on stdout"
+        with anyio.fail_after(20):
+            echoed = await manager.call_tool("mis", "echo", {"text": "back"})
+        assert unmark(echoed.as_text) == "back"
+        assert not running(status.pid)
+
+
+@pytest.mark.slow
+async def test_a_result_of_many_images_sends_twenty_and_counts_the_rest() -> None:
+    async with McpManager([stdio("mis", "misbehaving.py")]) as manager:
+        with anyio.fail_after(10):
+            await manager.wait_ready()
+        with anyio.fail_after(20):
+            result = await manager.call_tool("mis", "images", {"count": 1000})
+    assert sum(isinstance(p, ImagePart) for p in result.content) == 20
+    assert "[980 more images not shown: one result carries at most 20 images and 10.0 MB" in (
+        result.as_text
+    )

@@ -49,6 +49,7 @@ from caliban.mcp.tools import (
     McpTool,
     convert_result,
     hashed_name,
+    mark_data,
     tool_from_sdk,
     unique_wire_names,
 )
@@ -68,6 +69,7 @@ ConnectMode = Literal["auto", "legacy"]
 
 STDERR_TAIL_LINES = 10
 LOG_ROTATE_BYTES = 1_000_000
+_TAIL_BYTES = 65536
 STOP_GRACE = 2.0
 """Seconds a connected stdio server gets to exit after its stdin closes."""
 KILL_WAIT = 2.0
@@ -76,6 +78,12 @@ _INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 """What a stdio server inherits from caliban's environment (the MCP SDK's choice)."""
 _EXTRA_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
 _MAX_TOOL_PAGES = 100
+MAX_MESSAGE_CHARS = 64 * 2**20
+"""The longest JSON-RPC message read from a stdio server; a server that writes more without
+a newline is stopped (its result could never be shown whole, and the buffer would grow
+without bound)."""
+MAX_ERROR_CHARS = 2_000
+"""How much of a server's JSON-RPC error message reaches the model."""
 REFRESH_QUIET_S = 0.25
 """After a tool-list change, wait this long before re-listing: a burst (or a flood) of
 ``tools/list_changed`` notifications costs one ``tools/list`` per period, not one each."""
@@ -195,6 +203,8 @@ class _Proc:
     """Its stop has begun (by the transport, or by the connection task)."""
     exited: bool = False
     """The server closed its stdout before we asked it to stop."""
+    violation: str | None = None
+    """How the server broke the protocol so badly that caliban cut the connection."""
 
 
 def _server_env(config: ServerConfig) -> dict[str, str]:
@@ -310,12 +320,24 @@ async def _stdio_transport(
 
     async def reader() -> None:
         assert process.stdout is not None
-        buffer = ""
+        pending: list[str] = []  # the unfinished line, in pieces: joined once, not per chunk
+        size = 0
         delivering = True
         try:
             async for chunk in TextReceiveStream(process.stdout, errors="replace"):
-                lines = (buffer + chunk).split("\n")
-                buffer = lines.pop()
+                *lines, rest = chunk.split("\n")
+                if lines:
+                    lines[0] = "".join([*pending, lines[0]])
+                    pending, size = [], 0
+                if rest:
+                    pending.append(rest)
+                    size += len(rest)
+                if size > MAX_MESSAGE_CHARS or any(len(ln) > MAX_MESSAGE_CHARS for ln in lines):
+                    proc.violation = (
+                        f"sent a message over {MAX_MESSAGE_CHARS // 2**20} MB on stdout"
+                    )
+                    _note(errlog, f"{proc.violation}: stopping the server")
+                    break
                 for line in lines:
                     if not delivering or not line.strip():
                         continue
@@ -404,8 +426,9 @@ def read_tail(path: Path, offset: int = 0, lines: int = STDERR_TAIL_LINES) -> tu
     own notes."""
     try:
         with path.open("rb") as f:
-            f.seek(offset)
-            data = f.read()[-65536:]
+            # Only the end: a server can write gigabytes to stderr.
+            f.seek(max(offset, f.seek(0, os.SEEK_END) - _TAIL_BYTES))
+            data = f.read(_TAIL_BYTES)
     except OSError:
         return ()
     text = data.decode("utf-8", errors="replace")
@@ -808,7 +831,9 @@ class McpManager:
         except Exception as exc:
             reason = _describe(exc, conn.config)
         finally:
-            if proc.exited and proc.process is not None and proc.process.returncode is not None:
+            if proc.violation is not None:
+                reason = proc.violation
+            elif proc.exited and proc.process is not None and proc.process.returncode is not None:
                 code = proc.process.returncode
                 how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
                 reason = how if conn.state == "connected" else f"{how} while starting"
@@ -999,7 +1024,6 @@ class McpManager:
         client = await self._connected_client(conn)
         if client is None:
             return ToolOutput.error(self._unavailable(conn))
-        import mcp_types
         from mcp.shared.exceptions import MCPError
 
         limit = timeout if timeout is not None else conn.tool_timeout
@@ -1012,16 +1036,29 @@ class McpManager:
                 "it may still be running on the server (the limit is tool_timeout in mcp.toml)."
             )
         except MCPError as exc:
-            if exc.code == mcp_types.CONNECTION_CLOSED:
+            if _connection_closed(exc, conn):
                 conn.lost = True
                 conn.wake.set()
+                violation = conn.proc.violation if conn.proc is not None else None
+                if violation is not None:
+                    return ToolOutput.error(
+                        f"MCP server {server!r} {violation} during the call to {tool!r}; "
+                        "caliban stopped it and will restart it on the next call."
+                    )
                 return ToolOutput.error(
                     f"MCP server {server!r} closed the connection during the call to {tool!r} "
                     "(it may have crashed); caliban will restart it on the next call."
                 )
-            return ToolOutput.error(f"MCP server {server!r} rejected {tool!r}: {exc.message}")
+            # The message is the server's words: bounded, and marked as its data.
+            return ToolOutput.error(
+                f"MCP server {server!r} rejected {tool!r} (error {exc.code}):\n"
+                + mark_data(_clip(exc.message, MAX_ERROR_CHARS), server=server, tool=tool)
+            )
         except Exception as exc:
-            return ToolOutput.error(f"Calling {tool!r} on MCP server {server!r} failed: {exc}")
+            return ToolOutput.error(
+                f"Calling {tool!r} on MCP server {server!r} failed: "
+                + _clip(str(exc), MAX_ERROR_CHARS)
+            )
         return convert_result(result, server=server, tool=tool)
 
     def _unavailable(self, conn: _Conn) -> str:
@@ -1030,6 +1067,27 @@ class McpManager:
             lines.append("Its last stderr lines:")
             lines.extend(f"  {line}" for line in conn.stderr_tail[-5:])
         return "\n".join(lines)
+
+
+def _connection_closed(exc: Any, conn: _Conn) -> bool:
+    """Whether an SDK error means the connection is gone, not that the server answered with
+    an error: -32000 is the SDK's code for a closed connection and also the first of JSON-RPC's
+    server-defined codes, which servers use for their own failures."""
+    import mcp_types
+
+    if conn.lost:
+        return True
+    if exc.code != mcp_types.CONNECTION_CLOSED:
+        return False
+    if _spawns_itself(conn):
+        return False  # our own transport sets conn.lost when the server goes away
+    return bool(exc.message == "Connection closed")
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters cut]"
 
 
 _sdk_logging_routed = False

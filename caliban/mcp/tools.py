@@ -251,6 +251,10 @@ DEFAULT_MAX_OUTPUT_TOKENS = 25_000
 MAX_OUTPUT_TOKENS_ENV = "MAX_MCP_OUTPUT_TOKENS"
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 """The largest MCP image sent to the model, decoded (the same limit as Read's)."""
+MAX_RESULT_IMAGES = 20
+"""The most images one MCP result sends to the model; the rest are counted in a line."""
+MAX_RESULT_IMAGE_BYTES = 10 * 1024 * 1024
+"""The most image data (decoded) one MCP result sends to the model."""
 _CLOSING = re.compile(rf"<\s*/\s*{DATA_TAG}", re.IGNORECASE)
 
 
@@ -308,12 +312,27 @@ def convert_result(
     replaced by a line saying why.
     """
     parts: list[ResultPart] = []
+    images, image_bytes, dropped = 0, 0, 0
     for block in result.content:
         part = _checked_image(_content_part(block))
+        if isinstance(part, ImagePart):
+            size = _b64_size(part.data)
+            if images >= MAX_RESULT_IMAGES or image_bytes + size > MAX_RESULT_IMAGE_BYTES:
+                dropped += 1
+                continue
+            images, image_bytes = images + 1, image_bytes + size
         if isinstance(part, TextPart) and parts and isinstance(parts[-1], TextPart):
             parts[-1] = TextPart(text=f"{parts[-1].text}\n{part.text}")
         else:
             parts.append(part)
+    if dropped:
+        parts.append(
+            TextPart(
+                text=f"[{dropped:,} more image{'s' if dropped != 1 else ''} not shown: one result "
+                f"carries at most {MAX_RESULT_IMAGES} images and "
+                f"{_human_size(MAX_RESULT_IMAGE_BYTES)} of them]"
+            )
+        )
     if result.structured_content is not None and not any(isinstance(p, TextPart) for p in parts):
         structured = json.dumps(result.structured_content, ensure_ascii=False, indent=2)
         parts.insert(0, TextPart(text=structured))

@@ -1,0 +1,56 @@
+"""An MCP server that misbehaves in ways a careless client pays for.
+
+``fail`` answers with a JSON-RPC error of the given code and a message of ``size``
+characters; ``long_line`` writes ``megabytes`` of stdout with no newline (one endless
+message) and never answers; ``images`` returns ``count`` tiny PNGs; ``echo`` answers.
+"""
+
+import base64
+import os
+import time
+
+import mcp_types as types
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+
+server = MCPServer("misbehaving")
+WIRE = os.dup(1)  # the SDK points fd 1 at stderr while it serves; this is still the wire
+# A 1x1 PNG.
+PIXEL = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6364f8cf500f0003860180ad4a7d6b0000000049454e44ae426082"
+    )
+).decode("ascii")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Return TEXT."""
+    return text
+
+
+@server.tool()
+def fail(code: int, size: int) -> str:
+    """Answer with a JSON-RPC error."""
+    raise MCPError(code=code, message=("Server error: " + "x" * size)[:size])
+
+
+@server.tool()
+def long_line(megabytes: int) -> str:
+    """Write MEGABYTES of stdout without a newline, then hang."""
+    block = b"x" * (1024 * 1024)
+    for _ in range(megabytes):
+        os.write(WIRE, block)
+    time.sleep(3600)
+    return "unreachable"
+
+
+@server.tool()
+def images(count: int) -> list[types.ImageContent]:
+    """Return COUNT tiny PNG images."""
+    return [types.ImageContent(type="image", data=PIXEL, mime_type="image/png")] * count
+
+
+if __name__ == "__main__":
+    server.run()
