@@ -552,3 +552,32 @@ async def test_a_result_of_many_images_sends_twenty_and_counts_the_rest() -> Non
     assert "[980 more images not shown: one result carries at most 20 images and 10.0 MB" in (
         result.as_text
     )
+
+
+@pytest.mark.slow
+async def test_tools_with_invalid_definitions_are_left_out_and_named_the_rest_work() -> None:
+    from caliban.mcp.status import describe_skipped, status_rows
+
+    async with McpManager([stdio("sloppy", "sloppy_listing.py")]) as manager:
+        with anyio.fail_after(10):
+            [status] = await manager.wait_ready()
+        assert status.state == "connected", status.error
+        assert [t.tool_name for t in manager.tools()] == ["ok", "fine"]
+        assert status.skipped == (
+            "'notype': inputSchema.type: Field required",
+            "'arraytype': inputSchema.type: Input should be 'object'",
+            "'badrequired': inputSchema.required: Input should be a valid list",
+            "#5: name: Field required",
+        )
+        assert describe_skipped(status) == (
+            "MCP server 'sloppy' left out tools it defined badly\n"
+            "  skipped invalid tool 'notype': inputSchema.type: Field required\n"
+            "  skipped invalid tool 'arraytype': inputSchema.type: Input should be 'object'\n"
+            "  skipped invalid tool 'badrequired': inputSchema.required: Input should be a "
+            "valid list\n"
+            "  skipped invalid tool #5: name: Field required"
+        )
+        assert len(status_rows([status])[0].detail) == 4
+        with anyio.fail_after(10):
+            ran = await manager.call_tool("sloppy", "fine", {})
+        assert unmark(ran.as_text) == "fine ran" and not ran.is_error

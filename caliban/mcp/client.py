@@ -178,6 +178,8 @@ class ServerStatus:
     connect_seconds: float | None = None
     """How long the latest successful connection took."""
     lazy: bool | None = None
+    skipped: tuple[str, ...] = ()
+    """Tools left out because their definitions are invalid (``'name': where: why``)."""
 
 
 def log_dir() -> Path:
@@ -503,6 +505,7 @@ class _Conn:
     refresh: asyncio.Event = field(default_factory=asyncio.Event)
     log_offset: int = 0
     lost: bool = False
+    skipped: tuple[str, ...] = ()
     stop: bool = False
     proc: _Proc | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -732,6 +735,7 @@ class McpManager:
             log_path=log_path(conn.name) if conn.transport == "stdio" else None,
             connect_seconds=conn.connect_seconds,
             lazy=conn.config.lazy if conn.config else None,
+            skipped=conn.skipped,
         )
 
     def statuses(self) -> list[ServerStatus]:
@@ -914,14 +918,27 @@ class McpManager:
 
     async def _list_tools(self, conn: _Conn, client: Client) -> bool:
         """List the server's tools into ``conn`` (and the cache); True when they changed."""
+        from pydantic import ValidationError
+
         listed: list[mcp_types.Tool] = []
+        skipped: list[str] = []
         cursor: str | None = None
         for _ in range(_MAX_TOOL_PAGES):
-            page = await client.list_tools(cursor=cursor)
+            try:
+                page = await client.list_tools(cursor=cursor)
+            except ValidationError:
+                # One malformed tool must not take the server's other tools with it.
+                lenient = await _lenient_tools_page(client, cursor, skipped)
+                if lenient is None:
+                    raise
+                page = lenient
             listed.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
                 break
+        if skipped and skipped != list(conn.skipped):
+            logger.warning("%s: skipped tools with invalid definitions: %s", conn.name, skipped)
+        conn.skipped = tuple(skipped)
         names = unique_wire_names(conn.name, [t.name for t in listed])
         tools = tuple(
             tool_from_sdk(conn.name, t, wire=w, timeout=conn.tool_timeout, dispatcher=self)
@@ -1088,6 +1105,50 @@ def _clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… [{len(text) - limit:,} more characters cut]"
+
+
+async def _lenient_tools_page(
+    client: Client, cursor: str | None, skipped: list[str]
+) -> mcp_types.ListToolsResult | None:
+    """A ``tools/list`` page with the tools the SDK would reject left out (and described in
+    ``skipped``), or None when this SDK's internals are not the ones this relies on.
+
+    The SDK validates a listing whole, so a page is fetched raw, each tool is validated on its
+    own, and the valid ones are handed back to the session (which records their output
+    schemas, as its own listing does)."""
+    import mcp_types
+    from mcp_types.methods import validate_server_result
+    from pydantic import ValidationError
+
+    session = client.session
+    dispatcher = getattr(session, "_dispatcher", None)
+    absorb = getattr(session, "_absorb_tool_listing", None)
+    if dispatcher is None or absorb is None:
+        return None
+    raw = await dispatcher.send_raw_request("tools/list", {"cursor": cursor} if cursor else None)
+    items = raw.get("tools") if isinstance(raw, dict) else None
+    if not isinstance(items, list):
+        return None
+    tools: list[mcp_types.Tool] = []
+    for index, item in enumerate(items):
+        name = item.get("name") if isinstance(item, dict) else None
+        label = repr(_clip(name, 80)) if isinstance(name, str) else f"#{index + 1}"
+        try:
+            # The protocol version's own shape (an input schema of type "object"), then the
+            # SDK's model, as the SDK validates a whole listing.
+            validate_server_result("tools/list", client.protocol_version, {"tools": [item]})
+            tools.append(mcp_types.Tool.model_validate(item, by_name=False))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = first["loc"][2:] if first["loc"][:1] == ("tools",) else first["loc"]
+            where = ".".join(str(part) for part in loc)
+            skipped.append(f"{label}: {where}: {first['msg']}")
+    next_cursor = raw.get("nextCursor")
+    page = mcp_types.ListToolsResult(
+        tools=tools, next_cursor=next_cursor if isinstance(next_cursor, str) else None
+    )
+    absorbed: mcp_types.ListToolsResult = absorb(page, complete=cursor is None and not next_cursor)
+    return absorbed
 
 
 _sdk_logging_routed = False
