@@ -372,6 +372,8 @@ async def _stdio_transport(
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await process.stdin.send((data + "\n").encode())
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            if not proc.stopping:
+                on_exit()  # the server stopped reading: the connection is gone
             read_send.close()
         finally:
             writer_done.set()
