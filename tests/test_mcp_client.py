@@ -581,3 +581,24 @@ async def test_tools_with_invalid_definitions_are_left_out_and_named_the_rest_wo
         with anyio.fail_after(10):
             ran = await manager.call_tool("sloppy", "fine", {})
         assert unmark(ran.as_text) == "fine ran" and not ran.is_error
+
+
+@pytest.mark.slow
+async def test_a_stderr_flood_keeps_the_log_bounded_and_the_last_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from caliban.mcp import client
+
+    monkeypatch.setattr(client, "STDERR_RUN_BYTES", 2**20)
+    async with McpManager([stdio("mis", "misbehaving.py")]) as manager:
+        with anyio.fail_after(10):
+            await manager.wait_ready()
+        with anyio.fail_after(30):
+            crashed = await manager.call_tool("mis", "flood_stderr", {"megabytes": 20})
+        assert crashed.is_error
+        with anyio.fail_after(10):
+            status = await manager.wait_for_state("mis", "failed")
+    assert status.error == "exited with code 3" and status.stderr_tail[-1] == "last words"
+    size = log_path("mis").stat().st_size
+    assert 2**20 < size < 2**20 + 80_000
+    assert "bytes of stderr past 1,048,576 in this run" in log_path("mis").read_text()

@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, assert_never
 
 import anyio
-from anyio.abc import Process
+from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.text import TextReceiveStream
 
 from caliban import __version__, paths
@@ -70,6 +71,9 @@ ConnectMode = Literal["auto", "legacy"]
 STDERR_TAIL_LINES = 10
 LOG_ROTATE_BYTES = 1_000_000
 _TAIL_BYTES = 65536
+STDERR_RUN_BYTES = 10 * 2**20
+"""How much of a stdio server's stderr one run keeps in its log before only the latest
+64 KB are kept."""
 STOP_GRACE = 2.0
 """Seconds a connected stdio server gets to exit after its stdin closes."""
 KILL_WAIT = 2.0
@@ -207,6 +211,9 @@ class _Proc:
     """The server closed its stdout before we asked it to stop."""
     violation: str | None = None
     """How the server broke the protocol so badly that caliban cut the connection."""
+    drain: asyncio.Task[None] | None = None
+    """Copies the server's stderr to its log."""
+    drained: anyio.Event = field(default_factory=anyio.Event)
 
 
 def _server_env(config: ServerConfig) -> dict[str, str]:
@@ -272,7 +279,7 @@ async def _terminate_group(pgid: int, seconds: float) -> None:
         await anyio.sleep(0.02)
 
 
-async def _stop_process(process: Process, grace: float) -> None:
+async def _stop_process(process: Process, grace: float, drained: anyio.Event | None = None) -> None:
     """Close stdin, wait ``grace`` seconds, then terminate the server's whole process group
     (its pgid is its pid: it was started in a new session). Children it leaves behind in its
     group are terminated too, so none becomes an orphan."""
@@ -282,19 +289,69 @@ async def _stop_process(process: Process, grace: float) -> None:
     await _wait_exit(process, grace)
     await _terminate_group(process.pid, KILL_WAIT)
     await _wait_exit(process, KILL_WAIT)
+    if drained is not None:  # its last stderr lines, before the pipe is closed
+        with anyio.move_on_after(1.0):
+            await drained.wait()
     with anyio.move_on_after(1.0):
         await process.aclose()
 
 
-async def _spawn(config: ServerConfig, errlog: IO[bytes]) -> Process:
-    """Start a stdio server in its own session (its process group is ours to terminate)."""
-    return await anyio.open_process(
+async def _spawn(config: ServerConfig, errlog: IO[bytes], proc: _Proc) -> Process:
+    """Start a stdio server in its own session (its process group is ours to terminate),
+    its stderr copied to ``errlog`` by a task of its own."""
+    process = await anyio.open_process(
         [config.command or "", *config.args],
         env=_server_env(config),
         cwd=config.cwd,
-        stderr=errlog,
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    assert process.stderr is not None
+    proc.drain = asyncio.get_running_loop().create_task(
+        _drain_stderr(process.stderr, errlog, proc.drained)
+    )
+    return process
+
+
+async def _drain_stderr(stream: ByteReceiveStream, log: IO[bytes], done: anyio.Event) -> None:
+    """Copy a server's stderr to its log: the first ``STDERR_RUN_BYTES`` of the run, then only
+    the latest ``_TAIL_BYTES`` (written at the end, after a note of what was dropped), so a
+    server that floods stderr neither fills the disk nor hides its last words."""
+    written = dropped = 0
+    recent = bytearray()
+    try:
+        async for chunk in stream:
+            if written < STDERR_RUN_BYTES:
+                kept = chunk[: STDERR_RUN_BYTES - written]
+                with contextlib.suppress(OSError, ValueError):
+                    log.write(kept)
+                    log.flush()
+                written += len(kept)
+                chunk = chunk[len(kept) :]
+            if chunk:
+                recent += chunk
+                if len(recent) > _TAIL_BYTES:
+                    dropped += len(recent) - _TAIL_BYTES
+                    del recent[: len(recent) - _TAIL_BYTES]
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        pass
+    finally:
+        if dropped:
+            _note(log, f"dropped {dropped:,} bytes of stderr past {STDERR_RUN_BYTES:,} in this run")
+        if recent:
+            with contextlib.suppress(OSError, ValueError):
+                log.write(bytes(recent))
+                log.flush()
+        done.set()
+
+
+async def _drained(proc: _Proc) -> None:
+    """Wait (briefly) until the server's stderr is in its log, so its tail can be read."""
+    if proc.drain is None:
+        return
+    with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+        await proc.drained.wait()
+    proc.drain.cancel()  # a grandchild outside the group may hold stderr open
 
 
 async def _stop_spawned(proc: _Proc) -> None:
@@ -303,7 +360,7 @@ async def _stop_spawned(proc: _Proc) -> None:
         return
     proc.stopped = True
     with anyio.CancelScope(shield=True):
-        await _stop_process(proc.process, proc.grace)
+        await _stop_process(proc.process, proc.grace, proc.drained)
 
 
 @asynccontextmanager
@@ -391,7 +448,7 @@ async def _stdio_transport(
                 with anyio.move_on_after(0.5):
                     await writer_done.wait()
                 proc.stopped = True
-                await _stop_process(process, proc.grace)
+                await _stop_process(process, proc.grace, proc.drained)
             tg.cancel_scope.cancel()
 
 
@@ -800,7 +857,7 @@ class McpManager:
                         assert config is not None
                         # The server boots while the SDK is imported.
                         stack.push_async_callback(_stop_spawned, proc)
-                        proc.process = await _spawn(config, log)
+                        proc.process = await _spawn(config, log, proc)
                         conn.pid = proc.process.pid
                     await _SDK.wait(start=not self._hold_sdk)
                     client = await stack.enter_async_context(self._client(conn, log, proc))
@@ -843,6 +900,7 @@ class McpManager:
                 code = proc.process.returncode
                 how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
                 reason = how if conn.state == "connected" else f"{how} while starting"
+            await _drained(proc)
             tail = read_tail(log_path(conn.name), offset) if log is not None else ()
             if log is not None:
                 _note(log, f"stopped: {reason}" if reason else "stopped")

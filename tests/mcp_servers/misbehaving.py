@@ -2,7 +2,8 @@
 
 ``fail`` answers with a JSON-RPC error of the given code and a message of ``size``
 characters; ``long_line`` writes ``megabytes`` of stdout with no newline (one endless
-message) and never answers; ``images`` returns ``count`` tiny PNGs; ``echo`` answers.
+message) and never answers; ``images`` returns ``count`` tiny PNGs; ``flood_stderr``
+writes ``megabytes`` to stderr, then ``last words``, and exits; ``echo`` answers.
 """
 
 import base64
@@ -50,6 +51,16 @@ def long_line(megabytes: int) -> str:
 def images(count: int) -> list[types.ImageContent]:
     """Return COUNT tiny PNG images."""
     return [types.ImageContent(type="image", data=PIXEL, mime_type="image/png")] * count
+
+
+@server.tool()
+def flood_stderr(megabytes: int) -> str:
+    """Write MEGABYTES of stderr, then a last line, and exit."""
+    line = b"E" * 1023 + b"\n"
+    for _ in range(megabytes * 1024):
+        os.write(2, line)
+    os.write(2, b"last words\n")
+    os._exit(3)
 
 
 if __name__ == "__main__":
