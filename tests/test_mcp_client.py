@@ -602,3 +602,50 @@ async def test_a_stderr_flood_keeps_the_log_bounded_and_the_last_words(
     size = log_path("mis").stat().st_size
     assert 2**20 < size < 2**20 + 80_000
     assert "bytes of stderr past 1,048,576 in this run" in log_path("mis").read_text()
+
+
+@pytest.fixture
+def misbehaving_http() -> Iterator[str]:
+    """misbehaving.py on streamable HTTP, answering with JSON bodies."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVERS / "misbehaving.py"), "--http", str(port), "--json"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while True:  # bounded: until it listens, exits, or 15 s pass
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("the HTTP test server did not start listening")
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+async def test_an_http_answer_over_the_limit_is_an_error_not_read_whole(
+    misbehaving_http: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from caliban.mcp import client
+
+    monkeypatch.setattr(client, "MAX_MESSAGE_CHARS", 2**20)
+    config = ServerConfig(name="web", transport="http", url=misbehaving_http)
+    async with McpManager([config]) as manager:
+        with anyio.fail_after(15):
+            await manager.wait_ready()
+        with anyio.fail_after(15):
+            small = await manager.call_tool("web", "text", {"size": 90_000})
+            big = await manager.call_tool("web", "text", {"size": 3_000_000})
+            after = await manager.call_tool("web", "echo", {"text": "after"})
+    assert not small.is_error and unmark(small.as_text) == "y" * 90_000
+    assert big.is_error and "the server's answer is over 1 MB" in big.as_text
+    assert len(big.as_text) < 300
+    assert unmark(after.as_text) == "after"

@@ -458,11 +458,56 @@ async def _http_transport(config: ServerConfig) -> AsyncIterator[tuple[Any, Any]
     from mcp.client.streamable_http import streamable_http_client
 
     timeout = httpx2.Timeout(30.0, read=300.0)
+    transport = _bounded_http_transport()
     async with (
-        httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout) as http,
+        httpx2.AsyncClient(
+            headers=dict(config.headers), timeout=timeout, transport=transport
+        ) as http,
         streamable_http_client(config.url or "", http_client=http) as streams,
     ):
         yield streams
+
+
+def _bounded_http_transport() -> Any:
+    """An httpx transport whose answers to POSTs (one per request to the server) end with an
+    error past ``MAX_MESSAGE_CHARS`` bytes, instead of being read into memory whole. The GET
+    stream of server notifications lives as long as the session and is left alone."""
+    import httpx2
+
+    class ResponseTooLarge(httpx2.StreamError, httpx2.SSEError):
+        """Caught by the SDK both where it reads a JSON answer and where it reads SSE."""
+
+    class Bounded(httpx2.AsyncByteStream):
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            seen = 0
+            async for chunk in self._inner:
+                seen += len(chunk)
+                if seen > MAX_MESSAGE_CHARS:
+                    raise ResponseTooLarge(
+                        f"the server's answer is over {MAX_MESSAGE_CHARS // 2**20} MB"
+                    )
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    class Transport(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self._inner = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await self._inner.handle_async_request(request)
+            if request.method == "POST":
+                response.stream = Bounded(response.stream)
+            return response
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    return Transport()
 
 
 def _note(log: IO[bytes], text: str) -> None:

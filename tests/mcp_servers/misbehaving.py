@@ -3,11 +3,14 @@
 ``fail`` answers with a JSON-RPC error of the given code and a message of ``size``
 characters; ``long_line`` writes ``megabytes`` of stdout with no newline (one endless
 message) and never answers; ``images`` returns ``count`` tiny PNGs; ``flood_stderr``
-writes ``megabytes`` to stderr, then ``last words``, and exits; ``echo`` answers.
+writes ``megabytes`` to stderr, then ``last words``, and exits; ``text`` returns ``size``
+characters; ``echo`` answers. ``--http PORT`` serves streamable HTTP on 127.0.0.1:PORT/mcp
+(``--json`` answering with JSON bodies instead of SSE streams).
 """
 
 import base64
 import os
+import sys
 import time
 
 import mcp_types as types
@@ -29,6 +32,12 @@ PIXEL = base64.b64encode(
 def echo(text: str) -> str:
     """Return TEXT."""
     return text
+
+
+@server.tool()
+def text(size: int) -> str:
+    """Return SIZE characters."""
+    return "y" * size
 
 
 @server.tool()
@@ -64,4 +73,10 @@ def flood_stderr(megabytes: int) -> str:
 
 
 if __name__ == "__main__":
-    server.run()
+    if "--http" in sys.argv:
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        server.run(
+            "streamable-http", host="127.0.0.1", port=port, json_response="--json" in sys.argv
+        )
+    else:
+        server.run()
