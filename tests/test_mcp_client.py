@@ -562,7 +562,7 @@ async def test_tools_with_invalid_definitions_are_left_out_and_named_the_rest_wo
         with anyio.fail_after(10):
             [status] = await manager.wait_ready()
         assert status.state == "connected", status.error
-        assert [t.tool_name for t in manager.tools()] == ["ok", "fine"]
+        assert [t.tool_name for t in manager.tools()] == ["ok", "fine", "garbled", "badcontent"]
         assert status.skipped == (
             "'notype': inputSchema.type: Field required",
             "'arraytype': inputSchema.type: Input should be 'object'",
@@ -649,3 +649,32 @@ async def test_an_http_answer_over_the_limit_is_an_error_not_read_whole(
     assert big.is_error and "the server's answer is over 1 MB" in big.as_text
     assert len(big.as_text) < 300
     assert unmark(after.as_text) == "after"
+
+
+@pytest.mark.slow
+async def test_answers_that_are_not_valid_fail_at_once_in_one_line() -> None:
+    """Not a timeout (120 s for a call) and not pydantic's multi-line dump."""
+    servers = [
+        stdio("sloppy", "sloppy_listing.py", tool_timeout=60),
+        stdio("garbled", "sloppy_listing.py", "--garbled-initialize", startup_timeout=60),
+    ]
+    async with McpManager(servers) as manager:
+        with anyio.fail_after(10):
+            sloppy, garbled = await manager.wait_ready()
+        assert sloppy.state == "connected"
+        assert garbled.state == "failed" and garbled.error is not None
+        assert re.fullmatch(
+            r"MCP error -32700: the server's answer is not valid JSON-RPC: "
+            r'\{"jsonrpc": "2.0", "id": \d+, "result": "hello"\}',
+            garbled.error,
+        )
+        with anyio.fail_after(10):
+            not_rpc = await manager.call_tool("sloppy", "garbled", {})
+            bad = await manager.call_tool("sloppy", "badcontent", {})
+            fine = await manager.call_tool("sloppy", "fine", {})
+    assert not_rpc.is_error and "the server's answer is not valid JSON-RPC" in not_rpc.as_text
+    assert bad.is_error and bad.as_text == (
+        "Calling 'badcontent' on MCP server 'sloppy' failed: invalid CallToolResult from the "
+        "server: content: Input should be a valid list"
+    )
+    assert unmark(fine.as_text) == "fine ran"

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import dataclasses
 import importlib
+import json
 import logging
 import math
 import os
@@ -408,7 +409,9 @@ async def _stdio_transport(
                         _note(
                             errlog, f"ignored a line on stdout that is not JSON-RPC: {line[:200]}"
                         )
-                        continue
+                        message = _malformed_answer(line)
+                        if message is None:
+                            continue
                     try:
                         await read_send.send(SessionMessage(message))
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -450,6 +453,30 @@ async def _stdio_transport(
                 proc.stopped = True
                 await _stop_process(process, proc.grace, proc.drained)
             tg.cancel_scope.cancel()
+
+
+def _malformed_answer(line: str) -> Any:
+    """An error answer for a line that names a request's id but is not a valid answer, so the
+    request fails now instead of waiting for its timeout; None for other lines."""
+    import mcp_types
+
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not ("result" in data or "error" in data):
+        return None
+    ident = data.get("id")
+    if isinstance(ident, bool) or not isinstance(ident, int | str):
+        return None
+    return mcp_types.JSONRPCError(
+        jsonrpc="2.0",
+        id=ident,
+        error=mcp_types.ErrorData(
+            code=mcp_types.PARSE_ERROR,
+            message=f"the server's answer is not valid JSON-RPC: {_clip(line, 200)}",
+        ),
+    )
 
 
 @asynccontextmanager
@@ -542,6 +569,19 @@ def read_tail(path: Path, offset: int = 0, lines: int = STDERR_TAIL_LINES) -> tu
     return tuple(kept[-lines:])
 
 
+def _invalid_answer(exc: BaseException) -> str | None:
+    """One line for a server answer the SDK's models rejected (pydantic's own text has a line
+    per problem, each with a URL); None for other exceptions."""
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None or not isinstance(exc, pydantic.ValidationError):
+        return None
+    problems = exc.errors()
+    first = problems[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+    return f"invalid {exc.title} from the server: {where}: {first['msg']}{more}"
+
+
 def _describe(exc: BaseException, config: ServerConfig | None) -> str:
     """One line saying why a connection failed."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -551,6 +591,8 @@ def _describe(exc: BaseException, config: ServerConfig | None) -> str:
         return f"command not found: {config.command!r} (is it installed and on PATH?)"
     if isinstance(exc, PermissionError) and config is not None and config.command:
         return f"cannot run {config.command!r}: permission denied"
+    if (invalid := _invalid_answer(exc)) is not None:
+        return invalid
     exceptions = sys.modules.get("mcp.shared.exceptions")  # only ever raised once imported
     if exceptions is not None and isinstance(exc, exceptions.MCPError):
         return f"MCP error {exc.code}: {exc.message}"
@@ -1177,9 +1219,10 @@ class McpManager:
                 + mark_data(_clip(exc.message, MAX_ERROR_CHARS), server=server, tool=tool)
             )
         except Exception as exc:
+            detail = _invalid_answer(exc) or str(exc)
             return ToolOutput.error(
                 f"Calling {tool!r} on MCP server {server!r} failed: "
-                + _clip(str(exc), MAX_ERROR_CHARS)
+                + _clip(detail, MAX_ERROR_CHARS)
             )
         return convert_result(result, server=server, tool=tool)
 

@@ -1,7 +1,9 @@
 """A minimal MCP server over stdio, written without the SDK (whose server will not send an
 invalid tool), whose tool list has tools the protocol does not allow: an input schema without
 ``type``, one of type ``array``, a ``required`` that is not a list, and a tool without a name.
-``ok`` and ``fine`` are valid and answer with their name."""
+``ok`` and ``fine`` are valid and answer with their name; calling ``garbled`` gets an answer
+that is not JSON-RPC (its result a string), ``badcontent`` one whose content is not a list.
+With ``--garbled-initialize`` the answer to ``initialize`` is not JSON-RPC either."""
 
 import json
 import sys
@@ -13,7 +15,10 @@ TOOLS = [
     {"name": "badrequired", "inputSchema": {"type": "object", "required": "a"}},
     {"inputSchema": {"type": "object"}},
     {"name": "fine", "inputSchema": {"type": "object"}},
+    {"name": "garbled", "inputSchema": {"type": "object"}},
+    {"name": "badcontent", "inputSchema": {"type": "object"}},
 ]
+GARBLED_INITIALIZE = "--garbled-initialize" in sys.argv
 
 
 def send(message: dict[str, object]) -> None:
@@ -26,8 +31,11 @@ for line in sys.stdin:
     method, ident = request.get("method"), request.get("id")
     if ident is None:
         continue  # a notification
+    if method == "initialize" and GARBLED_INITIALIZE:
+        send({"jsonrpc": "2.0", "id": ident, "result": "hello"})
+        continue
     if method == "initialize":
-        result: dict[str, object] = {
+        result: object = {
             "protocolVersion": request["params"]["protocolVersion"],
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "sloppy", "version": "1"},
@@ -36,7 +44,12 @@ for line in sys.stdin:
         result = {"tools": TOOLS}
     elif method == "tools/call":
         name = request["params"]["name"]
-        result = {"content": [{"type": "text", "text": f"{name} ran"}]}
+        if name == "garbled":
+            result = "hello"
+        elif name == "badcontent":
+            result = {"content": "not a list"}
+        else:
+            result = {"content": [{"type": "text", "text": f"{name} ran"}]}
     else:
         send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": method}})
         continue
