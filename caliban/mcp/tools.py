@@ -221,6 +221,21 @@ def image_placeholder(part: ImagePart) -> str:
     return media_placeholder("image", part.media_type, part.data)
 
 
+_TEXT_TYPES = ("application/json", "application/xml", "application/yaml", "application/x-yaml")
+
+
+def _text_blob(mime: str, blob: str) -> str | None:
+    """A binary resource that is text by its type (``text/*``, JSON, XML, YAML) and decodes
+    as UTF-8, as text the model can read; None otherwise."""
+    base = mime.split(";", 1)[0].strip().lower()
+    if not (base.startswith("text/") or base in _TEXT_TYPES or base.endswith("+json")):
+        return None
+    try:
+        return base64.b64decode(blob, validate=True).decode("utf-8")
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        return None
+
+
 def _content_part(block: Any) -> ResultPart:
     kind = getattr(block, "type", None)
     if kind == "text":
@@ -239,6 +254,8 @@ def _content_part(block: Any) -> ResultPart:
         blob = getattr(resource, "blob", "")
         if mime.startswith("image/"):
             return ImagePart(media_type=mime, data=blob)
+        if (text := _text_blob(mime, blob)) is not None:
+            return TextPart(text=text)
         return TextPart(text=media_placeholder("resource", mime, blob, uri))
     if kind == "resource_link":
         described = f": {block.description}" if getattr(block, "description", None) else ""
