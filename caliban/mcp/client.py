@@ -30,6 +30,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -480,12 +481,12 @@ def _malformed_answer(line: str) -> Any:
 
 
 @asynccontextmanager
-async def _http_transport(config: ServerConfig) -> AsyncIterator[tuple[Any, Any]]:
+async def _http_transport(config: ServerConfig, proc: _Proc) -> AsyncIterator[tuple[Any, Any]]:
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
     timeout = httpx2.Timeout(30.0, read=300.0)
-    transport = _bounded_http_transport()
+    transport = _bounded_http_transport(proc)
     async with (
         httpx2.AsyncClient(
             headers=dict(config.headers), timeout=timeout, transport=transport
@@ -495,24 +496,36 @@ async def _http_transport(config: ServerConfig) -> AsyncIterator[tuple[Any, Any]
         yield streams
 
 
-def _bounded_http_transport() -> Any:
-    """An httpx transport whose answers to POSTs (one per request to the server) end with an
-    error past ``MAX_MESSAGE_CHARS`` bytes, instead of being read into memory whole. The GET
-    stream of server notifications lives as long as the session and is left alone."""
+_EVENT_END = re.compile(rb"\r?\n\r?\n")
+
+
+def _bounded_http_transport(proc: _Proc) -> Any:
+    """An httpx transport that stops reading an answer past ``MAX_MESSAGE_CHARS`` bytes
+    instead of reading it into memory whole: a whole body, or, for an event stream (which
+    can last as long as the session), one event."""
     import httpx2
 
     class ResponseTooLarge(httpx2.StreamError, httpx2.SSEError):
         """Caught by the SDK both where it reads a JSON answer and where it reads SSE."""
 
     class Bounded(httpx2.AsyncByteStream):
-        def __init__(self, inner: Any) -> None:
+        def __init__(self, inner: Any, *, events: bool) -> None:
             self._inner = inner
+            self._events = events
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
             seen = 0
+            tail = b""  # an event's end may be split between chunks
             async for chunk in self._inner:
-                seen += len(chunk)
+                if self._events:
+                    ends = list(_EVENT_END.finditer(tail + chunk))
+                    seen = len(tail) + len(chunk) - ends[-1].end() if ends else seen + len(chunk)
+                    tail = chunk[-3:]
+                else:
+                    seen += len(chunk)
                 if seen > MAX_MESSAGE_CHARS:
+                    # Recorded for the call whose connection this may end (an event stream's).
+                    proc.violation = f"sent a message over {MAX_MESSAGE_CHARS // 2**20} MB"
                     raise ResponseTooLarge(
                         f"the server's answer is over {MAX_MESSAGE_CHARS // 2**20} MB"
                     )
@@ -527,14 +540,30 @@ def _bounded_http_transport() -> Any:
 
         async def handle_async_request(self, request: Any) -> Any:
             response = await self._inner.handle_async_request(request)
-            if request.method == "POST":
-                response.stream = Bounded(response.stream)
+            kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            response.stream = Bounded(response.stream, events=kind == "text/event-stream")
             return response
 
         async def aclose(self) -> None:
             await self._inner.aclose()
 
     return Transport()
+
+
+def _bounded_http_client(proc: _Proc) -> Callable[..., Any]:
+    """The SDK's HTTP client factory for the SSE transport, over
+    :func:`_bounded_http_transport`."""
+    import httpx2
+
+    def create(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
+        return httpx2.AsyncClient(
+            headers=headers,
+            timeout=timeout or httpx2.Timeout(30.0, read=300.0),
+            auth=auth,
+            transport=_bounded_http_transport(proc),
+        )
+
+    return create
 
 
 def _note(log: IO[bytes], text: str) -> None:
@@ -1048,11 +1077,15 @@ class McpManager:
                         assert proc.process is not None
                         server = _stdio_transport(proc.process, log, proc, lost)
                 case "http":
-                    server = _http_transport(config)
+                    server = _http_transport(config, proc)
                 case "sse":
                     from mcp.client.sse import sse_client
 
-                    server = sse_client(config.url or "", headers=dict(config.headers))
+                    server = sse_client(
+                        config.url or "",
+                        headers=dict(config.headers),
+                        httpx_client_factory=_bounded_http_client(proc),
+                    )
                 case _:
                     assert_never(config.transport)
         return Client(
@@ -1205,9 +1238,14 @@ class McpManager:
                 conn.wake.set()
                 violation = conn.proc.violation if conn.proc is not None else None
                 if violation is not None:
+                    how = (
+                        "stopped it and will restart it"
+                        if _spawns_itself(conn)
+                        else "closed the connection and will open it again"
+                    )
                     return ToolOutput.error(
                         f"MCP server {server!r} {violation} during the call to {tool!r}; "
-                        "caliban stopped it and will restart it on the next call."
+                        f"caliban {how} on the next call."
                     )
                 return ToolOutput.error(
                     f"MCP server {server!r} closed the connection during the call to {tool!r} "

@@ -5,7 +5,8 @@ characters; ``long_line`` writes ``megabytes`` of stdout with no newline (one en
 message) and never answers; ``images`` returns ``count`` tiny PNGs; ``flood_stderr``
 writes ``megabytes`` to stderr, then ``last words``, and exits; ``text`` returns ``size``
 characters; ``echo`` answers. ``--http PORT`` serves streamable HTTP on 127.0.0.1:PORT/mcp
-(``--json`` answering with JSON bodies instead of SSE streams).
+(``--json`` answering with JSON bodies instead of SSE streams; ``--sse`` serves the legacy
+SSE transport on /sse instead).
 """
 
 import base64
@@ -75,8 +76,10 @@ def flood_stderr(megabytes: int) -> str:
 if __name__ == "__main__":
     if "--http" in sys.argv:
         port = int(sys.argv[sys.argv.index("--http") + 1])
-        server.run(
-            "streamable-http", host="127.0.0.1", port=port, json_response="--json" in sys.argv
-        )
+        if "--sse" in sys.argv:
+            server.run("sse", host="127.0.0.1", port=port)
+        else:
+            json_response = "--json" in sys.argv
+            server.run("streamable-http", host="127.0.0.1", port=port, json_response=json_response)
     else:
         server.run()
