@@ -686,3 +686,16 @@ async def test_answers_that_are_not_valid_fail_at_once_in_one_line() -> None:
         "server: content: Input should be a valid list"
     )
     assert unmark(fine.as_text) == "fine ran"
+
+
+def test_structured_content_over_the_limit_is_not_kept_whole_for_the_frames() -> None:
+    """``-p`` prints an MCP result's structuredContent as tool_use_result: bounded too."""
+    rows = {"rows": ["r" * 100] * 10_000}  # about 1 MB of JSON
+    big = types.CallToolResult(
+        content=[types.TextContent(type="text", text="10,000 rows")], structured_content=rows
+    )
+    cut = convert_result(big, server="db", tool="query", max_tokens=1_000)
+    assert cut.data is not None and cut.data["truncated"] is True
+    assert "structuredContent" not in cut.data and len(cut.data["content"]) == 4_001
+    small = convert_result(big, server="db", tool="query", max_tokens=1_000_000)
+    assert small.data is not None and small.data["structuredContent"] == rows

@@ -356,7 +356,8 @@ def convert_result(
     if not parts:
         parts.append(TextPart(text="(no output)" if not result.is_error else "(error, no details)"))
     summary = _summary(parts)
-    parts, note = _cap_text(parts, max_output_tokens() if max_tokens is None else max_tokens, tool)
+    limit = max_output_tokens() if max_tokens is None else max_tokens
+    parts, note = _cap_text(parts, limit, tool)
     marked = _marked(parts, server=server, tool=tool)
     if note:
         marked.append(TextPart(text=note))
@@ -364,7 +365,11 @@ def convert_result(
     if result.structured_content is not None:
         # What Claude Code reports as the call's tool_use_result (caliban -p prints it).
         compact = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
-        as_data = {"content": compact, "structuredContent": result.structured_content}
+        budget = int(limit * CHARS_PER_TOKEN_TEXT)
+        if len(compact) <= budget:
+            as_data = {"content": compact, "structuredContent": result.structured_content}
+        else:  # bounded like the text: `-p` would print tens of megabytes, twice
+            as_data = {"content": f"{compact[:budget]}…", "truncated": True}
     return ToolOutput(
         content=tuple(_joined(marked)), is_error=result.is_error, summary=summary, data=as_data
     )
