@@ -509,9 +509,10 @@ def _bounded_http_transport(proc: _Proc) -> Any:
         """Caught by the SDK both where it reads a JSON answer and where it reads SSE."""
 
     class Bounded(httpx2.AsyncByteStream):
-        def __init__(self, inner: Any, *, events: bool) -> None:
+        def __init__(self, inner: Any, *, events: bool, stream: bool) -> None:
             self._inner = inner
             self._events = events
+            self._stream = stream
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
             seen = 0
@@ -524,8 +525,8 @@ def _bounded_http_transport(proc: _Proc) -> Any:
                 else:
                     seen += len(chunk)
                 if seen > MAX_MESSAGE_CHARS:
-                    # Recorded for the call whose connection this may end (an event stream's).
-                    proc.violation = f"sent a message over {MAX_MESSAGE_CHARS // 2**20} MB"
+                    if self._stream:  # the GET stream: this ends the connection, so say why
+                        proc.violation = f"sent a message over {MAX_MESSAGE_CHARS // 2**20} MB"
                     raise ResponseTooLarge(
                         f"the server's answer is over {MAX_MESSAGE_CHARS // 2**20} MB"
                     )
@@ -541,7 +542,11 @@ def _bounded_http_transport(proc: _Proc) -> Any:
         async def handle_async_request(self, request: Any) -> Any:
             response = await self._inner.handle_async_request(request)
             kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-            response.stream = Bounded(response.stream, events=kind == "text/event-stream")
+            response.stream = Bounded(
+                response.stream,
+                events=kind == "text/event-stream",
+                stream=request.method == "GET",
+            )
             return response
 
         async def aclose(self) -> None:
