@@ -274,3 +274,20 @@ def test_a_huge_schema_or_description_is_not_repeated_whole_in_the_answer() -> N
     assert text.count("characters in all, in the tool's definition]") == 2
     assert text.count('<mcp-data server="big">') == text.count("</mcp-data>") == 1
     assert 'Does things. \n</mcp-data>\nInput schema: {"type":"object"' in text
+
+
+def test_the_index_reads_only_the_start_of_a_huge_description() -> None:
+    """2,000 tools with 20 KB descriptions took the first search 23 s to index."""
+    from caliban.mcp.lazy.catalog import MAX_INDEXED_DESCRIPTION, search_doc
+    from caliban.mcp.tools import McpTool
+
+    huge = McpTool(
+        server="s",
+        tool_name="t",
+        name="mcp__s__t",
+        description="Rotate the signing keys. " + "padding " * 5_000,
+        input_schema={"type": "object"},
+    )
+    doc = search_doc(huge)
+    assert len(doc.description) == MAX_INDEXED_DESCRIPTION == 2_000
+    assert doc.description.startswith("Rotate the signing keys.")
