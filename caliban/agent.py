@@ -46,7 +46,7 @@ from caliban.providers.base import (
     ThinkingDelta,
     ToolCallStarted,
 )
-from caliban.tools.base import CallContext, Invocation, Tool, ToolEnv, ToolOutput
+from caliban.tools.base import CallContext, Invocation, McpOrigin, Tool, ToolEnv, ToolOutput
 from caliban.toolsets.base import PromptTools, Toolset
 
 Authorize = Callable[[Tool, Invocation, CallContext], Awaitable[str | None]]
@@ -541,9 +541,26 @@ class Agent:
         self.emit(event)
 
 
+_MAX_NAMED_TOOLS = 50
+"""Past this many offered tools, an unknown-tool error names the built-ins and the closest
+MCP names instead of every tool (5,000 MCP tools sent eagerly would make a 130 KB error)."""
+_MAX_SCHEMA_CHARS = 2_000
+
+
 def _unknown_tool(name: str, toolset: Toolset) -> str:
-    offered = [tool.name for tool in toolset.offered()]
-    text = f"Unknown tool '{name}'. Available tools: {', '.join(sorted(offered))}"
+    tools = toolset.offered()
+    offered = [tool.name for tool in tools]
+    if len(offered) <= _MAX_NAMED_TOOLS:
+        text = f"Unknown tool '{name}'. Available tools: {', '.join(sorted(offered))}"
+    else:
+        builtin = sorted(t.name for t in tools if not isinstance(t.origin, McpOrigin))
+        mcp = [t.name for t in tools if isinstance(t.origin, McpOrigin)]
+        text = (
+            f"Unknown tool '{name}'. Available tools: {', '.join(builtin)}, "
+            f"and {len(mcp):,} MCP tools"
+        )
+        if close := difflib.get_close_matches(name, mcp, n=5):
+            text += f" (closest names: {', '.join(close)})"
     # Lazy MCP loading keeps most tools off the wire; naming them all could cost thousands
     # of tokens, so only the count and the closest names.
     if hidden := sorted(set(toolset.names()) - set(offered)):
@@ -553,7 +570,10 @@ def _unknown_tool(name: str, toolset: Toolset) -> str:
             # With their schemas, a model that guessed a name can call the right one next.
             for candidate in close:
                 if (tool := toolset.find(candidate)) is not None:
-                    schema = json.dumps(tool.spec.input_schema, separators=(",", ":"))
+                    schema = _ends(
+                        json.dumps(tool.spec.input_schema, separators=(",", ":")),
+                        head=_MAX_SCHEMA_CHARS,
+                    )
                     text += f"\n{candidate}: {_ends(tool.spec.description.strip())}"
                     text += f" Input schema: {schema}"
     return text

@@ -418,6 +418,49 @@ def test_mcp_results_are_bounded_and_marked_as_the_servers_data(
     assert len(text) < 4_500 and "over the 1,000-token limit" in text
 
 
+@pytest.mark.parametrize("lazy", [False, True])
+def test_misbehaving_servers_cost_the_session_nothing(
+    fake_model_server: FakeModelServer, project: Path, lazy: bool
+) -> None:
+    """A 300 KB error message, a thousand images, tools the protocol does not allow and a
+    crash mid-call: each is a bounded result or a warning, and the session goes on."""
+    _user_server("mis", "misbehaving.py")
+    _user_server("sloppy", "sloppy_listing.py")
+    _user_server("crashy", "crash_mid_call.py")
+    user_config_path().parent.mkdir(parents=True, exist_ok=True)
+    user_config_path().write_text(
+        f"[tools]\nlazy_mcp = {'true' if lazy else 'false'}\npreactivate = 0\n"
+    )
+    fake_model_server.add(
+        calls(
+            ("mcp__mis__fail", {"code": -32000, "size": 300_000}),
+            ("mcp__mis__images", {"count": 1000}),
+            ("mcp__sloppy__fine", {}),
+            ("mcp__crashy__crash", {}),
+        ),
+        calls(("mcp__mis__echo", {"text": "still here"}), ("mcp__crashy__whoami", {})),
+        {"text": "done"},
+    )
+    allowed = "mcp__mis,mcp__sloppy,mcp__crashy"
+    result = caliban(fake_model_server, project, "--allowed-tools", allowed, "go")
+    assert result.returncode == 0, result.stderr
+    assert "MCP server 'sloppy' left out tools it defined badly" in result.stderr
+    assert "skipped invalid tool 'notype': inputSchema.type: Field required" in result.stderr
+    failed, images, fine, crashed, echoed, whoami = results(result.stdout)
+    assert failed[0] and len(failed[1]) < 2_500 and "(error -32000)" in failed[1]
+    assert images[1].count("[image]") == 20 and "[980 more images not shown" in images[1]
+    # (Under lazy loading a direct call adds "(… is now loaded …)" after the result.)
+    assert not fine[0]
+    assert fine[1].startswith('<mcp-data server="sloppy" tool="fine">\nfine ran\n</mcp-data>')
+    assert crashed[0] and "closed the connection during the call to 'crash'" in crashed[1]
+    assert not echoed[0]
+    assert echoed[1].startswith('<mcp-data server="mis" tool="echo">\nstill here\n</mcp-data>')
+    assert not whoami[0] and whoami[1].split("\n")[1].isdigit()  # restarted, answering
+    assert json.loads(result.stdout.splitlines()[-1])["result"] == "done"
+    sent_tools = {t["name"] for t in fake_model_server.requests[-1].body["tools"]}
+    assert "mcp__sloppy__notype" not in sent_tools and "mcp__sloppy__fine" in sent_tools
+
+
 def test_a_flood_of_tool_list_changes_is_debounced(
     fake_model_server: FakeModelServer, project: Path
 ) -> None:

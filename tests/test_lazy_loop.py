@@ -199,6 +199,22 @@ async def test_unknown_tool_error_does_not_list_every_deferred_tool(tmp_path: Pa
     assert session.activation is not None and len(session.activation.get()) == 0
 
 
+async def test_with_thousands_of_tools_sent_an_unknown_tool_error_names_only_the_closest(
+    tmp_path: Path,
+) -> None:
+    """lazy_mcp = false and 3,000 MCP tools on the wire: the error is not a 100 KB list."""
+    catalog = {"big": [f"tool_{i}" for i in range(3000)]}
+    provider = ScriptedProvider([reply(tool_call("mcp__big__tool_12x", {})), "ok"])
+    await run(make_session(provider, tmp_path, mcp=FakeMcp(catalog), settings=Settings()))
+    [result] = results(provider, 1)
+    assert len(provider.offered[0]) == 3002
+    assert result.is_error and len(result.text) < 500
+    assert result.text.startswith(
+        "Unknown tool 'mcp__big__tool_12x'. Available tools: Echo, Note, and 3,000 MCP tools "
+        "(closest names: mcp__big__tool_12"
+    )
+
+
 async def test_lazy_off_request_is_unchanged(tmp_path: Path) -> None:
     """With lazy_mcp = false the request is what it was before lazy loading existed."""
     script = [reply(tool_call(GH_SEARCH, {"q": "x"})), "ok"]

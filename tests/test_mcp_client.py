@@ -489,3 +489,213 @@ async def test_streamable_http_server_with_configured_headers(http_server: str) 
         assert noauth.state == "failed" and noauth.error
         result = await manager.call_tool("docs", "search_docs", {"query": "on-call"})
         assert '"tool": "search_docs"' in result.as_text
+
+
+# ---------------------------------------------------------------------------- misbehaving
+
+
+@pytest.mark.slow
+async def test_a_servers_own_error_is_bounded_marked_and_keeps_the_connection() -> None:
+    """-32000 is JSON-RPC's first server-defined code as well as the SDK's code for a closed
+    connection: a server answering with it is still connected, and its words are its data."""
+    async with McpManager([stdio("mis", "misbehaving.py")]) as manager:
+        with anyio.fail_after(10):
+            [status] = await manager.wait_ready()
+        with anyio.fail_after(10):
+            failed = await manager.call_tool("mis", "fail", {"code": -32000, "size": 300_000})
+        assert failed.is_error and len(failed.as_text) < 2_500
+        assert failed.as_text.startswith(
+            "MCP server 'mis' rejected 'fail' (error -32000):\n"
+            '<mcp-data server="mis" tool="fail">\nServer error: xxx'
+        )
+        assert "298,000 more characters cut]\n</mcp-data>" in failed.as_text
+        with anyio.fail_after(10):
+            echoed = await manager.call_tool("mis", "echo", {"text": "still here"})
+        assert unmark(echoed.as_text) == "still here"
+        assert manager.status("mis").pid == status.pid  # not restarted
+
+
+@pytest.mark.slow
+async def test_a_message_that_never_ends_stops_the_server_and_the_call_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from caliban.mcp import client
+
+    monkeypatch.setattr(client, "MAX_MESSAGE_CHARS", 2 * 2**20)
+    async with McpManager([stdio("mis", "misbehaving.py", tool_timeout=60)]) as manager:
+        with anyio.fail_after(10):
+            [status] = await manager.wait_ready()
+        assert status.pid is not None
+        with anyio.fail_after(10):  # not the 60 s tool timeout
+            cut = await manager.call_tool("mis", "long_line", {"megabytes": 3})
+        assert cut.is_error and cut.as_text == (
+            "MCP server 'mis' sent a message over 2 MB on stdout during the call to "
+            "'long_line'; caliban stopped it and will restart it on the next call."
+        )
+        with anyio.fail_after(10):
+            failed = await manager.wait_for_state("mis", "failed")
+        assert failed.error == "sent a message over 2 MB on stdout"
+        with anyio.fail_after(20):
+            echoed = await manager.call_tool("mis", "echo", {"text": "back"})
+        assert unmark(echoed.as_text) == "back"
+        assert not running(status.pid)
+
+
+@pytest.mark.slow
+async def test_a_result_of_many_images_sends_twenty_and_counts_the_rest() -> None:
+    async with McpManager([stdio("mis", "misbehaving.py")]) as manager:
+        with anyio.fail_after(10):
+            await manager.wait_ready()
+        with anyio.fail_after(20):
+            result = await manager.call_tool("mis", "images", {"count": 1000})
+    assert sum(isinstance(p, ImagePart) for p in result.content) == 20
+    assert "[980 more images not shown: one result carries at most 20 images and 10.0 MB" in (
+        result.as_text
+    )
+
+
+@pytest.mark.slow
+async def test_tools_with_invalid_definitions_are_left_out_and_named_the_rest_work() -> None:
+    from caliban.mcp.status import describe_skipped, status_rows
+
+    async with McpManager([stdio("sloppy", "sloppy_listing.py")]) as manager:
+        with anyio.fail_after(10):
+            [status] = await manager.wait_ready()
+        assert status.state == "connected", status.error
+        assert [t.tool_name for t in manager.tools()] == ["ok", "fine", "garbled", "badcontent"]
+        assert status.skipped == (
+            "'notype': inputSchema.type: Field required",
+            "'arraytype': inputSchema.type: Input should be 'object'",
+            "'badrequired': inputSchema.required: Input should be a valid list",
+            "#5: name: Field required",
+        )
+        assert describe_skipped(status) == (
+            "MCP server 'sloppy' left out tools it defined badly\n"
+            "  skipped invalid tool 'notype': inputSchema.type: Field required\n"
+            "  skipped invalid tool 'arraytype': inputSchema.type: Input should be 'object'\n"
+            "  skipped invalid tool 'badrequired': inputSchema.required: Input should be a "
+            "valid list\n"
+            "  skipped invalid tool #5: name: Field required"
+        )
+        assert len(status_rows([status])[0].detail) == 4
+        with anyio.fail_after(10):
+            ran = await manager.call_tool("sloppy", "fine", {})
+        assert unmark(ran.as_text) == "fine ran" and not ran.is_error
+
+
+@pytest.mark.slow
+async def test_a_stderr_flood_keeps_the_log_bounded_and_the_last_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from caliban.mcp import client
+
+    monkeypatch.setattr(client, "STDERR_RUN_BYTES", 2**20)
+    async with McpManager([stdio("mis", "misbehaving.py")]) as manager:
+        with anyio.fail_after(10):
+            await manager.wait_ready()
+        with anyio.fail_after(30):
+            crashed = await manager.call_tool("mis", "flood_stderr", {"megabytes": 20})
+        assert crashed.is_error
+        with anyio.fail_after(10):
+            status = await manager.wait_for_state("mis", "failed")
+    assert status.error == "exited with code 3" and status.stderr_tail[-1] == "last words"
+    size = log_path("mis").stat().st_size
+    assert 2**20 < size < 2**20 + 80_000
+    assert "bytes of stderr past 1,048,576 in this run" in log_path("mis").read_text()
+
+
+@pytest.fixture(params=["--json", "--events", "--sse"])
+def misbehaving_http(request: pytest.FixtureRequest) -> Iterator[ServerConfig]:
+    """misbehaving.py on streamable HTTP answering with JSON bodies or with event streams, or
+    on the legacy SSE transport."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVERS / "misbehaving.py"), "--http", str(port), request.param],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while True:  # bounded: until it listens, exits, or 15 s pass
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("the HTTP test server did not start listening")
+                time.sleep(0.05)
+        if request.param == "--sse":
+            yield ServerConfig(name="web", transport="sse", url=f"http://127.0.0.1:{port}/sse")
+        else:
+            yield ServerConfig(name="web", transport="http", url=f"http://127.0.0.1:{port}/mcp")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+async def test_an_http_answer_over_the_limit_is_an_error_not_read_whole(
+    misbehaving_http: ServerConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from caliban.mcp import client
+
+    monkeypatch.setattr(client, "MAX_MESSAGE_CHARS", 2**20)
+    async with McpManager([misbehaving_http]) as manager:
+        with anyio.fail_after(15):
+            await manager.wait_ready()
+        with anyio.fail_after(15):
+            small = await manager.call_tool("web", "text", {"size": 90_000})
+            big = await manager.call_tool("web", "text", {"size": 3_000_000})
+            after = await manager.call_tool("web", "echo", {"text": "after"})
+    assert not small.is_error and unmark(small.as_text) == "y" * 90_000
+    assert big.is_error and (
+        "the server's answer is over 1 MB" in big.as_text  # that request failed
+        or big.as_text  # the legacy SSE stream carries every answer: it is closed
+        == "MCP server 'web' sent a message over 1 MB during the call to 'text'; caliban "
+        "closed the connection and will open it again on the next call."
+    )
+    assert len(big.as_text) < 300
+    assert unmark(after.as_text) == "after"
+
+
+@pytest.mark.slow
+async def test_answers_that_are_not_valid_fail_at_once_in_one_line() -> None:
+    """Not a timeout (120 s for a call) and not pydantic's multi-line dump."""
+    servers = [
+        stdio("sloppy", "sloppy_listing.py", tool_timeout=60),
+        stdio("garbled", "sloppy_listing.py", "--garbled-initialize", startup_timeout=60),
+    ]
+    async with McpManager(servers) as manager:
+        with anyio.fail_after(10):
+            sloppy, garbled = await manager.wait_ready()
+        assert sloppy.state == "connected"
+        assert garbled.state == "failed" and garbled.error is not None
+        assert re.fullmatch(
+            r"MCP error -32700: the server's answer is not valid JSON-RPC: "
+            r'\{"jsonrpc": "2.0", "id": \d+, "result": "hello"\}',
+            garbled.error,
+        )
+        with anyio.fail_after(10):
+            not_rpc = await manager.call_tool("sloppy", "garbled", {})
+            bad = await manager.call_tool("sloppy", "badcontent", {})
+            fine = await manager.call_tool("sloppy", "fine", {})
+    assert not_rpc.is_error and "the server's answer is not valid JSON-RPC" in not_rpc.as_text
+    assert bad.is_error and bad.as_text == (
+        "Calling 'badcontent' on MCP server 'sloppy' failed: invalid CallToolResult from the "
+        "server: content: Input should be a valid list"
+    )
+    assert unmark(fine.as_text) == "fine ran"
+
+
+def test_structured_content_over_the_limit_is_not_kept_whole_for_the_frames() -> None:
+    """``-p`` prints an MCP result's structuredContent as tool_use_result: bounded too."""
+    rows = {"rows": ["r" * 100] * 10_000}  # about 1 MB of JSON
+    big = types.CallToolResult(
+        content=[types.TextContent(type="text", text="10,000 rows")], structured_content=rows
+    )
+    cut = convert_result(big, server="db", tool="query", max_tokens=1_000)
+    assert cut.data is not None and cut.data["truncated"] is True
+    assert "structuredContent" not in cut.data and len(cut.data["content"]) == 4_001
+    small = convert_result(big, server="db", tool="query", max_tokens=1_000_000)
+    assert small.data is not None and small.data["structuredContent"] == rows

@@ -129,3 +129,7 @@ async def test_reference_content_types_and_annotations(prefix: Path, tmp_path: P
             "everything", "get-resource-reference", {"resourceType": "Text", "resourceId": 1}
         )
         assert "Resource 1" in reference.as_text
+        blob = await manager.call_tool(
+            "everything", "get-resource-reference", {"resourceType": "Blob", "resourceId": 2}
+        )
+        assert "Resource 2: This is a base64 blob created at" in blob.as_text  # text/plain, read

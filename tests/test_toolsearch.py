@@ -252,3 +252,42 @@ def test_answers_name_the_servers_that_are_not_available() -> None:
         "Servers: github (4 tools)",
         *expected,
     ]
+
+
+def test_a_huge_schema_or_description_is_not_repeated_whole_in_the_answer() -> None:
+    """A loaded tool's definition carries its schema; a server's 1 MB schema is not sent twice."""
+    from caliban.mcp.lazy.tool_search import Match, SearchOutcome, format_outcome
+    from caliban.mcp.tools import mark_data
+
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(50_000)}}
+    description = mark_data("Does things. " * 50_000, server="big")
+    found = SearchOutcome(
+        query="q",
+        matches=(
+            Match(
+                name=GH_CREATE, description=description, input_schema=schema, newly_activated=True
+            ),
+        ),
+    )
+    text = format_outcome(found)
+    assert len(text) < 9_000
+    assert text.count("characters in all, in the tool's definition]") == 2
+    assert text.count('<mcp-data server="big">') == text.count("</mcp-data>") == 1
+    assert 'Does things. \n</mcp-data>\nInput schema: {"type":"object"' in text
+
+
+def test_the_index_reads_only_the_start_of_a_huge_description() -> None:
+    """2,000 tools with 20 KB descriptions took the first search 23 s to index."""
+    from caliban.mcp.lazy.catalog import MAX_INDEXED_DESCRIPTION, search_doc
+    from caliban.mcp.tools import McpTool
+
+    huge = McpTool(
+        server="s",
+        tool_name="t",
+        name="mcp__s__t",
+        description="Rotate the signing keys. " + "padding " * 5_000,
+        input_schema={"type": "object"},
+    )
+    doc = search_doc(huge)
+    assert len(doc.description) == MAX_INDEXED_DESCRIPTION == 2_000
+    assert doc.description.startswith("Rotate the signing keys.")

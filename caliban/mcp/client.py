@@ -26,10 +26,13 @@ import asyncio
 import contextlib
 import dataclasses
 import importlib
+import json
 import logging
 import math
 import os
+import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -40,7 +43,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, assert_never
 
 import anyio
-from anyio.abc import Process
+from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.text import TextReceiveStream
 
 from caliban import __version__, paths
@@ -49,6 +52,7 @@ from caliban.mcp.tools import (
     McpTool,
     convert_result,
     hashed_name,
+    mark_data,
     tool_from_sdk,
     unique_wire_names,
 )
@@ -68,6 +72,10 @@ ConnectMode = Literal["auto", "legacy"]
 
 STDERR_TAIL_LINES = 10
 LOG_ROTATE_BYTES = 1_000_000
+_TAIL_BYTES = 65536
+STDERR_RUN_BYTES = 10 * 2**20
+"""How much of a stdio server's stderr one run keeps in its log before only the latest
+64 KB are kept."""
 STOP_GRACE = 2.0
 """Seconds a connected stdio server gets to exit after its stdin closes."""
 KILL_WAIT = 2.0
@@ -76,6 +84,12 @@ _INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 """What a stdio server inherits from caliban's environment (the MCP SDK's choice)."""
 _EXTRA_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
 _MAX_TOOL_PAGES = 100
+MAX_MESSAGE_CHARS = 64 * 2**20
+"""The longest JSON-RPC message read from a stdio server; a server that writes more without
+a newline is stopped (its result could never be shown whole, and the buffer would grow
+without bound)."""
+MAX_ERROR_CHARS = 2_000
+"""How much of a server's JSON-RPC error message reaches the model."""
 REFRESH_QUIET_S = 0.25
 """After a tool-list change, wait this long before re-listing: a burst (or a flood) of
 ``tools/list_changed`` notifications costs one ``tools/list`` per period, not one each."""
@@ -170,6 +184,8 @@ class ServerStatus:
     connect_seconds: float | None = None
     """How long the latest successful connection took."""
     lazy: bool | None = None
+    skipped: tuple[str, ...] = ()
+    """Tools left out because their definitions are invalid (``'name': where: why``)."""
 
 
 def log_dir() -> Path:
@@ -195,6 +211,11 @@ class _Proc:
     """Its stop has begun (by the transport, or by the connection task)."""
     exited: bool = False
     """The server closed its stdout before we asked it to stop."""
+    violation: str | None = None
+    """How the server broke the protocol so badly that caliban cut the connection."""
+    drain: asyncio.Task[None] | None = None
+    """Copies the server's stderr to its log."""
+    drained: anyio.Event = field(default_factory=anyio.Event)
 
 
 def _server_env(config: ServerConfig) -> dict[str, str]:
@@ -260,7 +281,7 @@ async def _terminate_group(pgid: int, seconds: float) -> None:
         await anyio.sleep(0.02)
 
 
-async def _stop_process(process: Process, grace: float) -> None:
+async def _stop_process(process: Process, grace: float, drained: anyio.Event | None = None) -> None:
     """Close stdin, wait ``grace`` seconds, then terminate the server's whole process group
     (its pgid is its pid: it was started in a new session). Children it leaves behind in its
     group are terminated too, so none becomes an orphan."""
@@ -270,19 +291,69 @@ async def _stop_process(process: Process, grace: float) -> None:
     await _wait_exit(process, grace)
     await _terminate_group(process.pid, KILL_WAIT)
     await _wait_exit(process, KILL_WAIT)
+    if drained is not None:  # its last stderr lines, before the pipe is closed
+        with anyio.move_on_after(1.0):
+            await drained.wait()
     with anyio.move_on_after(1.0):
         await process.aclose()
 
 
-async def _spawn(config: ServerConfig, errlog: IO[bytes]) -> Process:
-    """Start a stdio server in its own session (its process group is ours to terminate)."""
-    return await anyio.open_process(
+async def _spawn(config: ServerConfig, errlog: IO[bytes], proc: _Proc) -> Process:
+    """Start a stdio server in its own session (its process group is ours to terminate),
+    its stderr copied to ``errlog`` by a task of its own."""
+    process = await anyio.open_process(
         [config.command or "", *config.args],
         env=_server_env(config),
         cwd=config.cwd,
-        stderr=errlog,
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    assert process.stderr is not None
+    proc.drain = asyncio.get_running_loop().create_task(
+        _drain_stderr(process.stderr, errlog, proc.drained)
+    )
+    return process
+
+
+async def _drain_stderr(stream: ByteReceiveStream, log: IO[bytes], done: anyio.Event) -> None:
+    """Copy a server's stderr to its log: the first ``STDERR_RUN_BYTES`` of the run, then only
+    the latest ``_TAIL_BYTES`` (written at the end, after a note of what was dropped), so a
+    server that floods stderr neither fills the disk nor hides its last words."""
+    written = dropped = 0
+    recent = bytearray()
+    try:
+        async for chunk in stream:
+            if written < STDERR_RUN_BYTES:
+                kept = chunk[: STDERR_RUN_BYTES - written]
+                with contextlib.suppress(OSError, ValueError):
+                    log.write(kept)
+                    log.flush()
+                written += len(kept)
+                chunk = chunk[len(kept) :]
+            if chunk:
+                recent += chunk
+                if len(recent) > _TAIL_BYTES:
+                    dropped += len(recent) - _TAIL_BYTES
+                    del recent[: len(recent) - _TAIL_BYTES]
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        pass
+    finally:
+        if dropped:
+            _note(log, f"dropped {dropped:,} bytes of stderr past {STDERR_RUN_BYTES:,} in this run")
+        if recent:
+            with contextlib.suppress(OSError, ValueError):
+                log.write(bytes(recent))
+                log.flush()
+        done.set()
+
+
+async def _drained(proc: _Proc) -> None:
+    """Wait (briefly) until the server's stderr is in its log, so its tail can be read."""
+    if proc.drain is None:
+        return
+    with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+        await proc.drained.wait()
+    proc.drain.cancel()  # a grandchild outside the group may hold stderr open
 
 
 async def _stop_spawned(proc: _Proc) -> None:
@@ -291,7 +362,7 @@ async def _stop_spawned(proc: _Proc) -> None:
         return
     proc.stopped = True
     with anyio.CancelScope(shield=True):
-        await _stop_process(proc.process, proc.grace)
+        await _stop_process(proc.process, proc.grace, proc.drained)
 
 
 @asynccontextmanager
@@ -310,12 +381,24 @@ async def _stdio_transport(
 
     async def reader() -> None:
         assert process.stdout is not None
-        buffer = ""
+        pending: list[str] = []  # the unfinished line, in pieces: joined once, not per chunk
+        size = 0
         delivering = True
         try:
             async for chunk in TextReceiveStream(process.stdout, errors="replace"):
-                lines = (buffer + chunk).split("\n")
-                buffer = lines.pop()
+                *lines, rest = chunk.split("\n")
+                if lines:
+                    lines[0] = "".join([*pending, lines[0]])
+                    pending, size = [], 0
+                if rest:
+                    pending.append(rest)
+                    size += len(rest)
+                if size > MAX_MESSAGE_CHARS or any(len(ln) > MAX_MESSAGE_CHARS for ln in lines):
+                    proc.violation = (
+                        f"sent a message over {MAX_MESSAGE_CHARS // 2**20} MB on stdout"
+                    )
+                    _note(errlog, f"{proc.violation}: stopping the server")
+                    break
                 for line in lines:
                     if not delivering or not line.strip():
                         continue
@@ -327,7 +410,9 @@ async def _stdio_transport(
                         _note(
                             errlog, f"ignored a line on stdout that is not JSON-RPC: {line[:200]}"
                         )
-                        continue
+                        message = _malformed_answer(line)
+                        if message is None:
+                            continue
                     try:
                         await read_send.send(SessionMessage(message))
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -348,6 +433,8 @@ async def _stdio_transport(
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await process.stdin.send((data + "\n").encode())
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            if not proc.stopping:
+                on_exit()  # the server stopped reading: the connection is gone
             read_send.close()
         finally:
             writer_done.set()
@@ -365,21 +452,123 @@ async def _stdio_transport(
                 with anyio.move_on_after(0.5):
                     await writer_done.wait()
                 proc.stopped = True
-                await _stop_process(process, proc.grace)
+                await _stop_process(process, proc.grace, proc.drained)
             tg.cancel_scope.cancel()
 
 
+def _malformed_answer(line: str) -> Any:
+    """An error answer for a line that names a request's id but is not a valid answer, so the
+    request fails now instead of waiting for its timeout; None for other lines."""
+    import mcp_types
+
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not ("result" in data or "error" in data):
+        return None
+    ident = data.get("id")
+    if isinstance(ident, bool) or not isinstance(ident, int | str):
+        return None
+    return mcp_types.JSONRPCError(
+        jsonrpc="2.0",
+        id=ident,
+        error=mcp_types.ErrorData(
+            code=mcp_types.PARSE_ERROR,
+            message=f"the server's answer is not valid JSON-RPC: {_clip(line, 200)}",
+        ),
+    )
+
+
 @asynccontextmanager
-async def _http_transport(config: ServerConfig) -> AsyncIterator[tuple[Any, Any]]:
+async def _http_transport(config: ServerConfig, proc: _Proc) -> AsyncIterator[tuple[Any, Any]]:
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
     timeout = httpx2.Timeout(30.0, read=300.0)
+    transport = _bounded_http_transport(proc)
     async with (
-        httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout) as http,
+        httpx2.AsyncClient(
+            headers=dict(config.headers), timeout=timeout, transport=transport
+        ) as http,
         streamable_http_client(config.url or "", http_client=http) as streams,
     ):
         yield streams
+
+
+_EVENT_END = re.compile(rb"\r?\n\r?\n")
+
+
+def _bounded_http_transport(proc: _Proc) -> Any:
+    """An httpx transport that stops reading an answer past ``MAX_MESSAGE_CHARS`` bytes
+    instead of reading it into memory whole: a whole body, or, for an event stream (which
+    can last as long as the session), one event."""
+    import httpx2
+
+    class ResponseTooLarge(httpx2.StreamError, httpx2.SSEError):
+        """Caught by the SDK both where it reads a JSON answer and where it reads SSE."""
+
+    class Bounded(httpx2.AsyncByteStream):
+        def __init__(self, inner: Any, *, events: bool, stream: bool) -> None:
+            self._inner = inner
+            self._events = events
+            self._stream = stream
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            seen = 0
+            tail = b""  # an event's end may be split between chunks
+            async for chunk in self._inner:
+                if self._events:
+                    ends = list(_EVENT_END.finditer(tail + chunk))
+                    seen = len(tail) + len(chunk) - ends[-1].end() if ends else seen + len(chunk)
+                    tail = chunk[-3:]
+                else:
+                    seen += len(chunk)
+                if seen > MAX_MESSAGE_CHARS:
+                    if self._stream:  # the GET stream: this ends the connection, so say why
+                        proc.violation = f"sent a message over {MAX_MESSAGE_CHARS // 2**20} MB"
+                    raise ResponseTooLarge(
+                        f"the server's answer is over {MAX_MESSAGE_CHARS // 2**20} MB"
+                    )
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    class Transport(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self._inner = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await self._inner.handle_async_request(request)
+            kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            response.stream = Bounded(
+                response.stream,
+                events=kind == "text/event-stream",
+                stream=request.method == "GET",
+            )
+            return response
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    return Transport()
+
+
+def _bounded_http_client(proc: _Proc) -> Callable[..., Any]:
+    """The SDK's HTTP client factory for the SSE transport, over
+    :func:`_bounded_http_transport`."""
+    import httpx2
+
+    def create(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
+        return httpx2.AsyncClient(
+            headers=headers,
+            timeout=timeout or httpx2.Timeout(30.0, read=300.0),
+            auth=auth,
+            transport=_bounded_http_transport(proc),
+        )
+
+    return create
 
 
 def _note(log: IO[bytes], text: str) -> None:
@@ -404,13 +593,27 @@ def read_tail(path: Path, offset: int = 0, lines: int = STDERR_TAIL_LINES) -> tu
     own notes."""
     try:
         with path.open("rb") as f:
-            f.seek(offset)
-            data = f.read()[-65536:]
+            # Only the end: a server can write gigabytes to stderr.
+            f.seek(max(offset, f.seek(0, os.SEEK_END) - _TAIL_BYTES))
+            data = f.read(_TAIL_BYTES)
     except OSError:
         return ()
     text = data.decode("utf-8", errors="replace")
     kept = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("[caliban ")]
     return tuple(kept[-lines:])
+
+
+def _invalid_answer(exc: BaseException) -> str | None:
+    """One line for a server answer the SDK's models rejected (pydantic's own text has a line
+    per problem, each with a URL); None for other exceptions."""
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None or not isinstance(exc, pydantic.ValidationError):
+        return None
+    problems = exc.errors()
+    first = problems[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+    return f"invalid {exc.title} from the server: {where}: {first['msg']}{more}"
 
 
 def _describe(exc: BaseException, config: ServerConfig | None) -> str:
@@ -422,6 +625,8 @@ def _describe(exc: BaseException, config: ServerConfig | None) -> str:
         return f"command not found: {config.command!r} (is it installed and on PATH?)"
     if isinstance(exc, PermissionError) and config is not None and config.command:
         return f"cannot run {config.command!r}: permission denied"
+    if (invalid := _invalid_answer(exc)) is not None:
+        return invalid
     exceptions = sys.modules.get("mcp.shared.exceptions")  # only ever raised once imported
     if exceptions is not None and isinstance(exc, exceptions.MCPError):
         return f"MCP error {exc.code}: {exc.message}"
@@ -480,6 +685,7 @@ class _Conn:
     refresh: asyncio.Event = field(default_factory=asyncio.Event)
     log_offset: int = 0
     lost: bool = False
+    skipped: tuple[str, ...] = ()
     stop: bool = False
     proc: _Proc | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -709,6 +915,7 @@ class McpManager:
             log_path=log_path(conn.name) if conn.transport == "stdio" else None,
             connect_seconds=conn.connect_seconds,
             lazy=conn.config.lazy if conn.config else None,
+            skipped=conn.skipped,
         )
 
     def statuses(self) -> list[ServerStatus]:
@@ -771,7 +978,7 @@ class McpManager:
                         assert config is not None
                         # The server boots while the SDK is imported.
                         stack.push_async_callback(_stop_spawned, proc)
-                        proc.process = await _spawn(config, log)
+                        proc.process = await _spawn(config, log, proc)
                         conn.pid = proc.process.pid
                     await _SDK.wait(start=not self._hold_sdk)
                     client = await stack.enter_async_context(self._client(conn, log, proc))
@@ -808,10 +1015,13 @@ class McpManager:
         except Exception as exc:
             reason = _describe(exc, conn.config)
         finally:
-            if proc.exited and proc.process is not None and proc.process.returncode is not None:
+            if proc.violation is not None:
+                reason = proc.violation
+            elif proc.exited and proc.process is not None and proc.process.returncode is not None:
                 code = proc.process.returncode
                 how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
                 reason = how if conn.state == "connected" else f"{how} while starting"
+            await _drained(proc)
             tail = read_tail(log_path(conn.name), offset) if log is not None else ()
             if log is not None:
                 _note(log, f"stopped: {reason}" if reason else "stopped")
@@ -872,11 +1082,15 @@ class McpManager:
                         assert proc.process is not None
                         server = _stdio_transport(proc.process, log, proc, lost)
                 case "http":
-                    server = _http_transport(config)
+                    server = _http_transport(config, proc)
                 case "sse":
                     from mcp.client.sse import sse_client
 
-                    server = sse_client(config.url or "", headers=dict(config.headers))
+                    server = sse_client(
+                        config.url or "",
+                        headers=dict(config.headers),
+                        httpx_client_factory=_bounded_http_client(proc),
+                    )
                 case _:
                     assert_never(config.transport)
         return Client(
@@ -889,14 +1103,27 @@ class McpManager:
 
     async def _list_tools(self, conn: _Conn, client: Client) -> bool:
         """List the server's tools into ``conn`` (and the cache); True when they changed."""
+        from pydantic import ValidationError
+
         listed: list[mcp_types.Tool] = []
+        skipped: list[str] = []
         cursor: str | None = None
         for _ in range(_MAX_TOOL_PAGES):
-            page = await client.list_tools(cursor=cursor)
+            try:
+                page = await client.list_tools(cursor=cursor)
+            except ValidationError:
+                # One malformed tool must not take the server's other tools with it.
+                lenient = await _lenient_tools_page(client, cursor, skipped)
+                if lenient is None:
+                    raise
+                page = lenient
             listed.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
                 break
+        if skipped and skipped != list(conn.skipped):
+            logger.warning("%s: skipped tools with invalid definitions: %s", conn.name, skipped)
+        conn.skipped = tuple(skipped)
         names = unique_wire_names(conn.name, [t.name for t in listed])
         tools = tuple(
             tool_from_sdk(conn.name, t, wire=w, timeout=conn.tool_timeout, dispatcher=self)
@@ -999,7 +1226,6 @@ class McpManager:
         client = await self._connected_client(conn)
         if client is None:
             return ToolOutput.error(self._unavailable(conn))
-        import mcp_types
         from mcp.shared.exceptions import MCPError
 
         limit = timeout if timeout is not None else conn.tool_timeout
@@ -1012,16 +1238,35 @@ class McpManager:
                 "it may still be running on the server (the limit is tool_timeout in mcp.toml)."
             )
         except MCPError as exc:
-            if exc.code == mcp_types.CONNECTION_CLOSED:
+            if _connection_closed(exc, conn):
                 conn.lost = True
                 conn.wake.set()
+                violation = conn.proc.violation if conn.proc is not None else None
+                if violation is not None:
+                    how = (
+                        "stopped it and will restart it"
+                        if _spawns_itself(conn)
+                        else "closed the connection and will open it again"
+                    )
+                    return ToolOutput.error(
+                        f"MCP server {server!r} {violation} during the call to {tool!r}; "
+                        f"caliban {how} on the next call."
+                    )
                 return ToolOutput.error(
                     f"MCP server {server!r} closed the connection during the call to {tool!r} "
                     "(it may have crashed); caliban will restart it on the next call."
                 )
-            return ToolOutput.error(f"MCP server {server!r} rejected {tool!r}: {exc.message}")
+            # The message is the server's words: bounded, and marked as its data.
+            return ToolOutput.error(
+                f"MCP server {server!r} rejected {tool!r} (error {exc.code}):\n"
+                + mark_data(_clip(exc.message, MAX_ERROR_CHARS), server=server, tool=tool)
+            )
         except Exception as exc:
-            return ToolOutput.error(f"Calling {tool!r} on MCP server {server!r} failed: {exc}")
+            detail = _invalid_answer(exc) or str(exc)
+            return ToolOutput.error(
+                f"Calling {tool!r} on MCP server {server!r} failed: "
+                + _clip(detail, MAX_ERROR_CHARS)
+            )
         return convert_result(result, server=server, tool=tool)
 
     def _unavailable(self, conn: _Conn) -> str:
@@ -1030,6 +1275,71 @@ class McpManager:
             lines.append("Its last stderr lines:")
             lines.extend(f"  {line}" for line in conn.stderr_tail[-5:])
         return "\n".join(lines)
+
+
+def _connection_closed(exc: Any, conn: _Conn) -> bool:
+    """Whether an SDK error means the connection is gone, not that the server answered with
+    an error: -32000 is the SDK's code for a closed connection and also the first of JSON-RPC's
+    server-defined codes, which servers use for their own failures."""
+    import mcp_types
+
+    if conn.lost:
+        return True
+    if exc.code != mcp_types.CONNECTION_CLOSED:
+        return False
+    if _spawns_itself(conn):
+        return False  # our own transport sets conn.lost when the server goes away
+    return bool(exc.message == "Connection closed")
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters cut]"
+
+
+async def _lenient_tools_page(
+    client: Client, cursor: str | None, skipped: list[str]
+) -> mcp_types.ListToolsResult | None:
+    """A ``tools/list`` page with the tools the SDK would reject left out (and described in
+    ``skipped``), or None when this SDK's internals are not the ones this relies on.
+
+    The SDK validates a listing whole, so a page is fetched raw, each tool is validated on its
+    own, and the valid ones are handed back to the session (which records their output
+    schemas, as its own listing does)."""
+    import mcp_types
+    from mcp_types.methods import validate_server_result
+    from pydantic import ValidationError
+
+    session = client.session
+    dispatcher = getattr(session, "_dispatcher", None)
+    absorb = getattr(session, "_absorb_tool_listing", None)
+    if dispatcher is None or absorb is None:
+        return None
+    raw = await dispatcher.send_raw_request("tools/list", {"cursor": cursor} if cursor else None)
+    items = raw.get("tools") if isinstance(raw, dict) else None
+    if not isinstance(items, list):
+        return None
+    tools: list[mcp_types.Tool] = []
+    for index, item in enumerate(items):
+        name = item.get("name") if isinstance(item, dict) else None
+        label = repr(_clip(name, 80)) if isinstance(name, str) else f"#{index + 1}"
+        try:
+            # The protocol version's own shape (an input schema of type "object"), then the
+            # SDK's model, as the SDK validates a whole listing.
+            validate_server_result("tools/list", client.protocol_version, {"tools": [item]})
+            tools.append(mcp_types.Tool.model_validate(item, by_name=False))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = first["loc"][2:] if first["loc"][:1] == ("tools",) else first["loc"]
+            where = ".".join(str(part) for part in loc)
+            skipped.append(f"{label}: {where}: {first['msg']}")
+    next_cursor = raw.get("nextCursor")
+    page = mcp_types.ListToolsResult(
+        tools=tools, next_cursor=next_cursor if isinstance(next_cursor, str) else None
+    )
+    absorbed: mcp_types.ListToolsResult = absorb(page, complete=cursor is None and not next_cursor)
+    return absorbed
 
 
 _sdk_logging_routed = False

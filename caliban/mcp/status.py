@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from caliban.mcp.client import McpManager, ServerStatus
 
-__all__ = ["StatusRow", "describe_failure", "format_rows", "manager_rows", "status_rows"]
+__all__ = [
+    "StatusRow",
+    "describe_failure",
+    "describe_skipped",
+    "format_rows",
+    "manager_rows",
+    "status_rows",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +43,9 @@ def status_rows(statuses: Iterable[ServerStatus]) -> list[StatusRow]:
             detail.extend(f"stderr: {line}" for line in status.stderr_tail[-5:])
             if status.log_path is not None:
                 detail.append(f"log: {status.log_path}")
+        detail.extend(f"skipped invalid tool {line}" for line in status.skipped[:5])
+        if len(status.skipped) > 5:
+            detail.append(f"skipped {len(status.skipped) - 5} more invalid tools")
         rows.append(
             StatusRow(
                 name=status.name,
@@ -95,3 +105,13 @@ def describe_failure(status: ServerStatus) -> str:
     """One notice for a server that did not start: name, reason, its last stderr lines, log."""
     [row] = status_rows([status])
     return f"MCP server '{status.name}' is unavailable\n  " + "\n  ".join(row.detail)
+
+
+def describe_skipped(status: ServerStatus) -> str | None:
+    """A notice for a server that started without some of its tools (invalid definitions)."""
+    if not status.skipped:
+        return None
+    lines = [f"skipped invalid tool {line}" for line in status.skipped[:5]]
+    if len(status.skipped) > 5:
+        lines.append(f"skipped {len(status.skipped) - 5} more invalid tools")
+    return f"MCP server '{status.name}' left out tools it defined badly\n  " + "\n  ".join(lines)

@@ -221,6 +221,21 @@ def image_placeholder(part: ImagePart) -> str:
     return media_placeholder("image", part.media_type, part.data)
 
 
+_TEXT_TYPES = ("application/json", "application/xml", "application/yaml", "application/x-yaml")
+
+
+def _text_blob(mime: str, blob: str) -> str | None:
+    """A binary resource that is text by its type (``text/*``, JSON, XML, YAML) and decodes
+    as UTF-8, as text the model can read; None otherwise."""
+    base = mime.split(";", 1)[0].strip().lower()
+    if not (base.startswith("text/") or base in _TEXT_TYPES or base.endswith("+json")):
+        return None
+    try:
+        return base64.b64decode(blob, validate=True).decode("utf-8")
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        return None
+
+
 def _content_part(block: Any) -> ResultPart:
     kind = getattr(block, "type", None)
     if kind == "text":
@@ -239,6 +254,8 @@ def _content_part(block: Any) -> ResultPart:
         blob = getattr(resource, "blob", "")
         if mime.startswith("image/"):
             return ImagePart(media_type=mime, data=blob)
+        if (text := _text_blob(mime, blob)) is not None:
+            return TextPart(text=text)
         return TextPart(text=media_placeholder("resource", mime, blob, uri))
     if kind == "resource_link":
         described = f": {block.description}" if getattr(block, "description", None) else ""
@@ -251,6 +268,10 @@ DEFAULT_MAX_OUTPUT_TOKENS = 25_000
 MAX_OUTPUT_TOKENS_ENV = "MAX_MCP_OUTPUT_TOKENS"
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 """The largest MCP image sent to the model, decoded (the same limit as Read's)."""
+MAX_RESULT_IMAGES = 20
+"""The most images one MCP result sends to the model; the rest are counted in a line."""
+MAX_RESULT_IMAGE_BYTES = 10 * 1024 * 1024
+"""The most image data (decoded) one MCP result sends to the model."""
 _CLOSING = re.compile(rf"<\s*/\s*{DATA_TAG}", re.IGNORECASE)
 
 
@@ -308,19 +329,35 @@ def convert_result(
     replaced by a line saying why.
     """
     parts: list[ResultPart] = []
+    images, image_bytes, dropped = 0, 0, 0
     for block in result.content:
         part = _checked_image(_content_part(block))
+        if isinstance(part, ImagePart):
+            size = _b64_size(part.data)
+            if images >= MAX_RESULT_IMAGES or image_bytes + size > MAX_RESULT_IMAGE_BYTES:
+                dropped += 1
+                continue
+            images, image_bytes = images + 1, image_bytes + size
         if isinstance(part, TextPart) and parts and isinstance(parts[-1], TextPart):
             parts[-1] = TextPart(text=f"{parts[-1].text}\n{part.text}")
         else:
             parts.append(part)
+    if dropped:
+        parts.append(
+            TextPart(
+                text=f"[{dropped:,} more image{'s' if dropped != 1 else ''} not shown: one result "
+                f"carries at most {MAX_RESULT_IMAGES} images and "
+                f"{_human_size(MAX_RESULT_IMAGE_BYTES)} of them]"
+            )
+        )
     if result.structured_content is not None and not any(isinstance(p, TextPart) for p in parts):
         structured = json.dumps(result.structured_content, ensure_ascii=False, indent=2)
         parts.insert(0, TextPart(text=structured))
     if not parts:
         parts.append(TextPart(text="(no output)" if not result.is_error else "(error, no details)"))
     summary = _summary(parts)
-    parts, note = _cap_text(parts, max_output_tokens() if max_tokens is None else max_tokens, tool)
+    limit = max_output_tokens() if max_tokens is None else max_tokens
+    parts, note = _cap_text(parts, limit, tool)
     marked = _marked(parts, server=server, tool=tool)
     if note:
         marked.append(TextPart(text=note))
@@ -328,7 +365,11 @@ def convert_result(
     if result.structured_content is not None:
         # What Claude Code reports as the call's tool_use_result (caliban -p prints it).
         compact = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
-        as_data = {"content": compact, "structuredContent": result.structured_content}
+        budget = int(limit * CHARS_PER_TOKEN_TEXT)
+        if len(compact) <= budget:
+            as_data = {"content": compact, "structuredContent": result.structured_content}
+        else:  # bounded like the text: `-p` would print tens of megabytes, twice
+            as_data = {"content": f"{compact[:budget]}…", "truncated": True}
     return ToolOutput(
         content=tuple(_joined(marked)), is_error=result.is_error, summary=summary, data=as_data
     )

@@ -92,7 +92,7 @@ async def open_session(
     a :class:`~caliban.permissions.approval.DenyingApprover`, or none).
     """
     from caliban.mcp.config import load_mcp_config
-    from caliban.mcp.status import describe_failure
+    from caliban.mcp.status import describe_failure, describe_skipped
     from caliban.permissions.approval import deny_approver, make_authorize
     from caliban.permissions.policy import PermissionPolicy
     from caliban.providers.select import DEFAULT_MODELS, create_provider, resolve_provider
@@ -239,6 +239,8 @@ async def open_session(
             for status in await manager.wait_listed(manager.unlisted()):
                 if status.state == "failed":
                     session.emit(Notice(level="warning", text=describe_failure(status)))
+                elif (skipped := describe_skipped(status)) is not None:
+                    session.emit(Notice(level="warning", text=skipped))
             late = asyncio.create_task(_report_failures(session, manager))
         if not interactive:
             await warm_up

