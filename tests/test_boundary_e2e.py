@@ -609,3 +609,30 @@ def test_config_set_refuses_a_malformed_rule(project: Path) -> None:
     assert "invalid permission rule 'Bash(git'" in result.stderr
     assert path.read_text() == '[permissions]\nallow = ["Read"]\n'
     assert not user_config_path().exists()
+
+
+# ---------------------------------------------------------------------------- 5. review-a, round 2
+
+
+def test_command_arguments_never_become_shell_commands(
+    fake_model_server: FakeModelServer, project: Path, isolated_dirs: Path
+) -> None:
+    """``caliban -p "/triage $ISSUE_TITLE"`` in CI: the title is not the command's author."""
+    commands = isolated_dirs / "claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "greet.md").write_text("Say hi to $ARGUMENTS\n")
+    (commands / "log.md").write_text("Recent: !`echo $ARGUMENTS`\n")
+    marker = project.parent / "pwned"
+    fake_model_server.add({"text": "hi"})
+    result = caliban(fake_model_server, project, f"/greet !`touch {marker}`")
+    assert result.returncode == 0, result.stderr
+    assert f"Say hi to !`touch {marker}`" in sent(fake_model_server)  # text, as typed
+
+    result = caliban(fake_model_server, project, f"/log x; touch {marker}")
+    assert result.returncode == 1 and not marker.exists()
+    assert "the arguments were filled into this shell command" in result.stderr
+
+    fake_model_server.add({"text": "ok"})
+    result = caliban(fake_model_server, project, "--allowed-tools", "Bash(echo:*)", "/log hello")
+    assert result.returncode == 0, result.stderr
+    assert "Recent: hello" in sent(fake_model_server)
