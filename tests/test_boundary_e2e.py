@@ -636,3 +636,37 @@ def test_command_arguments_never_become_shell_commands(
     result = caliban(fake_model_server, project, "--allowed-tools", "Bash(echo:*)", "/log hello")
     assert result.returncode == 0, result.stderr
     assert "Recent: hello" in sent(fake_model_server)
+
+
+def test_accept_edits_cannot_point_git_at_another_configuration(
+    fake_model_server: FakeModelServer, repo: Path
+) -> None:
+    """``.git/commondir`` makes another directory's ``config`` git's: its core.fsmonitor
+    would run at the next allowed ``git status``."""
+    marker = repo.parent / "fsmonitor-ran"
+    config = f"[core]\n\tbare = false\n\tfsmonitor = touch {marker}; false\n"
+    fake_model_server.add(
+        calls(
+            ("Write", {"file_path": "evil/config", "content": config}),
+            ("Write", {"file_path": "evil/objects/keep", "content": ""}),
+            ("Write", {"file_path": "evil/refs/keep", "content": ""}),
+        ),
+        calls(("Write", {"file_path": ".git/commondir", "content": "../evil\n"})),
+        calls(("Bash", {"command": "git status --short"})),
+        {"text": "done"},
+    )
+    result = caliban(
+        fake_model_server,
+        repo,
+        "--permission-mode",
+        "acceptEdits",
+        "--allowed-tools",
+        "Bash(git status*)",
+        "go",
+    )
+    assert result.returncode == 0, result.stderr
+    [*written, (denied, why), _] = results(result.stdout)
+    assert not any(error for error, _ in written)
+    assert denied and "is protected: it is inside a git directory" in why
+    assert "--allowed-tools 'Edit(./.git/commondir)'" in why
+    assert not (repo / ".git" / "commondir").exists() and not marker.exists()

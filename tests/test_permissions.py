@@ -681,6 +681,9 @@ PROTECTED = [
     "/proj/.git/modules/vendor/config",
     "/proj/.git/modules/vendor/hooks/post-checkout",
     "/proj/.GIT/CONFIG",
+    "/proj/.git/commondir",  # points git at another directory's config
+    "/proj/.git/config.worktree",
+    "/proj/.git/worktrees/feature/commondir",
     str(HOME / ".bashrc"),
     str(HOME / ".zshenv"),
     str(HOME / ".profile"),
@@ -697,6 +700,8 @@ ORDINARY = [
     "/proj/docs/gitconfig.md",
     "/proj/.claude/agents/reviewer.md",
     "/proj/mcp.json",
+    "/proj/.gitmodules",
+    "/proj/git/config",
 ]
 
 
@@ -709,6 +714,14 @@ def test_writing_a_protected_path_always_asks(path: str, mode: PermissionMode) -
     assert decision.reason.startswith(f"{path} is protected: ")
     assert _decide("Edit", path, mode="bypassPermissions").behavior == "allow"
     assert _decide("Edit", path, mode="plan").behavior == "deny"
+
+
+@pytest.mark.parametrize("path", ["/proj/.git", "/proj/vendor/lib/.git"])
+def test_a_git_file_is_protected(path: str) -> None:
+    """``.git`` as a file (``gitdir: evil``) makes ``evil/config``, with its core.fsmonitor,
+    the configuration of the next ``git status``."""
+    decision = _decide("Write", path, mode="acceptEdits", rules=rules(allow=["Edit(**)"]))
+    assert decision.behavior == "ask" and "a .git file tells git where" in decision.reason
 
 
 @pytest.mark.parametrize("path", ORDINARY)

@@ -61,6 +61,15 @@ def protected_reason(path: Path) -> str | None:
                 return "git runs it as a hook"
             if name == "config":
                 return "it is git's configuration, which can run commands (core.fsmonitor, …)"
+            # Other files there decide which configuration git reads: `commondir` points
+            # git at another directory's `config`, `config.worktree` is read as config.
+            return (
+                "it is inside a git directory, whose files (commondir, config.worktree, …) "
+                "decide which configuration git reads, and so what it runs"
+            )
+    if name == ".git":
+        # A `.git` file (`gitdir: elsewhere`) makes `elsewhere/config` git's configuration.
+        return "a .git file tells git where its directory, and so its configuration, is"
     if name == ".mcp.json":
         return "it lists MCP servers, which start as commands"
     if name in SHELL_STARTUP:
