@@ -670,3 +670,15 @@ def test_accept_edits_cannot_point_git_at_another_configuration(
     assert denied and "is protected: it is inside a git directory" in why
     assert "--allowed-tools 'Edit(./.git/commondir)'" in why
     assert not (repo / ".git" / "commondir").exists() and not marker.exists()
+
+
+def test_a_memory_import_does_not_read_what_read_may_not(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    (project / ".env").write_text("API_TOKEN=hunter2\n")
+    (project / "CLAUDE.md").write_text("Build with make.\n@.env\n")
+    fake_model_server.add({"text": "hi"})
+    result = caliban(fake_model_server, project, "--disallowed-tools", "Read(.env)", "hello")
+    assert result.returncode == 0, result.stderr
+    assert "Build with make." in sent(fake_model_server)
+    assert "hunter2" not in sent(fake_model_server)
