@@ -454,6 +454,10 @@ def parse_input_line(line: str) -> tuple[str, Any]:
         raise InputError(
             f"Error parsing streaming input line: {line}: SyntaxError: {exc}"
         ) from None
+    except RecursionError:
+        raise InputError(
+            f"Error parsing streaming input line: {line[:200]}…: nested too deeply"
+        ) from None
     if not isinstance(data, dict):
         raise InputError(f"Error parsing streaming input line: {line}: expected an object")
     kind = data.get("type")

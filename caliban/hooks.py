@@ -282,7 +282,7 @@ class _Ran:
         """The JSON object a hook printed on success, if it printed one."""
         if self.exit_code != 0 or not self.stdout.lstrip().startswith("{"):
             return None
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, RecursionError):
             data = json.loads(self.stdout)
             return data if isinstance(data, Mapping) else None
         return None

@@ -203,6 +203,8 @@ def parse_definition(
     raw_yaml, body = parts
     try:
         data = yaml.safe_load(raw_yaml)
+    except RecursionError:
+        return None, [f"{path}: the frontmatter is nested too deeply; agent skipped"]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
@@ -255,6 +257,8 @@ def parse_agents_json(text: str) -> tuple[list[AgentDefinition], list[str]]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"--agents is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError("--agents is not valid JSON: nested too deeply") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise ValueError(
             '--agents must be a JSON object: {"name": {"description": …, "prompt": …}}'

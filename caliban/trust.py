@@ -57,7 +57,7 @@ def trusted_folders() -> list[Path]:
         if path.stat().st_size > MAX_FILE_BYTES:
             return []
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return []
     folders = data.get("folders") if isinstance(data, dict) else None
     if not isinstance(folders, list):

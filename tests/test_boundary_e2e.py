@@ -682,3 +682,51 @@ def test_a_memory_import_does_not_read_what_read_may_not(
     assert result.returncode == 0, result.stderr
     assert "Build with make." in sent(fake_model_server)
     assert "hunter2" not in sent(fake_model_server)
+
+
+def _deep(depth: int = 100_000) -> str:
+    return "[" * depth + "]" * depth
+
+
+def test_input_nested_past_pythons_stack_is_refused_not_a_crash(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """A repository's files and the model's tool arguments nested 100,000 deep each raised
+    RecursionError out of caliban (a traceback, nothing run); each is now refused alone."""
+    files = {
+        ".claude/settings.json": '{"a": ' + _deep() + "}",
+        ".mcp.json": '{"mcpServers": ' + _deep() + "}",
+        ".claude/skills/x/SKILL.md": f"---\ndescription: {_deep()}\n---\nbody\n",
+        ".claude/agents/x.md": f"---\nname: x\ndescription: {_deep()}\n---\nbody\n",
+    }
+    for name, text in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    fake_model_server.add(
+        {"tool_calls": [{"name": "Bash", "arguments": '{"command": ' + _deep() + "}"}]},
+        {"text": "done"},
+    )
+    result = caliban(fake_model_server, project, "hello")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    for name in files:
+        assert any(name in line and "deeply" in line for line in result.stderr.splitlines())
+    [(error, why)] = results(result.stdout)
+    assert error and "its arguments were not a valid JSON object" in why
+
+    (project / ".caliban" / "config.toml").write_text("a = " + _deep() + "\n")
+    result = caliban(fake_model_server, project, "hello")
+    assert result.returncode == 78 and "Traceback" not in result.stderr
+    assert "config.toml: invalid TOML: nested too deeply" in result.stderr
+
+
+def test_a_stream_json_line_nested_too_deeply_is_an_error_not_a_hang(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """The reader thread died of RecursionError and caliban waited for input forever."""
+    line = '{"type":"user","message":{"role":"user","content":' + _deep() + "}}\n"
+    result = caliban(
+        fake_model_server, project, "--input-format", "stream-json", stdin=line, timeout=30
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "Error parsing streaming input line" in result.stderr
+    assert "nested too deeply" in result.stderr

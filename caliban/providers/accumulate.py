@@ -69,6 +69,8 @@ def parse_arguments(raw: str) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text)
+    except RecursionError:  # nested deeper than Python's stack: not arguments we can use
+        return {INVALID_ARGUMENTS_KEY: raw}
     except json.JSONDecodeError:
         objects = _concatenated_objects(text)
         if objects is None:
@@ -89,7 +91,7 @@ def _concatenated_objects(text: str) -> list[dict[str, Any]] | None:
     while position < len(text):
         try:
             value, position = decoder.raw_decode(text, position)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return None
         if not isinstance(value, dict):
             return None

@@ -162,6 +162,8 @@ def parse_skill(
         raw, body = parts
         try:
             loaded = yaml.safe_load(raw)
+        except RecursionError:
+            return None, [f"{path}: the frontmatter is nested too deeply; skipped"]
         except yaml.YAMLError:
             # Claude Code reads `argument-hint: [file] [mode]`, which is not YAML: read
             # such frontmatter line by line, each value as written.
