@@ -730,3 +730,36 @@ def test_a_stream_json_line_nested_too_deeply_is_an_error_not_a_hang(
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "Error parsing streaming input line" in result.stderr
     assert "nested too deeply" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cd .. && echo pwned > /proc/self/cwd/escaped",  # caliban's /proc/self, not the shell's
+        "pushd -n inner && echo pwned > ../escaped",  # pushd -n does not move
+        "cd -P link/.. && echo pwned > escaped",  # -P: the link first, then ..
+    ],
+)
+def test_a_shell_cannot_write_outside_where_caliban_thinks_it_writes(
+    fake_model_server: FakeModelServer, project: Path, command: str
+) -> None:
+    """In acceptEdits with cd, pushd and echo allowed, each line wrote next to the project
+    while caliban judged a write inside it."""
+    (project / "inner").mkdir()
+    outside = project.parent / "elsewhere" / "deep"
+    outside.mkdir(parents=True)
+    (project / "link").symlink_to(outside)
+    fake_model_server.add(calls(("Bash", {"command": command})), {"text": "done"})
+    result = caliban(
+        fake_model_server,
+        project,
+        "--permission-mode",
+        "acceptEdits",
+        "--allowed-tools",
+        "Bash(cd:*),Bash(pushd:*),Bash(echo:*)",
+        "go",
+    )
+    assert result.returncode == 0, result.stderr
+    [(denied, why)] = results(result.stdout)
+    assert denied and "no rule can vouch for this command line" in why
+    assert not list(project.parent.rglob("escaped"))

@@ -883,6 +883,44 @@ def test_a_read_redirection_honours_read_deny_rules() -> None:
     assert _bash("cat < notes.txt", rules=secrets).behavior == "allow"
 
 
+CD_AND_ECHO = rules(allow=["Bash(cd:*)", "Bash(pushd:*)", "Bash(echo:*)"])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # caliban resolves /proc/self in its own process, whose directory a cd never moves:
+        # it read proj/escaped while the shell, in the parent directory, wrote ../escaped.
+        "cd .. && echo x > /proc/self/cwd/escaped",
+        "echo x > /proc/thread-self/cwd/escaped",
+        "cd .. && echo x < /dev/fd/../cwd/escaped",
+        "cd / && echo x > proc/self/cwd/escaped",
+        # `pushd -n` does not move and `cd -P` follows symlinks before `..`: a relative
+        # target after either cannot be known.
+        "pushd -n a/b && echo x > ../../escaped",
+        "cd -P link/.. && echo x > escaped",
+        "cd -LP link/.. && echo x > escaped",
+    ],
+)
+def test_a_write_only_the_shell_can_place_is_not_vouched_for(command: str) -> None:
+    decision = _bash(command, rules=CD_AND_ECHO, mode="acceptEdits")
+    assert decision.behavior == "ask" and "no rule can vouch" in decision.reason, decision
+    assert _bash(command, rules=rules(allow=["Bash"]), mode="acceptEdits").behavior == "allow"
+
+
+def test_cd_dash_l_is_read_as_plain_cd() -> None:
+    assert _bash("cd -L a && echo x > b", rules=CD_AND_ECHO, mode="acceptEdits").behavior == (
+        "allow"
+    )
+
+
+def test_commands_run_without_cdpath(monkeypatch: pytest.MonkeyPatch) -> None:
+    from caliban.tools._process import shell_environment
+
+    monkeypatch.setenv("CDPATH", "/home")
+    assert "CDPATH" not in shell_environment()
+
+
 def test_a_command_that_asks_anyway_mentions_its_protected_write() -> None:
     decision = _bash("npm test > .mcp.json")
     assert decision.behavior == "ask"

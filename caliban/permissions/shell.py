@@ -1031,13 +1031,16 @@ def _cd_argument(argv: Sequence[str]) -> str | None:
 def _chdir(argv: Sequence[str], cwd: Path | None, home: Path) -> Path | None:
     """The working directory after a ``cd``/``pushd``/``popd`` (None: cannot be known).
 
-    ``cd NAME`` is taken as ``./NAME``: CDPATH is not consulted (the Bash tool should run
-    with it unset).
+    ``cd NAME`` is taken as ``./NAME``: CDPATH is not consulted (the Bash tool runs with it
+    unset). ``..`` is read as bash's default ``cd -L`` reads it, lexically; with another
+    option (``cd -P`` follows symlinks first, ``pushd -n`` does not move) the directory
+    is unknown.
     """
     name = argv[0]
     target = _cd_argument(argv) if name != "popd" else None
     rest = argv[argv.index(target) + 1 :] if target is not None else ()
-    if name == "popd" or rest:
+    options = argv[1 : argv.index(target)] if target is not None else argv[1:]
+    if name == "popd" or rest or any(option not in ("-L", "--") for option in options):
         return None
     if target is None:
         return home if name == "cd" else None  # pushd alone swaps with an unknown dir
@@ -1298,13 +1301,32 @@ def suggest_rule(command: str) -> str | None:
 def written_paths(analysis: Understood, *, cwd: Path, home: Path | None = None) -> tuple[Path, ...]:
     """The files an understood line's redirections write (``>``, ``>>``, ``&>``…),
     absolute and resolved (symlinks followed), following ``cd`` through the line;
-    ``/dev/null`` and descriptor copies left out. Run each through the Write path rules."""
+    ``/dev/null`` and descriptor copies left out. Run each through the Write path rules.
+    Raises :class:`UnknownTarget` for a target only the shell's process could resolve."""
     return _paths(analysis, cwd, home, "write")
 
 
 def read_paths(analysis: Understood, *, cwd: Path, home: Path | None = None) -> tuple[Path, ...]:
     """The files an understood line's ``<`` redirections read, like :func:`written_paths`."""
     return _paths(analysis, cwd, home, "read")
+
+
+class UnknownTarget(ValueError):
+    """A redirection's file depends on the shell process that opens it (``/proc/self/cwd``,
+    ``/dev/fd``): caliban, another process, cannot resolve it for the shell."""
+
+
+def _through_this_process(path: Path) -> bool:
+    """Whether resolving ``path`` goes through caliban's own ``/proc/PID`` entry, as
+    ``/proc/self``, ``/proc/thread-self`` and ``/dev/fd`` do: the shell would find its own
+    there (its working directory after a ``cd``, its descriptors), not caliban's."""
+    own = Path(f"/proc/{os.getpid()}")
+    current = Path(path.anchor)
+    for part in path.parts[1:]:
+        current = resolved(current / part)
+        if current == own or own in current.parents:
+            return True
+    return False
 
 
 def _paths(
@@ -1326,6 +1348,11 @@ def _paths(
                 raise ValueError(f"cannot resolve {target!r} after an unknown cd")
             else:
                 path = current / target
+            if _through_this_process(path):
+                raise UnknownTarget(
+                    f"a redirection through the shell's own /proc entry "
+                    f"({redirect.operator}{target}), which caliban cannot resolve for it"
+                )
             found[resolved(path)] = None
         inner = _unwrap_builtins(command.argv)
         if inner and inner[0] in _CD:
@@ -1343,6 +1370,7 @@ __all__ = [
     "Redirect",
     "SimpleCommand",
     "Understood",
+    "UnknownTarget",
     "allows",
     "analyze",
     "deny_matches",
