@@ -23,6 +23,7 @@ from typing import IO, TYPE_CHECKING, Any
 from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
 from caliban.events import AgentEvent, ApiRetryEvent, ConversationCompacted, Notice
 from caliban.frames import Frame, FrameBuilder, TurnOutcome
+from caliban.text import encodable
 
 if TYPE_CHECKING:
     from caliban.agent import RunResult
@@ -106,7 +107,7 @@ class Output:
             case "json":
                 self._line(frame)
             case _:
-                text = frame.get("result") or ""
+                text = encodable(frame.get("result") or "")
                 if text:
                     self.out.write(text if text.endswith("\n") else text + "\n")
                     self.out.flush()
@@ -116,7 +117,7 @@ class Output:
             self._line(self.collected)
 
     def _line(self, obj: Any) -> None:
-        self.out.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+        self.out.write(encodable(json.dumps(obj, ensure_ascii=False, separators=(",", ":"))) + "\n")
         self.out.flush()
 
 
@@ -392,18 +393,24 @@ async def _stream_input(
 
     async def dispatch() -> None:
         # Control requests are answered at once, even while a turn runs (an interrupt must
-        # reach it); everything else is queued in order for the turns.
-        while (line := await lines.get()) is not None:
-            try:
-                kind, payload = parse_input_line(line)
-            except InputError as exc:
-                await work.put(("error", str(exc)))
-                break
-            if kind == "control":
-                output.frame(_control_response(payload, session, state))
-            elif kind != "ignored":
-                await work.put((kind, payload))
-        await work.put(None)
+        # reach it); everything else is queued in order for the turns. Whatever happens
+        # here, the turns are told the input ended: a dispatcher that died silently left
+        # caliban waiting forever.
+        try:
+            while (line := await lines.get()) is not None:
+                try:
+                    kind, payload = parse_input_line(line)
+                except InputError as exc:
+                    await work.put(("error", str(exc)))
+                    break
+                if kind == "control":
+                    output.frame(_control_response(payload, session, state))
+                elif kind != "ignored":
+                    await work.put((kind, payload))
+        except Exception as exc:
+            await work.put(("error", f"Error: cannot read the input: {exc!r}"))
+        finally:
+            work.put_nowait(None)
 
     reader = asyncio.ensure_future(dispatch())
     code = EXIT_OK
@@ -484,7 +491,7 @@ def parse_input_line(line: str) -> tuple[str, Any]:
             continue  # other block types (tool results, documents) are not taken as input
         try:
             parts.append(part_from_json(block))
-        except (KeyError, ValueError):
+        except (KeyError, ValueError, TypeError, AttributeError):  # a field of the wrong type
             raise InputError(f"Error: invalid content block: {json.dumps(block)}") from None
     return kind, InputMessage(parts=tuple(parts), content=content)
 

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
+from caliban.text import encodable
+
 __all__ = [
     "EVENTS",
     "NO_HOOKS",
@@ -333,7 +335,9 @@ class HookRunner:
         hooks = self.config.commands(event, match)
         if not hooks:
             return []
-        payload = json.dumps(self._payload(event, **extra), ensure_ascii=False, default=str)
+        payload = encodable(
+            json.dumps(self._payload(event, **extra), ensure_ascii=False, default=str)
+        )
         ran = list(await asyncio.gather(*(self._one(hook, payload) for hook in hooks)))
         for one in ran:
             if one.exit_code not in (0, 2) and self.notice is not None:

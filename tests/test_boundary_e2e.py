@@ -763,3 +763,52 @@ def test_a_shell_cannot_write_outside_where_caliban_thinks_it_writes(
     [(denied, why)] = results(result.stdout)
     assert denied and "no rule can vouch for this command line" in why
     assert not list(project.parent.rglob("escaped"))
+
+
+def test_names_and_text_that_cannot_be_utf_8_are_answered_not_a_crash(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """Half an emoji (a lone surrogate) from the model, a NUL byte in a path, and bytes that
+    are not UTF-8 on stdin each raised out of caliban: while deciding a permission, writing
+    the output, or building the next request."""
+    fake_model_server.add(
+        {
+            "text": "half \ud83d an emoji",
+            "tool_calls": [
+                {"name": "Read", "arguments": {"file_path": "a\u0000b"}},
+                {"name": "Write", "arguments": {"file_path": "\ud83d.txt", "content": "x\ud83d"}},
+            ],
+        },
+        {"text": "done"},
+    )
+    result = caliban(fake_model_server, project, "--permission-mode", "acceptEdits", "go")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    (read_error, why), (write_error, _) = results(result.stdout)
+    assert read_error and "embedded null byte" in why and not write_error
+    assert (project / "\ufffd.txt").read_text() == "x\ufffd"
+    assert "half \ufffd an emoji" in result.stdout
+
+    fake_model_server.add({"text": "ok"})
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    environ.update(ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=fake_model_server.anthropic_base_url)
+    piped = subprocess.run(
+        [sys.executable, "-m", "caliban", "-p", "hi"],
+        cwd=project,
+        env=environ,
+        input=b"caf\xe9\n",
+        capture_output=True,
+        timeout=60,
+    )
+    assert piped.returncode == 0 and piped.stdout == b"ok\n", piped.stderr
+    assert "caf\\ufffd" in sent(fake_model_server)  # JSON-escaped U+FFFD
+
+
+def test_a_stream_json_block_of_the_wrong_shape_is_an_error_not_a_hang(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    line = '{"type":"user","message":{"role":"user","content":[{"type":"image","source":"x"}]}}'
+    result = caliban(
+        fake_model_server, project, "--input-format", "stream-json", stdin=line + "\n", timeout=30
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert 'Error: invalid content block: {"type": "image", "source": "x"}' in result.stderr
