@@ -15,7 +15,8 @@ the importing file); each imported file follows its importer, and the ``@`` line
 the importer's text. Imports inside code spans and code blocks are not followed, missing
 files are skipped, a file is read once (cycles are safe) and imports nest at most
 :data:`MAX_IMPORT_DEPTH` deep. A project file may import files outside the project only when
-the folder is trusted (:mod:`caliban.trust`); the user's own ``~/.claude/CLAUDE.md`` may
+the folder is trusted (:mod:`caliban.trust`), and a memory file that is a symlink to
+somewhere outside it is read only then too; the user's own ``~/.claude/CLAUDE.md`` may
 import anything. A file the ``Read`` deny rules forbid is not read, imported or not (a
 cloned repository's ``CLAUDE.md`` saying ``@.env`` does not put ``.env`` in the prompt).
 """
@@ -170,7 +171,8 @@ def memory_files(
         resolved = path.resolve()
         if resolved in seen or not resolved.is_file():
             return
-        if importer is not None and scope != "user" and not trusted and not _inside(resolved, root):
+        # Imported, or a committed symlink: an untrusted project reads nothing outside itself.
+        if scope != "user" and not trusted and not _inside(resolved, root):
             return
         if read_denied is not None and (
             read_denied("Read", path.absolute()) or read_denied("Read", resolved)

@@ -300,7 +300,15 @@ def definition_dirs(cwd: Path) -> list[tuple[Source, Path]]:
     ]
 
 
-def _read_dir(source: Source, directory: Path) -> tuple[list[AgentDefinition], list[str]]:
+MAX_FILE_BYTES: Final = 256 * 1024
+"""A larger definition file is skipped (as a command or skill is)."""
+
+
+def _read_dir(
+    source: Source, directory: Path, root: Path
+) -> tuple[list[AgentDefinition], list[str]]:
+    from caliban.trust import outside_notice, project_file_outside
+
     definitions: list[AgentDefinition] = []
     warnings: list[str] = []
     try:
@@ -308,7 +316,13 @@ def _read_dir(source: Source, directory: Path) -> tuple[list[AgentDefinition], l
     except OSError:
         return [], []
     for path in files:
+        if source in ("project", "claude") and project_file_outside(path, root):
+            warnings.append(outside_notice(path, root))
+            continue
         try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                warnings.append(f"{path}: larger than {MAX_FILE_BYTES // 1024} KB; agent skipped")
+                continue
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             warnings.append(f"{path}: cannot read: {exc}; agent skipped")
@@ -330,8 +344,9 @@ def list_agents(
     """
     chosen: dict[str, AgentDefinition] = {d.name: d for d in extra}
     warnings: list[str] = []
+    root = project_root(cwd)
     for source, directory in definition_dirs(cwd):
-        definitions, problems = _read_dir(source, directory)
+        definitions, problems = _read_dir(source, directory, root)
         warnings.extend(problems)
         seen_here: dict[str, Path | None] = {}
         for definition in definitions:

@@ -812,3 +812,36 @@ def test_a_stream_json_block_of_the_wrong_shape_is_an_error_not_a_hang(
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert 'Error: invalid content block: {"type": "image", "source": "x"}' in result.stderr
+
+
+def test_an_untrusted_repositorys_symlinks_do_not_read_files_outside_it(
+    fake_model_server: FakeModelServer, project: Path, home: Path
+) -> None:
+    """A committed ``CLAUDE.md``, command, skill, rule or agent that is a symlink to the
+    user's keys or to ``/proc/self/environ`` (the API key) put them in the model's prompt."""
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_rsa").write_text("SSH-PRIVATE-KEY\n")
+    links = {
+        "CLAUDE.md": home / ".ssh" / "id_rsa",
+        ".claude/rules/style.md": home / ".ssh" / "id_rsa",
+        ".claude/commands/notes.md": home / ".ssh" / "id_rsa",
+        ".claude/skills/env/SKILL.md": Path("/proc/self/environ"),
+        ".claude/agents/helper.md": home / ".ssh" / "id_rsa",
+    }
+    for name, target in links.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).symlink_to(target)
+    fake_model_server.add(
+        calls(("Skill", {"skill": "env"}), ("Skill", {"skill": "notes"})), {"text": "done"}
+    )
+    result = caliban(fake_model_server, project, "hi", home=home, env={"MY_TOKEN": "ENV-SECRET"})
+    assert result.returncode == 0, result.stderr
+    assert "SSH-PRIVATE-KEY" not in sent(fake_model_server)
+    assert "ENV-SECRET" not in sent(fake_model_server) and "test-key" not in sent(fake_model_server)
+    for name in (".claude/commands/notes.md", ".claude/skills/env/SKILL.md"):
+        assert f"{project}/{name}: skipped: it leads outside the project" in result.stderr
+
+    subprocess.run([sys.executable, "-m", "caliban", "trust"], cwd=project, check=True)
+    fake_model_server.add({"text": "hi"})
+    result = caliban(fake_model_server, project, "hi", home=home)
+    assert "SSH-PRIVATE-KEY" in sent(fake_model_server)  # trusted: the user's own links
