@@ -36,6 +36,8 @@ EXIT_ERROR = 1
 
 
 MAX_STDIN_CHARS = 4_000_000
+MAX_INPUT_LINE_CHARS = 64 * 1024 * 1024
+"""A stream-json input line may be this long (images come base64-encoded in it)."""
 """About a million tokens: more than any model's context window takes in one prompt."""
 
 
@@ -398,6 +400,9 @@ async def _stream_input(
         # caliban waiting forever.
         try:
             while (line := await lines.get()) is not None:
+                if isinstance(line, InputError):
+                    await work.put(("error", str(line)))
+                    break
                 try:
                     kind, payload = parse_input_line(line)
                 except InputError as exc:
@@ -434,16 +439,32 @@ async def _stream_input(
     return code
 
 
-def _stdin_lines() -> asyncio.Queue[str | None]:
-    """Lines of stdin as they arrive (read in a daemon thread); ``None`` at EOF."""
+def _stdin_lines() -> asyncio.Queue[str | InputError | None]:
+    """Lines of stdin as they arrive (read in a daemon thread); ``None`` at EOF, after an
+    :class:`InputError` when a line is over :data:`MAX_INPUT_LINE_CHARS` or stdin cannot
+    be read."""
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[str | None] = asyncio.Queue()
+    queue: asyncio.Queue[str | InputError | None] = asyncio.Queue()
+
+    def put(item: str | InputError | None) -> None:
+        loop.call_soon_threadsafe(queue.put_nowait, item)
 
     def read() -> None:
-        for raw in sys.stdin:
-            if raw.strip():
-                loop.call_soon_threadsafe(queue.put_nowait, raw.rstrip("\n"))
-        loop.call_soon_threadsafe(queue.put_nowait, None)
+        try:
+            while raw := sys.stdin.readline(MAX_INPUT_LINE_CHARS + 1):
+                if len(raw) > MAX_INPUT_LINE_CHARS:
+                    put(
+                        InputError(
+                            f"Error: an input line is over {MAX_INPUT_LINE_CHARS:,} characters"
+                        )
+                    )
+                    break
+                if raw.strip():
+                    put(raw.rstrip("\n"))
+        except (OSError, ValueError) as exc:  # ValueError: bytes that are not UTF-8
+            put(InputError(f"Error: cannot read the input: {exc}"))
+        finally:
+            put(None)
 
     threading.Thread(target=read, name="caliban-stdin", daemon=True).start()
     return queue
