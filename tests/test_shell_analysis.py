@@ -448,7 +448,7 @@ def test_an_empty_or_comment_only_line_is_not_allowed_by_a_rule() -> None:
         "ksh93 -c 'rm -rf build'",
         "pwsh -Command 'rm -rf build'",
         # four shells deep: not looked into, so any deny rule matches
-        "bash -c 'bash -c \"bash -c \\\"bash -c ls\\\"\"'",
+        'bash -c \'bash -c "bash -c \\"bash -c ls\\""\'',
     ],
 )
 def test_deny_rules_see_through_quoting_wrappers_and_syntax(command: str) -> None:
