@@ -926,3 +926,20 @@ def test_a_command_that_asks_anyway_mentions_its_protected_write() -> None:
     assert decision.behavior == "ask"
     assert decision.reason.startswith("default mode asks before Bash runs; also, it redirects ")
     assert "it lists MCP servers" in decision.reason
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["/".join(["**"] * 25) + "/x", "*a" * 25 + "b", "**/a/" * 12 + "**/x", "{a,b}*" * 12 + "x"],
+)
+def test_a_path_rule_is_matched_in_linear_time(pattern: str) -> None:
+    """A deny rule any repository may set (deny rules apply untrusted) took minutes per path
+    with a backtracking regex: each Read, and each file Grep found, hung caliban."""
+    import time
+
+    deep = ROOT / "/".join(["a"] * 40) / ("a" * 200)
+    started = time.perf_counter()
+    denying = rules(deny=[f"Read({pattern})"])
+    decision = _decide("Read", str(deep), read_only=True, rules=denying)
+    assert decision.behavior == "allow"
+    assert time.perf_counter() - started < 1.0
