@@ -943,3 +943,23 @@ def test_a_path_rule_is_matched_in_linear_time(pattern: str) -> None:
     decision = _decide("Read", str(deep), read_only=True, rules=denying)
     assert decision.behavior == "allow"
     assert time.perf_counter() - started < 1.0
+
+
+def test_the_repositorys_hooks_path_is_protected(tmp_path: Path) -> None:
+    """With husky (`core.hooksPath = .husky/_`), `.husky/pre-commit` runs at the next
+    allowed `git commit`: acceptEdits wrote it without asking."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "config", "core.hooksPath", ".husky/_"], cwd=tmp_path, check=True)
+    policy = PermissionPolicy.from_settings(
+        PermissionsSettings(), project_root=tmp_path, mode="acceptEdits"
+    )
+
+    def write(name: str) -> Decision:
+        return policy.decide("Write", str(tmp_path / name), read_only=False, origin=BUILTIN)
+
+    for name in (".husky/pre-commit", ".husky/_/pre-commit"):
+        decision = write(name)
+        assert decision.behavior == "ask" and "core.hooksPath" in decision.reason
+    assert write("src/app.js").behavior == "allow"
