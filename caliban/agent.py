@@ -496,7 +496,15 @@ class Agent:
             ask_model=self.ask_model,
             hook_decision=verdict.decision,
         )
-        if (reason := await self.authorize(tool, bound, ctx)) is not None:
+        cwd = self.env.cwd
+        reason = await self.authorize(tool, bound, ctx)
+        # A call running beside this one (Bash's `cd`) may have moved the working directory
+        # while this one was decided or its question was on screen: a relative path now
+        # names another file, so decide again. Nothing awaits between this and the run.
+        while reason is None and self.env.cwd != cwd:
+            cwd = self.env.cwd
+            reason = await self.authorize(tool, bound, ctx)
+        if reason is not None:
             return ToolOutput.error(f"Permission denied for {call.name}: {reason}"), True
         output = await self._run_bound(tool, bound, ctx)
         if output.ends_turn and not output.is_error:

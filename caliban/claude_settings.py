@@ -129,6 +129,9 @@ def _parse(text: str, source: str, warnings: list[str]) -> Mapping[str, Any] | N
     except json.JSONDecodeError as exc:
         warnings.append(f"{source}: not valid JSON (line {exc.lineno}: {exc.msg}); ignored")
         return None
+    except RecursionError:
+        warnings.append(f"{source}: nested too deeply to read; ignored")
+        return None
     if not isinstance(data, dict):
         warnings.append(f"{source}: expected a JSON object; ignored")
         return None

@@ -201,6 +201,8 @@ def read_toml(path: Path) -> tuple[str | None, dict[str, Any]]:
         return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {_toml_error_text(exc)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
 
 
 def _toml_error_text(exc: tomllib.TOMLDecodeError) -> str:
@@ -406,7 +408,7 @@ def parse_value(raw: str) -> Any:
     """A CLI value as TOML (``true``, ``24``, ``"x"``, ``["a","b"]``), else the plain string."""
     try:
         return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return raw
 
 

@@ -15,11 +15,12 @@ STALE_TEMP_S = 60.0
 
 
 def resolved(path: Path) -> Path:
-    """``path`` made absolute with symlinks followed; where they loop, normalised only
-    (``Path.resolve`` raises there, and nothing can be written or read through a loop)."""
+    """``path`` made absolute with symlinks followed; where they loop, or the name cannot
+    be a file's (a NUL byte, a lone surrogate), normalised only (``Path.resolve`` raises
+    there, and nothing can be written or read through such a name)."""
     try:
         return path.resolve()
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):
         return Path(os.path.normpath(path.absolute()))
 
 

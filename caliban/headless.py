@@ -32,6 +32,7 @@ from caliban.events import (
     Notice,
 )
 from caliban.frames import Frame, FrameBuilder, TurnOutcome
+from caliban.text import encodable
 
 if TYPE_CHECKING:
     from caliban.agent import RunResult
@@ -44,6 +45,8 @@ EXIT_ERROR = 1
 
 
 MAX_STDIN_CHARS = 4_000_000
+MAX_INPUT_LINE_CHARS = 64 * 1024 * 1024
+"""A stream-json input line may be this long (images come base64-encoded in it)."""
 """About a million tokens: more than any model's context window takes in one prompt."""
 STDIN_WAIT_S = 3.0
 """With a prompt argument, how long stdin may stay silent before it is taken to have nothing
@@ -138,7 +141,7 @@ class Output:
             case "json":
                 self._line(frame)
             case _:
-                text = frame.get("result") or ""
+                text = encodable(frame.get("result") or "")
                 if text:
                     self.out.write(text if text.endswith("\n") else text + "\n")
                     self.out.flush()
@@ -148,7 +151,7 @@ class Output:
             self._line(self.collected)
 
     def _line(self, obj: Any) -> None:
-        self.out.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+        self.out.write(encodable(json.dumps(obj, ensure_ascii=False, separators=(",", ":"))) + "\n")
         self.out.flush()
 
 
@@ -488,18 +491,27 @@ async def _stream_input(
 
     async def dispatch() -> None:
         # Control requests are answered at once, even while a turn runs (an interrupt must
-        # reach it); everything else is queued in order for the turns.
-        while (line := await lines.get()) is not None:
-            try:
-                kind, payload = parse_input_line(line)
-            except InputError as exc:
-                await work.put(("error", str(exc)))
-                break
-            if kind == "control":
-                output.frame(_control_response(payload, session, state))
-            elif kind != "ignored":
-                await work.put((kind, payload))
-        await work.put(None)
+        # reach it); everything else is queued in order for the turns. Whatever happens
+        # here, the turns are told the input ended: a dispatcher that died silently left
+        # caliban waiting forever.
+        try:
+            while (line := await lines.get()) is not None:
+                if isinstance(line, InputError):
+                    await work.put(("error", str(line)))
+                    break
+                try:
+                    kind, payload = parse_input_line(line)
+                except InputError as exc:
+                    await work.put(("error", str(exc)))
+                    break
+                if kind == "control":
+                    output.frame(_control_response(payload, session, state))
+                elif kind != "ignored":
+                    await work.put((kind, payload))
+        except Exception as exc:
+            await work.put(("error", f"Error: cannot read the input: {exc!r}"))
+        finally:
+            work.put_nowait(None)
 
     reader = asyncio.ensure_future(dispatch())
     code = EXIT_OK
@@ -523,16 +535,32 @@ async def _stream_input(
     return code
 
 
-def _stdin_lines() -> asyncio.Queue[str | None]:
-    """Lines of stdin as they arrive (read in a daemon thread); ``None`` at EOF."""
+def _stdin_lines() -> asyncio.Queue[str | InputError | None]:
+    """Lines of stdin as they arrive (read in a daemon thread); ``None`` at EOF, after an
+    :class:`InputError` when a line is over :data:`MAX_INPUT_LINE_CHARS` or stdin cannot
+    be read."""
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[str | None] = asyncio.Queue()
+    queue: asyncio.Queue[str | InputError | None] = asyncio.Queue()
+
+    def put(item: str | InputError | None) -> None:
+        loop.call_soon_threadsafe(queue.put_nowait, item)
 
     def read() -> None:
-        for raw in sys.stdin:
-            if raw.strip():
-                loop.call_soon_threadsafe(queue.put_nowait, raw.rstrip("\n"))
-        loop.call_soon_threadsafe(queue.put_nowait, None)
+        try:
+            while raw := sys.stdin.readline(MAX_INPUT_LINE_CHARS + 1):
+                if len(raw) > MAX_INPUT_LINE_CHARS:
+                    put(
+                        InputError(
+                            f"Error: an input line is over {MAX_INPUT_LINE_CHARS:,} characters"
+                        )
+                    )
+                    break
+                if raw.strip():
+                    put(raw.rstrip("\n"))
+        except (OSError, ValueError) as exc:  # ValueError: bytes that are not UTF-8
+            put(InputError(f"Error: cannot read the input: {exc}"))
+        finally:
+            put(None)
 
     threading.Thread(target=read, name="caliban-stdin", daemon=True).start()
     return queue
@@ -549,6 +577,10 @@ def parse_input_line(line: str) -> tuple[str, Any]:
     except json.JSONDecodeError as exc:
         raise InputError(
             f"Error parsing streaming input line: {line}: SyntaxError: {exc}"
+        ) from None
+    except RecursionError:
+        raise InputError(
+            f"Error parsing streaming input line: {line[:200]}…: nested too deeply"
         ) from None
     if not isinstance(data, dict):
         raise InputError(f"Error parsing streaming input line: {line}: expected an object")
@@ -576,7 +608,7 @@ def parse_input_line(line: str) -> tuple[str, Any]:
             continue  # other block types (tool results, documents) are not taken as input
         try:
             parts.append(part_from_json(block))
-        except (KeyError, ValueError):
+        except (KeyError, ValueError, TypeError, AttributeError):  # a field of the wrong type
             raise InputError(f"Error: invalid content block: {json.dumps(block)}") from None
     return kind, InputMessage(parts=tuple(parts), content=content)
 

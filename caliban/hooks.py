@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
+from caliban.text import encodable
+
 __all__ = [
     "EVENTS",
     "NO_HOOKS",
@@ -305,7 +307,7 @@ class _Ran:
         """The JSON object a hook printed on success, if it printed one."""
         if self.exit_code != 0 or not self.stdout.lstrip().startswith("{"):
             return None
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, RecursionError):
             data = json.loads(self.stdout)
             return data if isinstance(data, Mapping) else None
         return None
@@ -356,7 +358,9 @@ class HookRunner:
         hooks = self.config.commands(event, match)
         if not hooks:
             return []
-        payload = json.dumps(self._payload(event, **extra), ensure_ascii=False, default=str)
+        payload = encodable(
+            json.dumps(self._payload(event, **extra), ensure_ascii=False, default=str)
+        )
         ran = list(await asyncio.gather(*(self._one(hook, payload) for hook in hooks)))
         for one in ran:
             if one.exit_code not in (0, 2) and self.notice is not None:

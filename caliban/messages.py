@@ -12,10 +12,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from caliban.text import encodable
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TextPart:
     text: str
+
+    def __post_init__(self) -> None:
+        # A lone surrogate (half an emoji from a stream, bytes that are not UTF-8 on stdin,
+        # an MCP result) cannot be sent or saved as UTF-8: every later request would raise.
+        if isinstance(self.text, str) and (clean := encodable(self.text)) != self.text:
+            object.__setattr__(self, "text", clean)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -15,8 +15,10 @@ the importing file); each imported file follows its importer, and the ``@`` line
 the importer's text. Imports inside code spans and code blocks are not followed, missing
 files are skipped, a file is read once (cycles are safe) and imports nest at most
 :data:`MAX_IMPORT_DEPTH` deep. A project file may import files outside the project only when
-the folder is trusted (:mod:`caliban.trust`); the user's own ``~/.claude/CLAUDE.md`` may
-import anything.
+the folder is trusted (:mod:`caliban.trust`), and a memory file that is a symlink to
+somewhere outside it is read only then too; the user's own ``~/.claude/CLAUDE.md`` may
+import anything. A file the ``Read`` deny rules forbid is not read, imported or not (a
+cloned repository's ``CLAUDE.md`` saying ``@.env`` does not put ``.env`` in the prompt).
 """
 
 from __future__ import annotations
@@ -24,12 +26,16 @@ from __future__ import annotations
 import datetime as dt
 import platform
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 MAX_MEMORY_CHARS = 40_000
+_MAX_READ_CHARS = MAX_MEMORY_CHARS + 1
+"""A memory file is read no further than the prompt could use."""
+ReadDenied = Callable[[str, Path], str | None]
+"""``(tool, absolute path) -> denying rule`` (:data:`caliban.tools.base.ReadGuard`)."""
 MAX_IMPORT_DEPTH = 5
 """How deep ``@path`` imports nest (Claude Code's limit)."""
 
@@ -141,11 +147,17 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def memory_files(cwd: Path, project_root: Path, *, trusted: bool | None = None) -> list[MemoryFile]:
+def memory_files(
+    cwd: Path,
+    project_root: Path,
+    *,
+    trusted: bool | None = None,
+    read_denied: ReadDenied | None = None,
+) -> list[MemoryFile]:
     """Every memory file in load order, imports right after their importer.
 
     ``trusted`` (default: ask :func:`caliban.trust.is_trusted`) lets project files import
-    files outside the project.
+    files outside the project; a file ``read_denied`` names a rule for is left out.
     """
     cwd, root = cwd.resolve(), project_root.resolve()
     if trusted is None:
@@ -159,15 +171,19 @@ def memory_files(cwd: Path, project_root: Path, *, trusted: bool | None = None) 
         resolved = path.resolve()
         if resolved in seen or not resolved.is_file():
             return
-        if importer is not None and scope != "user" and not trusted and not _inside(resolved, root):
+        # Imported, or a committed symlink: an untrusted project reads nothing outside itself.
+        if scope != "user" and not trusted and not _inside(resolved, root):
+            return
+        if read_denied is not None and (
+            read_denied("Read", path.absolute()) or read_denied("Read", resolved)
+        ):
             return
         seen.add(resolved)
         found.append(MemoryFile(path=resolved, scope=scope, imported_by=importer))
         if depth >= MAX_IMPORT_DEPTH:
             return
-        try:
-            text = resolved.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        text = _read(resolved)
+        if text is None:
             return
         for target in import_targets(text, resolved.parent):
             visit(target, scope, depth + 1, resolved)
@@ -179,14 +195,25 @@ def memory_files(cwd: Path, project_root: Path, *, trusted: bool | None = None) 
     return found
 
 
-def project_memory(cwd: Path, project_root: Path, *, trusted: bool | None = None) -> str:
+def _read(path: Path) -> str | None:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as file:
+            return file.read(_MAX_READ_CHARS)
+    except OSError:
+        return None
+
+
+def project_memory(
+    cwd: Path,
+    project_root: Path,
+    *,
+    trusted: bool | None = None,
+    read_denied: ReadDenied | None = None,
+) -> str:
     parts = []
     budget = MAX_MEMORY_CHARS
-    for memory in memory_files(cwd, project_root, trusted=trusted):
-        try:
-            text = memory.path.read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            continue
+    for memory in memory_files(cwd, project_root, trusted=trusted, read_denied=read_denied):
+        text = (_read(memory.path) or "").strip()
         if not text or budget <= 0:
             continue
         if len(text) > budget:
@@ -207,6 +234,7 @@ def system_prompt(
     today: dt.date | None = None,
     add_dirs: Sequence[Path] = (),
     trusted: bool | None = None,
+    read_denied: ReadDenied | None = None,
     replace: str | None = None,
     append: str | None = None,
     memory: bool = True,
@@ -223,7 +251,9 @@ def system_prompt(
             BASE_PROMPT if base is None else base,
             environment_facts(cwd, project_root, today=today, add_dirs=add_dirs),
         ]
-        if memory and (files := project_memory(cwd, project_root, trusted=trusted)):
+        if memory and (
+            files := project_memory(cwd, project_root, trusted=trusted, read_denied=read_denied)
+        ):
             sections.append(files)
         prompt = "\n\n".join(sections)
     return f"{prompt}\n\n{append}" if append else prompt

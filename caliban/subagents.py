@@ -204,6 +204,8 @@ def parse_definition(
     raw_yaml, body = parts
     try:
         data = yaml.safe_load(raw_yaml)
+    except RecursionError:
+        return None, [f"{path}: the frontmatter is nested too deeply; agent skipped"]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
@@ -256,6 +258,8 @@ def parse_agents_json(text: str) -> tuple[list[AgentDefinition], list[str]]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"--agents is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError("--agents is not valid JSON: nested too deeply") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise ValueError(
             '--agents must be a JSON object: {"name": {"description": …, "prompt": …}}'
@@ -297,7 +301,15 @@ def definition_dirs(cwd: Path) -> list[tuple[Source, Path]]:
     ]
 
 
-def _read_dir(source: Source, directory: Path) -> tuple[list[AgentDefinition], list[str]]:
+MAX_FILE_BYTES: Final = 256 * 1024
+"""A larger definition file is skipped (as a command or skill is)."""
+
+
+def _read_dir(
+    source: Source, directory: Path, root: Path
+) -> tuple[list[AgentDefinition], list[str]]:
+    from caliban.trust import outside_notice, project_file_outside
+
     definitions: list[AgentDefinition] = []
     warnings: list[str] = []
     try:
@@ -305,7 +317,13 @@ def _read_dir(source: Source, directory: Path) -> tuple[list[AgentDefinition], l
     except OSError:
         return [], []
     for path in files:
+        if source in ("project", "claude") and project_file_outside(path, root):
+            warnings.append(outside_notice(path, root))
+            continue
         try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                warnings.append(f"{path}: larger than {MAX_FILE_BYTES // 1024} KB; agent skipped")
+                continue
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             warnings.append(f"{path}: cannot read: {exc}; agent skipped")
@@ -327,8 +345,9 @@ def list_agents(
     """
     chosen: dict[str, AgentDefinition] = {d.name: d for d in extra}
     warnings: list[str] = []
+    root = project_root(cwd)
     for source, directory in definition_dirs(cwd):
-        definitions, problems = _read_dir(source, directory)
+        definitions, problems = _read_dir(source, directory, root)
         warnings.extend(problems)
         seen_here: dict[str, Path | None] = {}
         for definition in definitions:

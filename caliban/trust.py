@@ -29,6 +29,8 @@ __all__ = [
     "drop_widening_settings",
     "has_project_files",
     "is_trusted",
+    "outside_notice",
+    "project_file_outside",
     "revoke",
     "trust",
     "trust_file",
@@ -57,7 +59,7 @@ def trusted_folders() -> list[Path]:
         if path.stat().st_size > MAX_FILE_BYTES:
             return []
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return []
     folders = data.get("folders") if isinstance(data, dict) else None
     if not isinstance(folders, list):
@@ -185,6 +187,25 @@ def _get(data: Mapping[str, Any], key: str) -> Any:
 
 def _copy(data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+
+
+def project_file_outside(path: Path, root: Path) -> bool:
+    """Whether ``path``, a file under the project ``root`` read into what the model sees (a
+    memory file, a command, a skill, an agent), must not be read: it resolves outside the
+    project (a committed symlink to ``~/.ssh/id_rsa`` or ``/proc/self/environ``) and the
+    folder is not trusted."""
+    target = os.path.realpath(path)
+    top = os.path.realpath(root)
+    if target == top or target.startswith(top.rstrip(os.sep) + os.sep):
+        return False
+    return not is_trusted(root)
+
+
+def outside_notice(path: Path, root: Path) -> str:
+    """The warning for a file :func:`project_file_outside` refuses."""
+    return untrusted_notice(
+        f"{path}: skipped: it leads outside the project, to {os.path.realpath(path)}", root
+    )
 
 
 def untrusted_notice(what: str, folder: Path) -> str:

@@ -233,3 +233,51 @@ async def test_changing_the_arguments_or_calling_a_tool_that_acts_is_never_held_
     assert result.subtype == "success"
     assert results_of(provider, 2)[0].text == "echo: b"
     assert "disk on fire" in results_of(provider, 4)[0].text  # Boom ran both times
+
+
+async def test_a_call_is_decided_again_when_a_parallel_cd_moved_it(tmp_path: Path) -> None:
+    """While the user read "Write proj/notes.txt", an allowed `cd ../outside` in the same
+    turn finished; the approved Write then wrote outside/notes.txt."""
+    from caliban.permissions.rules import is_within
+    from caliban.tools.bash import Bash
+    from caliban.tools.write import Write
+
+    project, outside = tmp_path / "proj", tmp_path / "outside"
+    project.mkdir()
+    outside.mkdir()
+    shown: list[Path] = []
+
+    async def authorize(tool: Any, bound: Any, ctx: CallContext) -> str | None:
+        if tool.name != "Write":
+            return None
+        target = ctx.env.resolve("notes.txt")  # what the question shows
+        shown.append(target)
+        if len(shown) == 1:  # the user takes a moment; the cd finishes meanwhile
+            with anyio.fail_after(5):
+                while ctx.env.cwd == project:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+        return None if is_within(target, project) else "it writes outside the project"
+
+    provider = ScriptedProvider(
+        [
+            reply(
+                tool_call("Bash", {"command": "cd ../outside"}),
+                tool_call("Write", {"file_path": "notes.txt", "content": "x"}),
+            ),
+            "ok",
+        ]
+    )
+    agent = Agent(
+        provider=provider,
+        model="test-model",
+        system_prompt="You are a test.",
+        toolset=ToolList([Bash(), Write()]),
+        env=ToolEnv(cwd=project, project_root=project),
+        emit=[].append,
+        authorize=authorize,
+    )
+    await agent.run("go")
+    _, write = results_of(provider, 1)
+    assert write.is_error and "outside the project" in write.text
+    assert shown == [project / "notes.txt", outside / "notes.txt"]
+    assert not (outside / "notes.txt").exists()

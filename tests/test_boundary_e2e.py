@@ -652,3 +652,239 @@ def test_config_set_refuses_a_malformed_rule(project: Path) -> None:
     assert "invalid permission rule 'Bash(git'" in result.stderr
     assert path.read_text() == '[permissions]\nallow = ["Read"]\n'
     assert not user_config_path().exists()
+
+
+# ---------------------------------------------------------------------------- 5. review-a, round 2
+
+
+def test_command_arguments_never_become_shell_commands(
+    fake_model_server: FakeModelServer, project: Path, isolated_dirs: Path
+) -> None:
+    """``caliban -p "/triage $ISSUE_TITLE"`` in CI: the title is not the command's author."""
+    commands = isolated_dirs / "claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "greet.md").write_text("Say hi to $ARGUMENTS\n")
+    (commands / "log.md").write_text("Recent: !`echo $ARGUMENTS`\n")
+    marker = project.parent / "pwned"
+    fake_model_server.add({"text": "hi"})
+    result = caliban(fake_model_server, project, f"/greet !`touch {marker}`")
+    assert result.returncode == 0, result.stderr
+    assert f"Say hi to !`touch {marker}`" in sent(fake_model_server)  # text, as typed
+
+    result = caliban(fake_model_server, project, f"/log x; touch {marker}")
+    assert result.returncode == 1 and not marker.exists()
+    assert "the arguments were filled into this shell command" in result.stderr
+
+    fake_model_server.add({"text": "ok"})
+    result = caliban(fake_model_server, project, "--allowed-tools", "Bash(echo:*)", "/log hello")
+    assert result.returncode == 0, result.stderr
+    assert "Recent: hello" in sent(fake_model_server)
+
+
+def test_accept_edits_cannot_point_git_at_another_configuration(
+    fake_model_server: FakeModelServer, repo: Path
+) -> None:
+    """``.git/commondir`` makes another directory's ``config`` git's: its core.fsmonitor
+    would run at the next allowed ``git status``."""
+    marker = repo.parent / "fsmonitor-ran"
+    config = f"[core]\n\tbare = false\n\tfsmonitor = touch {marker}; false\n"
+    fake_model_server.add(
+        calls(
+            ("Write", {"file_path": "evil/config", "content": config}),
+            ("Write", {"file_path": "evil/objects/keep", "content": ""}),
+            ("Write", {"file_path": "evil/refs/keep", "content": ""}),
+        ),
+        calls(("Write", {"file_path": ".git/commondir", "content": "../evil\n"})),
+        calls(("Bash", {"command": "git status --short"})),
+        {"text": "done"},
+    )
+    result = caliban(
+        fake_model_server,
+        repo,
+        "--permission-mode",
+        "acceptEdits",
+        "--allowed-tools",
+        "Bash(git status*)",
+        "go",
+    )
+    assert result.returncode == 0, result.stderr
+    [*written, (denied, why), _] = results(result.stdout)
+    assert not any(error for error, _ in written)
+    assert denied and "is protected: it is inside a git directory" in why
+    assert "--allowed-tools 'Edit(./.git/commondir)'" in why
+    assert not (repo / ".git" / "commondir").exists() and not marker.exists()
+
+
+def test_a_memory_import_does_not_read_what_read_may_not(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    (project / ".env").write_text("API_TOKEN=hunter2\n")
+    (project / "CLAUDE.md").write_text("Build with make.\n@.env\n")
+    fake_model_server.add({"text": "hi"})
+    result = caliban(fake_model_server, project, "--disallowed-tools", "Read(.env)", "hello")
+    assert result.returncode == 0, result.stderr
+    assert "Build with make." in sent(fake_model_server)
+    assert "hunter2" not in sent(fake_model_server)
+
+
+def _deep(depth: int = 100_000) -> str:
+    return "[" * depth + "]" * depth
+
+
+def test_input_nested_past_pythons_stack_is_refused_not_a_crash(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """A repository's files and the model's tool arguments nested 100,000 deep each raised
+    RecursionError out of caliban (a traceback, nothing run); each is now refused alone."""
+    files = {
+        ".claude/settings.json": '{"a": ' + _deep() + "}",
+        ".mcp.json": '{"mcpServers": ' + _deep() + "}",
+        ".claude/skills/x/SKILL.md": f"---\ndescription: {_deep()}\n---\nbody\n",
+        ".claude/agents/x.md": f"---\nname: x\ndescription: {_deep()}\n---\nbody\n",
+    }
+    for name, text in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    fake_model_server.add(
+        {"tool_calls": [{"name": "Bash", "arguments": '{"command": ' + _deep() + "}"}]},
+        {"text": "done"},
+    )
+    result = caliban(fake_model_server, project, "hello")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    for name in files:
+        assert any(name in line and "deeply" in line for line in result.stderr.splitlines())
+    [(error, why)] = results(result.stdout)
+    assert error and "its arguments were not a valid JSON object" in why
+
+    (project / ".caliban" / "config.toml").write_text("a = " + _deep() + "\n")
+    result = caliban(fake_model_server, project, "hello")
+    assert result.returncode == 78 and "Traceback" not in result.stderr
+    assert "config.toml: invalid TOML: nested too deeply" in result.stderr
+
+
+def test_a_stream_json_line_nested_too_deeply_is_an_error_not_a_hang(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """The reader thread died of RecursionError and caliban waited for input forever."""
+    line = '{"type":"user","message":{"role":"user","content":' + _deep() + "}}\n"
+    result = caliban(
+        fake_model_server, project, "--input-format", "stream-json", stdin=line, timeout=30
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "Error parsing streaming input line" in result.stderr
+    assert "nested too deeply" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cd .. && echo pwned > /proc/self/cwd/escaped",  # caliban's /proc/self, not the shell's
+        "pushd -n inner && echo pwned > ../escaped",  # pushd -n does not move
+        "cd -P link/.. && echo pwned > escaped",  # -P: the link first, then ..
+    ],
+)
+def test_a_shell_cannot_write_outside_where_caliban_thinks_it_writes(
+    fake_model_server: FakeModelServer, project: Path, command: str
+) -> None:
+    """In acceptEdits with cd, pushd and echo allowed, each line wrote next to the project
+    while caliban judged a write inside it."""
+    (project / "inner").mkdir()
+    outside = project.parent / "elsewhere" / "deep"
+    outside.mkdir(parents=True)
+    (project / "link").symlink_to(outside)
+    fake_model_server.add(calls(("Bash", {"command": command})), {"text": "done"})
+    result = caliban(
+        fake_model_server,
+        project,
+        "--permission-mode",
+        "acceptEdits",
+        "--allowed-tools",
+        "Bash(cd:*),Bash(pushd:*),Bash(echo:*)",
+        "go",
+    )
+    assert result.returncode == 0, result.stderr
+    [(denied, why)] = results(result.stdout)
+    assert denied and "no rule can vouch for this command line" in why
+    assert not list(project.parent.rglob("escaped"))
+
+
+def test_names_and_text_that_cannot_be_utf_8_are_answered_not_a_crash(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """Half an emoji (a lone surrogate) from the model, a NUL byte in a path, and bytes that
+    are not UTF-8 on stdin each raised out of caliban: while deciding a permission, writing
+    the output, or building the next request."""
+    fake_model_server.add(
+        {
+            "text": "half \ud83d an emoji",
+            "tool_calls": [
+                {"name": "Read", "arguments": {"file_path": "a\u0000b"}},
+                {"name": "Write", "arguments": {"file_path": "\ud83d.txt", "content": "x\ud83d"}},
+            ],
+        },
+        {"text": "done"},
+    )
+    result = caliban(fake_model_server, project, "--permission-mode", "acceptEdits", "go")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    (read_error, why), (write_error, _) = results(result.stdout)
+    assert read_error and "embedded null byte" in why and not write_error
+    assert (project / "\ufffd.txt").read_text() == "x\ufffd"
+    assert "half \ufffd an emoji" in result.stdout
+
+    fake_model_server.add({"text": "ok"})
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    environ.update(ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=fake_model_server.anthropic_base_url)
+    piped = subprocess.run(
+        [sys.executable, "-m", "caliban", "-p", "hi"],
+        cwd=project,
+        env=environ,
+        input=b"caf\xe9\n",
+        capture_output=True,
+        timeout=60,
+    )
+    assert piped.returncode == 0 and piped.stdout == b"ok\n", piped.stderr
+    assert "caf\\ufffd" in sent(fake_model_server)  # JSON-escaped U+FFFD
+
+
+def test_a_stream_json_block_of_the_wrong_shape_is_an_error_not_a_hang(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    line = '{"type":"user","message":{"role":"user","content":[{"type":"image","source":"x"}]}}'
+    result = caliban(
+        fake_model_server, project, "--input-format", "stream-json", stdin=line + "\n", timeout=30
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert 'Error: invalid content block: {"type": "image", "source": "x"}' in result.stderr
+
+
+def test_an_untrusted_repositorys_symlinks_do_not_read_files_outside_it(
+    fake_model_server: FakeModelServer, project: Path, home: Path
+) -> None:
+    """A committed ``CLAUDE.md``, command, skill, rule or agent that is a symlink to the
+    user's keys or to ``/proc/self/environ`` (the API key) put them in the model's prompt."""
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_rsa").write_text("SSH-PRIVATE-KEY\n")
+    links = {
+        "CLAUDE.md": home / ".ssh" / "id_rsa",
+        ".claude/rules/style.md": home / ".ssh" / "id_rsa",
+        ".claude/commands/notes.md": home / ".ssh" / "id_rsa",
+        ".claude/skills/env/SKILL.md": Path("/proc/self/environ"),
+        ".claude/agents/helper.md": home / ".ssh" / "id_rsa",
+    }
+    for name, target in links.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).symlink_to(target)
+    fake_model_server.add(
+        calls(("Skill", {"skill": "env"}), ("Skill", {"skill": "notes"})), {"text": "done"}
+    )
+    result = caliban(fake_model_server, project, "hi", home=home, env={"MY_TOKEN": "ENV-SECRET"})
+    assert result.returncode == 0, result.stderr
+    assert "SSH-PRIVATE-KEY" not in sent(fake_model_server)
+    assert "ENV-SECRET" not in sent(fake_model_server) and "test-key" not in sent(fake_model_server)
+    for name in (".claude/commands/notes.md", ".claude/skills/env/SKILL.md"):
+        assert f"{project}/{name}: skipped: it leads outside the project" in result.stderr
+
+    subprocess.run([sys.executable, "-m", "caliban", "trust"], cwd=project, check=True)
+    fake_model_server.add({"text": "hi"})
+    result = caliban(fake_model_server, project, "hi", home=home)
+    assert "SSH-PRIVATE-KEY" in sent(fake_model_server)  # trusted: the user's own links

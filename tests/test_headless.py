@@ -204,3 +204,25 @@ def test_compaction_is_said_on_stderr_unless_the_frames_show_it(stream_json: boo
         assert err.getvalue() == (
             "caliban: conversation compacted (auto): about 171,000 → 43,000 tokens\n"
         )
+
+
+@pytest.mark.anyio
+async def test_stdin_lines_are_bounded_and_always_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line over the limit, or stdin that cannot be read, is an error and then the end:
+    a reader that died left caliban waiting for input forever."""
+    from caliban import headless
+
+    monkeypatch.setattr(headless, "MAX_INPUT_LINE_CHARS", 10)
+    monkeypatch.setattr("sys.stdin", io.StringIO("short\n" + "x" * 50 + "\nnever read\n"))
+    lines = headless._stdin_lines()
+    assert await lines.get() == "short"
+    error = await lines.get()
+    assert isinstance(error, headless.InputError) and "over 10 characters" in str(error)
+    assert await lines.get() is None
+
+    undecodable = io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8", errors="strict")
+    monkeypatch.setattr("sys.stdin", undecodable)
+    lines = headless._stdin_lines()
+    error = await lines.get()
+    assert isinstance(error, headless.InputError) and "cannot read the input" in str(error)
+    assert await lines.get() is None

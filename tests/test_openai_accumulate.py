@@ -253,3 +253,17 @@ def test_cached_prompt_tokens_are_cache_reads() -> None:
 )
 def test_parse_arguments(raw: str, parsed: dict[str, Any]) -> None:
     assert parse_arguments(raw) == parsed
+
+
+def test_arguments_are_always_text_that_can_be_written() -> None:
+    from caliban.messages import TextPart
+
+    # Half an emoji: no file name, command or file content can hold it.
+    assert parse_arguments('{"content": "x\\ud83d", "n": ["\\udcff"]}') == {
+        "content": "x\ufffd",
+        "n": ["\ufffd"],
+    }
+    assert parse_arguments('{"content": "\\ud83d\\ude00"}') == {"content": "\U0001f600"}
+    deep = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert parse_arguments(deep) == {INVALID_ARGUMENTS_KEY: deep}
+    assert TextPart(text="caf\udce9").text == "caf\ufffd"

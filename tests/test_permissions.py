@@ -681,6 +681,9 @@ PROTECTED = [
     "/proj/.git/modules/vendor/config",
     "/proj/.git/modules/vendor/hooks/post-checkout",
     "/proj/.GIT/CONFIG",
+    "/proj/.git/commondir",  # points git at another directory's config
+    "/proj/.git/config.worktree",
+    "/proj/.git/worktrees/feature/commondir",
     str(HOME / ".bashrc"),
     str(HOME / ".zshenv"),
     str(HOME / ".profile"),
@@ -697,6 +700,8 @@ ORDINARY = [
     "/proj/docs/gitconfig.md",
     "/proj/.claude/agents/reviewer.md",
     "/proj/mcp.json",
+    "/proj/.gitmodules",
+    "/proj/git/config",
 ]
 
 
@@ -709,6 +714,14 @@ def test_writing_a_protected_path_always_asks(path: str, mode: PermissionMode) -
     assert decision.reason.startswith(f"{path} is protected: ")
     assert _decide("Edit", path, mode="bypassPermissions").behavior == "allow"
     assert _decide("Edit", path, mode="plan").behavior == "deny"
+
+
+@pytest.mark.parametrize("path", ["/proj/.git", "/proj/vendor/lib/.git"])
+def test_a_git_file_is_protected(path: str) -> None:
+    """``.git`` as a file (``gitdir: evil``) makes ``evil/config``, with its core.fsmonitor,
+    the configuration of the next ``git status``."""
+    decision = _decide("Write", path, mode="acceptEdits", rules=rules(allow=["Edit(**)"]))
+    assert decision.behavior == "ask" and "a .git file tells git where" in decision.reason
 
 
 @pytest.mark.parametrize("path", ORDINARY)
@@ -870,8 +883,83 @@ def test_a_read_redirection_honours_read_deny_rules() -> None:
     assert _bash("cat < notes.txt", rules=secrets).behavior == "allow"
 
 
+CD_AND_ECHO = rules(allow=["Bash(cd:*)", "Bash(pushd:*)", "Bash(echo:*)"])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # caliban resolves /proc/self in its own process, whose directory a cd never moves:
+        # it read proj/escaped while the shell, in the parent directory, wrote ../escaped.
+        "cd .. && echo x > /proc/self/cwd/escaped",
+        "echo x > /proc/thread-self/cwd/escaped",
+        "cd .. && echo x < /dev/fd/../cwd/escaped",
+        "cd / && echo x > proc/self/cwd/escaped",
+        # `pushd -n` does not move and `cd -P` follows symlinks before `..`: a relative
+        # target after either cannot be known.
+        "pushd -n a/b && echo x > ../../escaped",
+        "cd -P link/.. && echo x > escaped",
+        "cd -LP link/.. && echo x > escaped",
+    ],
+)
+def test_a_write_only_the_shell_can_place_is_not_vouched_for(command: str) -> None:
+    decision = _bash(command, rules=CD_AND_ECHO, mode="acceptEdits")
+    assert decision.behavior == "ask" and "no rule can vouch" in decision.reason, decision
+    assert _bash(command, rules=rules(allow=["Bash"]), mode="acceptEdits").behavior == "allow"
+
+
+def test_cd_dash_l_is_read_as_plain_cd() -> None:
+    assert _bash("cd -L a && echo x > b", rules=CD_AND_ECHO, mode="acceptEdits").behavior == (
+        "allow"
+    )
+
+
+def test_commands_run_without_cdpath(monkeypatch: pytest.MonkeyPatch) -> None:
+    from caliban.tools._process import shell_environment
+
+    monkeypatch.setenv("CDPATH", "/home")
+    assert "CDPATH" not in shell_environment()
+
+
 def test_a_command_that_asks_anyway_mentions_its_protected_write() -> None:
     decision = _bash("npm test > .mcp.json")
     assert decision.behavior == "ask"
     assert decision.reason.startswith("default mode asks before Bash runs; also, it redirects ")
     assert "it lists MCP servers" in decision.reason
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["/".join(["**"] * 25) + "/x", "*a" * 25 + "b", "**/a/" * 12 + "**/x", "{a,b}*" * 12 + "x"],
+)
+def test_a_path_rule_is_matched_in_linear_time(pattern: str) -> None:
+    """A deny rule any repository may set (deny rules apply untrusted) took minutes per path
+    with a backtracking regex: each Read, and each file Grep found, hung caliban."""
+    import time
+
+    deep = ROOT / "/".join(["a"] * 40) / ("a" * 200)
+    started = time.perf_counter()
+    denying = rules(deny=[f"Read({pattern})"])
+    decision = _decide("Read", str(deep), read_only=True, rules=denying)
+    assert decision.behavior == "allow"
+    assert time.perf_counter() - started < 1.0
+
+
+def test_the_repositorys_hooks_path_is_protected(tmp_path: Path) -> None:
+    """With husky (`core.hooksPath = .husky/_`), `.husky/pre-commit` runs at the next
+    allowed `git commit`: acceptEdits wrote it without asking."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "config", "core.hooksPath", ".husky/_"], cwd=tmp_path, check=True)
+    policy = PermissionPolicy.from_settings(
+        PermissionsSettings(), project_root=tmp_path, mode="acceptEdits"
+    )
+
+    def write(name: str) -> Decision:
+        return policy.decide("Write", str(tmp_path / name), read_only=False, origin=BUILTIN)
+
+    for name in (".husky/pre-commit", ".husky/_/pre-commit"):
+        decision = write(name)
+        assert decision.behavior == "ask" and "core.hooksPath" in decision.reason
+    assert write("src/app.js").behavior == "allow"

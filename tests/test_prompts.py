@@ -119,6 +119,28 @@ def test_import_cycles_and_depth_are_bounded(tmp_path: Path) -> None:
     assert [m.path.name for m in deep] == ["CLAUDE.md", "d0.md", "d1.md", "d2.md", "d3.md", "d4.md"]
 
 
+def test_memory_honours_read_deny_rules(tmp_path: Path) -> None:
+    """A cloned repository's CLAUDE.md importing ``.env`` (or a link to it) does not put a
+    file the user denied reading into the prompt."""
+    from caliban.config import PermissionsSettings
+    from caliban.permissions.policy import PermissionPolicy
+
+    write(tmp_path, {"CLAUDE.md": "NOTES\n@.env\n@notes.md\n", ".env": "SECRET=hunter2\n"})
+    (tmp_path / "notes.md").symlink_to(tmp_path / ".env")
+    policy = PermissionPolicy.from_settings(
+        PermissionsSettings(), project_root=tmp_path, disallowed=["Read(.env)"]
+    )
+    prompt = system_prompt(tmp_path, tmp_path, trusted=True, read_denied=policy.read_denial)
+    assert "NOTES" in prompt and "hunter2" not in prompt
+    assert "hunter2" in system_prompt(tmp_path, tmp_path, trusted=True)  # without the rule
+
+
+def test_a_huge_memory_file_is_read_only_as_far_as_the_prompt_goes(tmp_path: Path) -> None:
+    write(tmp_path, {"CLAUDE.md": "x" * 5_000_000})
+    prompt = system_prompt(tmp_path, tmp_path, trusted=True)
+    assert "[… truncated]" in prompt and len(prompt) < 50_000
+
+
 def test_system_prompt_flags_and_additional_directories(tmp_path: Path) -> None:
     write(tmp_path, {"CLAUDE.md": "RULES.\n"})
     extra = tmp_path / "extra"

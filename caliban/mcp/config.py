@@ -389,6 +389,9 @@ def _mcp_json_entries(
     except json.JSONDecodeError as exc:
         problems.append(f"{path}: invalid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}")
         return []
+    except RecursionError:
+        problems.append(f"{path}: invalid JSON: nested too deeply")
+        return []
     servers = data.get("mcpServers") if isinstance(data, dict) else None
     if not isinstance(servers, dict):
         problems.append(f'{path}: expected an object with "mcpServers": {{"NAME": {{...}}}}')

@@ -157,7 +157,15 @@ def decide(
         # it; that rule, a hook's allow or bypassPermissions lets it write anything anyway.
         return decision
     where = cwd or project_root
-    for path in shell.read_paths(analysis, cwd=where):
+    try:
+        reads = shell.read_paths(analysis, cwd=where)
+        written = shell.written_paths(analysis, cwd=where)
+    except shell.UnknownTarget as exc:
+        # As for a line that is not understood: only a rule for all of Bash vouches for it.
+        if decision.behavior != "allow" or mode == "bypassPermissions" or _whole_bash(decision):
+            return decision
+        return Decision(behavior="ask", reason=f"no rule can vouch for this command line ({exc})")
+    for path in reads:
         if rule := _find(rules.deny, "Read", str(path), project_root, allowing=False):
             return Decision(
                 behavior="deny",
@@ -167,9 +175,14 @@ def decide(
             )
     writes = [
         (path, decide_one("Write", str(path), read_only=False, origin=BUILTIN, writes_path=path))
-        for path in shell.written_paths(analysis, cwd=where)
+        for path in written
     ]
     return _with_writes(decision, writes, project_root)
+
+
+def _whole_bash(decision: Decision) -> bool:
+    """Whether ``decision`` was made by a rule for all of Bash (``Bash``, ``Bash(*)``)."""
+    return decision.rule is not None and Rule.parse(decision.rule).pattern is None
 
 
 def _with_writes(

@@ -13,7 +13,9 @@ Matching is on the resolved path (symlinks followed by the caller) and ignores c
 
 from __future__ import annotations
 
+import functools
 import os
+import subprocess
 from pathlib import Path, PurePosixPath
 
 from caliban import paths
@@ -61,8 +63,19 @@ def protected_reason(path: Path) -> str | None:
                 return "git runs it as a hook"
             if name == "config":
                 return "it is git's configuration, which can run commands (core.fsmonitor, …)"
+            # Other files there decide which configuration git reads: `commondir` points
+            # git at another directory's `config`, `config.worktree` is read as config.
+            return (
+                "it is inside a git directory, whose files (commondir, config.worktree, …) "
+                "decide which configuration git reads, and so what it runs"
+            )
+    if name == ".git":
+        # A `.git` file (`gitdir: elsewhere`) makes `elsewhere/config` git's configuration.
+        return "a .git file tells git where its directory, and so its configuration, is"
     if name == ".mcp.json":
         return "it lists MCP servers, which start as commands"
+    if _in_hooks_path(Path(os.path.normpath(path))):
+        return "git runs it as a hook (the repository's core.hooksPath)"
     if name in SHELL_STARTUP:
         return "every new shell runs it"
     return _user_file(Path(os.path.normpath(path)))
@@ -88,3 +101,36 @@ def _user_file(path: Path) -> str | None:
         if target == top or target.startswith(top.rstrip(os.sep) + os.sep):
             return reason
     return None
+
+
+def _in_hooks_path(path: Path) -> bool:
+    """Whether ``path`` is in the directory the enclosing repository's ``core.hooksPath``
+    names (husky's ``.husky/_``, whose hooks run the scripts in ``.husky/``: that too)."""
+    for directory in path.parents:
+        if os.path.lexists(directory / ".git"):
+            hooks = _hooks_dir(directory)
+            if hooks is None:
+                return False
+            places = (hooks, hooks.parent) if hooks.name == "_" else (hooks,)
+            return any(path == place or place in path.parents for place in places)
+    return False
+
+
+@functools.lru_cache(maxsize=64)
+def _hooks_dir(root: Path) -> Path | None:
+    """``core.hooksPath`` for the repository at ``root``, absolute and resolved; read once
+    (changing it means writing a git config file, which is protected)."""
+    try:
+        found = subprocess.run(
+            ["git", "-C", str(root), "config", "--get", "core.hooksPath"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    value = found.stdout.strip()
+    if found.returncode != 0 or not value:
+        return None
+    return Path(os.path.realpath(root / os.path.expanduser(value)))

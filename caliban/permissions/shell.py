@@ -56,16 +56,24 @@ BENIGN_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty
 
 WRAPPERS = frozenset(
     {
-        "builtin", "caffeinate", "chrt", "command", "doas", "env", "exec", "fakeroot",
-        "firejail", "flock", "ionice", "ltrace", "nice", "nohup", "proxychains",
-        "proxychains4", "runuser", "setsid", "stdbuf", "strace", "sudo", "taskset", "time",
-        "timeout", "torsocks", "unbuffer", "watch", "xargs",
+        "builtin", "busybox", "caffeinate", "chroot", "chrt", "command", "doas", "env",
+        "exec", "fakeroot", "firejail", "flock", "ionice", "ltrace", "nice", "nohup",
+        "nsenter", "parallel", "pkexec", "proxychains", "proxychains4", "runuser", "setpriv",
+        "setsid", "sg", "ssh", "stdbuf", "strace", "sudo", "systemd-run", "taskset", "time",
+        "timeout", "torsocks", "unbuffer", "unshare", "watch", "xargs",
     }
 )  # fmt: skip
 """Commands that run another command given in their arguments. Deny and ask rules look
 through them; allow rules must match the whole command, wrapper included."""
-SHELLS = frozenset({"ash", "bash", "busybox", "dash", "ksh", "mksh", "sh", "zsh"})
+SHELLS = frozenset(
+    {
+        "ash", "bash", "busybox", "csh", "dash", "fish", "ksh", "ksh93", "mksh", "posh",
+        "powershell", "pwsh", "rbash", "sh", "tcsh", "yash", "zsh",
+    }
+)  # fmt: skip
 """Shells whose ``-c`` string (or heredoc/herestring on stdin) deny and ask rules look into."""
+_RUNS_A_STRING = frozenset({"script", "sg", "ssh", "su", "runuser"})
+"""Besides shells, commands whose arguments are a command line a shell runs."""
 _APPENDS_ARGUMENTS = frozenset({"xargs"})
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
@@ -1031,13 +1039,16 @@ def _cd_argument(argv: Sequence[str]) -> str | None:
 def _chdir(argv: Sequence[str], cwd: Path | None, home: Path) -> Path | None:
     """The working directory after a ``cd``/``pushd``/``popd`` (None: cannot be known).
 
-    ``cd NAME`` is taken as ``./NAME``: CDPATH is not consulted (the Bash tool should run
-    with it unset).
+    ``cd NAME`` is taken as ``./NAME``: CDPATH is not consulted (the Bash tool runs with it
+    unset). ``..`` is read as bash's default ``cd -L`` reads it, lexically; with another
+    option (``cd -P`` follows symlinks first, ``pushd -n`` does not move) the directory
+    is unknown.
     """
     name = argv[0]
     target = _cd_argument(argv) if name != "popd" else None
     rest = argv[argv.index(target) + 1 :] if target is not None else ()
-    if name == "popd" or rest:
+    options = argv[1 : argv.index(target)] if target is not None else argv[1:]
+    if name == "popd" or rest or any(option not in ("-L", "--") for option in options):
         return None
     if target is None:
         return home if name == "cd" else None  # pushd alone swaps with an unknown dir
@@ -1186,7 +1197,10 @@ def deny_matches(pattern: str, analysis: Analysis) -> bool:
     lines that are not understood. Over-matching is the safe mistake here."""
     if isinstance(analysis, NotUnderstood) and analysis.unchecked:
         return True
-    return any(pattern_matches(pattern, text) for text in deny_texts(analysis))
+    texts: dict[str, None] = {}
+    if _collect(analysis, texts, 0):
+        return True  # shells nested deeper than caliban looks: whatever it is, it matches
+    return any(pattern_matches(pattern, text) for text in texts)
 
 
 def deny_texts(analysis: Analysis) -> tuple[str, ...]:
@@ -1196,23 +1210,29 @@ def deny_texts(analysis: Analysis) -> tuple[str, ...]:
     return tuple(texts)
 
 
-def _collect(analysis: Analysis, texts: dict[str, None], depth: int) -> None:
+def _collect(analysis: Analysis, texts: dict[str, None], depth: int) -> bool:
+    """Add the texts of ``analysis`` to ``texts``; True when a shell string was nested
+    deeper than :data:`MAX_INNER_DEPTH` and not looked into."""
     texts[" ".join(analysis.command.split())] = None
     if isinstance(analysis, Understood):
         commands = analysis.commands
     else:
         commands = analysis.seen
         for segment in _RAW_SPLIT.split(analysis.command):
-            if segment := " ".join(segment.split()):
-                texts[segment] = None
+            words = segment.split()
+            # Each word may start the command (`coproc rm x`, `! rm x`, a wrapper's).
+            for start in range(min(len(words), MAX_WRAPPED_WORDS)):
+                texts[" ".join(words[start:])] = None
+    too_deep = False
     for command in commands:
-        _command_texts(command, texts, depth)
+        too_deep |= _command_texts(command, texts, depth)
+    return too_deep
 
 
-def _command_texts(command: SimpleCommand, texts: dict[str, None], depth: int) -> None:
+def _command_texts(command: SimpleCommand, texts: dict[str, None], depth: int) -> bool:
     argv = command.argv
     if not argv:
-        return
+        return False
     if command.assignments:
         texts[" ".join((*command.assignments, render(argv)))] = None
     _variants(argv, texts)
@@ -1222,14 +1242,19 @@ def _command_texts(command: SimpleCommand, texts: dict[str, None], depth: int) -
             _variants(argv[start:], texts)
             if name in _APPENDS_ARGUMENTS:
                 _variants((*argv[start:], "…"), texts)
+            if name == "env" and (split := _split_string(argv[start])) is not None:
+                _variants((split, *argv[start + 1 :]), texts)
     for start, word in enumerate(argv[:MAX_WRAPPED_WORDS] if name == "find" else ()):
         if word in _FIND_EXEC:
             end = next((i for i in range(start + 1, len(argv)) if argv[i] in (";", "+")), None)
             _variants(argv[start + 1 : end], texts)
+    scripts = _inner_scripts(command, name)
     if depth >= MAX_INNER_DEPTH:
-        return
-    for script in _inner_scripts(command, name):
-        _collect(_analyze(script), texts, depth + 1)
+        return next(scripts, None) is not None
+    too_deep = False
+    for script in scripts:
+        too_deep |= _collect(_analyze(script), texts, depth + 1)
+    return too_deep
 
 
 def _variants(argv: Sequence[str], texts: dict[str, None]) -> None:
@@ -1242,26 +1267,43 @@ def _variants(argv: Sequence[str], texts: dict[str, None]) -> None:
         texts[render((base, *argv[1:]))] = None
 
 
+def _split_string(word: str) -> str | None:
+    """What ``env --split-string=STR`` (or ``-SSTR``) splits into a command, else None."""
+    for prefix in ("--split-string=", "-S"):
+        if word.startswith(prefix) and len(word) > len(prefix):
+            return word[len(prefix) :]
+    return None
+
+
 def _inner_scripts(command: SimpleCommand, name: str) -> Iterator[str]:
     """Command lines a command runs from its arguments or stdin: ``bash -c STR``,
-    ``eval …``, ``su -c STR``, ``bash <<EOF``; also after a wrapper (``sudo sh -c …``)."""
+    ``eval …``, ``su -c STR``, ``sg GROUP STR``, ``ssh HOST STR``, ``bash <<EOF``; also after
+    a wrapper (``sudo sh -c …``). Over-matches: after a shell's ``-c`` every word that is
+    not an option may be its command (``bash -o errexit -c STR``, ``bash -c -- STR``)."""
     argv = command.argv
     if name == "eval":
         yield " ".join(argv[1:])
     for start in range(min(len(argv), MAX_WRAPPED_WORDS)):
         head = os.path.basename(argv[start])
-        if head not in SHELLS and head not in ("su", "runuser"):
+        if head not in SHELLS and head not in _RUNS_A_STRING:
             continue
-        found_c = False
-        for index in range(start + 1, len(argv) - 1):
-            word = argv[index]
-            if word == "--" or not word.startswith(("-", "+")):
-                break
-            if not word.startswith("--") and "c" in word[1:]:
-                found_c = True
-                yield argv[index + 1]
-                break
-        if not found_c and head in SHELLS and start == 0:
+        rest = argv[start + 1 : start + MAX_WRAPPED_WORDS]
+        if head in ("sg", "ssh"):  # the command line is the words after the group or host
+            for index in range(1, len(rest)):
+                yield " ".join(rest[index:])
+            continue
+        c_option = next(
+            (
+                index
+                for index, word in enumerate(rest)
+                if word.lower() in ("--command", "-command")
+                or (word.startswith(("-", "+")) and not word.startswith("--") and "c" in word[1:])
+            ),
+            None,
+        )
+        if c_option is not None:
+            yield from (word for word in rest[c_option + 1 :] if not word.startswith("-"))
+        elif head in SHELLS and start == 0:
             for redirect in command.redirects:
                 if redirect.kind == "input" and redirect.body:
                     yield redirect.body
@@ -1298,13 +1340,32 @@ def suggest_rule(command: str) -> str | None:
 def written_paths(analysis: Understood, *, cwd: Path, home: Path | None = None) -> tuple[Path, ...]:
     """The files an understood line's redirections write (``>``, ``>>``, ``&>``…),
     absolute and resolved (symlinks followed), following ``cd`` through the line;
-    ``/dev/null`` and descriptor copies left out. Run each through the Write path rules."""
+    ``/dev/null`` and descriptor copies left out. Run each through the Write path rules.
+    Raises :class:`UnknownTarget` for a target only the shell's process could resolve."""
     return _paths(analysis, cwd, home, "write")
 
 
 def read_paths(analysis: Understood, *, cwd: Path, home: Path | None = None) -> tuple[Path, ...]:
     """The files an understood line's ``<`` redirections read, like :func:`written_paths`."""
     return _paths(analysis, cwd, home, "read")
+
+
+class UnknownTarget(ValueError):
+    """A redirection's file depends on the shell process that opens it (``/proc/self/cwd``,
+    ``/dev/fd``): caliban, another process, cannot resolve it for the shell."""
+
+
+def _through_this_process(path: Path) -> bool:
+    """Whether resolving ``path`` goes through caliban's own ``/proc/PID`` entry, as
+    ``/proc/self``, ``/proc/thread-self`` and ``/dev/fd`` do: the shell would find its own
+    there (its working directory after a ``cd``, its descriptors), not caliban's."""
+    own = Path(f"/proc/{os.getpid()}")
+    current = Path(path.anchor)
+    for part in path.parts[1:]:
+        current = resolved(current / part)
+        if current == own or own in current.parents:
+            return True
+    return False
 
 
 def _paths(
@@ -1326,6 +1387,11 @@ def _paths(
                 raise ValueError(f"cannot resolve {target!r} after an unknown cd")
             else:
                 path = current / target
+            if _through_this_process(path):
+                raise UnknownTarget(
+                    f"a redirection through the shell's own /proc entry "
+                    f"({redirect.operator}{target}), which caliban cannot resolve for it"
+                )
             found[resolved(path)] = None
         inner = _unwrap_builtins(command.argv)
         if inner and inner[0] in _CD:
@@ -1343,6 +1409,7 @@ __all__ = [
     "Redirect",
     "SimpleCommand",
     "Understood",
+    "UnknownTarget",
     "allows",
     "analyze",
     "deny_matches",

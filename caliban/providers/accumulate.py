@@ -25,6 +25,7 @@ answers such a call with an error result the model can read (see :class:`ToolCal
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from caliban.messages import (
 from caliban.providers.base import StopReason, TextDelta, ThinkingDelta, ToolCallStarted
 from caliban.providers.guard import DEFAULT_LIMITS, StreamLimits, check_part, check_parts
 from caliban.providers.retry import IncompleteStream
+from caliban.text import encodable
 
 FINISH_REASONS: Mapping[str, StopReason] = {
     "stop": "end_turn",
@@ -69,17 +71,31 @@ def parse_arguments(raw: str) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text)
+    except RecursionError:  # nested deeper than Python's stack: not arguments we can use
+        return {INVALID_ARGUMENTS_KEY: raw}
     except json.JSONDecodeError:
         objects = _concatenated_objects(text)
         if objects is None:
             return {INVALID_ARGUMENTS_KEY: raw}
         non_empty = [obj for obj in objects if obj]
-        return non_empty[-1] if non_empty else {}
+        return _without_surrogates(non_empty[-1], text) if non_empty else {}
     if value is None:
         return {}
     if isinstance(value, dict):
-        return value
+        return _without_surrogates(value, text)
     return {INVALID_ARGUMENTS_KEY: raw}
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _without_surrogates(value: dict[str, Any], text: str) -> dict[str, Any]:
+    """``value`` with lone surrogates (``"\\ud83d"``, half an emoji) replaced by U+FFFD:
+    no file name, command or file content can hold one, and writing one raises."""
+    if not _SURROGATE_ESCAPE.search(text) and encodable(text) == text:
+        return value
+    cleaned: dict[str, Any] = json.loads(encodable(json.dumps(value, ensure_ascii=False)))
+    return cleaned
 
 
 def _concatenated_objects(text: str) -> list[dict[str, Any]] | None:
@@ -89,7 +105,7 @@ def _concatenated_objects(text: str) -> list[dict[str, Any]] | None:
     while position < len(text):
         try:
             value, position = decoder.raw_decode(text, position)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return None
         if not isinstance(value, dict):
             return None

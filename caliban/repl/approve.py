@@ -39,6 +39,7 @@ from rich.text import Text
 
 from caliban.diff import FileChange, diff_lines
 from caliban.repl.render import ELBOW, display_name, head_tail, relative, render_diff, shorten
+from caliban.text import visible
 
 if TYPE_CHECKING:
     from caliban.permissions.approval import PermissionAnswer, PermissionRequest
@@ -64,10 +65,11 @@ def preview_text(preview: str, *, max_lines: int) -> Text:
     """A text preview (a command, the input) cut to fit: its head and tail."""
     out = Text()
     half = max(1, max_lines // 2)
-    for index, line in enumerate(head_tail(preview.rstrip("\n").splitlines(), half, half)):
+    # split on "\n" only: splitlines() would also break at characters visible() shows
+    for index, line in enumerate(head_tail(preview.rstrip("\n").split("\n"), half, half)):
         if index:
             out.append("\n")
-        out.append(line, style="dim" if line.startswith("… +") else "")
+        out.append(visible(line), style="dim" if line.startswith("… +") else "")
     return out
 
 
@@ -155,10 +157,10 @@ class TerminalApprover:
             parts.append(render_diff(diff.lines, indent=0, max_lines=max_preview))
         elif preview.strip():
             parts.append(preview_text(preview, max_lines=max_preview))
-        parts.append(Text(f"caliban asks because {request.reason}", style="dim"))
+        parts.append(Text(f"caliban asks because {visible(request.reason)}", style="dim"))
         return Panel(
             Group(*parts),
-            title=Text(title(request, self.cwd), style="bold"),
+            title=Text(visible(title(request, self.cwd)), style="bold"),
             title_align="left",
             border_style="yellow",
             expand=True,

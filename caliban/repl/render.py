@@ -53,7 +53,7 @@ from caliban.events import (
 )
 from caliban.mcp.tools import unmark
 from caliban.messages import Message, ServerToolPart, ToolCall
-from caliban.text import plural
+from caliban.text import plural, visible
 from caliban.tokens import format_tokens
 from caliban.tools.base import McpOrigin, ToolOrigin
 
@@ -228,6 +228,11 @@ def head_tail(lines: list[str], head: int = OUTPUT_HEAD, tail: int = OUTPUT_TAIL
     return [*lines[:head], f"… +{len(lines) - head - tail} lines", *lines[-tail:]]
 
 
+def _lines(text: str) -> list[str]:
+    """Lines of tool output to show, control characters made :func:`visible`."""
+    return visible(text).split("\n") if text else []
+
+
 def render_diff(lines: Sequence[DiffLine], *, indent: int, max_lines: int = DIFF_MAX_LINES) -> Text:
     """Diff lines as coloured text (``  12 - old`` red, ``  12 + new`` green)."""
     out = Text()
@@ -241,7 +246,7 @@ def render_diff(lines: Sequence[DiffLine], *, indent: int, max_lines: int = DIFF
         text = line.text
         if len(text) > DIFF_LINE_CHARS:  # a minified file's one line must not flood the screen
             text = f"{text[:DIFF_LINE_CHARS]} … (+{len(text) - DIFF_LINE_CHARS:,} characters)"
-        out.append(f"{pad}{line.number:>{width}} {line.kind} {text}\n", style=style)
+        out.append(f"{pad}{line.number:>{width}} {line.kind} {visible(text)}\n", style=style)
     if len(lines) > max_lines:
         out.append(f"{pad}… +{len(lines) - max_lines} more diff lines\n", style="dim")
     out.rstrip()
@@ -325,7 +330,7 @@ class Renderer:
 
     def shell_output(self, text: str, *, failed: bool) -> None:
         """The output of ``!command``, as a Bash call's: its head and tail under an elbow."""
-        lines = head_tail(text.rstrip("\n").splitlines()) or ["(no output)"]
+        lines = head_tail(_lines(text.rstrip("\n"))) or ["(no output)"]
         first = f"  {ELBOW}  "
         body = Text(f"{first}{lines[0]}", style="red" if failed else "")
         for line in lines[1:]:
@@ -536,7 +541,7 @@ class Renderer:
         if event.result.is_error:
             if isinstance(event.origin, McpOrigin):
                 text = unmark(text)
-            lines = head_tail(text.strip().splitlines() or ["(no message)"], 4, 2)
+            lines = head_tail(_lines(text.strip()) or ["(no message)"], 4, 2)
             body = Text(f"{first}Error: {lines[0]}", style="red")
             for line in lines[1:]:
                 body.append(f"\n{cont}{line}", style="red")
@@ -547,7 +552,7 @@ class Renderer:
         if call.name == "TodoWrite" and (todos := _todos(event)) is not None:
             return _checklist(todos, first, cont)
         if call.name == "Bash":
-            lines = head_tail(text.rstrip("\n").splitlines())
+            lines = head_tail(_lines(text.rstrip("\n")))
             if not lines:
                 return Text(f"{first}(no output)", style="dim")
             body = Text(f"{first}{lines[0]}")

@@ -176,6 +176,7 @@ async def open_session(
             options.cwd,
             root,
             add_dirs=setup.add_dirs,
+            read_denied=policy.read_denial,
             replace=options.system_prompt,
             append=options.append_system_prompt,
             memory=not options.bare,

@@ -91,7 +91,7 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
         cut_short = number == len(chunks)  # no newline after it: the writer was stopped
         try:
             record = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             why = "it was cut short (the session ended mid-write)" if cut_short else str(exc)
             yield number, why
             continue
@@ -138,7 +138,7 @@ def summarize(path: Path) -> SessionSummary:
                     prompts = []
                 else:
                     prompts.append(message_from_json(record["message"]).text)
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 continue
     stat = path.stat()
     return SessionSummary(

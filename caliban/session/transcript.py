@@ -53,6 +53,7 @@ from caliban.events import (
     UserPrompt,
 )
 from caliban.serialize import message_to_json
+from caliban.text import encodable
 
 FORMAT_VERSION = 1
 """Bumped only for changes old readers would misread; new line types are not such a change."""
@@ -182,7 +183,7 @@ def event_to_json(event: AgentEvent) -> dict[str, Any] | None:
 def dump_line(record: Mapping[str, Any]) -> bytes:
     """``record`` as one compact JSON line (newlines inside strings are escaped)."""
     text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
-    return (text + "\n").encode("utf-8")
+    return (encodable(text) + "\n").encode("utf-8")
 
 
 class Transcript:

@@ -104,9 +104,13 @@ def source_dirs(cwd: Path) -> list[tuple[Kind, Scope, Path]]:
 
 
 def load_catalog(cwd: Path) -> Catalog:
-    """Every command and skill visible from ``cwd`` (see the module docstring)."""
+    """Every command and skill visible from ``cwd`` (see the module docstring). A project
+    file that leads outside the project (a symlink) is read only in a trusted folder."""
+    from caliban.trust import outside_notice, project_file_outside
+
     chosen: dict[str, Skill] = {}
     warnings: list[str] = []
+    root = project_root(cwd)
     for kind, scope, directory in source_dirs(cwd):
         files = _command_files(directory) if kind == "command" else _skill_files(directory)
         for name, path in files:
@@ -115,6 +119,9 @@ def load_catalog(cwd: Path) -> Catalog:
                 continue
             if name in chosen:
                 continue  # a definition with higher precedence has it
+            if scope == "project" and project_file_outside(path, root):
+                warnings.append(outside_notice(path, root))
+                continue
             item, problems = read_skill(path, name=name, kind=kind, scope=scope)
             warnings.extend(problems)
             if item is not None:
@@ -162,6 +169,8 @@ def parse_skill(
         raw, body = parts
         try:
             loaded = yaml.safe_load(raw)
+        except RecursionError:
+            return None, [f"{path}: the frontmatter is nested too deeply; skipped"]
         except yaml.YAMLError:
             # Claude Code reads `argument-hint: [file] [mode]`, which is not YAML: read
             # such frontmatter line by line, each value as written.

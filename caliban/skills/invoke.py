@@ -6,8 +6,10 @@ preceded by a Read of each ``@file`` it mentions. ``!`command``` snippets run in
 the working directory, but only from a user's own files or a trusted project
 (:func:`caliban.trust.is_trusted`): a command from a project folder nobody trusted is refused
 before anything runs, and its ``allowed-tools`` are ignored. A ``deny`` permission rule
-covering a snippet refuses the command too. ``allowed-tools`` become allow rules for that
-prompt only; ``model`` picks the model for it.
+covering a snippet refuses the command too. A snippet an argument was filled into
+(``!`git log $ARGUMENTS```) runs only when the permission rules, with the command's
+``allowed-tools``, allow that command line: the arguments are not the file's author's.
+``allowed-tools`` become allow rules for that prompt only; ``model`` picks the model for it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from caliban.events import Notice
 from caliban.messages import Message, TextPart, Usage
 from caliban.permissions.rules import Rule, is_within
 from caliban.skills.catalog import Skill, find_skill
-from caliban.skills.expand import file_mentions, run_snippets, shell_snippets, substitute_arguments
+from caliban.skills.expand import Snippet, expand_body, file_mentions, run_snippets
 from caliban.tools.base import BUILTIN, CallContext, ToolEnv, call_tool
 
 if TYPE_CHECKING:
@@ -57,22 +59,24 @@ async def expand_invocation(session: Session, skill: Skill, arguments: str) -> E
     root = session.env.project_root
     trusted = skill.scope == "user" or is_trusted(root)
     notes: list[str] = []
-    text = substitute_arguments(skill.body, arguments)
+    pieces = expand_body(skill.body, arguments)
     if skill.kind == "skill":
-        text = f"Base directory for this skill: {skill.base_dir}\n\n{text}"
-    if snippets := shell_snippets(text):
+        pieces.insert(0, f"Base directory for this skill: {skill.base_dir}\n\n")
+    if snippets := [piece for piece in pieces if isinstance(piece, Snippet)]:
         if not trusted:
             raise CommandRefused(
-                f"/{skill.name} runs shell commands (!`{snippets[0]}`) and comes from "
+                f"/{skill.name} runs shell commands (!`{snippets[0].command}`) and comes from "
                 f"{skill.path}, in a project folder you have not trusted ({root}); caliban "
                 "does not run them. Trust the folder first, or run the commands yourself "
                 "with !command at the prompt."
             )
-        for command in snippets:
-            if (reason := _denied(session, command)) is not None:
-                raise CommandRefused(f"/{skill.name} was not run: `{command}`: {reason}")
+        for snippet in snippets:
+            if (reason := _refusal(session, snippet, skill.allowed_tools)) is not None:
+                raise CommandRefused(f"/{skill.name} was not run: `{snippet.command}`: {reason}")
         env = session.env.fork()  # a snippet's `cd` does not move the session
-        text = await run_snippets(text, lambda command: _shell(command, env))
+        text = await run_snippets(pieces, lambda command: _shell(command, env))
+    else:
+        text = "".join(piece for piece in pieces if isinstance(piece, str))
     attachments, skipped = await _attach(text, session.env, skill)
     notes.extend(skipped)
     allow = skill.allowed_tools
@@ -126,11 +130,23 @@ async def run_command(session: Session, name: str, arguments: str) -> RunResult:
     return await session.run(expanded.message, model=expanded.model, allow=expanded.allow)
 
 
-def _denied(session: Session, command: str) -> str | None:
-    if session.permissions is None:
+def _refusal(session: Session, snippet: Snippet, allow: tuple[Rule, ...]) -> str | None:
+    """Why ``snippet`` may not run: a deny rule covers it, or arguments were filled into it
+    and the rules (with the command's ``allowed-tools``) do not allow the result."""
+    policy = session.permissions
+    if policy is None:
         return None
-    decision = session.permissions.decide("Bash", command, read_only=False, origin=BUILTIN)
-    return decision.reason if decision.behavior == "deny" else None
+    with policy.allowing(allow if snippet.with_arguments else ()):
+        decision = policy.decide("Bash", snippet.command, read_only=False, origin=BUILTIN)
+    if decision.behavior == "deny":
+        return decision.reason
+    if snippet.with_arguments and decision.behavior != "allow":
+        return (
+            f"the arguments were filled into this shell command, so it runs only when the "
+            f"permission rules allow it, and {decision.reason} (allow it with an "
+            "allowed-tools rule in the command's frontmatter, or --allowed-tools)"
+        )
+    return None
 
 
 async def _shell(command: str, env: ToolEnv) -> str:

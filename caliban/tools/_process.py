@@ -24,6 +24,9 @@ def shell_environment() -> dict[str, str]:
     env = dict(os.environ)
     # Nothing may wait on a terminal that is not there.
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
+    # `cd NAME` must mean ./NAME, as the permission check reads it (CDPATH could send it
+    # to ~/.config/NAME, and a redirection after it there).
+    env.pop("CDPATH", None)
     return env
 
 
