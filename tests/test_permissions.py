@@ -945,6 +945,17 @@ def test_a_path_rule_is_matched_in_linear_time(pattern: str) -> None:
     assert time.perf_counter() - started < 1.0
 
 
+def test_a_glob_whose_class_is_invalid_matches_it_as_text_instead_of_failing() -> None:
+    denying = rules(deny=["Read([z-a]*.env)", "Read(keys/**/id_*)"])
+    for path, behavior in [
+        ("[z-a]prod.env", "deny"),
+        ("zprod.env", "allow"),
+        ("keys/a\nb/id_rsa", "deny"),  # a newline in a directory name is still a path
+    ]:
+        decision = _decide("Read", str(ROOT / path), read_only=True, rules=denying)
+        assert decision.behavior == behavior, path
+
+
 def test_the_repositorys_hooks_path_is_protected(tmp_path: Path) -> None:
     """With husky (`core.hooksPath = .husky/_`), `.husky/pre-commit` runs at the next
     allowed `git commit`: acceptEdits wrote it without asking."""
