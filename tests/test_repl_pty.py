@@ -23,12 +23,13 @@ CALIBAN = Path(sys.executable).parent / "caliban"
 WAIT = 30  # seconds; generous for a loaded 2-core CI machine, and never waited in full
 
 
-def spawn(project: Path, server: Any) -> Any:
+def spawn(project: Path, server: Any, **extra_env: str) -> Any:
     env = {
         **os.environ,
         "ANTHROPIC_API_KEY": "test",
         "ANTHROPIC_BASE_URL": server.url,
         "TERM": "xterm-256color",
+        **extra_env,
     }
     return pexpect.spawn(
         str(CALIBAN),
@@ -188,3 +189,41 @@ def test_first_question_while_the_mcp_server_starts(project: Path, fake_model_se
     )
     result = json.dumps(answered["messages"][-1])
     assert "tool_result" in result and "assignee:me" in result
+
+
+def test_a_dumb_terminal_still_gets_answers(project: Path, fake_model_server: Any) -> None:
+    """TERM=dumb (Emacs shell buffers, some CI consoles): prompt-toolkit falls back to its
+    plain prompt; the session still opens and the prompt is answered."""
+    fake_model_server.add({"text": "Plain answer."})
+    child = spawn(project, fake_model_server, TERM="dumb")
+    try:
+        child.expect("> ")
+        child.send("hello\r")
+        child.expect("Plain answer.")
+        child.expect("> ")
+        # Not Ctrl-D: the plain prompt is written before the terminal leaves cooked mode,
+        # where an early Ctrl-D is the line discipline's end-of-file and never arrives.
+        child.send("/exit\r")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+def test_an_unwritable_state_dir_loses_only_the_prompt_history(
+    project: Path, fake_model_server: Any
+) -> None:
+    """A read-only home: the prompt history cannot be saved; caliban says so and goes on."""
+    fake_model_server.add({"text": "Answered anyway."})
+    child = spawn(project, fake_model_server, CALIBAN_STATE_DIR="/dev/null/state")
+    try:
+        expect_prompt(child)
+        child.send("hello\r")
+        child.expect("prompt history is not saved: /dev/null/state/history")
+        child.expect("Answered anyway.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0

@@ -31,6 +31,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.output import Output
 from prompt_toolkit.styles import Style
+from prompt_toolkit.utils import is_dumb_terminal
 from rich.console import Console
 from rich.text import Text
 
@@ -237,6 +238,7 @@ class Repl:
         self.approver = approver
         self._real_terminal = input is None
         self._turn: asyncio.Task[object] | None = None
+        self._when_shown: Callable[[], None] | None = None
         self._exit_armed_until = 0.0
         self._cycle: tuple[PermissionMode, ...] = MODE_CYCLE
         if approver is not None:
@@ -244,7 +246,7 @@ class Repl:
             approver.on_interrupt = self.interrupt
         self.prompt: PromptSession[str] = PromptSession(
             message=self._message,
-            history=history if history is not None else _file_history(),
+            history=history if history is not None else _file_history(self._warn),
             completer=ReplCompleter(self.cwd, custom=self._custom_commands),
             complete_while_typing=True,
             key_bindings=self._key_bindings(),
@@ -267,12 +269,21 @@ class Repl:
     async def wait_for_session(self) -> Session:
         return await asyncio.shield(self._ready)
 
+    def _start_session(self) -> None:
+        """Start opening the session (once): see ``when_shown`` in :meth:`run`."""
+        start, self._when_shown = self._when_shown, None
+        if start is not None:
+            start()
+
     def _session_opened(self, ready: asyncio.Future[Session]) -> None:
         if ready.cancelled():
             return
         if (failure := ready.exception()) is not None:
-            if self.prompt.app.is_running:  # e.g. no API key: leave the prompt, report it
-                self.prompt.app.exit(exception=failure)
+            # e.g. no API key: leave the prompt, report it (the running app is another one
+            # than ``self.prompt.app`` on a dumb terminal)
+            app = get_app_session().app
+            if app is not None and app.is_running:
+                app.exit(exception=failure)
             return
         policy = ready.result().permissions
         if policy is not None and policy.mode == "bypassPermissions":
@@ -306,18 +317,18 @@ class Repl:
         starts loading then, so its imports do not delay the prompt).
         """
         self._welcome()
+        self._when_shown = when_shown
+        if first_prompt or (self._real_terminal and is_dumb_terminal()):
+            # A dumb terminal's prompt (TERM=dumb) runs no pre_run callbacks: start now.
+            self._start_session()
         if first_prompt:
-            if when_shown is not None:
-                when_shown()
-                when_shown = None
             await self.submit(first_prompt)
         while True:
             if self._ready.done() and not self._ready.cancelled():
                 self._ready.result()  # the session failed to open: raise why
             pre_run = None
-            if when_shown is not None:
-                pre_run = _soon(when_shown)  # after the first draw of the prompt
-                when_shown = None
+            if self._when_shown is not None:
+                pre_run = _soon(self._start_session)  # after the first draw of the prompt
             try:
                 text = await self.prompt.prompt_async(pre_run=pre_run)
             except EOFError:
@@ -335,6 +346,7 @@ class Repl:
         text = text.strip()
         if not text:
             return
+        self._start_session()  # in case the prompt never called it back
         session = await self.wait_for_session()
         if text.startswith("!"):
             if command := text[1:].strip():
@@ -526,6 +538,9 @@ class Repl:
 
         return bindings
 
+    def _warn(self, text: str) -> None:
+        self._show(lambda: self.console.print(Text(f"  ⚠  {text}", style="yellow")))
+
     def _welcome(self) -> None:
         title = Text("✻ ", style="bold magenta")
         title.append(f"caliban {__version__}", style="bold")
@@ -614,10 +629,41 @@ def _soon(callback: Callable[[], None]) -> Callable[[], None]:
     return schedule
 
 
-def _file_history() -> History:
-    path = paths.state_dir() / "history"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return FileHistory(str(path))
+class _PromptHistory(FileHistory):
+    """The prompt history file, kept in memory when it cannot be read or written (a
+    read-only home): a history is a convenience, never a reason to stop."""
+
+    def __init__(self, path: Path, warn: Callable[[str], None]) -> None:
+        super().__init__(str(path))
+        self._path = path
+        self._warn: Callable[[str], None] | None = warn
+
+    def load_history_strings(self) -> Iterator[str]:
+        try:
+            yield from list(super().load_history_strings())
+        except OSError as exc:
+            self._failed(exc)
+
+    def store_string(self, string: str) -> None:
+        if self._warn is None:
+            return  # failed before: this session's history stays in memory
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            super().store_string(string)
+        except OSError as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        if self._warn is not None:
+            self._warn(
+                f"prompt history is not saved: {self._path} ({exc.strerror or exc}); "
+                "set CALIBAN_STATE_DIR to a writable directory"
+            )
+            self._warn = None
+
+
+def _file_history(warn: Callable[[str], None] = lambda text: None) -> History:
+    return _PromptHistory(paths.state_dir() / "history", warn)
 
 
 def _home(path: Path) -> str:
