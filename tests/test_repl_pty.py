@@ -227,3 +227,25 @@ def test_an_unwritable_state_dir_loses_only_the_prompt_history(
     finally:
         child.close(force=True)
     assert child.exitstatus == 0
+
+
+def test_output_redirected_to_a_file_says_to_use_p(project: Path, tmp_path: Path) -> None:
+    """`caliban > log.txt` from a terminal: everything would go into the file and the
+    terminal would sit blank; caliban says what to do instead."""
+    log = tmp_path / "log.txt"
+    child = pexpect.spawn(
+        "/bin/sh",
+        ["-c", f'exec "{CALIBAN}" > "{log}"'],
+        cwd=str(project),
+        env={**os.environ, "ANTHROPIC_API_KEY": "test", "TERM": "xterm-256color"},
+        encoding="utf-8",
+        timeout=WAIT,
+    )
+    try:
+        child.expect("stdout is not a terminal")
+        child.expect("caliban -p PROMPT > FILE")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 2
+    assert log.read_text() == ""

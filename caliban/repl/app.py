@@ -88,6 +88,16 @@ def run_interactive(options: CliOptions) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if not sys.stdout.isatty():
+        # The prompt, answers and permission questions would all go into the pipe or file,
+        # leaving the terminal blank while caliban waits for input.
+        print(
+            "caliban: stdout is not a terminal, so the interactive session would not be seen; "
+            "run `caliban -p PROMPT > FILE` to save an answer, or start caliban without the "
+            "redirection.",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     try:
         return asyncio.run(run_repl(options))
     except KeyboardInterrupt:
