@@ -249,3 +249,25 @@ def test_output_redirected_to_a_file_says_to_use_p(project: Path, tmp_path: Path
         child.close(force=True)
     assert child.exitstatus == 2
     assert log.read_text() == ""
+
+
+def test_a_mistyped_at_path_is_noted_and_the_rest_attached(
+    project: Path, fake_model_server: Any
+) -> None:
+    (project / "notes.txt").write_text("the real notes\n")
+    fake_model_server.add({"text": "Read them."})
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("compare @note.txt with @notes.txt, ask @alice\r")
+        child.expect("Attached @notes.txt")
+        child.expect("@note.txt not attached: no such file or directory")
+        child.expect("Read them.")
+        assert "@alice" not in child.before  # a handle, not a path: no note
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    sent = json.dumps(fake_model_server.bodies[-1]["messages"][-1])
+    assert "the real notes" in sent and "compare @note.txt with" in sent
