@@ -271,3 +271,30 @@ def test_a_mistyped_at_path_is_noted_and_the_rest_attached(
         child.close(force=True)
     sent = json.dumps(fake_model_server.bodies[-1]["messages"][-1])
     assert "the real notes" in sent and "compare @note.txt with" in sent
+
+
+def test_model_takes_claude_code_aliases_and_refuses_two_words(
+    project: Path, fake_model_server: Any
+) -> None:
+    fake_model_server.add({"text": "Opus here."})
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("/model claude opus\r")
+        child.expect("A model name has no spaces")
+        expect_prompt(child)
+        child.send("/model opus\r")
+        child.expect("→ ")
+        child.expect("claude-opus-")
+        child.expect(r"\(opus\) \(from the next prompt\)")
+        expect_prompt(child)
+        child.send("hi\r")
+        child.expect("Opus here.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    from caliban.model_aliases import ANTHROPIC_ALIASES
+
+    assert fake_model_server.bodies[-1]["model"] == ANTHROPIC_ALIASES["opus"]
