@@ -298,3 +298,38 @@ def test_model_takes_claude_code_aliases_and_refuses_two_words(
     from caliban.model_aliases import ANTHROPIC_ALIASES
 
     assert fake_model_server.bodies[-1]["model"] == ANTHROPIC_ALIASES["opus"]
+
+
+def test_a_cleared_conversation_can_be_resumed(project: Path, fake_model_server: Any) -> None:
+    """/clear starts a new session; the old conversation stays in /resume's list, as in
+    Claude Code."""
+    fake_model_server.add({"text": "About apples."}, {"text": "About pears."}, {"text": "Back."})
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("tell me about apples\r")
+        child.expect("About apples.")
+        expect_prompt(child)
+        child.send("/clear\r")
+        child.expect("Conversation cleared")
+        expect_prompt(child)
+        child.send("tell me about pears\r")
+        child.expect("About pears.")
+        expect_prompt(child)
+        child.send("/resume\r")
+        child.expect(r"1\. \S+ .*tell me about pears.*\(this session\)")
+        child.expect(r"2\. \S+ .*tell me about apples")
+        expect_prompt(child)
+        child.send("/resume 2\r")
+        child.expect("Resumed session")
+        expect_prompt(child)
+        child.send("and again\r")
+        child.expect("Back.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    history = json.dumps(fake_model_server.bodies[-1]["messages"])
+    assert "tell me about apples" in history and "About apples." in history
+    assert "pears" not in history

@@ -153,8 +153,12 @@ async def _help(ctx: CommandContext, arg: str) -> None:
 
 @command("clear", "Start a new conversation (frees the context)")
 async def _clear(ctx: CommandContext, arg: str) -> None:
-    ctx.session.clear()
-    ctx.console.print(_dim("Conversation cleared. The next prompt starts afresh."))
+    from caliban.session.resume import start_afresh
+
+    start_afresh(ctx.session)
+    ctx.console.print(
+        _dim("Conversation cleared. The next prompt starts afresh (/resume finds the old one).")
+    )
 
 
 @command("context", "Show what fills the context window")

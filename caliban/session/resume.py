@@ -50,6 +50,20 @@ def attach_transcript(session: Session) -> Transcript:
     return transcript
 
 
+def start_afresh(session: Session) -> None:
+    """``/clear``: a new conversation under a new session id, recorded (when the old one was)
+    in a new transcript. The old transcript is left as it was, so ``/resume`` still finds
+    the conversation that was cleared, as in Claude Code."""
+    from caliban.session.session import new_session_id
+
+    recording = current_transcript(session) is not None
+    close_transcript(session)  # first: the old file must not record the clear
+    session.clear()
+    session.id = new_session_id()
+    if recording:
+        attach_transcript(session)
+
+
 def close_transcript(session: Session) -> None:
     """Stop recording ``session`` and release its transcript's lock."""
     _replace_transcript(session, None)
