@@ -379,7 +379,10 @@ async def test_clear_starts_a_new_conversation(project: Path) -> None:
     async with harness(["First.", "Second."], project) as h:
         await h.run("one" + ENTER + "/clear" + ENTER + "two" + ENTER + CTRL_D)
     assert [m.text for m in h.provider.requests[1].messages] == ["two"]
-    assert "Conversation cleared. The next prompt starts afresh (/resume finds the old one)." in h.lines
+    assert (
+        "Conversation cleared. The next prompt starts afresh (/resume finds the old one)."
+        in h.lines
+    )
 
 
 async def test_model_shows_and_switches(project: Path) -> None:
