@@ -333,3 +333,26 @@ def test_a_cleared_conversation_can_be_resumed(project: Path, fake_model_server:
     history = json.dumps(fake_model_server.bodies[-1]["messages"])
     assert "tell me about apples" in history and "About apples." in history
     assert "pears" not in history
+
+
+def test_ctrl_d_during_an_answer_does_not_end_the_session(
+    project: Path, fake_model_server: Any
+) -> None:
+    fake_model_server.add({"hang": True, "text": "Thinking aloud"}, {"text": "Still here."})
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("go\r")
+        child.expect("Thinking aloud")
+        child.sendcontrol("d")  # by habit, while the answer streams
+        child.send("\x1b")  # then Esc to stop it
+        child.expect("Interrupted")
+        expect_prompt(child)
+        child.send("are you there?\r")
+        child.expect("Still here.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0

@@ -590,6 +590,8 @@ class Repl:
             kept = [key for key in keys if key.key not in (Keys.Escape, Keys.ControlC)]
             if len(kept) < len(keys):
                 self.interrupt()
+            # Ctrl-D typed during a turn would end the session at the next prompt.
+            kept = [key for key in kept if key.key != Keys.ControlD]
             if kept:
                 store_typeahead(keys_in, kept)
 
