@@ -356,3 +356,27 @@ def test_ctrl_d_during_an_answer_does_not_end_the_session(
     finally:
         child.close(force=True)
     assert child.exitstatus == 0
+
+
+def test_ctrl_c_at_the_resume_picker_exits(project: Path, fake_model_server: Any) -> None:
+    """`caliban --resume` lists the sessions and asks which; Ctrl-C there leaves at once
+    (it used to wait for Enter)."""
+    import subprocess
+
+    fake_model_server.add({"text": "Saved."})
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_model_server.url}
+    done = subprocess.run(
+        [str(CALIBAN), "-p", "remember this"], cwd=project, env=env, capture_output=True
+    )
+    assert done.returncode == 0
+    child = pexpect.spawn(
+        str(CALIBAN), ["--resume"], cwd=str(project), env=env, encoding="utf-8", timeout=WAIT
+    )
+    try:
+        child.expect("remember this")
+        child.expect("Resume which session?")
+        child.sendintr()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 130

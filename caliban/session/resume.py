@@ -7,7 +7,6 @@ Integration is one call each: :func:`open_transcript` when a session opens (it h
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -240,7 +239,12 @@ async def open_transcript(
             raise SessionNotFound(
                 f"no saved sessions in this project ({session.env.project_root}) to resume"
             )
-        chosen = await asyncio.to_thread(pick_session, sessions, ask=ask)
+        from caliban.background import start_in_daemon_thread
+
+        # A daemon thread: on Ctrl-C nothing waits for the blocked input() to return.
+        chosen = await start_in_daemon_thread(
+            lambda: pick_session(sessions, ask=ask), name="caliban-resume-picker"
+        )
         if chosen is None:
             session.emit(Notice(level="info", text="No session chosen; starting a new one."))
             attach_transcript(session)
