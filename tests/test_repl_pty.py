@@ -23,7 +23,9 @@ CALIBAN = Path(sys.executable).parent / "caliban"
 WAIT = 30  # seconds; generous for a loaded 2-core CI machine, and never waited in full
 
 
-def spawn(project: Path, server: Any, **extra_env: str) -> Any:
+def spawn(
+    project: Path, server: Any, dimensions: tuple[int, int] = (40, 120), **extra_env: str
+) -> Any:
     env = {
         **os.environ,
         "ANTHROPIC_API_KEY": "test",
@@ -35,7 +37,7 @@ def spawn(project: Path, server: Any, **extra_env: str) -> Any:
         str(CALIBAN),
         cwd=str(project),
         env=env,
-        dimensions=(40, 120),
+        dimensions=dimensions,
         encoding="utf-8",
         timeout=WAIT,
     )
@@ -380,3 +382,26 @@ def test_ctrl_c_at_the_resume_picker_exits(project: Path, fake_model_server: Any
     finally:
         child.close(force=True)
     assert child.exitstatus == 130
+
+
+def test_permission_options_wrap_on_a_narrow_terminal(
+    project: Path, fake_model_server: Any
+) -> None:
+    """40 columns: each option is read to its end (it used to be cut at the edge)."""
+    fake_model_server.add(
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo narrow"}}]},
+        {"text": "Done."},
+    )
+    child = spawn(project, fake_model_server, dimensions=(24, 40))
+    try:
+        expect_prompt(child)
+        child.send("run it\r")
+        child.expect("Do you want to proceed?")
+        child.expect(r"fferently \(esc\)")  # the end of option 3, on its own row
+        child.send("1")
+        child.expect("Done.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
