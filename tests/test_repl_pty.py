@@ -405,3 +405,25 @@ def test_permission_options_wrap_on_a_narrow_terminal(
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
+
+
+def test_a_long_paste_is_collapsed_in_the_input_and_sent_whole(
+    project: Path, fake_model_server: Any
+) -> None:
+    log = "\n".join(f"error {n}: disk full" for n in range(300))
+    fake_model_server.add({"text": "The disk is full."})
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("why? ")
+        child.send(f"\x1b[200~{log}\x1b[201~")  # bracketed paste, as a terminal sends it
+        child.expect(r"\[Pasted text #1 \+300 lines\]")
+        child.send("\r")
+        child.expect("The disk is full.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    [sent] = fake_model_server.bodies[-1]["messages"][-1]["content"]
+    assert sent["text"] == f"why? {log}"

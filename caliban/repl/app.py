@@ -62,6 +62,10 @@ if TYPE_CHECKING:
 
 EXIT_ARM_SECONDS = 2.0
 """A second Ctrl-C on an empty prompt within this many seconds exits."""
+PASTE_COLLAPSE_LINES = 12
+PASTE_COLLAPSE_CHARS = 2_000
+"""A paste longer than this shows as ``[Pasted text #1 +240 lines]`` in the input line (its
+whole text is sent): a long log would otherwise fill the screen and the scrollback twice."""
 ESC_WAIT_SECONDS = 0.05
 """A lone Esc is told from the start of an escape sequence (an arrow key) by this pause."""
 MODE_CYCLE: tuple[PermissionMode, ...] = ("default", "acceptEdits", "plan")
@@ -249,6 +253,8 @@ class Repl:
         self._real_terminal = input is None
         self._turn: asyncio.Task[object] | None = None
         self._when_shown: Callable[[], None] | None = None
+        self._pastes: dict[str, str] = {}
+        """Collapsed pastes of this session by placeholder (see :data:`PASTE_COLLAPSE_LINES`)."""
         self._exit_armed_until = 0.0
         self._cycle: tuple[PermissionMode, ...] = MODE_CYCLE
         if approver is not None:
@@ -346,7 +352,7 @@ class Repl:
             except KeyboardInterrupt:
                 continue
             try:
-                await self.submit(text)
+                await self.submit(self._expand_pastes(text))
             except ExitRepl:
                 break
         return 0
@@ -529,6 +535,19 @@ class Repl:
                 return
             buffer.validate_and_handle()
 
+        @bindings.add(Keys.BracketedPaste)
+        def _paste(event: KeyPressEvent) -> None:
+            # As prompt-toolkit's own handler: a terminal may send \r\n or \r for newlines.
+            data = event.data.replace("\r\n", "\n").replace("\r", "\n")
+            lines = data.count("\n") + 1
+            if lines <= PASTE_COLLAPSE_LINES and len(data) <= PASTE_COLLAPSE_CHARS:
+                event.current_buffer.insert_text(data)
+                return
+            size = f"+{lines} lines" if lines > 1 else f"{len(data):,} characters"
+            placeholder = f"[Pasted text #{len(self._pastes) + 1} {size}]"
+            self._pastes[placeholder] = data
+            event.current_buffer.insert_text(placeholder)
+
         @bindings.add("s-tab", filter=~has_completions)
         def _cycle_mode(event: KeyPressEvent) -> None:
             self.cycle_mode()
@@ -547,6 +566,12 @@ class Repl:
             event.app.invalidate()
 
         return bindings
+
+    def _expand_pastes(self, text: str) -> str:
+        """The input with each collapsed paste's placeholder replaced by what was pasted."""
+        for placeholder, pasted in self._pastes.items():
+            text = text.replace(placeholder, pasted)
+        return text
 
     def _warn(self, text: str) -> None:
         self._show(lambda: self.console.print(Text(f"  ⚠  {text}", style="yellow")))
