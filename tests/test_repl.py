@@ -261,9 +261,8 @@ async def test_a_prompt_on_the_command_line_runs_first(project: Path) -> None:
     out = io.StringIO()
     console = Console(file=out, width=100, force_terminal=False, color_system=None)
     with create_pipe_input() as pipe:
-        pipe.send_text(CTRL_D)
-        with anyio.fail_after(5):
-            code = await run_repl(
+        running = asyncio.ensure_future(
+            run_repl(
                 cli_options(project, prompt="why is the build red?"),
                 console=console,
                 input=pipe,
@@ -271,6 +270,11 @@ async def test_a_prompt_on_the_command_line_runs_first(project: Path) -> None:
                 history=InMemoryHistory(),
                 opener=opener,
             )
+        )
+        await wait_until(lambda: "Answered first." in out.getvalue())
+        pipe.send_text(CTRL_D)  # at the prompt: Ctrl-D typed during a turn is ignored
+        with anyio.fail_after(5):
+            code = await running
     assert code == 0
     assert provider.requests[0].messages[0].text == "why is the build red?"
     assert "● Answered first." in out.getvalue()
