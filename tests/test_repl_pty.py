@@ -427,3 +427,35 @@ def test_a_long_paste_is_collapsed_in_the_input_and_sent_whole(
         child.close(force=True)
     [sent] = fake_model_server.bodies[-1]["messages"][-1]["content"]
     assert sent["text"] == f"why? {log}"
+
+
+def test_ctrl_c_during_compact_cancels_it_not_the_session(
+    project: Path, fake_model_server: Any
+) -> None:
+    fake_model_server.add(
+        {"text": "First answer."},
+        {"hang": True, "text": "Summary so f"},  # the summary request, never finished
+        {"text": "Still here."},
+    )
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("hello\r")
+        child.expect("First answer.")
+        expect_prompt(child)
+        child.send("/compact\r")
+        child.expect("Compacting the conversation")
+        child.sendintr()
+        child.expect("Interrupted: compact")
+        expect_prompt(child)
+        child.send("go on\r")
+        child.expect("Still here.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    history = fake_model_server.bodies[-1]["messages"]
+    assert [m["role"] for m in history] == ["user", "assistant", "user"]  # not compacted
+    assert "First answer." in json.dumps(history)

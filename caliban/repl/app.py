@@ -377,7 +377,12 @@ class Repl:
             context = CommandContext(
                 session=session, console=self.console, replay=self.renderer.replay
             )
-            await run_command(text, context)
+            # Interruptible like a turn: /compact waits for the model, /resume for servers.
+            task = await self._interruptible(run_command(text, context))
+            if task.cancelled():
+                self.console.print(Text(f"  {ELBOW}  Interrupted: {parsed[0]}", style="yellow"))
+            elif (failure := task.exception()) is not None:
+                raise failure
             return
         message, attachments, problems = attach(text, session.cwd, session.env.read_denied)
         for attachment in attachments:
