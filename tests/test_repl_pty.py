@@ -459,3 +459,25 @@ def test_ctrl_c_during_compact_cancels_it_not_the_session(
     history = fake_model_server.bodies[-1]["messages"]
     assert [m["role"] for m in history] == ["user", "assistant", "user"]  # not compacted
     assert "First answer." in json.dumps(history)
+
+
+def test_trust_that_cannot_be_saved_starts_untrusted(project: Path, fake_model_server: Any) -> None:
+    """A read-only state directory: answering Yes to the trust question cannot be remembered;
+    caliban says so and starts without the project's servers instead of a traceback."""
+    (project / ".git").mkdir()
+    (project / ".mcp.json").write_text('{"mcpServers": {"tool": {"command": "true"}}}')
+    fake_model_server.add({"text": "Working untrusted."})
+    child = spawn(project, fake_model_server, CALIBAN_STATE_DIR="/dev/null/state")
+    try:
+        child.expect("Do you trust the files")
+        child.send("1")
+        child.expect("Could not remember the trust")
+        expect_prompt(child)
+        child.send("hello\r")
+        child.expect("Working untrusted.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
