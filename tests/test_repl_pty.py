@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -481,3 +482,57 @@ def test_trust_that_cannot_be_saved_starts_untrusted(project: Path, fake_model_s
     finally:
         child.close(force=True)
     assert child.exitstatus == 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_hangup_stops_the_running_command(
+    project: Path, fake_model_server: Any, signum: int
+) -> None:
+    """`kill`, or closing the terminal window, during a long Bash call: the command is
+    stopped with caliban (it used to keep running, orphaned) and the transcript says the
+    call was interrupted."""
+    import subprocess
+    import time
+
+    pid_file = project / "pid"
+    command = f"echo $$ > {pid_file}; sleep 600"
+    fake_model_server.add(
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]},
+        {"text": "Resumed."},
+    )
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("start the server\r")
+        child.expect("Do you want to proceed?")
+        child.send("1")
+        deadline = time.monotonic() + WAIT
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        shell = int(pid_file.read_text())
+        child.kill(signum)
+        child.expect(pexpect.EOF)
+        child.wait()
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 128 + signum
+    deadline = time.monotonic() + WAIT
+    while _running(shell):
+        assert time.monotonic() < deadline, "the Bash command outlived caliban"
+        time.sleep(0.05)
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_model_server.url}
+    resumed = subprocess.run(
+        [str(CALIBAN), "-p", "-c", "go on"], cwd=project, env=env, capture_output=True, text=True
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.dumps(fake_model_server.bodies[-1]["messages"][-1])
+    assert "The user interrupted this tool call" in result
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

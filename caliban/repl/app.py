@@ -103,9 +103,37 @@ def run_interactive(options: CliOptions) -> int:
         )
         return EXIT_USAGE
     try:
-        return asyncio.run(run_repl(options))
+        return asyncio.run(_run_until_signalled(options))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+
+
+async def _run_until_signalled(options: CliOptions) -> int:
+    """The REPL, ended cleanly by SIGTERM or SIGHUP (the terminal window closed): the running
+    turn is cancelled as by Ctrl-C, so its commands are stopped rather than left running and
+    the transcript records how the turn ended. Returns 128 + the signal number then."""
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        received.append(signum)
+        main.cancel()
+
+    hangups = (signal.SIGTERM, signal.SIGHUP)
+    for signum in hangups:
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        return await run_repl(options)
+    except BaseException:
+        if not received:
+            raise
+        # Whatever tearing down a closed terminal raised: caliban was told to stop.
+        return 128 + received[0]
+    finally:
+        for signum in hangups:
+            loop.remove_signal_handler(signum)
 
 
 Opener = Callable[..., AbstractAsyncContextManager["Session"]]
@@ -460,7 +488,10 @@ class Repl:
             with self._sigint_interrupts(), self._no_echo(), self._esc_interrupts():
                 await asyncio.wait({task})
         except asyncio.CancelledError:
+            # caliban itself is stopping (SIGTERM, SIGHUP): let the turn end first, so its
+            # interrupted tool results reach the transcript before the session closes.
             task.cancel()
+            await asyncio.wait({task})
             raise
         finally:
             self._turn = None
@@ -661,7 +692,8 @@ class Repl:
         try:
             yield
         finally:
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
+            with contextlib.suppress(termios.error):  # the terminal may be gone (SIGHUP)
+                termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def _soon(callback: Callable[[], None]) -> Callable[[], None]:
