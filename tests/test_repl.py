@@ -541,6 +541,13 @@ def test_slash_completion_has_descriptions(tmp_path: Path) -> None:
     assert completions("/model x", tmp_path) == []
 
 
+def test_at_path_completion_escapes_spaces_and_continues_after_them(tmp_path: Path) -> None:
+    (tmp_path / "my docs").mkdir()
+    (tmp_path / "my docs" / "release notes.md").write_text("x")
+    assert completions("see @my", tmp_path) == [("my\\ docs/", "directory")]
+    assert completions("see @my\\ docs/rel", tmp_path) == [("my\\ docs/release\\ notes.md", "")]
+
+
 def test_at_path_completion(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "main.py").write_text("")

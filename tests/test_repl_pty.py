@@ -536,3 +536,28 @@ def _running(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_tab_completes_a_path_with_spaces_escaped(project: Path, fake_model_server: Any) -> None:
+    """`@my<Tab>` inserts `@my\\ notes\\ ü.txt`, which attaches the file (the completion
+    used to insert the bare spaces, and the file was not attached)."""
+    (project / "my notes ü.txt").write_text("the unicode notes\n")
+    fake_model_server.add({"text": "Read."})
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("summarise @my")
+        child.expect("my notes ü.txt")  # the completion menu
+        child.send("\t")
+        child.send("\r")  # closes the completion menu
+        child.send("\r")  # sends
+        child.expect("Attached @my notes ü.txt")
+        child.expect("Read.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert "the unicode notes" in json.dumps(
+        fake_model_server.bodies[-1]["messages"][-1], ensure_ascii=False
+    )
