@@ -226,13 +226,17 @@ async def test_connection_refused_is_retried_then_reported(
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}" + ("/v1" if api == "openai" else "")
     events: list[ProviderEvent] = []
-    with pytest.raises(ProviderError, match="failed after 4 attempts: connection error"):
+    with pytest.raises(ProviderError, match="failed after 4 attempts: connection error") as info:
         with anyio.fail_after(10):
             async for event in make_provider(api, fake_model_server, base_url=url).stream(
                 request()
             ):
                 events.append(event)
     assert len([e for e in events if isinstance(e, ApiRetry)]) == 3
+    # Says which endpoint and which settings to check.
+    variable = "ANTHROPIC_BASE_URL" if api == "anthropic" else "OPENAI_BASE_URL"
+    assert f"could not connect to {url}: is the server running?" in str(info.value)
+    assert f"providers.{api}.base_url or ${variable}" in str(info.value)
 
 
 async def test_stream_cut_before_any_content_is_retried(

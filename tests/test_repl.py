@@ -261,9 +261,8 @@ async def test_a_prompt_on_the_command_line_runs_first(project: Path) -> None:
     out = io.StringIO()
     console = Console(file=out, width=100, force_terminal=False, color_system=None)
     with create_pipe_input() as pipe:
-        pipe.send_text(CTRL_D)
-        with anyio.fail_after(5):
-            code = await run_repl(
+        running = asyncio.ensure_future(
+            run_repl(
                 cli_options(project, prompt="why is the build red?"),
                 console=console,
                 input=pipe,
@@ -271,6 +270,11 @@ async def test_a_prompt_on_the_command_line_runs_first(project: Path) -> None:
                 history=InMemoryHistory(),
                 opener=opener,
             )
+        )
+        await wait_until(lambda: "Answered first." in out.getvalue())
+        pipe.send_text(CTRL_D)  # at the prompt: Ctrl-D typed during a turn is ignored
+        with anyio.fail_after(5):
+            code = await running
     assert code == 0
     assert provider.requests[0].messages[0].text == "why is the build red?"
     assert "● Answered first." in out.getvalue()
@@ -379,7 +383,10 @@ async def test_clear_starts_a_new_conversation(project: Path) -> None:
     async with harness(["First.", "Second."], project) as h:
         await h.run("one" + ENTER + "/clear" + ENTER + "two" + ENTER + CTRL_D)
     assert [m.text for m in h.provider.requests[1].messages] == ["two"]
-    assert "Conversation cleared. The next prompt starts afresh." in h.lines
+    assert (
+        "Conversation cleared. The next prompt starts afresh (/resume finds the old one)."
+        in h.lines
+    )
 
 
 async def test_model_shows_and_switches(project: Path) -> None:
@@ -532,6 +539,13 @@ def test_slash_completion_has_descriptions(tmp_path: Path) -> None:
         ("/cost", COMMANDS["cost"].description),
     ]
     assert completions("/model x", tmp_path) == []
+
+
+def test_at_path_completion_escapes_spaces_and_continues_after_them(tmp_path: Path) -> None:
+    (tmp_path / "my docs").mkdir()
+    (tmp_path / "my docs" / "release notes.md").write_text("x")
+    assert completions("see @my", tmp_path) == [("my\\ docs/", "directory")]
+    assert completions("see @my\\ docs/rel", tmp_path) == [("my\\ docs/release\\ notes.md", "")]
 
 
 def test_at_path_completion(tmp_path: Path) -> None:

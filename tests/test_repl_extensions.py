@@ -59,7 +59,8 @@ async def test_an_arrow_key_during_a_turn_does_not_interrupt(project: Path) -> N
         h.input.send_text("\x1b[A")  # Up: an escape sequence, not Esc
         with anyio.fail_after(5):
             await gate.wait()
-        h.input.send_text(CTRL_D)
+        await wait_until(lambda: "● Done." in h.lines)
+        h.input.send_text(CTRL_D)  # at the prompt (typed during a turn, it is ignored)
         with anyio.fail_after(5):
             await task
     assert "Interrupted" not in h.text and h.lines[-1] == "● Done."

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,18 +24,21 @@ CALIBAN = Path(sys.executable).parent / "caliban"
 WAIT = 30  # seconds; generous for a loaded 2-core CI machine, and never waited in full
 
 
-def spawn(project: Path, server: Any) -> Any:
+def spawn(
+    project: Path, server: Any, dimensions: tuple[int, int] = (40, 120), **extra_env: str
+) -> Any:
     env = {
         **os.environ,
         "ANTHROPIC_API_KEY": "test",
         "ANTHROPIC_BASE_URL": server.url,
         "TERM": "xterm-256color",
+        **extra_env,
     }
     return pexpect.spawn(
         str(CALIBAN),
         cwd=str(project),
         env=env,
-        dimensions=(40, 120),
+        dimensions=dimensions,
         encoding="utf-8",
         timeout=WAIT,
     )
@@ -188,3 +192,372 @@ def test_first_question_while_the_mcp_server_starts(project: Path, fake_model_se
     )
     result = json.dumps(answered["messages"][-1])
     assert "tool_result" in result and "assignee:me" in result
+
+
+def test_a_dumb_terminal_still_gets_answers(project: Path, fake_model_server: Any) -> None:
+    """TERM=dumb (Emacs shell buffers, some CI consoles): prompt-toolkit falls back to its
+    plain prompt; the session still opens and the prompt is answered."""
+    fake_model_server.add({"text": "Plain answer."})
+    child = spawn(project, fake_model_server, TERM="dumb")
+    try:
+        child.expect("> ")
+        child.send("hello\r")
+        child.expect("Plain answer.")
+        child.expect("> ")
+        # Not Ctrl-D: the plain prompt is written before the terminal leaves cooked mode,
+        # where an early Ctrl-D is the line discipline's end-of-file and never arrives.
+        child.send("/exit\r")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+def test_an_unwritable_state_dir_loses_only_the_prompt_history(
+    project: Path, fake_model_server: Any
+) -> None:
+    """A read-only home: the prompt history cannot be saved; caliban says so and goes on."""
+    fake_model_server.add({"text": "Answered anyway."})
+    child = spawn(project, fake_model_server, CALIBAN_STATE_DIR="/dev/null/state")
+    try:
+        expect_prompt(child)
+        child.send("hello\r")
+        child.expect("prompt history is not saved: /dev/null/state/history")
+        child.expect("Answered anyway.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+def test_output_redirected_to_a_file_says_to_use_p(project: Path, tmp_path: Path) -> None:
+    """`caliban > log.txt` from a terminal: everything would go into the file and the
+    terminal would sit blank; caliban says what to do instead."""
+    log = tmp_path / "log.txt"
+    child = pexpect.spawn(
+        "/bin/sh",
+        ["-c", f'exec "{CALIBAN}" > "{log}"'],
+        cwd=str(project),
+        env={**os.environ, "ANTHROPIC_API_KEY": "test", "TERM": "xterm-256color"},
+        encoding="utf-8",
+        timeout=WAIT,
+    )
+    try:
+        child.expect("stdout is not a terminal")
+        child.expect("caliban -p PROMPT > FILE")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 2
+    assert log.read_text() == ""
+
+
+def test_a_mistyped_at_path_is_noted_and_the_rest_attached(
+    project: Path, fake_model_server: Any
+) -> None:
+    (project / "notes.txt").write_text("the real notes\n")
+    fake_model_server.add({"text": "Read them."})
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("compare @note.txt with @notes.txt, ask @alice\r")
+        child.expect("Attached @notes.txt")
+        child.expect("@note.txt not attached: no such file or directory")
+        child.expect("Read them.")
+        assert "@alice" not in child.before  # a handle, not a path: no note
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    sent = json.dumps(fake_model_server.bodies[-1]["messages"][-1])
+    assert "the real notes" in sent and "compare @note.txt with" in sent
+
+
+def test_model_takes_claude_code_aliases_and_refuses_two_words(
+    project: Path, fake_model_server: Any
+) -> None:
+    fake_model_server.add({"text": "Opus here."})
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("/model claude opus\r")
+        child.expect("A model name has no spaces")
+        expect_prompt(child)
+        child.send("/model opus\r")
+        child.expect("→ ")
+        child.expect("claude-opus-")
+        child.expect(r"\(opus\) \(from the next prompt\)")
+        expect_prompt(child)
+        child.send("hi\r")
+        child.expect("Opus here.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    from caliban.model_aliases import ANTHROPIC_ALIASES
+
+    assert fake_model_server.bodies[-1]["model"] == ANTHROPIC_ALIASES["opus"]
+
+
+def test_a_cleared_conversation_can_be_resumed(project: Path, fake_model_server: Any) -> None:
+    """/clear starts a new session; the old conversation stays in /resume's list, as in
+    Claude Code."""
+    fake_model_server.add({"text": "About apples."}, {"text": "About pears."}, {"text": "Back."})
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("tell me about apples\r")
+        child.expect("About apples.")
+        expect_prompt(child)
+        child.send("/clear\r")
+        child.expect("Conversation cleared")
+        expect_prompt(child)
+        child.send("tell me about pears\r")
+        child.expect("About pears.")
+        expect_prompt(child)
+        child.send("/resume\r")
+        child.expect(r"1\. \S+ .*tell me about pears.*\(this session\)")
+        child.expect(r"2\. \S+ .*tell me about apples")
+        expect_prompt(child)
+        child.send("/resume 2\r")
+        child.expect("Resumed session")
+        expect_prompt(child)
+        child.send("and again\r")
+        child.expect("Back.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    history = json.dumps(fake_model_server.bodies[-1]["messages"])
+    assert "tell me about apples" in history and "About apples." in history
+    assert "pears" not in history
+
+
+def test_ctrl_d_during_an_answer_does_not_end_the_session(
+    project: Path, fake_model_server: Any
+) -> None:
+    fake_model_server.add({"hang": True, "text": "Thinking aloud"}, {"text": "Still here."})
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("go\r")
+        child.expect("Thinking aloud")
+        child.sendcontrol("d")  # by habit, while the answer streams
+        child.send("\x1b")  # then Esc to stop it
+        child.expect("Interrupted")
+        expect_prompt(child)
+        child.send("are you there?\r")
+        child.expect("Still here.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+def test_ctrl_c_at_the_resume_picker_exits(project: Path, fake_model_server: Any) -> None:
+    """`caliban --resume` lists the sessions and asks which; Ctrl-C there leaves at once
+    (it used to wait for Enter)."""
+    import subprocess
+
+    fake_model_server.add({"text": "Saved."})
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_model_server.url}
+    done = subprocess.run(
+        [str(CALIBAN), "-p", "remember this"], cwd=project, env=env, capture_output=True
+    )
+    assert done.returncode == 0
+    child = pexpect.spawn(
+        str(CALIBAN), ["--resume"], cwd=str(project), env=env, encoding="utf-8", timeout=WAIT
+    )
+    try:
+        child.expect("remember this")
+        child.expect("Resume which session?")
+        child.sendintr()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 130
+
+
+def test_permission_options_wrap_on_a_narrow_terminal(
+    project: Path, fake_model_server: Any
+) -> None:
+    """40 columns: each option is read to its end (it used to be cut at the edge)."""
+    fake_model_server.add(
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo narrow"}}]},
+        {"text": "Done."},
+    )
+    child = spawn(project, fake_model_server, dimensions=(24, 40))
+    try:
+        expect_prompt(child)
+        child.send("run it\r")
+        child.expect("Do you want to proceed?")
+        child.expect(r"fferently \(esc\)")  # the end of option 3, on its own row
+        child.send("1")
+        child.expect("Done.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+
+
+def test_a_long_paste_is_collapsed_in_the_input_and_sent_whole(
+    project: Path, fake_model_server: Any
+) -> None:
+    log = "\n".join(f"error {n}: disk full" for n in range(300))
+    fake_model_server.add({"text": "The disk is full."})
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("why? ")
+        child.send(f"\x1b[200~{log}\x1b[201~")  # bracketed paste, as a terminal sends it
+        child.expect(r"\[Pasted text #1 \+300 lines\]")
+        child.send("\r")
+        child.expect("The disk is full.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    [sent] = fake_model_server.bodies[-1]["messages"][-1]["content"]
+    assert sent["text"] == f"why? {log}"
+
+
+def test_ctrl_c_during_compact_cancels_it_not_the_session(
+    project: Path, fake_model_server: Any
+) -> None:
+    fake_model_server.add(
+        {"text": "First answer."},
+        {"hang": True, "text": "Summary so f"},  # the summary request, never finished
+        {"text": "Still here."},
+    )
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("hello\r")
+        child.expect("First answer.")
+        expect_prompt(child)
+        child.send("/compact\r")
+        child.expect("Compacting the conversation")
+        child.sendintr()
+        child.expect("Interrupted: compact")
+        expect_prompt(child)
+        child.send("go on\r")
+        child.expect("Still here.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    history = fake_model_server.bodies[-1]["messages"]
+    assert [m["role"] for m in history] == ["user", "assistant", "user"]  # not compacted
+    assert "First answer." in json.dumps(history)
+
+
+def test_trust_that_cannot_be_saved_starts_untrusted(project: Path, fake_model_server: Any) -> None:
+    """A read-only state directory: answering Yes to the trust question cannot be remembered;
+    caliban says so and starts without the project's servers instead of a traceback."""
+    (project / ".git").mkdir()
+    (project / ".mcp.json").write_text('{"mcpServers": {"tool": {"command": "true"}}}')
+    fake_model_server.add({"text": "Working untrusted."})
+    child = spawn(project, fake_model_server, CALIBAN_STATE_DIR="/dev/null/state")
+    try:
+        child.expect("Do you trust the files")
+        child.send("1")
+        child.expect("Could not remember the trust")
+        expect_prompt(child)
+        child.send("hello\r")
+        child.expect("Working untrusted.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_hangup_stops_the_running_command(
+    project: Path, fake_model_server: Any, signum: int
+) -> None:
+    """`kill`, or closing the terminal window, during a long Bash call: the command is
+    stopped with caliban (it used to keep running, orphaned) and the transcript says the
+    call was interrupted."""
+    import subprocess
+    import time
+
+    pid_file = project / "pid"
+    command = f"echo $$ > {pid_file}; sleep 600"
+    fake_model_server.add(
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]},
+        {"text": "Resumed."},
+    )
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("start the server\r")
+        child.expect("Do you want to proceed?")
+        child.send("1")
+        deadline = time.monotonic() + WAIT
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        shell = int(pid_file.read_text())
+        child.kill(signum)
+        child.expect(pexpect.EOF)
+        child.wait()
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 128 + signum
+    deadline = time.monotonic() + WAIT
+    while _running(shell):
+        assert time.monotonic() < deadline, "the Bash command outlived caliban"
+        time.sleep(0.05)
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_model_server.url}
+    resumed = subprocess.run(
+        [str(CALIBAN), "-p", "-c", "go on"], cwd=project, env=env, capture_output=True, text=True
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.dumps(fake_model_server.bodies[-1]["messages"][-1])
+    assert "The user interrupted this tool call" in result
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_tab_completes_a_path_with_spaces_escaped(project: Path, fake_model_server: Any) -> None:
+    """`@my<Tab>` inserts `@my\\ notes\\ ü.txt`, which attaches the file (the completion
+    used to insert the bare spaces, and the file was not attached)."""
+    (project / "my notes ü.txt").write_text("the unicode notes\n")
+    fake_model_server.add({"text": "Read."})
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("summarise @my")
+        child.expect("my notes ü.txt")  # the completion menu
+        child.send("\t")
+        child.send("\r")  # closes the completion menu
+        child.send("\r")  # sends
+        child.expect("Attached @my notes ü.txt")
+        child.expect("Read.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert "the unicode notes" in json.dumps(
+        fake_model_server.bodies[-1]["messages"][-1], ensure_ascii=False
+    )

@@ -43,6 +43,7 @@ from caliban.session.store import (
     list_sessions,
     load_session,
     newest_session,
+    project_sessions_dir,
     project_slug,
     remove_session,
     repair_history,
@@ -577,3 +578,36 @@ async def test_resume_inside_a_running_session_switches_files(project: Path) -> 
     close_transcript(session)
     assert load_session(transcript_path(project, earlier)).turns == 2
     assert load_session(current).turns == 1
+
+
+@pytest.mark.slow
+def test_resuming_a_transcript_whose_first_prompt_is_unreadable(
+    project: Path, fake_model_server: Any
+) -> None:
+    """The real ``caliban -p --continue`` after the first prompt's line was damaged: it says
+    so, and the request still starts with a user message (providers and local chat
+    templates refuse a history that starts with the assistant)."""
+    fake_model_server.add({"text": "First answer."}, {"text": "Second answer."})
+    env = {
+        **os.environ,
+        "ANTHROPIC_API_KEY": "test",
+        "ANTHROPIC_BASE_URL": fake_model_server.url,
+    }
+
+    def caliban(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "caliban", "-p", *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+    assert caliban("first question").returncode == 0
+    [path] = project_sessions_dir(project).glob("*.jsonl")
+    records = path.read_text().splitlines(keepends=True)
+    damaged = [r if '"user_prompt"' not in r else r[:30] + "\x00\n" for r in records]
+    path.write_text("".join(damaged))
+
+    second = caliban("--continue", "second question")
+    assert second.returncode == 0, second.stderr
+    assert "Second answer." in second.stdout
+    assert "first prompt could not be read" in second.stderr
+    sent = fake_model_server.bodies[-1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert "could not be read" in json.dumps(sent[0]) and "First answer." in json.dumps(sent[1])

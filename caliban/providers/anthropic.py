@@ -440,6 +440,7 @@ class AnthropicProvider(SdkProvider["AsyncAnthropic"]):
             model=request.model,
             classify=classify,
             policy=self.retry,
+            endpoint=self.base_url,
         )
         return self._learn_window(request.model, events)
 

@@ -250,6 +250,7 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
             model=request.model,
             classify=classify,
             policy=self.retry,
+            endpoint=self.base_url,
         )
         return self._learn_window(request.model, events)
 

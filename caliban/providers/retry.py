@@ -96,6 +96,9 @@ class Failure:
     """``too_long``: the prompt's size in tokens, when the server said."""
     limit: int | None = None
     """``too_long``: the context window in tokens, when the server said."""
+    unreachable: bool = False
+    """No connection could be made (refused, no route, name not resolved, connect timeout):
+    the endpoint is wrong or its server is down, which the final message says."""
 
 
 class IncompleteStream(Exception):
@@ -213,7 +216,11 @@ def connection_failure(exc: BaseException) -> Failure:
     cause = exc.__cause__ or exc.__context__
     if cause is not None and (not text or text in ("Connection error.", "Request timed out.")):
         text = f"{text} ({type(cause).__name__}: {one_line(str(cause))})" if text else str(cause)
-    return Failure(kind="transient", summary=f"connection error: {text or name}")
+    # httpx's names (the SDKs' transport), matched by name so this module imports no httpx.
+    unreachable = type(cause).__name__ in ("ConnectError", "ConnectTimeout")
+    return Failure(
+        kind="transient", summary=f"connection error: {text or name}", unreachable=unreachable
+    )
 
 
 def malformed_failure(exc: ValueError) -> Failure:
@@ -226,6 +233,18 @@ def malformed_failure(exc: ValueError) -> Failure:
 def one_line(text: str, limit: int = 300) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _unreachable_hint(provider: str, endpoint: str | None) -> str:
+    """What to check when no connection to ``endpoint`` (``None``: the SDK's default) could
+    be made."""
+    from caliban.providers.select import BASE_URL_ENVS
+
+    if endpoint is None:
+        return "; check your network connection"
+    variable = BASE_URL_ENVS.get(provider)  # type: ignore[call-overload]
+    where = f"providers.{provider}.base_url" + (f" or ${variable}" if variable else "")
+    return f"; could not connect to {endpoint}: is the server running? (set by {where})"
 
 
 def _fatal_message(provider: str, failure: Failure, model: str) -> str:
@@ -246,11 +265,13 @@ async def with_retries(
     classify: Callable[[Exception], Failure | None],
     policy: RetryPolicy = DEFAULT_RETRY,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    endpoint: str | None = None,
 ) -> AsyncIterator[ProviderEvent]:
     """Run ``attempt`` (one streamed request) until it completes, retrying transient failures.
 
     ``classify`` maps an exception to a :class:`Failure`, or ``None`` for one that is not an
-    API error (a bug), which propagates unchanged.
+    API error (a bug), which propagates unchanged. ``endpoint`` is the configured base URL
+    (``None``: the SDK's default), named when it cannot be reached.
     """
     for number in range(1, policy.max_attempts + 1):
         started_output = False
@@ -293,8 +314,10 @@ async def with_retries(
                         status=failure.status,
                     )
                 if number == policy.max_attempts:
+                    hint = _unreachable_hint(provider, endpoint) if failure.unreachable else ""
                     raise ProviderError(
-                        f"{provider} API request failed after {number} attempts: {failure.summary}",
+                        f"{provider} API request failed after {number} attempts: "
+                        f"{failure.summary}{hint}",
                         status=failure.status,
                     )
                 delay = policy.delay(number, failure.retry_after)

@@ -31,6 +31,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.output import Output
 from prompt_toolkit.styles import Style
+from prompt_toolkit.utils import is_dumb_terminal
 from rich.console import Console
 from rich.text import Text
 
@@ -61,6 +62,10 @@ if TYPE_CHECKING:
 
 EXIT_ARM_SECONDS = 2.0
 """A second Ctrl-C on an empty prompt within this many seconds exits."""
+PASTE_COLLAPSE_LINES = 12
+PASTE_COLLAPSE_CHARS = 2_000
+"""A paste longer than this shows as ``[Pasted text #1 +240 lines]`` in the input line (its
+whole text is sent): a long log would otherwise fill the screen and the scrollback twice."""
 ESC_WAIT_SECONDS = 0.05
 """A lone Esc is told from the start of an escape sequence (an arrow key) by this pause."""
 MODE_CYCLE: tuple[PermissionMode, ...] = ("default", "acceptEdits", "plan")
@@ -87,10 +92,48 @@ def run_interactive(options: CliOptions) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if not sys.stdout.isatty():
+        # The prompt, answers and permission questions would all go into the pipe or file,
+        # leaving the terminal blank while caliban waits for input.
+        print(
+            "caliban: stdout is not a terminal, so the interactive session would not be seen; "
+            "run `caliban -p PROMPT > FILE` to save an answer, or start caliban without the "
+            "redirection.",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     try:
-        return asyncio.run(run_repl(options))
+        return asyncio.run(_run_until_signalled(options))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+
+
+async def _run_until_signalled(options: CliOptions) -> int:
+    """The REPL, ended cleanly by SIGTERM or SIGHUP (the terminal window closed): the running
+    turn is cancelled as by Ctrl-C, so its commands are stopped rather than left running and
+    the transcript records how the turn ended. Returns 128 + the signal number then."""
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        received.append(signum)
+        main.cancel()
+
+    hangups = (signal.SIGTERM, signal.SIGHUP)
+    for signum in hangups:
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        return await run_repl(options)
+    except BaseException:
+        if not received:
+            raise
+        # Whatever tearing down a closed terminal raised: caliban was told to stop.
+        return 128 + received[0]
+    finally:
+        for signum in hangups:
+            loop.remove_signal_handler(signum)
 
 
 Opener = Callable[..., AbstractAsyncContextManager["Session"]]
@@ -237,6 +280,9 @@ class Repl:
         self.approver = approver
         self._real_terminal = input is None
         self._turn: asyncio.Task[object] | None = None
+        self._when_shown: Callable[[], None] | None = None
+        self._pastes: dict[str, str] = {}
+        """Collapsed pastes of this session by placeholder (see :data:`PASTE_COLLAPSE_LINES`)."""
         self._exit_armed_until = 0.0
         self._cycle: tuple[PermissionMode, ...] = MODE_CYCLE
         if approver is not None:
@@ -244,7 +290,7 @@ class Repl:
             approver.on_interrupt = self.interrupt
         self.prompt: PromptSession[str] = PromptSession(
             message=self._message,
-            history=history if history is not None else _file_history(),
+            history=history if history is not None else _file_history(self._warn),
             completer=ReplCompleter(self.cwd, custom=self._custom_commands),
             complete_while_typing=True,
             key_bindings=self._key_bindings(),
@@ -267,12 +313,21 @@ class Repl:
     async def wait_for_session(self) -> Session:
         return await asyncio.shield(self._ready)
 
+    def _start_session(self) -> None:
+        """Start opening the session (once): see ``when_shown`` in :meth:`run`."""
+        start, self._when_shown = self._when_shown, None
+        if start is not None:
+            start()
+
     def _session_opened(self, ready: asyncio.Future[Session]) -> None:
         if ready.cancelled():
             return
         if (failure := ready.exception()) is not None:
-            if self.prompt.app.is_running:  # e.g. no API key: leave the prompt, report it
-                self.prompt.app.exit(exception=failure)
+            # e.g. no API key: leave the prompt, report it (the running app is another one
+            # than ``self.prompt.app`` on a dumb terminal)
+            app = get_app_session().app
+            if app is not None and app.is_running:
+                app.exit(exception=failure)
             return
         policy = ready.result().permissions
         if policy is not None and policy.mode == "bypassPermissions":
@@ -306,18 +361,18 @@ class Repl:
         starts loading then, so its imports do not delay the prompt).
         """
         self._welcome()
+        self._when_shown = when_shown
+        if first_prompt or (self._real_terminal and is_dumb_terminal()):
+            # A dumb terminal's prompt (TERM=dumb) runs no pre_run callbacks: start now.
+            self._start_session()
         if first_prompt:
-            if when_shown is not None:
-                when_shown()
-                when_shown = None
             await self.submit(first_prompt)
         while True:
             if self._ready.done() and not self._ready.cancelled():
                 self._ready.result()  # the session failed to open: raise why
             pre_run = None
-            if when_shown is not None:
-                pre_run = _soon(when_shown)  # after the first draw of the prompt
-                when_shown = None
+            if self._when_shown is not None:
+                pre_run = _soon(self._start_session)  # after the first draw of the prompt
             try:
                 text = await self.prompt.prompt_async(pre_run=pre_run)
             except EOFError:
@@ -325,7 +380,7 @@ class Repl:
             except KeyboardInterrupt:
                 continue
             try:
-                await self.submit(text)
+                await self.submit(self._expand_pastes(text))
             except ExitRepl:
                 break
         return 0
@@ -335,6 +390,7 @@ class Repl:
         text = text.strip()
         if not text:
             return
+        self._start_session()  # in case the prompt never called it back
         session = await self.wait_for_session()
         if text.startswith("!"):
             if command := text[1:].strip():
@@ -349,7 +405,12 @@ class Repl:
             context = CommandContext(
                 session=session, console=self.console, replay=self.renderer.replay
             )
-            await run_command(text, context)
+            # Interruptible like a turn: /compact waits for the model, /resume for servers.
+            task = await self._interruptible(run_command(text, context))
+            if task.cancelled():
+                self.console.print(Text(f"  {ELBOW}  Interrupted: {parsed[0]}", style="yellow"))
+            elif (failure := task.exception()) is not None:
+                raise failure
             return
         message, attachments, problems = attach(text, session.cwd, session.env.read_denied)
         for attachment in attachments:
@@ -427,7 +488,10 @@ class Repl:
             with self._sigint_interrupts(), self._no_echo(), self._esc_interrupts():
                 await asyncio.wait({task})
         except asyncio.CancelledError:
+            # caliban itself is stopping (SIGTERM, SIGHUP): let the turn end first, so its
+            # interrupted tool results reach the transcript before the session closes.
             task.cancel()
+            await asyncio.wait({task})
             raise
         finally:
             self._turn = None
@@ -507,6 +571,19 @@ class Repl:
                 return
             buffer.validate_and_handle()
 
+        @bindings.add(Keys.BracketedPaste)
+        def _paste(event: KeyPressEvent) -> None:
+            # As prompt-toolkit's own handler: a terminal may send \r\n or \r for newlines.
+            data = event.data.replace("\r\n", "\n").replace("\r", "\n")
+            lines = data.count("\n") + 1
+            if lines <= PASTE_COLLAPSE_LINES and len(data) <= PASTE_COLLAPSE_CHARS:
+                event.current_buffer.insert_text(data)
+                return
+            size = f"+{lines} lines" if lines > 1 else f"{len(data):,} characters"
+            placeholder = f"[Pasted text #{len(self._pastes) + 1} {size}]"
+            self._pastes[placeholder] = data
+            event.current_buffer.insert_text(placeholder)
+
         @bindings.add("s-tab", filter=~has_completions)
         def _cycle_mode(event: KeyPressEvent) -> None:
             self.cycle_mode()
@@ -525,6 +602,15 @@ class Repl:
             event.app.invalidate()
 
         return bindings
+
+    def _expand_pastes(self, text: str) -> str:
+        """The input with each collapsed paste's placeholder replaced by what was pasted."""
+        for placeholder, pasted in self._pastes.items():
+            text = text.replace(placeholder, pasted)
+        return text
+
+    def _warn(self, text: str) -> None:
+        self._show(lambda: self.console.print(Text(f"  ⚠  {text}", style="yellow")))
 
     def _welcome(self) -> None:
         title = Text("✻ ", style="bold magenta")
@@ -565,6 +651,8 @@ class Repl:
             kept = [key for key in keys if key.key not in (Keys.Escape, Keys.ControlC)]
             if len(kept) < len(keys):
                 self.interrupt()
+            # Ctrl-D typed during a turn would end the session at the next prompt.
+            kept = [key for key in kept if key.key != Keys.ControlD]
             if kept:
                 store_typeahead(keys_in, kept)
 
@@ -604,7 +692,8 @@ class Repl:
         try:
             yield
         finally:
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
+            with contextlib.suppress(termios.error):  # the terminal may be gone (SIGHUP)
+                termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def _soon(callback: Callable[[], None]) -> Callable[[], None]:
@@ -614,10 +703,41 @@ def _soon(callback: Callable[[], None]) -> Callable[[], None]:
     return schedule
 
 
-def _file_history() -> History:
-    path = paths.state_dir() / "history"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return FileHistory(str(path))
+class _PromptHistory(FileHistory):
+    """The prompt history file, kept in memory when it cannot be read or written (a
+    read-only home): a history is a convenience, never a reason to stop."""
+
+    def __init__(self, path: Path, warn: Callable[[str], None]) -> None:
+        super().__init__(str(path))
+        self._path = path
+        self._warn: Callable[[str], None] | None = warn
+
+    def load_history_strings(self) -> Iterator[str]:
+        try:
+            yield from list(super().load_history_strings())
+        except OSError as exc:
+            self._failed(exc)
+
+    def store_string(self, string: str) -> None:
+        if self._warn is None:
+            return  # failed before: this session's history stays in memory
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            super().store_string(string)
+        except OSError as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        if self._warn is not None:
+            self._warn(
+                f"prompt history is not saved: {self._path} ({exc.strerror or exc}); "
+                "set CALIBAN_STATE_DIR to a writable directory"
+            )
+            self._warn = None
+
+
+def _file_history(warn: Callable[[str], None] = lambda text: None) -> History:
+    return _PromptHistory(paths.state_dir() / "history", warn)
 
 
 def _home(path: Path) -> str:

@@ -236,7 +236,9 @@ async def choose(
 
         keys.add(key)(pick)
 
-    body = Window(FormattedTextControl(fragments, focusable=True, show_cursor=False))
+    body = Window(  # wrapped: on a narrow terminal the options stay readable
+        FormattedTextControl(fragments, focusable=True, show_cursor=False), wrap_lines=True
+    )
     windows = [Window(FormattedTextControl(header), dont_extend_height=True)] if header else []
     app: Application[Choice] = Application(
         layout=Layout(HSplit([*windows, body])),

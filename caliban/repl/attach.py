@@ -2,7 +2,8 @@
 
 ``explain @caliban/cli.py`` sends the prompt text plus a ``<file path="caliban/cli.py">``
 block with the file's content (bounded; a larger file is cut and says so). A directory
-attaches its listing. Mentions that name nothing are left as typed, with a note.
+attaches its listing. Mentions that name nothing are left as typed, with a note when they
+look like a path (``@src/ap.py``) rather than a handle (``@alice``).
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ def attach(
         path = Path(raw).expanduser()
         full = path if path.is_absolute() else cwd / path
         if not full.exists():
-            continue  # an @handle or an e-mail address, not a file
+            if _looks_like_path(raw):  # a typo in a path, not an @handle
+                problems.append(f"@{raw} not attached: no such file or directory")
+            continue
         if rule := read_denied("Read", full.resolve()):
             problems.append(f"@{raw} not attached: the permission rule {rule} denies reading it")
             continue
@@ -74,6 +77,11 @@ def attach(
         attachments.append(attachment)
     parts = (TextPart(text=text), *(TextPart(text=a.text) for a in attachments))
     return Message(role="user", parts=parts), attachments, problems
+
+
+def _looks_like_path(raw: str) -> bool:
+    """``@src/app.py``, ``@notes.txt`` or ``@~/x``, unlike ``@alice`` or ``@here``."""
+    return "/" in raw or raw.startswith("~") or bool(Path(raw).suffix)
 
 
 def _file(raw: str, full: Path, budget: int) -> Attachment:

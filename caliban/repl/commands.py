@@ -8,6 +8,7 @@ from :mod:`caliban.repl.info`, so wiring a new session attribute is a change the
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from caliban.model_aliases import resolve_alias
 from caliban.providers.select import KnowsContextWindows
 from caliban.repl.info import (
     agent_definitions,
@@ -151,8 +153,12 @@ async def _help(ctx: CommandContext, arg: str) -> None:
 
 @command("clear", "Start a new conversation (frees the context)")
 async def _clear(ctx: CommandContext, arg: str) -> None:
-    ctx.session.clear()
-    ctx.console.print(_dim("Conversation cleared. The next prompt starts afresh."))
+    from caliban.session.resume import start_afresh
+
+    start_afresh(ctx.session)
+    ctx.console.print(
+        _dim("Conversation cleared. The next prompt starts afresh (/resume finds the old one).")
+    )
 
 
 @command("context", "Show what fills the context window")
@@ -259,13 +265,27 @@ async def _model(ctx: CommandContext, arg: str) -> None:
         ctx.console.print(line)
         ctx.console.print(_dim("Switch with /model NAME."))
         return
+    if len(arg.split()) > 1:
+        ctx.console.print(f"A model name has no spaces: /model NAME (not {arg!r}).")
+        return
+    # Claude Code users switch with /model opus: the alias, not a model called "opus".
+    model = resolve_alias(arg, session.provider.name, os.environ)
+    if model is None:
+        ctx.console.print(
+            f"{arg!r} is a Claude Code alias with no meaning for {session.provider.name}; the "
+            f"model stays {session.model}. Give a model name, or set "
+            f"ANTHROPIC_DEFAULT_{arg.upper().removesuffix('[1M]')}_MODEL."
+        )
+        return
     previous = session.model
-    session.set_model(arg)
+    session.set_model(model)
     if isinstance(session.provider, KnowsContextWindows):
         # /context and lazy_mcp = "auto" should weigh the new model's window, not the old one's.
-        await session.provider.refresh_context_window(arg)
+        await session.provider.refresh_context_window(model)
     line = Text(f"Model: {previous} → ")
-    line.append(arg, style="bold")
+    line.append(model, style="bold")
+    if model != arg:
+        line.append(f" ({arg})")
     line.append(" (from the next prompt)")
     ctx.console.print(line)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from prompt_toolkit.document import Document
 from caliban.repl.commands import COMMANDS
 
 MAX_PATH_COMPLETIONS = 200
+_MENTION_AT_CURSOR = re.compile(r"(?<![\w@])@((?:\\ |[^\s])*)$")
 SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", ".mypy_cache"})
 
 
@@ -32,9 +34,9 @@ class ReplCompleter(Completer):
         if before.startswith("/") and not any(c.isspace() for c in before):
             yield from self._commands(before[1:])
             return
-        word = document.get_word_before_cursor(WORD=True)
-        if word.startswith("@"):
-            yield from self._paths(word[1:])
+        # An @mention as attach.py reads it: "\ " escapes a space in a path.
+        if (mention := _MENTION_AT_CURSOR.search(before)) is not None:
+            yield from self._paths(mention.group(1))
 
     def _commands(self, typed: str) -> Iterable[Completion]:
         entries = [(command.name, command.description) for command in COMMANDS.values()]
@@ -48,7 +50,8 @@ class ReplCompleter(Completer):
                     display_meta=description,
                 )
 
-    def _paths(self, typed: str) -> Iterable[Completion]:
+    def _paths(self, written: str) -> Iterable[Completion]:
+        typed = written.replace("\\ ", " ")
         folder, _, prefix = typed.rpartition("/")
         if folder or typed.startswith("/"):
             base = Path(os.path.expanduser(folder or "/"))
@@ -69,8 +72,8 @@ class ReplCompleter(Completer):
             is_dir = entry.is_dir()
             name = entry.name + ("/" if is_dir else "")
             yield Completion(
-                shown_folder + name,
-                start_position=-len(typed),
+                (shown_folder + name).replace(" ", "\\ "),
+                start_position=-len(written),
                 display=name,
                 display_meta="directory" if is_dir else "",
             )

@@ -70,7 +70,18 @@ async def settle_trust(console: Console, cwd: Path) -> None:
         question="Trust this folder?",
     )
     if choice == "once":
-        stored = trust.trust(root)
+        try:
+            stored = trust.trust(root)
+        except OSError as exc:  # a read-only state directory: untrusted is the safe side
+            console.print(
+                Text(
+                    f"  ⚠  Could not remember the trust ({exc.strerror or exc}: "
+                    f"{trust.trust_file()}); starting without them. Set CALIBAN_STATE_DIR to "
+                    "a writable directory, then `caliban trust`.",
+                    style="yellow",
+                )
+            )
+            return
         console.print(Text(f"  ✓ Trusted {stored} (remembered)", style="dim"))
     else:
         console.print(

@@ -7,7 +7,6 @@ Integration is one call each: :func:`open_transcript` when a session opens (it h
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -48,6 +47,20 @@ def attach_transcript(session: Session) -> Transcript:
     transcript = Transcript.create(path, header=header, on_error=_warn_to(session))
     _replace_transcript(session, transcript)
     return transcript
+
+
+def start_afresh(session: Session) -> None:
+    """``/clear``: a new conversation under a new session id, recorded (when the old one was)
+    in a new transcript. The old transcript is left as it was, so ``/resume`` still finds
+    the conversation that was cleared, as in Claude Code."""
+    from caliban.session.session import new_session_id
+
+    recording = current_transcript(session) is not None
+    close_transcript(session)  # first: the old file must not record the clear
+    session.clear()
+    session.id = new_session_id()
+    if recording:
+        attach_transcript(session)
 
 
 def close_transcript(session: Session) -> None:
@@ -255,7 +268,12 @@ async def open_transcript(
             raise SessionNotFound(
                 f"no saved sessions in this project ({session.env.project_root}) to resume"
             )
-        chosen = await asyncio.to_thread(pick_session, sessions, ask=ask)
+        from caliban.background import start_in_daemon_thread
+
+        # A daemon thread: on Ctrl-C nothing waits for the blocked input() to return.
+        chosen = await start_in_daemon_thread(
+            lambda: pick_session(sessions, ask=ask), name="caliban-resume-picker"
+        )
         if chosen is None:
             session.emit(Notice(level="info", text="No session chosen; starting a new one."))
             attach_transcript(session)

@@ -36,6 +36,8 @@ INTERRUPTED_BY_EXIT = (
     "partly. Check its effects before running it again."
 )
 """The result given, on load, to a tool call whose result was never recorded."""
+LOST_START = "[The start of this conversation could not be read from its saved transcript.]"
+"""The placeholder first prompt of a resumed history whose first prompt was unreadable."""
 
 _SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _SLUG_MAX = 100
@@ -345,7 +347,9 @@ def repair_history(messages: Sequence[Message]) -> tuple[list[Message], list[str
 
     Each assistant message with tool calls must be followed by a user message carrying a
     result for every call: missing results become "interrupted" errors. Results whose call
-    is not in the preceding message (its line was lost) are dropped.
+    is not in the preceding message (its line was lost) are dropped. A history whose first
+    prompt was lost gets a placeholder one: providers (and local chat templates) want a user
+    message first.
     """
     repaired, notes, _tail = _repair(messages)
     return repaired, notes
@@ -372,6 +376,9 @@ def _repair(messages: Sequence[Message]) -> tuple[list[Message], list[str], int]
             if not kept:
                 continue
             message = Message(role="user", parts=kept)
+        if not repaired and message.role != "user":
+            repaired.append(Message.user(LOST_START))
+            notes.append("the conversation's first prompt could not be read; resumed without it")
         repaired.append(message)
         pending = message.tool_calls if message.role == "assistant" else ()
     if pending:
