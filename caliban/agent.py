@@ -227,11 +227,12 @@ class Agent:
                 # and its tool calls do not run (each is answered, so the history stays valid
                 # for --continue).
                 if calls := response.message.tool_calls:
+                    unrun = Message(
+                        role="user",
+                        parts=tuple(_error_result(c.id, NOT_RUN_OVER_BUDGET) for c in calls),
+                    )
                     self._append(
-                        Message(
-                            role="user",
-                            parts=tuple(_error_result(c.id, NOT_RUN_OVER_BUDGET) for c in calls),
-                        )
+                        unrun, ToolResultsMessage(message=unrun, parent_tool_use_id=self.parent_id)
                     )
                 return RunResult(
                     subtype="error_max_budget_usd",
