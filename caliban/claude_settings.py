@@ -14,8 +14,10 @@ together, as Claude Code does), ``permissions.defaultMode``, ``permissions.addit
 ``model`` and ``env`` (the last layer that sets a key wins), and ``disabledMcpjsonServers`` /
 ``enabledMcpjsonServers`` for ``.mcp.json``. caliban's ``config.toml`` files win over all of
 these for the keys they set (``model``, ``permissions.mode``); their rules are added too. A file
-that is not valid JSON, or a key of the wrong type, is skipped with a warning (Claude Code
-ignores it silently in ``-p``). ``hooks`` are handed to :mod:`caliban.hooks` (an untrusted
+that cannot be read (not valid JSON, not an object), or whose ``permissions``, ``deny`` or
+``ask`` has the wrong type, is a config error: its deny rules would be lost, and permission
+checks fail closed (Claude Code skips such a file). Other keys of the wrong type are skipped
+with a warning. ``hooks`` are handed to :mod:`caliban.hooks` (an untrusted
 folder's are left out, see below).
 
 Trust: a cloned repository can carry ``.claude/settings.json`` *and* a
@@ -91,6 +93,9 @@ class ClaudeSettings:
     """``disableAllHooks: true`` in a layer that may say so: no hook runs, caliban's own
     included (scripts set it with ``--settings`` to run in isolation)."""
     warnings: tuple[str, ...] = ()
+    unusable: tuple[str, ...] = ()
+    """Files, or their permission keys, that could not be read: the deny and ask rules they
+    may hold are unknown (:func:`load_claude_settings` refuses to go on)."""
 
     def allows_mcpjson_server(self, name: str) -> bool:
         """Whether the ``.mcp.json`` server ``name`` may start."""
@@ -112,28 +117,30 @@ def project_settings_paths(cwd: Path) -> tuple[Path, Path]:
     return directory / "settings.json", directory / "settings.local.json"
 
 
-def _read_json(path: Path, warnings: list[str]) -> Mapping[str, Any] | None:
+def _read_json(path: Path, unusable: list[str]) -> Mapping[str, Any] | None:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
-        warnings.append(f"{path}: cannot read: {exc}; ignored")
+        unusable.append(f"{path}: cannot read: {exc}")
         return None
-    return _parse(text, str(path), warnings)
+    return _parse(text, str(path), unusable)
 
 
-def _parse(text: str, source: str, warnings: list[str]) -> Mapping[str, Any] | None:
+def _parse(text: str, source: str, unusable: list[str]) -> Mapping[str, Any] | None:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        warnings.append(f"{source}: not valid JSON (line {exc.lineno}: {exc.msg}); ignored")
+        unusable.append(
+            f"{source}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        )
         return None
     except RecursionError:
-        warnings.append(f"{source}: nested too deeply to read; ignored")
+        unusable.append(f"{source}: nested too deeply to read")
         return None
     if not isinstance(data, dict):
-        warnings.append(f"{source}: expected a JSON object; ignored")
+        unusable.append(f"{source}: expected a JSON object")
         return None
     return data
 
@@ -144,13 +151,14 @@ def read_layers(
     sources: Iterable[str] = SETTING_SOURCES,
     extra: str | None = None,
 ) -> tuple[list[SettingsLayer], list[str]]:
-    """The settings layers to use, lowest precedence first, and warnings.
+    """The settings layers to use, lowest precedence first, and the files that could not
+    be read (``"/p/.claude/settings.json: not valid JSON (line 3, column 5: …)"``).
 
     ``extra`` is ``--settings``: a file path or a JSON object. A missing file is an error
     (:class:`ValueError`), as in Claude Code.
     """
     wanted = set(sources)
-    warnings: list[str] = []
+    unusable: list[str] = []
     project, local = project_settings_paths(cwd)
     candidates: list[tuple[Scope, Path]] = [
         ("user", user_settings_path()),
@@ -161,22 +169,22 @@ def read_layers(
     for scope, path in candidates:
         if scope not in wanted:
             continue
-        if (data := _read_json(path, warnings)) is not None:
+        if (data := _read_json(path, unusable)) is not None:
             layers.append(SettingsLayer(scope=scope, source=str(path), data=data))
     if extra is not None:
-        data = _flag_settings(extra, warnings)
+        data = _flag_settings(extra, unusable)
         if data is not None:
             layers.append(SettingsLayer(scope="flag", source="--settings", data=data))
-    return layers, warnings
+    return layers, unusable
 
 
-def _flag_settings(value: str, warnings: list[str]) -> Mapping[str, Any] | None:
+def _flag_settings(value: str, unusable: list[str]) -> Mapping[str, Any] | None:
     if value.lstrip().startswith("{"):
-        return _parse(value, "--settings", warnings)
+        return _parse(value, "--settings", unusable)
     path = Path(value).expanduser()
     if not path.is_file():
         raise ValueError(f"--settings: file not found: {path}")
-    return _read_json(path, warnings)
+    return _read_json(path, unusable)
 
 
 # ---------------------------------------------------------------------------- trust
@@ -239,9 +247,15 @@ def _strings(value: Any) -> list[str] | None:
     return None
 
 
-def combine(layers: Sequence[SettingsLayer], warnings: Sequence[str] = ()) -> ClaudeSettings:
-    """Layers (lowest first) as one :class:`ClaudeSettings`; ill-typed keys warn and skip."""
+def combine(
+    layers: Sequence[SettingsLayer],
+    warnings: Sequence[str] = (),
+    unusable: Sequence[str] = (),
+) -> ClaudeSettings:
+    """Layers (lowest first) as one :class:`ClaudeSettings`. Ill-typed keys warn and are
+    skipped, except where skipping could drop a deny or ask rule: those go to ``unusable``."""
     notes = list(warnings)
+    broken = list(unusable)
     rules: dict[str, list[str]] = {key: [] for key in _RULE_KEYS}
     directories: list[str] = []
     env: dict[str, str] = {}
@@ -259,14 +273,16 @@ def combine(layers: Sequence[SettingsLayer], warnings: Sequence[str] = ()) -> Cl
         data = layer.data
         permissions = data.get("permissions", {})
         if not isinstance(permissions, Mapping):
-            bad("permissions", "an object")
+            broken.append(f"{layer.source}: permissions should be an object")
             permissions = {}
         for key in _RULE_KEYS:
             if key in permissions:
-                if (values := _strings(permissions[key])) is None:
+                if (values := _strings(permissions[key])) is not None:
+                    rules[key] += values
+                elif key == "allow":  # skipping allow rules only narrows
                     bad(f"permissions.{key}", "a list of rules")
                 else:
-                    rules[key] += values
+                    broken.append(f"{layer.source}: permissions.{key} should be a list of rules")
         if "defaultMode" in permissions:
             if permissions["defaultMode"] in MODES:
                 mode = permissions["defaultMode"]
@@ -315,6 +331,7 @@ def combine(layers: Sequence[SettingsLayer], warnings: Sequence[str] = ()) -> Cl
         enabled_mcpjson_servers=frozenset(enabled) if enabled is not None else None,
         hooks=tuple(hooks),
         warnings=tuple(notes),
+        unusable=tuple(broken),
     )
 
 
@@ -335,11 +352,14 @@ def load_claude_settings(
 
     ``trusted`` says whether the project folder is trusted; when it is not, the ``project``
     and ``local`` layers go through :func:`untrusted_filter`. Raises :class:`ValueError` for
-    a ``--settings`` file that does not exist.
+    a ``--settings`` file that does not exist, and :class:`~caliban.errors.ConfigError` for
+    one that cannot be read (its deny rules would be lost).
     """
+    from caliban.errors import ConfigError
     from caliban.trust import untrusted_notice
 
-    layers, warnings = read_layers(cwd, sources=sources, extra=extra)
+    layers, unusable = read_layers(cwd, sources=sources, extra=extra)
+    warnings: list[str] = []
     if not trusted:
         filtered = []
         for layer in layers:
@@ -354,7 +374,13 @@ def load_claude_settings(
                     )
             filtered.append(layer)
         layers = filtered
-    combined = combine(layers, warnings)
+    combined = combine(layers, warnings, unusable)
+    if combined.unusable:
+        raise ConfigError(
+            "\n".join(combined.unusable)
+            + "\nThe deny and ask rules there cannot be applied, so caliban does not start: fix "
+            "the file, or leave its layer out with --setting-sources (user, project, local)."
+        )
     # Turning hooks off removes a user's guards: only the user's own layers may, and a
     # project's only in a trusted folder (the filter above does not know this key).
     disable = any(

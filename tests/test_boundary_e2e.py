@@ -654,6 +654,23 @@ def test_config_set_refuses_a_malformed_rule(project: Path) -> None:
     assert not user_config_path().exists()
 
 
+def test_a_settings_file_whose_deny_rules_cannot_be_read_stops_caliban(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """A trailing comma in the user's own `.claude/settings.json` must not silently drop
+    its `Read(.env)` deny rule (Claude Code skips such a file with a warning)."""
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{\n  "permissions": {\n    "deny": ["Read(.env)"],\n  }\n}\n')
+    (project / ".env").write_text("TOKEN=swordfish\n")
+    fake_model_server.add(calls(("Read", {"file_path": ".env"})), {"text": "done"})
+    result = caliban(fake_model_server, project, "read .env")
+    assert result.returncode == 78, result.stderr
+    assert f"{settings}: not valid JSON (line 4, column 3" in result.stderr
+    assert "--setting-sources" in result.stderr and "Traceback" not in result.stderr
+    assert fake_model_server.requests == []
+
+
 # ---------------------------------------------------------------------------- 5. review-a, round 2
 
 

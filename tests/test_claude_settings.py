@@ -11,7 +11,7 @@ import pytest
 from caliban.claude_settings import load_claude_settings
 from caliban.cli.options import CliOptions
 from caliban.config import load_config
-from caliban.errors import UsageError
+from caliban.errors import ConfigError, UsageError
 from caliban.paths import claude_user_dir
 from caliban.session.compat import prepare, resolve_model, select_builtins
 from caliban.tools.builtin import builtin_tools
@@ -103,20 +103,45 @@ def test_modes_that_widen_need_trust(project: Path) -> None:
         assert load_claude_settings(project, trusted=False).default_mode == narrower
 
 
-def test_bad_files_and_keys_are_skipped_with_a_warning(project: Path) -> None:
-    write(project / ".claude" / "settings.json", "{not json")
+def test_keys_of_the_wrong_type_that_only_narrow_are_skipped_with_a_warning(
+    project: Path,
+) -> None:
     write(
         project / ".claude" / "settings.local.json",
         {"permissions": {"allow": "Bash"}, "model": "opus", "hooks": {"Stop": [{"hooks": []}]}},
     )
     settings = load_claude_settings(project, trusted=True)
     assert settings.model == "opus" and settings.allow == ()
-    [bad_json, bad_type] = settings.warnings
-    assert "settings.json: not valid JSON (line 1" in bad_json
+    [bad_type] = settings.warnings
     assert "permissions.allow should be a list of rules; ignored" in bad_type
     assert settings.hooks == (
         (str(project / ".claude" / "settings.local.json"), {"Stop": [{"hooks": []}]}),
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('{"permissions": {"deny": ["Read(.env)"],}}', "not valid JSON (line 1, column 41"),
+        ('["Read(.env)"]', "expected a JSON object"),
+        ('{"permissions": ["deny"]}', "permissions should be an object"),
+        ('{"permissions": {"deny": "Read(.env)"}}', "permissions.deny should be a list of rules"),
+        ('{"permissions": {"ask": [1]}}', "permissions.ask should be a list of rules"),
+    ],
+)
+def test_a_file_whose_deny_rules_cannot_be_read_is_a_config_error(
+    project: Path, text: str, problem: str
+) -> None:
+    """Skipping it, as Claude Code does, would drop its deny rules: permission checks fail
+    closed, so caliban says where the file is broken and does not start."""
+    path = project / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load_claude_settings(project, trusted=False)
+    assert str(raised.value).startswith(f"{path}: {problem}")
+    assert "--setting-sources" in str(raised.value)
+    assert load_claude_settings(project, sources=["user"], trusted=False).deny == ()
 
 
 def test_setting_sources_and_the_settings_flag(project: Path, tmp_path: Path) -> None:
