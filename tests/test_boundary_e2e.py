@@ -754,7 +754,6 @@ def test_input_nested_past_pythons_stack_is_refused_not_a_crash(
     """A repository's files and the model's tool arguments nested 100,000 deep each raised
     RecursionError out of caliban (a traceback, nothing run); each is now refused alone."""
     files = {
-        ".claude/settings.json": '{"a": ' + _deep() + "}",
         ".mcp.json": '{"mcpServers": ' + _deep() + "}",
         ".claude/skills/x/SKILL.md": f"---\ndescription: {_deep()}\n---\nbody\n",
         ".claude/agents/x.md": f"---\nname: x\ndescription: {_deep()}\n---\nbody\n",
@@ -773,6 +772,12 @@ def test_input_nested_past_pythons_stack_is_refused_not_a_crash(
     [(error, why)] = results(result.stdout)
     assert error and "its arguments were not a valid JSON object" in why
 
+    # Settings files that may hold deny rules stop caliban instead (fail closed).
+    (project / ".claude" / "settings.json").write_text('{"a": ' + _deep() + "}")
+    result = caliban(fake_model_server, project, "hello")
+    assert result.returncode == 78 and "Traceback" not in result.stderr
+    assert "settings.json: nested too deeply to read" in result.stderr
+    (project / ".claude" / "settings.json").unlink()
     (project / ".caliban" / "config.toml").write_text("a = " + _deep() + "\n")
     result = caliban(fake_model_server, project, "hello")
     assert result.returncode == 78 and "Traceback" not in result.stderr
