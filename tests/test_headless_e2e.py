@@ -357,6 +357,45 @@ def test_dead_mcp_server_is_reported_and_the_run_goes_on(
     assert lines(result.stdout)[-1]["result"] == "still here"
 
 
+@pytest.mark.parametrize("how", ["a file in the way", "a read-only directory"])
+def test_servers_start_without_a_log_file_when_the_log_cannot_be_written(
+    fake_model_server: FakeModelServer, project: Path, isolated_dirs: Path, how: str
+) -> None:
+    logs = isolated_dirs / "state" / "mcp-logs"
+    if how == "a file in the way":
+        logs.parent.mkdir(parents=True, exist_ok=True)
+        logs.write_text("not a directory\n")
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only directories")
+        logs.mkdir(parents=True)
+        logs.chmod(0o555)
+    servers = Path(__file__).parent / "mcp_servers"
+    entries = {"broken": "exit_at_once.py", "catalog": "catalog_server.py"}
+    trust(project)
+    (project / ".caliban" / "mcp.toml").write_text(
+        "".join(
+            f'[server.{name}]\ncommand = "{sys.executable}"\nargs = ["{servers / script}"]\n'
+            for name, script in entries.items()
+        )
+    )
+    fake_model_server.add({"text": "still here"})
+    result = run(fake_model_server, "anthropic", project, *STREAM, "hi")
+    logs.chmod(0o755)
+    assert result.returncode == 0, result.stderr
+    init = lines(result.stdout)[0]
+    statuses = {s["name"]: s["status"] for s in init["mcp_servers"]}
+    assert statuses == {"broken": "failed", "catalog": "connected"}
+    assert "cannot run" not in result.stderr and "command not found" not in result.stderr
+    # One warning for both servers, naming where the logs should have gone.
+    assert result.stderr.count("cannot write MCP server logs") == 1
+    assert f"cannot write MCP server logs in {logs}" in result.stderr
+    # The failed server's own last words are still reported, kept in memory.
+    assert "exited with code 3 while starting" in result.stderr
+    assert "EXAMPLE_API_TOKEN is not set" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_model_usage_reports_the_configured_context_window(
     fake_model_server: FakeModelServer, project: Path, isolated_dirs: Path
 ) -> None:
