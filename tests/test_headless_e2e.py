@@ -147,6 +147,42 @@ def test_text_reply_in_every_format(
     assert "say hello" in json.dumps(body["messages"])
 
 
+@pytest.mark.parametrize(
+    ("output", "reader"),
+    [
+        (("--output-format", "text"), "has gone"),
+        (("--output-format", "json"), "has gone"),
+        (("--output-format", "json", "--verbose"), "has gone"),
+        (STREAM, "has gone"),
+        (STREAM, "reads one line"),
+    ],
+    ids=["text", "json", "json-verbose", "stream-json", "stream-json-head-1"],
+)
+def test_a_closed_stdout_is_quiet_and_exits_0_in_every_format(
+    fake_model_server: FakeModelServer, project: Path, output: tuple[str, ...], reader: str
+) -> None:
+    """``caliban -p … | head -1``: the reader leaves after its first line, or before it."""
+    fake_model_server.add({"text": "line one\nline two\nline three"})
+    caliban = Path(sys.executable).with_name("caliban")
+    proc = subprocess.Popen(
+        [str(caliban), "-p", *output, "hi"],
+        cwd=project,
+        env=caliban_env(fake_model_server, "anthropic"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    if reader == "reads one line":
+        assert proc.stdout.readline()
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0
+    assert stderr == ""  # no traceback, no "Exception ignored … BrokenPipeError"
+    assert len(fake_model_server.requests) == 1  # the run went on to its end
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_prompt_from_stdin(
     fake_model_server: FakeModelServer, provider: str, project: Path
