@@ -12,8 +12,10 @@ Exit codes: 0 success, 1 error during execution (an API error, max turns), 2 usa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import select
 import signal
 import sys
@@ -56,6 +58,23 @@ NO_STDIN_WARNING = (
     "Warning: no stdin data received in 3s, proceeding without it. If piping from a slow "
     "command, redirect stdin explicitly: < /dev/null to skip, or wait longer."
 )
+
+
+def write_or_discard(stream: IO[str], text: str) -> None:
+    """Write and flush ``text``. When the reader has gone (``caliban -p … | head -1``), the
+    stream is pointed at /dev/null instead, so this and every later write, and the
+    interpreter's last flush, are dropped quietly: the run goes on and ends with its own exit
+    code, whatever the output format and whenever the pipe closed."""
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()  # what was buffered when the pipe broke goes to /dev/null
 
 
 class PromptTooLarge(Exception):
@@ -143,16 +162,15 @@ class Output:
             case _:
                 text = encodable(frame.get("result") or "")
                 if text:
-                    self.out.write(text if text.endswith("\n") else text + "\n")
-                    self.out.flush()
+                    write_or_discard(self.out, text if text.endswith("\n") else text + "\n")
 
     def finish(self) -> None:
         if self.output_format == "json" and self.verbose:
             self._line(self.collected)
 
     def _line(self, obj: Any) -> None:
-        self.out.write(encodable(json.dumps(obj, ensure_ascii=False, separators=(",", ":"))) + "\n")
-        self.out.flush()
+        line = encodable(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+        write_or_discard(self.out, line + "\n")
 
 
 @dataclass(kw_only=True)
@@ -171,21 +189,24 @@ class StderrNotes:
                 # `2>&1` as output: information goes to the debug log (--debug) only.
                 logging.getLogger("caliban.notice").info(text)
             case Notice(level=level, text=text):
-                self.err.write(f"caliban: {level}: {text}\n")
+                write_or_discard(self.err, f"caliban: {level}: {text}\n")
             case ModelFallback() if not self.stream_json and not event.parent_tool_use_id:
-                self.err.write(
+                write_or_discard(
+                    self.err,
                     f"caliban: {event.original_model} is overloaded ({event.error}); "
-                    f"switched to {event.fallback_model}\n"
+                    f"switched to {event.fallback_model}\n",
                 )
             case ApiRetryEvent() if not self.stream_json:
-                self.err.write(
+                write_or_discard(
+                    self.err,
                     f"caliban: API error ({event.error}); attempt {event.attempt} of "
-                    f"{event.max_attempts} in {event.delay_s:.1f}s\n"
+                    f"{event.max_attempts} in {event.delay_s:.1f}s\n",
                 )
             case ConversationCompacted() if not self.stream_json and not event.parent_tool_use_id:
-                self.err.write(
+                write_or_discard(
+                    self.err,
                     f"caliban: conversation compacted ({event.trigger}): about "
-                    f"{event.pre_tokens:,} → {event.post_tokens:,} tokens\n"
+                    f"{event.pre_tokens:,} → {event.post_tokens:,} tokens\n",
                 )
             case _:
                 pass
@@ -349,18 +370,18 @@ async def _turn(
     except asyncio.CancelledError:
         if not state.interrupted and not _cancelled_by_request(state):
             raise
-        sys.stderr.write("caliban: interrupted\n")
+        write_or_discard(sys.stderr, "caliban: interrupted\n")
         outcome = TurnOutcome(kind="interrupted", error="interrupted")
         code = EXIT_INTERRUPTED if state.interrupted else EXIT_ERROR
     except ProviderError as exc:
-        sys.stderr.write(f"caliban: {exc}\n")
+        write_or_discard(sys.stderr, f"caliban: {exc}\n")
         builder.api_error(str(exc), exc.status)
         outcome = TurnOutcome(kind="api_error", error=str(exc), status=exc.status)
         code = EXIT_ERROR
     else:
         extra = result_extra(session)
         if result.error:
-            sys.stderr.write(f"caliban: {result.error}\n")
+            write_or_discard(sys.stderr, f"caliban: {result.error}\n")
         if result.subtype == "error_max_turns":
             outcome = TurnOutcome(kind="max_turns", max_turns=session.max_turns)
             code = EXIT_ERROR
@@ -385,7 +406,7 @@ async def _turn(
     if denied := state.denier.denied[denied_before:]:
         from caliban.permissions.approval import denials_summary
 
-        sys.stderr.write(f"caliban: {denials_summary(denied)}\n")
+        write_or_discard(sys.stderr, f"caliban: {denials_summary(denied)}\n")
     output.result(builder.result(outcome, extra=extra))
     if state.interrupted:
         raise asyncio.CancelledError
@@ -428,7 +449,7 @@ def _structured(session: Session, extra: dict[str, Any]) -> tuple[TurnOutcome, i
         extra["structured_output"] = value
         return None
     error = f"Failed to provide valid structured output after {MAX_ATTEMPTS} attempts"
-    sys.stderr.write(f"caliban: {error}\n")
+    write_or_discard(sys.stderr, f"caliban: {error}\n")
     extra["subtype"] = "error_max_structured_output_retries"
     return TurnOutcome(kind="error", error=error), EXIT_ERROR
 
@@ -520,7 +541,7 @@ async def _stream_input(
             kind, payload = item
             match kind:
                 case "error":
-                    sys.stderr.write(f"{payload}\n")
+                    write_or_discard(sys.stderr, f"{payload}\n")
                     return EXIT_ERROR
                 case "assistant":
                     session.add_context(Message(role="assistant", parts=payload.parts))

@@ -147,6 +147,42 @@ def test_text_reply_in_every_format(
     assert "say hello" in json.dumps(body["messages"])
 
 
+@pytest.mark.parametrize(
+    ("output", "reader"),
+    [
+        (("--output-format", "text"), "has gone"),
+        (("--output-format", "json"), "has gone"),
+        (("--output-format", "json", "--verbose"), "has gone"),
+        (STREAM, "has gone"),
+        (STREAM, "reads one line"),
+    ],
+    ids=["text", "json", "json-verbose", "stream-json", "stream-json-head-1"],
+)
+def test_a_closed_stdout_is_quiet_and_exits_0_in_every_format(
+    fake_model_server: FakeModelServer, project: Path, output: tuple[str, ...], reader: str
+) -> None:
+    """``caliban -p … | head -1``: the reader leaves after its first line, or before it."""
+    fake_model_server.add({"text": "line one\nline two\nline three"})
+    caliban = Path(sys.executable).with_name("caliban")
+    proc = subprocess.Popen(
+        [str(caliban), "-p", *output, "hi"],
+        cwd=project,
+        env=caliban_env(fake_model_server, "anthropic"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    if reader == "reads one line":
+        assert proc.stdout.readline()
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0
+    assert stderr == ""  # no traceback, no "Exception ignored … BrokenPipeError"
+    assert len(fake_model_server.requests) == 1  # the run went on to its end
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_prompt_from_stdin(
     fake_model_server: FakeModelServer, provider: str, project: Path
@@ -355,6 +391,45 @@ def test_dead_mcp_server_is_reported_and_the_run_goes_on(
     assert statuses == {"broken": "failed", "catalog": "connected"}
     assert any(name.startswith("mcp__catalog__") for name in init["tools"])
     assert lines(result.stdout)[-1]["result"] == "still here"
+
+
+@pytest.mark.parametrize("how", ["a file in the way", "a read-only directory"])
+def test_servers_start_without_a_log_file_when_the_log_cannot_be_written(
+    fake_model_server: FakeModelServer, project: Path, isolated_dirs: Path, how: str
+) -> None:
+    logs = isolated_dirs / "state" / "mcp-logs"
+    if how == "a file in the way":
+        logs.parent.mkdir(parents=True, exist_ok=True)
+        logs.write_text("not a directory\n")
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only directories")
+        logs.mkdir(parents=True)
+        logs.chmod(0o555)
+    servers = Path(__file__).parent / "mcp_servers"
+    entries = {"broken": "exit_at_once.py", "catalog": "catalog_server.py"}
+    trust(project)
+    (project / ".caliban" / "mcp.toml").write_text(
+        "".join(
+            f'[server.{name}]\ncommand = "{sys.executable}"\nargs = ["{servers / script}"]\n'
+            for name, script in entries.items()
+        )
+    )
+    fake_model_server.add({"text": "still here"})
+    result = run(fake_model_server, "anthropic", project, *STREAM, "hi")
+    logs.chmod(0o755)
+    assert result.returncode == 0, result.stderr
+    init = lines(result.stdout)[0]
+    statuses = {s["name"]: s["status"] for s in init["mcp_servers"]}
+    assert statuses == {"broken": "failed", "catalog": "connected"}
+    assert "cannot run" not in result.stderr and "command not found" not in result.stderr
+    # One warning for both servers, naming where the logs should have gone.
+    assert result.stderr.count("cannot write MCP server logs") == 1
+    assert f"cannot write MCP server logs in {logs}" in result.stderr
+    # The failed server's own last words are still reported, kept in memory.
+    assert "exited with code 3 while starting" in result.stderr
+    assert "EXAMPLE_API_TOKEN is not set" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_model_usage_reports_the_configured_context_window(

@@ -604,6 +604,37 @@ async def test_a_stderr_flood_keeps_the_log_bounded_and_the_last_words(
     assert "bytes of stderr past 1,048,576 in this run" in log_path("mis").read_text()
 
 
+@pytest.mark.slow
+async def test_without_a_writable_log_a_stderr_flood_is_kept_in_bounded_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from caliban.mcp import client
+
+    monkeypatch.setattr(client, "STDERR_RUN_BYTES", 2**20)
+    log_path("mis").parent.parent.mkdir(parents=True, exist_ok=True)
+    log_path("mis").parent.write_text("in the way")  # mcp-logs cannot be a directory
+    warnings: list[str] = []
+    async with McpManager([stdio("mis", "misbehaving.py")]) as manager:
+        manager.on_warning(warnings.append)
+        with anyio.fail_after(10):
+            [ready] = await manager.wait_ready()
+        assert ready.state == "connected" and ready.log_path is None
+        with anyio.fail_after(30):
+            crashed = await manager.call_tool("mis", "flood_stderr", {"megabytes": 20})
+        assert crashed.is_error
+        with anyio.fail_after(10):
+            status = await manager.wait_for_state("mis", "failed")
+        memory = manager._conns["mis"].log
+        assert isinstance(memory, client._MemoryLog)
+        assert len(memory.getvalue()) <= 2 * client._TAIL_BYTES
+    assert status.error == "exited with code 3" and status.stderr_tail[-1] == "last words"
+    assert status.log_path is None  # no "log:" line pointing at a file that is not there
+    assert warnings == [
+        f"cannot write MCP server logs in {log_path('mis').parent} (File exists); servers "
+        "run without a log file and only their last stderr lines are kept"
+    ]
+
+
 @pytest.fixture(params=["--json", "--events", "--sse"])
 def misbehaving_http(request: pytest.FixtureRequest) -> Iterator[ServerConfig]:
     """misbehaving.py on streamable HTTP answering with JSON bodies or with event streams, or

@@ -338,6 +338,38 @@ def test_a_cleared_conversation_can_be_resumed(project: Path, fake_model_server:
     assert "pears" not in history
 
 
+def test_a_command_without_arguments_refuses_them_and_keeps_the_conversation(
+    project: Path, fake_model_server: Any
+) -> None:
+    """`/clear extra` is a typo, not a /clear: it says so and clears nothing."""
+    fake_model_server.add({"text": "About apples."}, {"text": "Still apples."})
+    child = spawn(project, fake_model_server)
+    try:
+        expect_prompt(child)
+        child.send("tell me about apples\r")
+        child.expect("About apples.")
+        expect_prompt(child)
+        child.send("/clear extra\r")
+        child.expect(r"/clear takes no arguments \(nothing was done\)")
+        expect_prompt(child)
+        child.send("/cost now\r")
+        child.expect("/cost takes no arguments")
+        expect_prompt(child)
+        child.send("/resume zzzz\r")
+        child.expect("no session 'zzzz' in this project")
+        child.expect(r"\(see\s+/resume\)")
+        expect_prompt(child)
+        child.send("and more\r")
+        child.expect("Still apples.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    history = json.dumps(fake_model_server.bodies[-1]["messages"])
+    assert "tell me about apples" in history and "About apples." in history
+
+
 def test_ctrl_d_during_an_answer_does_not_end_the_session(
     project: Path, fake_model_server: Any
 ) -> None:

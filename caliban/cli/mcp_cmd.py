@@ -104,6 +104,7 @@ async def _connect(servers: list[ServerConfig]) -> tuple[list[ServerStatus], lis
     from caliban.mcp.client import McpManager
 
     manager = McpManager(servers, catalog_cache=user_cache())
+    manager.on_warning(lambda text: _err(f"caliban: warning: {text}"))
     try:
         manager.start()
         limit = max((s.startup_timeout for s in servers), default=0) + 1

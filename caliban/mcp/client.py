@@ -13,11 +13,13 @@ CatalogCache`, each server's last tool list is known before it starts: :meth:`Mc
 serves it at once, and the server's own listing replaces it (and the cache) when it differs.
 
 Stdio servers run in their own process group with stderr appended to
-``<state dir>/mcp-logs/<server>.log``. On shutdown stdin is closed, the server gets a grace
-period, then the whole process group is terminated, so no server or child of one outlives
-the manager. Tool-list changes arrive as ``notifications/tools/list_changed`` (protocol
-2025-11-25 and earlier) or through a ``subscriptions/listen`` stream (2026-07-28); either way
-the server's tools are listed again and :attr:`McpManager.version` moves on when they changed.
+``<state dir>/mcp-logs/<server>.log`` (when that cannot be written, a server starts anyway:
+its stderr's last 64 KB are kept in memory and one warning says so). On shutdown stdin is
+closed, the server gets a grace period, then the whole process group is terminated, so no
+server or child of one outlives the manager. Tool-list changes arrive as
+``notifications/tools/list_changed`` (protocol 2025-11-25 and earlier) or through a
+``subscriptions/listen`` stream (2026-07-28); either way the server's tools are listed again
+and :attr:`McpManager.version` moves on when they changed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import asyncio
 import contextlib
 import dataclasses
 import importlib
+import io
 import json
 import logging
 import math
@@ -578,14 +581,43 @@ def _note(log: IO[bytes], text: str) -> None:
         log.flush()
 
 
-def _open_log(server: str) -> tuple[IO[bytes], int]:
+class _MemoryLog(io.BytesIO):
+    """Stands in for a log file that cannot be written: it keeps only the latest
+    ``_TAIL_BYTES`` (plus as much again before trimming), enough for :func:`_tail`."""
+
+    def write(self, data: Any) -> int:
+        written = super().write(data)
+        if self.tell() > 2 * _TAIL_BYTES:
+            kept = self.getvalue()[-_TAIL_BYTES:]
+            self.seek(0)
+            self.truncate()
+            super().write(kept)
+        return written
+
+    def close(self) -> None:
+        """Kept open: the run's tail stays readable after it ends (at most 128 KB)."""
+
+
+def _open_log(server: str) -> tuple[IO[bytes], int, str | None]:
+    """The server's log file opened for appending and its size; when it cannot be written,
+    a :class:`_MemoryLog` and why (so the server still starts)."""
     path = log_path(server)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        if path.stat().st_size > LOG_ROTATE_BYTES:
-            path.replace(path.with_suffix(".log.1"))
-    log = path.open("ab")
-    return log, log.tell()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            if path.stat().st_size > LOG_ROTATE_BYTES:
+                path.replace(path.with_suffix(".log.1"))
+        log = path.open("ab")
+    except OSError as exc:
+        return _MemoryLog(), 0, exc.strerror or type(exc).__name__
+    return log, log.tell(), None
+
+
+def _tail(log: IO[bytes], server: str, offset: int) -> tuple[str, ...]:
+    """The server's last stderr lines of this run, from its log file or its memory log."""
+    if isinstance(log, _MemoryLog):
+        return _tail_lines(log.getvalue())
+    return read_tail(log_path(server), offset)
 
 
 def read_tail(path: Path, offset: int = 0, lines: int = STDERR_TAIL_LINES) -> tuple[str, ...]:
@@ -598,7 +630,11 @@ def read_tail(path: Path, offset: int = 0, lines: int = STDERR_TAIL_LINES) -> tu
             data = f.read(_TAIL_BYTES)
     except OSError:
         return ()
-    text = data.decode("utf-8", errors="replace")
+    return _tail_lines(data, lines)
+
+
+def _tail_lines(data: bytes, lines: int = STDERR_TAIL_LINES) -> tuple[str, ...]:
+    text = data[-_TAIL_BYTES:].decode("utf-8", errors="replace")
     kept = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("[caliban ")]
     return tuple(kept[-lines:])
 
@@ -683,6 +719,8 @@ class _Conn:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     refresh: asyncio.Event = field(default_factory=asyncio.Event)
+    log: IO[bytes] | None = None
+    """The latest run's log: its file, or a :class:`_MemoryLog` when that cannot be written."""
     log_offset: int = 0
     lost: bool = False
     skipped: tuple[str, ...] = ()
@@ -750,6 +788,9 @@ class McpManager:
         self._started = False
         self._closed = False
         self._hold_sdk = False
+        self._warnings: list[str] = []
+        self._warning_listeners: list[Callable[[str], None]] = []
+        self._unlogged_warned = False
 
     # -- lifecycle
 
@@ -840,6 +881,28 @@ class McpManager:
         """Moves on whenever the set of tools (or their definitions) changes."""
         return self._version
 
+    def on_warning(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(text)`` with each warning for the user (those given before are
+        replayed), such as a server log that cannot be written."""
+        self._warning_listeners.append(callback)
+        for text in self._warnings:
+            callback(text)
+
+    def _warn(self, text: str) -> None:
+        self._warnings.append(text)
+        for callback in list(self._warning_listeners):
+            callback(text)
+
+    def _warn_unlogged(self, problem: str) -> None:
+        """Once per manager: the servers run without log files (they still start)."""
+        if self._unlogged_warned:
+            return
+        self._unlogged_warned = True
+        self._warn(
+            f"cannot write MCP server logs in {log_dir()} ({problem}); servers run without "
+            "a log file and only their last stderr lines are kept"
+        )
+
     def on_change(self, callback: Callable[[int], None]) -> Callable[[], None]:
         """Call ``callback(version)`` after each tool-list change; returns an unsubscribe."""
         self._listeners.append(callback)
@@ -912,7 +975,11 @@ class McpManager:
             tool_tokens=conn.tool_tokens,
             protocol_version=conn.protocol_version,
             pid=conn.pid,
-            log_path=log_path(conn.name) if conn.transport == "stdio" else None,
+            log_path=(
+                log_path(conn.name)
+                if conn.transport == "stdio" and not isinstance(conn.log, _MemoryLog)
+                else None
+            ),
             connect_seconds=conn.connect_seconds,
             lazy=conn.config.lazy if conn.config else None,
             skipped=conn.skipped,
@@ -939,8 +1006,8 @@ class McpManager:
         # Report at once; the runner task tears the attempt down in the background.
         if conn.attempt != attempt or conn.state != "connecting":
             return
-        if conn.in_process is None:
-            conn.stderr_tail = read_tail(log_path(conn.name), conn.log_offset)
+        if conn.in_process is None and conn.log is not None:
+            conn.stderr_tail = _tail(conn.log, conn.name, conn.log_offset)
         self._set_state(conn, "failed", f"did not finish starting within {conn.startup_timeout:g}s")
         if conn.proc is not None:
             conn.proc.grace = 0.0
@@ -965,8 +1032,10 @@ class McpManager:
         timed_out = False
         try:
             if conn.in_process is None:
-                log, offset = _open_log(conn.name)
-                conn.log_offset = offset
+                log, offset, problem = _open_log(conn.name)
+                conn.log, conn.log_offset = log, offset
+                if problem is not None:
+                    self._warn_unlogged(problem)
                 assert conn.config is not None
                 _note(log, f"starting {conn.config.transport} server: {conn.config.target}")
             with anyio.CancelScope() as scope:
@@ -1022,7 +1091,7 @@ class McpManager:
                 how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
                 reason = how if conn.state == "connected" else f"{how} while starting"
             await _drained(proc)
-            tail = read_tail(log_path(conn.name), offset) if log is not None else ()
+            tail = _tail(log, conn.name, offset) if log is not None else ()
             if log is not None:
                 _note(log, f"stopped: {reason}" if reason else "stopped")
                 log.close()

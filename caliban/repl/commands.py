@@ -59,6 +59,7 @@ class Command:
     description: str
     handler: Handler
     usage: str = ""
+    """Its arguments (``[name]``); a command without takes none, and refuses any."""
     aliases: tuple[str, ...] = ()
 
 
@@ -96,6 +97,12 @@ async def run_command(text: str, ctx: CommandContext) -> None:
     if parsed is None or found is None:
         name = text.split()[0] if text.split() else text
         ctx.console.print(Text(f"unknown command {name} — type /help", style="yellow"))
+        return
+    if parsed[1].strip() and not found.usage:
+        # Not ignored: `/clear extra` may be a typo, and clearing is not undone.
+        ctx.console.print(
+            Text(f"/{parsed[0]} takes no arguments (nothing was done)", style="yellow")
+        )
         return
     await found.handler(ctx, parsed[1])
 
@@ -398,7 +405,7 @@ async def _cost(ctx: CommandContext, arg: str) -> None:
 async def _resume(ctx: CommandContext, arg: str) -> None:
     from caliban.errors import UsageError
     from caliban.session.resume import resume_session
-    from caliban.session.store import format_summary, list_sessions
+    from caliban.session.store import find_session, format_summary, list_sessions
 
     session = ctx.session
     sessions = list_sessions(session.env.project_root)
@@ -421,6 +428,7 @@ async def _resume(ctx: CommandContext, arg: str) -> None:
             return
         ref = sessions[int(arg) - 1].id
     try:
+        ref = find_session(session.env.project_root, ref, listed_by="/resume").id
         await resume_session(session, ref)
     except UsageError as exc:
         ctx.console.print(Text(str(exc), style="yellow"))

@@ -227,6 +227,8 @@ async def open_session(
             *([lazy_warning] if lazy_warning else []),
         ]:
             session.emit(Notice(level="warning", text=text))
+        if manager is not None:
+            manager.on_warning(lambda text: session.emit(Notice(level="warning", text=text)))
         warm_up.add_done_callback(
             lambda done: timers.append(
                 asyncio.get_running_loop().call_later(

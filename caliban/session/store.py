@@ -174,11 +174,14 @@ def list_sessions(root: Path) -> list[SessionSummary]:
     return summaries
 
 
-def find_session(root: Path, ref: str) -> SessionSummary:
+def find_session(
+    root: Path, ref: str, *, listed_by: str = "`caliban sessions list`"
+) -> SessionSummary:
     """The session of this project whose id is ``ref`` or starts with it.
 
     Raises :class:`SessionNotFound` with the recent ids (or the project the id belongs to)
-    when there is no single match.
+    when there is no single match, pointing to ``listed_by`` for the full list (the REPL
+    passes its own ``/resume``).
     """
     ref = ref.strip()
     sessions = list_sessions(root)
@@ -196,7 +199,9 @@ def find_session(root: Path, ref: str) -> SessionSummary:
             f"session {other.id} belongs to another project "
             f"({other.project_root or elsewhere[0].parent.name}); run caliban there to resume it"
         )
-    raise SessionNotFound(f"no session '{ref}' in this project ({root}). {_recent_hint(sessions)}")
+    raise SessionNotFound(
+        f"no session '{ref}' in this project ({root}). {_recent_hint(sessions, listed_by)}"
+    )
 
 
 def newest_session(root: Path) -> SessionSummary:
@@ -219,11 +224,11 @@ def remove_session(root: Path, ref: str) -> SessionSummary:
     return summary
 
 
-def _recent_hint(sessions: Sequence[SessionSummary]) -> str:
+def _recent_hint(sessions: Sequence[SessionSummary], listed_by: str) -> str:
     if not sessions:
         return "This project has no saved sessions."
     recent = "; ".join(f"{s.id[:8]} {_clip(s.first_prompt, 30)!r}" for s in sessions[:5])
-    return f"Recent sessions: {recent} (see `caliban sessions list`)"
+    return f"Recent sessions: {recent} (see {listed_by})"
 
 
 def _glob_safe(text: str) -> str:
