@@ -205,7 +205,8 @@ async def choose(
 
     def fragments() -> StyleAndTextTuples:
         lines: StyleAndTextTuples = [("class:question", f" {question}\n")]
-        for index, (_, label) in enumerate(options):
+        for index, (_, shown) in enumerate(options):
+            label = visible(shown)  # a suggested rule quotes the command
             if index == selected:
                 lines.append(("class:selected", f" ❯ {index + 1}. {label}\n"))
             else:

@@ -415,7 +415,7 @@ async def _resume(ctx: CommandContext, arg: str) -> None:
             current = "  (this session)" if summary.id == session.id else ""
             line = Text(f"{number:>3}. ", style="dim")
             line.append(summary.id[:8], style="bold")
-            line.append(f"  {visible(format_summary(summary))}{current}")
+            line.append(f"  {format_summary(summary)}{current}")
             ctx.console.print(line)
         ctx.console.print(_dim("Resume one with /resume N or /resume ID."))
         return
