@@ -99,15 +99,15 @@ class TerminalConsole(Console):
         self, renderable: RenderableType, options: ConsoleOptions | None = None
     ) -> Iterable[Segment]:
         for segment in super().render(renderable, options):
-            if segment.control:
+            text, style, control = segment
+            # isprintable() is False for every character visible() escapes (and for
+            # newlines, tabs and some spaces): a fast path for the common segment
+            if control or (text.isprintable() and not (style and style.link)):
                 yield segment
                 continue
-            text, style = visible(segment.text), segment.style
             if style is not None and style.link and visible(style.link) != style.link:
                 style = style + Style(link=visible(style.link))
-            if text != segment.text or style is not segment.style:
-                segment = Segment(text, style)
-            yield segment
+            yield Segment(visible(text), style)
 
 
 # ---------------------------------------------------------------------------- markdown blocks
