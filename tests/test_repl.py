@@ -24,7 +24,6 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
-from rich.console import Console
 
 from caliban.config import Settings, load_config
 from caliban.messages import TextPart, Usage
@@ -35,7 +34,7 @@ from caliban.repl.app import Repl, run_interactive, run_repl
 from caliban.repl.approve import TerminalApprover
 from caliban.repl.commands import COMMANDS
 from caliban.repl.complete import ReplCompleter
-from caliban.repl.render import Renderer
+from caliban.repl.render import Renderer, TerminalConsole
 from caliban.repl.toolbar import toolbar_text
 from caliban.session.session import Session
 from caliban.skills.slash import parse_slash
@@ -91,7 +90,7 @@ async def harness(
     **session_args: Any,
 ) -> AsyncIterator[Harness]:
     out = io.StringIO()
-    console = Console(file=out, width=100, force_terminal=False, color_system=None)
+    console = TerminalConsole(file=out, width=100, force_terminal=False, color_system=None)
     provider = ScriptedProvider(steps, usage=usage)
     renderer = Renderer(console, cwd=cwd)
     approver = TerminalApprover(console, cwd=cwd)
@@ -219,7 +218,7 @@ async def test_the_prompt_is_up_before_the_session_opens(project: Path) -> None:
         )
 
     out = io.StringIO()
-    console = Console(file=out, width=100, force_terminal=False, color_system=None)
+    console = TerminalConsole(file=out, width=100, force_terminal=False, color_system=None)
     with create_pipe_input() as pipe:
         pipe.send_text("early question" + ENTER)
         task = asyncio.ensure_future(
@@ -259,7 +258,7 @@ async def test_a_prompt_on_the_command_line_runs_first(project: Path) -> None:
         )
 
     out = io.StringIO()
-    console = Console(file=out, width=100, force_terminal=False, color_system=None)
+    console = TerminalConsole(file=out, width=100, force_terminal=False, color_system=None)
     with create_pipe_input() as pipe:
         running = asyncio.ensure_future(
             run_repl(
@@ -288,7 +287,9 @@ async def test_a_config_error_at_start_up_leaves_the_prompt_and_is_raised(projec
         raise ConfigError("no API key: set ANTHROPIC_API_KEY")
         yield  # pragma: no cover
 
-    console = Console(file=io.StringIO(), width=100, force_terminal=False, color_system=None)
+    console = TerminalConsole(
+        file=io.StringIO(), width=100, force_terminal=False, color_system=None
+    )
     with create_pipe_input() as pipe, pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
         with anyio.fail_after(5):
             await run_repl(

@@ -7,6 +7,7 @@ Ctrl-D.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -593,3 +594,33 @@ def test_tab_completes_a_path_with_spaces_escaped(project: Path, fake_model_serv
     assert "the unicode notes" in json.dumps(
         fake_model_server.bodies[-1]["messages"][-1], ensure_ascii=False
     )
+
+
+def test_a_model_s_escape_sequences_are_shown_not_sent_to_the_terminal(
+    project: Path, fake_model_server: Any
+) -> None:
+    """A hostile file can steer the model into echoing bytes that drive the terminal: OSC 52
+    writes the clipboard in many terminals, SGR 8 hides what follows. The REPL shows them."""
+    hostile = "copy \x1b]52;c;ZXZpbA==\x07 done \x1b[8mhidden\x1b[0m"
+    todos = [{"content": f"plan {hostile}", "status": "pending", "activeForm": "Planning"}]
+    fake_model_server.add(
+        {"text": "Planning.", "tool_calls": [{"name": "TodoWrite", "arguments": {"todos": todos}}]},
+        {"text": f"Answer: {hostile} end.", "chunk_delay": 0.02},
+    )
+    child = spawn(project, fake_model_server)
+    seen = io.StringIO()
+    child.logfile_read = seen
+    try:
+        expect_prompt(child)
+        child.send("summarise the file\r")
+        child.expect_exact("plan copy \\x1b]52;c;ZXZpbA==\\x07 done \\x1b[8mhidden\\x1b[0m")
+        child.expect_exact("Answer: copy \\x1b]52;c;ZXZpbA==\\x07 done \\x1b[8mhidden\\x1b[0m end.")
+        expect_prompt(child)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    output = seen.getvalue()
+    assert "\x1b]52" not in output and "\x07" not in output
+    assert "\x1b[8mhidden" not in output

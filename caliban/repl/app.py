@@ -49,7 +49,7 @@ from caliban.repl.commands import (
     run_command,
 )
 from caliban.repl.complete import ReplCompleter
-from caliban.repl.render import ELBOW, Renderer
+from caliban.repl.render import ELBOW, Renderer, TerminalConsole, outside_text
 from caliban.repl.toolbar import toolbar_text
 from caliban.repl.trust_prompt import settle_trust
 from caliban.skills.slash import parse_slash
@@ -162,7 +162,7 @@ async def run_repl(
     heavy imports (settings models, provider selection, the MCP SDK) in a worker thread, so
     typing can start while caliban loads; a prompt submitted early waits for it.
     """
-    console = console or Console(highlight=False)
+    console = console or TerminalConsole()
     renderer = Renderer(console, cwd=options.cwd)
     approver = TerminalApprover(console, cwd=options.cwd)
     with create_app_session(input=input, output=output):
@@ -415,10 +415,10 @@ class Repl:
         message, attachments, problems = attach(text, session.cwd, session.env.read_denied)
         for attachment in attachments:
             self.console.print(
-                Text(f"  {ELBOW}  Attached @{attachment.path} ({attachment.note})", style="dim")
+                outside_text(f"  {ELBOW}  Attached @{attachment.path} ({attachment.note})", "dim")
             )
         for problem in problems:
-            self.console.print(Text(f"  ⚠  {problem}", style="yellow"))
+            self.console.print(outside_text(f"  ⚠  {problem}", style="yellow"))
         await self.run_turn(message if attachments else text)
 
     async def run_custom(self, skill: Skill, arguments: str) -> None:
@@ -431,7 +431,7 @@ class Repl:
             self.renderer.error(str(exc))
             return
         for note in expanded.notes:
-            self.console.print(Text(f"  ⚠  {note}", style="yellow"))
+            self.console.print(outside_text(f"  ⚠  {note}", style="yellow"))
         await self.run_turn(expanded.message, model=expanded.model, allow=expanded.allow)
 
     async def run_turn(

@@ -38,7 +38,15 @@ from rich.panel import Panel
 from rich.text import Text
 
 from caliban.diff import FileChange, diff_lines
-from caliban.repl.render import ELBOW, display_name, head_tail, relative, render_diff, shorten
+from caliban.repl.render import (
+    ELBOW,
+    TerminalConsole,
+    display_name,
+    head_tail,
+    relative,
+    render_diff,
+    shorten,
+)
 from caliban.text import visible
 
 if TYPE_CHECKING:
@@ -171,11 +179,13 @@ class TerminalApprover:
 
 
 def to_ansi(console: Console, renderable: RenderableType) -> ANSI:
-    """``renderable`` drawn for a prompt-toolkit dialog, in ``console``'s colours."""
+    """``renderable`` drawn for a prompt-toolkit dialog, in ``console``'s colours. Drawn by a
+    :class:`TerminalConsole`: prompt-toolkit's ANSI parser would act on escapes in the text
+    (``\\x01…\\x02`` is written to the terminal as it is)."""
     columns = get_app_session().output.get_size().columns
     buffer = io.StringIO()
     system = console.color_system
-    Console(
+    TerminalConsole(
         file=buffer,
         width=columns,
         force_terminal=True,
@@ -195,7 +205,8 @@ async def choose(
 
     def fragments() -> StyleAndTextTuples:
         lines: StyleAndTextTuples = [("class:question", f" {question}\n")]
-        for index, (_, label) in enumerate(options):
+        for index, (_, shown) in enumerate(options):
+            label = visible(shown)  # a suggested rule quotes the command
             if index == selected:
                 lines.append(("class:selected", f" ❯ {index + 1}. {label}\n"))
             else:

@@ -28,8 +28,10 @@ from caliban.repl.info import (
     mcp_servers,
     session_cost,
 )
+from caliban.repl.render import outside_text
 from caliban.session.context import context_report
 from caliban.skills.slash import parse_slash
+from caliban.text import visible
 from caliban.tokens import estimate_json_tokens, format_tokens
 from caliban.tools.base import McpOrigin
 
@@ -138,7 +140,7 @@ async def _help(ctx: CommandContext, arg: str) -> None:
         extra.add_column(style="dim")
         for skill in custom:
             where = f"{skill.scope} {skill.kind}"
-            extra.add_row(Text(skill.label), Text(skill.description), Text(where))
+            extra.add_row(outside_text(skill.label), outside_text(skill.description), Text(where))
         ctx.console.print(extra)
     ctx.console.print()
     keys = Table.grid(padding=(0, 3))
@@ -184,7 +186,7 @@ async def _context(ctx: CommandContext, arg: str) -> None:
         bar.append("█" * math.ceil(tokens * width / window), style=color)  # present: visible
     bar.append("░" * max(0, width - len(bar.plain)), style="dim")
     title = Text(f"Context ~{format_tokens(used)}/{format_tokens(window)} tokens ")
-    title.append(f"({share(used)}) for {report.model}", style="dim")
+    title.append(f"({share(used)}) for {visible(report.model)}", style="dim")
     ctx.console.print(title)
     ctx.console.print(bar)
     table = Table.grid(padding=(0, 2))
@@ -213,12 +215,12 @@ async def _context(ctx: CommandContext, arg: str) -> None:
         ctx.console.print(_dim(f"Last request, as reported by the provider: {measured} tokens."))
     if report.lazy:
         names = ", ".join(report.active) or "none"
-        ctx.console.print(Text(f"MCP active: {len(report.active)}/{report.cap} ({names})"))
+        ctx.console.print(outside_text(f"MCP active: {len(report.active)}/{report.cap} ({names})"))
         if report.preactivated:
             loaded = ", ".join(
                 f"{name} (used)" if used else name for name, used in report.preactivated
             )
-            ctx.console.print(Text(f"MCP loaded for your prompts: {loaded}"))
+            ctx.console.print(outside_text(f"MCP loaded for your prompts: {loaded}"))
         servers = report.deferred_servers
         ctx.console.print(
             Text(
@@ -259,7 +261,7 @@ async def _compact(ctx: CommandContext, arg: str) -> None:
     try:
         await ctx.session.compact(arg or None)
     except (CompactionFailed, ProviderError) as exc:
-        ctx.console.print(Text(f"Not compacted: {exc}", style="yellow"))
+        ctx.console.print(outside_text(f"Not compacted: {exc}", style="yellow"))
 
 
 @command("model", "Show or switch the model", usage="[name]")
@@ -267,21 +269,23 @@ async def _model(ctx: CommandContext, arg: str) -> None:
     session = ctx.session
     if not arg:
         line = Text("Model: ")
-        line.append(session.model, style="bold")
+        line.append(visible(session.model), style="bold")
         line.append(f" (provider: {session.provider.name})")
         ctx.console.print(line)
         ctx.console.print(_dim("Switch with /model NAME."))
         return
     if len(arg.split()) > 1:
-        ctx.console.print(f"A model name has no spaces: /model NAME (not {arg!r}).")
+        ctx.console.print(outside_text(f"A model name has no spaces: /model NAME (not {arg!r})."))
         return
     # Claude Code users switch with /model opus: the alias, not a model called "opus".
     model = resolve_alias(arg, session.provider.name, os.environ)
     if model is None:
         ctx.console.print(
-            f"{arg!r} is a Claude Code alias with no meaning for {session.provider.name}; the "
-            f"model stays {session.model}. Give a model name, or set "
-            f"ANTHROPIC_DEFAULT_{arg.upper().removesuffix('[1M]')}_MODEL."
+            outside_text(
+                f"{arg!r} is a Claude Code alias with no meaning for {session.provider.name}; "
+                f"the model stays {session.model}. Give a model name, or set "
+                f"ANTHROPIC_DEFAULT_{arg.upper().removesuffix('[1M]')}_MODEL."
+            )
         )
         return
     previous = session.model
@@ -289,10 +293,10 @@ async def _model(ctx: CommandContext, arg: str) -> None:
     if isinstance(session.provider, KnowsContextWindows):
         # /context and lazy_mcp = "auto" should weigh the new model's window, not the old one's.
         await session.provider.refresh_context_window(model)
-    line = Text(f"Model: {previous} → ")
-    line.append(model, style="bold")
+    line = Text(f"Model: {visible(previous)} → ")
+    line.append(visible(model), style="bold")
     if model != arg:
-        line.append(f" ({arg})")
+        line.append(f" ({visible(arg)})")
     line.append(" (from the next prompt)")
     ctx.console.print(line)
 
@@ -314,20 +318,20 @@ async def _mcp(ctx: CommandContext, arg: str) -> None:
     for server in servers:
         connected = server.state == "connected"
         table.add_row(
-            server.name,
-            server.transport,
-            Text(server.state, style=styles.get(server.state, "yellow")),
+            outside_text(server.name),
+            outside_text(server.transport),
+            outside_text(server.state, style=styles.get(server.state, "yellow")),
             str(server.tools) if connected else "-",
             format_tokens(server.tokens) if connected else "-",
         )
     ctx.console.print(table)
     for server in servers:
         for line in server.detail:
-            ctx.console.print(Text(f"  {server.name}: {line}", style="red"))
+            ctx.console.print(outside_text(f"  {server.name}: {line}", style="red"))
     if (activation := mcp_activation(ctx.session)) is not None:
         names = ", ".join(activation.active) or "none"
         count = f"{len(activation.active)}/{activation.cap}"
-        ctx.console.print(Text(f"Lazy loading: {count} active ({names})"))
+        ctx.console.print(outside_text(f"Lazy loading: {count} active ({names})"))
 
 
 @command("tools", "List the tools offered to the model")
@@ -342,7 +346,7 @@ async def _tools(ctx: CommandContext, arg: str) -> None:
     for tool in offered:
         tokens = estimate_json_tokens(tool.spec.as_dict())
         kind = "mcp" if isinstance(tool.origin, McpOrigin) else "builtin"
-        table.add_row(Text(tool.name), kind, format_tokens(tokens))
+        table.add_row(outside_text(tool.name), kind, format_tokens(tokens))
     if ctx.session.offers_web_search():
         table.add_row(Text("WebSearch"), "server", "-")
     ctx.console.print(table)
@@ -362,10 +366,11 @@ async def _agents(ctx: CommandContext, arg: str) -> None:
     for header in AGENT_ROW_HEADERS:
         table.add_column(header, overflow="fold", style="bold" if header == "name" else None)
     for name, source, model, tools, inherit in agent_rows(agents):
-        table.add_row(name, _home(source), model, tools, inherit)
+        cells = (name, _home(source), model, tools, inherit)
+        table.add_row(*(outside_text(cell) for cell in cells))
     ctx.console.print(table)
     for problem in problems:
-        ctx.console.print(Text(f"⚠ {problem}", style="yellow"))
+        ctx.console.print(outside_text(f"⚠ {problem}", style="yellow"))
     ctx.console.print(_dim("Define more in .caliban/agents/NAME.md (see docs/subagents.md)."))
 
 
@@ -380,7 +385,7 @@ async def _config(ctx: CommandContext, arg: str) -> None:
     table.add_column("value", overflow="fold")
     table.add_column("from", style="dim", overflow="fold")
     for key, value, origin in rows:
-        table.add_row(key, Text(value), Text(_home(origin)))
+        table.add_row(key, outside_text(value), outside_text(_home(origin)))
     ctx.console.print(table)
     ctx.console.print(_dim("Change with `caliban config set KEY VALUE` (or --global)."))
 
@@ -398,7 +403,7 @@ async def _cost(ctx: CommandContext, arg: str) -> None:
     cost = session_cost(ctx.session)
     table.add_row("Cost", format_cost(cost) if cost is not None else "unknown (no price list)")
     ctx.console.print(table)
-    ctx.console.print(_dim(f"Model {ctx.session.model} · session {ctx.session.id}"))
+    ctx.console.print(_dim(visible(f"Model {ctx.session.model} · session {ctx.session.id}")))
 
 
 @command("resume", "Resume an earlier session of this project", usage="[N | ID]")
@@ -431,7 +436,7 @@ async def _resume(ctx: CommandContext, arg: str) -> None:
         ref = find_session(session.env.project_root, ref, listed_by="/resume").id
         await resume_session(session, ref)
     except UsageError as exc:
-        ctx.console.print(Text(str(exc), style="yellow"))
+        ctx.console.print(outside_text(str(exc), style="yellow"))
         return
     if ctx.replay is not None:
         ctx.replay(session.conversation.messages)

@@ -11,6 +11,7 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
 from caliban.repl.commands import COMMANDS
+from caliban.text import visible
 
 MAX_PATH_COMPLETIONS = 200
 _MENTION_AT_CURSOR = re.compile(r"(?<![\w@])@((?:\\ |[^\s])*)$")
@@ -46,8 +47,9 @@ class ReplCompleter(Completer):
                 yield Completion(
                     f"/{name}",
                     start_position=-(len(typed) + 1),
-                    display=f"/{name}",
-                    display_meta=description,
+                    # prompt-toolkit shows ESC as ^[ but not a bidi override
+                    display=visible(f"/{name}"),
+                    display_meta=visible(description),
                 )
 
     def _paths(self, written: str) -> Iterable[Completion]:
@@ -74,7 +76,7 @@ class ReplCompleter(Completer):
             yield Completion(
                 (shown_folder + name).replace(" ", "\\ "),
                 start_position=-len(written),
-                display=name,
+                display=visible(name),
                 display_meta="directory" if is_dir else "",
             )
             count += 1

@@ -28,6 +28,7 @@ from rich.live import Live
 from rich.padding import Padding
 from rich.segment import Segment
 from rich.spinner import Spinner
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -58,6 +59,8 @@ from caliban.tokens import format_tokens
 from caliban.tools.base import McpOrigin, ToolOrigin
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from rich.markdown import Markdown
 
 BULLET = "●"
@@ -69,6 +72,42 @@ OUTPUT_TAIL = 6
 ARG_WIDTH = 80
 REFRESH_PER_SECOND = 12
 PRIMARY_ARGS = ("file_path", "command", "pattern", "query", "url", "description", "path")
+
+
+# ---------------------------------------------------------------------------- the terminal
+
+
+class TerminalConsole(Console):
+    """The REPL's console: every piece of text it writes passes through
+    :func:`~caliban.text.visible`, however it got there (the model's markdown, a TodoWrite
+    item, an MCP server's name, a hook's output, an error quoting a server). Such text
+    cannot then drive the terminal: an OSC 52 sequence writes the clipboard, SGR 8 conceals
+    what follows it, ``\\x01…\\x02`` reaches the terminal raw through a prompt-toolkit
+    dialog. rich's own control codes (colours, the live region's cursor moves) are not
+    text and pass; markup and ``:emoji:`` codes in a plain string are not interpreted
+    either, so a name like ``[conceal]`` or ``[link=…]`` is shown as written.
+
+    The renderer escapes outside text before layout too (so wrapping counts the escapes'
+    width); this is the step that holds for text it did not think of.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs = {"markup": False, "emoji": False, "highlight": False, **kwargs}
+        super().__init__(**kwargs)
+
+    def render(
+        self, renderable: RenderableType, options: ConsoleOptions | None = None
+    ) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            text, style, control = segment
+            # isprintable() is False for every character visible() escapes (and for
+            # newlines, tabs and some spaces): a fast path for the common segment
+            if control or (text.isprintable() and not (style and style.link)):
+                yield segment
+                continue
+            if style is not None and style.link and visible(style.link) != style.link:
+                style = style + Style(link=visible(style.link))
+            yield Segment(visible(text), style)
 
 
 # ---------------------------------------------------------------------------- markdown blocks
@@ -149,10 +188,16 @@ class _Trimmed:
             yield Segment.line()
 
 
+def outside_text(text: str, style: str = "") -> Text:
+    """Text that did not come from caliban (a name, a description, a server's message) as
+    a :class:`Text`, its control characters made :func:`visible` before rich lays it out."""
+    return Text(visible(text), style=style)
+
+
 def markdown_block(text: str, *, first: bool) -> RenderableType:
     """One finished markdown block: the first of a message behind a bullet, later ones
     indented under it with a blank line between."""
-    markdown = _Trimmed(_markdown_class()(text.strip("\n")))
+    markdown = _Trimmed(_markdown_class()(visible(text.strip("\n"))))
     if not first:
         return Padding(markdown, (1, 0, 0, 2))
     grid = Table.grid(padding=(0, 1))
@@ -187,7 +232,8 @@ def display_name(name: str, origin: ToolOrigin | None) -> str:
 
 
 def shorten(text: str, width: int = ARG_WIDTH) -> str:
-    first, *more = text.strip().splitlines() or [""]
+    """The first line of ``text``, made :func:`visible`, cut to ``width``."""
+    first, *more = visible(text).strip().splitlines() or [""]
     if more:
         first += " …"
     return first if len(first) <= width else first[: width - 1] + "…"
@@ -196,7 +242,7 @@ def shorten(text: str, width: int = ARG_WIDTH) -> str:
 def describe_call(call: ToolCall, cwd: Path | None = None, origin: ToolOrigin | None = None) -> str:
     """``Read(caliban/cli.py)``: the tool and its most telling argument."""
     args = call.arguments
-    name = display_name(call.name, origin)
+    name = visible(display_name(call.name, origin))
     if call.name == "TodoWrite":
         return "Update Todos"
     for key in PRIMARY_ARGS:
@@ -341,7 +387,7 @@ class Renderer:
     def error(self, text: str) -> None:
         self._flush_text()
         self.console.print()
-        self.console.print(Text(f"{BULLET} {text}", style="red"))
+        self.console.print(Text(f"{BULLET} {visible(text)}", style="red"))
 
     @contextlib.contextmanager
     def suspended(self) -> Iterator[None]:
@@ -526,7 +572,7 @@ class Renderer:
 
     def _summary(self, event: ToolFinished) -> str:
         if event.summary:
-            return event.summary
+            return visible(event.summary)
         text = event.result.text
         if not text.strip():
             return "(no output)"
@@ -565,7 +611,7 @@ class Renderer:
 
     def _line(self, depth: int, text: str, *, style: str) -> None:
         self._flush_text()
-        self.console.print(Text("    " * depth + "  " + text, style=style))
+        self.console.print(Text("    " * depth + "  " + visible(text), style=style))
 
     def _commit_blocks(self, *, final: bool) -> None:
         blocks, rest = split_blocks(self._buffer)
@@ -594,7 +640,8 @@ class Renderer:
             if not self._thinking_shown:  # a blank line before it, as before a message
                 self.console.print()
             self._thinking_shown = True
-            self.console.print(Padding(Text(done.strip("\n"), style="dim italic"), (0, 0, 0, 2)))
+            thought = outside_text(done.strip("\n"), style="dim italic")
+            self.console.print(Padding(thought, (0, 0, 0, 2)))
         if done or final:
             self._thinking = rest
         if final:
@@ -693,7 +740,8 @@ def _checklist(todos: list[dict[str, Any]], first: str, cont: str) -> Renderable
         status = str(todo.get("status", "pending"))
         out.append(first if index == 0 else f"\n{cont}")
         style = {"completed": "dim strike", "in_progress": "bold"}.get(status, "")
-        out.append(f"{TODO_MARKS.get(status, '☐')} {todo.get('content', '')}", style=style)
+        content = visible(str(todo.get("content", "")))
+        out.append(f"{TODO_MARKS.get(status, '☐')} {content}", style=style)
     return out
 
 
@@ -701,7 +749,7 @@ def _change_result(change: FileChange, first: str, cont: str, cwd: Path | None) 
     """``Updated a.py (+2 -1)`` and the diff under it."""
     diff = diff_lines(change.before or "", change.after)
     verb = "Created" if change.created else "Updated"
-    head = Text(f"{first}{verb} {relative(str(change.path), cwd)}")
+    head = Text(f"{first}{verb} {visible(relative(str(change.path), cwd))}")
     head.append(f" (+{diff.added} -{diff.removed})", style="dim")
     if not diff.lines:
         return head

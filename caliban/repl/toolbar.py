@@ -12,6 +12,7 @@ from caliban.repl.info import (
     mcp_servers,
     session_cost,
 )
+from caliban.text import visible
 from caliban.tokens import format_tokens
 
 if TYPE_CHECKING:
@@ -57,7 +58,8 @@ def toolbar_items(session: Session) -> list[str]:
 def toolbar_text(session: Session, hint: str | None = None) -> str:
     """One line: ``claude-sonnet-4-5 · ctx 24.1k/200k (12%) · MCP 3/24 · servers 5/5 · $0.0123``.
 
-    ``MCP 3/24`` (active/cap) shows while lazy MCP loading is on.
+    ``MCP 3/24`` (active/cap) shows while lazy MCP loading is on. The model's name comes
+    from settings a cloned project may hold, so the line is made :func:`visible`.
     """
-    text = " · ".join(toolbar_items(session))
+    text = visible(" · ".join(toolbar_items(session)))
     return f"{hint}   {text}" if hint else text

@@ -26,6 +26,7 @@ from rich.text import Text
 from caliban import trust
 from caliban.paths import project_root
 from caliban.repl.approve import choose, to_ansi
+from caliban.text import visible
 
 
 async def settle_trust(console: Console, cwd: Path) -> None:
@@ -49,14 +50,14 @@ async def settle_trust(console: Console, cwd: Path) -> None:
                 "What is committed here would run code or widen permissions. Trust the "
                 "folder only if you trust where it came from.",
             ),
-            Text("\n".join(f"  {item}" for item in items), style="yellow"),
+            Text("\n".join(f"  {visible(item)}" for item in items), style="yellow"),
             Text(
                 "Without trust these are skipped; deny rules and other settings still apply. "
                 "Later: `caliban trust` / `caliban trust --revoke`.",
                 style="dim",
             ),
         ),
-        title=Text(f"Do you trust the files in {root}?", style="bold"),
+        title=Text(f"Do you trust the files in {visible(str(root))}?", style="bold"),
         title_align="left",
         border_style="yellow",
         expand=True,

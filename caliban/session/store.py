@@ -26,7 +26,7 @@ from caliban.messages import Message, TextPart, ToolCall, ToolResult, Usage
 from caliban.paths import data_dir
 from caliban.serialize import message_from_json, usage_from_json
 from caliban.session.transcript import HISTORY_TYPES, is_locked
-from caliban.text import plural
+from caliban.text import plural, visible
 
 if TYPE_CHECKING:
     from caliban.mcp.lazy.activation import McpActivationSet
@@ -433,5 +433,6 @@ def format_summary(summary: SessionSummary, width: int = 60) -> str:
     """One line for lists and the picker: time, turns, first prompt."""
     when = summary.updated.strftime("%Y-%m-%d %H:%M")
     busy = "  (in use)" if summary.in_use else ""
-    prompt = _clip(summary.first_prompt, width) if summary.first_prompt else "(no prompt)"
+    # for a terminal: a prompt pasted from a file may hold escape sequences
+    prompt = _clip(visible(summary.first_prompt), width) if summary.first_prompt else "(no prompt)"
     return f"{when}  {plural(summary.turns, 'turn'):>9}  {prompt}{busy}"
