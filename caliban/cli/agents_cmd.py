@@ -6,11 +6,12 @@ Imports only typer at module level; the definitions (and pyyaml) load when a com
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from caliban.cli.output import err, out
 
 agents_app = typer.Typer(help="Sub-agent definitions (.caliban/agents/*.md).", no_args_is_help=True)
 
@@ -25,7 +26,7 @@ def agents_list(
     cwd = Path.cwd()
     definitions, warnings = list_agents(cwd)
     for warning in warnings:
-        print(f"caliban: warning: {warning}", file=sys.stderr)
+        err(f"caliban: warning: {warning}")
     if as_json:
         items = [
             {
@@ -40,15 +41,15 @@ def agents_list(
             }
             for d in definitions
         ]
-        print(json.dumps(items, indent=2, ensure_ascii=False))
+        out(json.dumps(items, indent=2, ensure_ascii=False))
         return
     rows = [AGENT_ROW_HEADERS, *agent_rows(definitions)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(AGENT_ROW_HEADERS) - 1)]
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        print("  ".join([*cells, row[-1]]).rstrip())
+        out("  ".join([*cells, row[-1]]).rstrip())
     searched = ", ".join(str(directory) for _, directory in definition_dirs(cwd))
-    print(f"\nSearched (first wins on a name clash): {searched}", file=sys.stderr)
+    err(f"\nSearched (first wins on a name clash): {searched}")
 
 
 __all__ = ["agents_app"]

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from caliban.cli.output import err, out
+
 config_app = typer.Typer(help="Read and change settings (config.toml).", no_args_is_help=True)
-
-
-def _err(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 def _load(cwd: Path) -> Any:
@@ -20,7 +17,7 @@ def _load(cwd: Path) -> Any:
 
     loaded = load_config(cwd)
     for warning in [*loaded.untrusted, *loaded.warnings]:
-        _err(f"caliban: warning: {warning}")
+        err(f"caliban: warning: {warning}")
     return loaded
 
 
@@ -48,7 +45,7 @@ def config_get(key: Annotated[str, typer.Argument(help="Dotted key, e.g. tools.l
     """Print the effective value of KEY."""
     from caliban.config import get_value
 
-    print(_show(get_value(_load(Path.cwd()).settings, key)))
+    out(_show(get_value(_load(Path.cwd()).settings, key)))
 
 
 @config_app.command("set")
@@ -64,10 +61,10 @@ def config_set(
 
     path = _target(scope_global)
     set_value(path, key, parse_value(value))
-    _err(f"{key} = {_show(parse_value(value))} written to {path}")
+    err(f"{key} = {_show(parse_value(value))} written to {path}")
     root = project_root(Path.cwd())
     if not scope_global and key in GATED_KEYS and not is_trusted(root):
-        _err(f"caliban: warning: {untrusted_notice(f'{key} will be ignored', root)}")
+        err(f"caliban: warning: {untrusted_notice(f'{key} will be ignored', root)}")
 
 
 @config_app.command("unset")
@@ -80,9 +77,9 @@ def config_unset(
 
     path = _target(scope_global)
     if unset_value(path, key):
-        _err(f"{key} removed from {path}")
+        err(f"{key} removed from {path}")
     else:
-        _err(f"{key} was not set in {path}")
+        err(f"{key} was not set in {path}")
 
 
 @config_app.command("list")
@@ -97,7 +94,7 @@ def config_list(
     loaded = _load(Path.cwd())
     for key in all_keys():
         line = f"{key} = {_show(get_value(loaded.settings, key))}"
-        print(f"{line:<48} # {loaded.origin(key)}" if show_origin else line)
+        out(f"{line:<48} # {loaded.origin(key)}" if show_origin else line)
 
 
 @config_app.command("path")
@@ -107,4 +104,4 @@ def config_path() -> None:
 
     for label, path in (("user", user_config_path()), ("project", project_config_path(Path.cwd()))):
         state = "" if path.exists() else "  (not created)"
-        print(f"{label}: {path}{state}")
+        out(f"{label}: {path}{state}")

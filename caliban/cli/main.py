@@ -29,6 +29,7 @@ from caliban.cli.options import (
     OutputFormat,
     PermissionModeName,
 )
+from caliban.cli.output import err
 from caliban.cli.sessions_cmd import sessions_app
 from caliban.cli.trust_cmd import trust_command
 
@@ -393,17 +394,17 @@ def root(
     if debug is not None or debug_file is not None or debug_to_stderr:
         _start_debug_log(debug or "", debug_file)
     if permission_prompt_tool is not None:
-        _err(
+        err(
             f"caliban: warning: --permission-prompt-tool {permission_prompt_tool} is not "
             "supported: nothing answers permission prompts in -p, so a call that would ask is "
             "denied (allow it with --allowedTools or a settings rule)"
         )
     schema = _json_schema(json_schema) if json_schema is not None else None
     if max_budget_usd is not None and not max_budget_usd > 0:
-        _err("Error: --max-budget-usd must be a positive number greater than 0")
+        err("Error: --max-budget-usd must be a positive number greater than 0")
         raise typer.Exit(EXIT_USAGE)
     if effort in ("xhigh", "max"):
-        _err(f"caliban: warning: --effort {effort} runs as high (caliban's highest)")
+        err(f"caliban: warning: --effort {effort} runs as high (caliban's highest)")
         effort = "high"
     options = CliOptions(
         prompt=" ".join(words) if words else None,
@@ -459,7 +460,7 @@ def _json_schema(text: str) -> dict[str, Any]:
     try:
         return parse_schema(text)
     except SchemaError as exc:
-        _err(f"Error: --json-schema: {exc}")
+        err(f"Error: --json-schema: {exc}")
         raise typer.Exit(EXIT_USAGE) from None
 
 
@@ -471,14 +472,14 @@ def _prompt_flag(text: str | None, path: Path | None, what: str) -> str | None:
         return text
     flag = "--" + what.lower().replace(" ", "-")
     if text is not None:
-        _err(f"Error: Cannot use both {flag} and {flag}-file. Please use only one.")
+        err(f"Error: Cannot use both {flag} and {flag}-file. Please use only one.")
         raise typer.Exit(EXIT_USAGE)
     try:
         return path.expanduser().read_text(encoding="utf-8")
     except FileNotFoundError:
-        _err(f"Error: {what} file not found: {path.expanduser().resolve()}")
+        err(f"Error: {what} file not found: {path.expanduser().resolve()}")
     except (OSError, UnicodeDecodeError) as exc:
-        _err(f"Error: cannot read {flag}-file {path}: {exc}")
+        err(f"Error: cannot read {flag}-file {path}: {exc}")
     raise typer.Exit(EXIT_USAGE)
 
 
@@ -556,10 +557,6 @@ def _tool_set(values: list[str] | None) -> tuple[str, ...] | None:
         return None
     names = _split_rules(values)
     return None if names == ("default",) else names
-
-
-def _err(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 # ---------------------------------------------------------------------------- entry point
@@ -695,7 +692,7 @@ def _compat_flags(argv: list[str]) -> list[str]:
             if "=" not in token:
                 next(tokens, None)
             if IGNORED_WITH_VALUE[flag] == "warn":
-                _err(f"caliban: warning: {flag} is not supported; ignored")
+                err(f"caliban: warning: {flag} is not supported; ignored")
         elif token == "--betas" or token.startswith("--betas="):
             if "=" not in token:
                 # Claude Code's --betas takes several values: beta names, not the prompt.
@@ -704,7 +701,7 @@ def _compat_flags(argv: list[str]) -> list[str]:
                 ):
                     next(tokens, None)
                     i += 1
-            _err("caliban: warning: --betas is not supported; ignored")
+            err("caliban: warning: --betas is not supported; ignored")
         else:
             result.append(token)
     return result
@@ -740,12 +737,12 @@ def _dispatch(args: list[str]) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except ConfigError as exc:
-        _err(f"caliban: config error: {exc}")
+        err(f"caliban: config error: {exc}")
         return EXIT_CONFIG
     except UsageError as exc:
-        _err(f"caliban: {exc}")
+        err(f"caliban: {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        _err("caliban: interrupted")
+        err("caliban: interrupted")
         return EXIT_INTERRUPTED
     return 0

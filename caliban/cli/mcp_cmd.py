@@ -7,12 +7,12 @@ machinery at module level; each command imports what it needs when it runs.
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
+from caliban.cli.output import err, out
 from caliban.mcp.status import StatusRow, format_rows, status_rows
 
 if TYPE_CHECKING:
@@ -50,10 +50,6 @@ def _write_scope(scope: str | None) -> Literal["user", "project"]:
 # ---------------------------------------------------------------------------- helpers
 
 
-def _err(message: str) -> None:
-    print(message, file=sys.stderr)
-
-
 def _load(*, editing: bool = False) -> McpConfig:
     """The configured servers; ``editing`` (add, remove, get: nothing starts) sees the
     project's servers even in a folder that is not trusted."""
@@ -61,9 +57,9 @@ def _load(*, editing: bool = False) -> McpConfig:
 
     config = load_mcp_config(Path.cwd(), trusted=True if editing else None)
     for problem in config.problems:
-        _err(f"caliban: mcp: error: {problem}")
+        err(f"caliban: mcp: error: {problem}")
     for warning in config.warnings:
-        _err(f"caliban: mcp: warning: {warning}")
+        err(f"caliban: mcp: warning: {warning}")
     return config
 
 
@@ -75,10 +71,10 @@ def _require(config: McpConfig, name: str) -> ServerConfig:
             from caliban.trust import untrusted_notice
 
             what = f"MCP server {name!r} from {held.where} does not start"
-            _err(f"caliban: {untrusted_notice(what, config.folder or Path.cwd())}")
+            err(f"caliban: {untrusted_notice(what, config.folder or Path.cwd())}")
             raise typer.Exit(EXIT_NOT_FOUND)
         known = ", ".join(s.name for s in config.servers) or "none"
-        _err(f"caliban: no MCP server named {name!r} (configured: {known})")
+        err(f"caliban: no MCP server named {name!r} (configured: {known})")
         raise typer.Exit(EXIT_NOT_FOUND)
     return server
 
@@ -104,7 +100,7 @@ async def _connect(servers: list[ServerConfig]) -> tuple[list[ServerStatus], lis
     from caliban.mcp.client import McpManager
 
     manager = McpManager(servers, catalog_cache=user_cache())
-    manager.on_warning(lambda text: _err(f"caliban: warning: {text}"))
+    manager.on_warning(lambda text: err(f"caliban: warning: {text}"))
     try:
         manager.start()
         limit = max((s.startup_timeout for s in servers), default=0) + 1
@@ -120,7 +116,7 @@ def _pairs(values: list[str] | None, sep: str, what: str) -> dict[str, str]:
     for value in values or []:
         key, found, val = value.partition(sep)
         if not found or not key.strip():
-            _err(f"caliban: {what} must look like KEY{sep}VALUE, got {value!r}")
+            err(f"caliban: {what} must look like KEY{sep}VALUE, got {value!r}")
             raise typer.Exit(EXIT_USAGE)
         result[key.strip()] = val.strip() if sep == ":" else val
     return result
@@ -134,14 +130,14 @@ def mcp_list() -> None:
     """Connect to every configured server (concurrently) and show its status and tools."""
     config = _load()
     for notice in config.untrusted_notices:
-        _err(f"caliban: warning: {notice}")
+        err(f"caliban: warning: {notice}")
     if not config.servers and not config.untrusted:
-        print("No MCP servers configured. Add one with `caliban mcp add NAME -- COMMAND [ARGS]`")
-        print("or `caliban mcp add NAME --url URL` (see docs/mcp.md).")
+        out("No MCP servers configured. Add one with `caliban mcp add NAME -- COMMAND [ARGS]`")
+        out("or `caliban mcp add NAME --url URL` (see docs/mcp.md).")
         return
     statuses, _ = asyncio.run(_connect(list(config.servers))) if config.servers else ([], [])
     for text in format_rows(status_rows(statuses) + _untrusted_rows(config)):
-        print(text)
+        out(text)
 
 
 def _untrusted_rows(config: McpConfig) -> list[StatusRow]:
@@ -198,20 +194,20 @@ def mcp_add(
 
     if transport == "stdio":
         if url is not None:
-            _err("caliban: --transport stdio takes a command, not --url")
+            err("caliban: --transport stdio takes a command, not --url")
             raise typer.Exit(EXIT_USAGE)
         transport = None  # a command is a stdio server; mcp.toml need not say so
     if url is None and command and len(command) == 1 and "://" in command[0]:
         # Claude Code's spelling: `claude mcp add --transport http NAME URL`.
         url, command = command[0], None
     if bool(command) == bool(url):
-        _err("caliban: give exactly one of `-- COMMAND [ARGS]` (stdio) or `--url URL` (HTTP)")
+        err("caliban: give exactly one of `-- COMMAND [ARGS]` (stdio) or `--url URL` (HTTP)")
         raise typer.Exit(EXIT_USAGE)
     if command and (header or transport):
-        _err("caliban: --header and --transport apply to --url servers only")
+        err("caliban: --header and --transport apply to --url servers only")
         raise typer.Exit(EXIT_USAGE)
     if url and env:
-        _err("caliban: --env applies to stdio servers only")
+        err("caliban: --env applies to stdio servers only")
         raise typer.Exit(EXIT_USAGE)
     entry = entry_from_options(
         command=command or [],
@@ -230,10 +226,10 @@ def _add(name: str, entry: dict[str, Any], scope: str | None) -> None:
     path = scope_path(_write_scope(scope), cwd)
     replaced = add_server(path, name, entry)
     kind = entry.get("transport") or ("stdio" if "command" in entry else "http")
-    _err(f"{'Replaced' if replaced else 'Added'} {kind} server {name!r} in {path}")
+    err(f"{'Replaced' if replaced else 'Added'} {kind} server {name!r} in {path}")
     effective = load_mcp_config(cwd, trusted=True).get(name)
     if effective is not None and effective.source != path:
-        _err(f"note: {effective.where} also defines {name!r} and takes precedence")
+        err(f"note: {effective.where} also defines {name!r} and takes precedence")
 
 
 @mcp_app.command("add-json")
@@ -253,18 +249,16 @@ def mcp_add_json(
     try:
         data = json.loads(config)
     except json.JSONDecodeError as exc:
-        _err(f"caliban: invalid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}")
+        err(f"caliban: invalid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}")
         raise typer.Exit(EXIT_USAGE) from None
     if not isinstance(data, dict):
-        _err(
-            'caliban: expected one server as a JSON object, e.g. {"command": "npx", "args": [...]}'
-        )
+        err('caliban: expected one server as a JSON object, e.g. {"command": "npx", "args": [...]}')
         raise typer.Exit(EXIT_USAGE)
     from caliban.mcp.config import entry_from_json
 
     entry, ignored = entry_from_json(data)
     for key in ignored:
-        _err(f"caliban: warning: ignoring key {key!r} (caliban does not use it)")
+        err(f"caliban: warning: ignoring key {key!r} (caliban does not use it)")
     _add(name, entry, scope)
 
 
@@ -282,10 +276,10 @@ def mcp_remove(
     else:
         server = load_mcp_config(cwd, trusted=True).get(name)
         if server is None or server.source is None:
-            _err(f"caliban: no MCP server named {name!r} is configured")
+            err(f"caliban: no MCP server named {name!r} is configured")
             raise typer.Exit(EXIT_NOT_FOUND)
         if server.scope == "mcp.json":
-            _err(
+            err(
                 f"caliban: {name!r} comes from {server.source}, which caliban does not edit; "
                 f"remove it there, or turn it off with [server.{name}] disabled = true in "
                 ".caliban/mcp.toml"
@@ -293,12 +287,12 @@ def mcp_remove(
             raise typer.Exit(EXIT_NOT_FOUND)
         path = server.source
     if not remove_server(path, name):
-        _err(f"caliban: {name!r} is not defined in {path}")
+        err(f"caliban: {name!r} is not defined in {path}")
         raise typer.Exit(EXIT_NOT_FOUND)
-    _err(f"Removed {name!r} from {path}")
+    err(f"Removed {name!r} from {path}")
     remaining = load_mcp_config(cwd, trusted=True).get(name)
     if remaining is not None:
-        _err(f"note: {remaining.where} still defines {name!r}")
+        err(f"note: {remaining.where} still defines {name!r}")
 
 
 @mcp_app.command("get")
@@ -309,37 +303,37 @@ def mcp_get(name: Annotated[str, typer.Argument(help="Server name.")]) -> None:
 
     server = _require(_load(editing=True), name)
     raw = server.raw
-    print(server.name)
-    print(f"  source:    {server.where} ({server.scope})")
+    out(server.name)
+    out(f"  source:    {server.where} ({server.scope})")
     if server.scope != "user" and not _trusted():
-        print("  trusted:   no (it does not start until you run `caliban trust`)")
+        out("  trusted:   no (it does not start until you run `caliban trust`)")
     for path in server.overrides:
-        print(f"  overrides: {path}")
-    print(f"  transport: {server.transport}")
+        out(f"  overrides: {path}")
+    out(f"  transport: {server.transport}")
     if server.transport == "stdio":
         words = [str(raw.get("command", "")), *map(str, raw.get("args", []))]
-        print(f"  command:   {' '.join(words)}")
+        out(f"  command:   {' '.join(words)}")
         for key, value in dict(raw.get("env", {})).items():
-            print(f"  env:       {key}={value}")
+            out(f"  env:       {key}={value}")
         if raw.get("cwd"):
-            print(f"  cwd:       {raw['cwd']} -> {server.cwd}")
+            out(f"  cwd:       {raw['cwd']} -> {server.cwd}")
     else:
-        print(f"  url:       {raw.get('url', '')}")
+        out(f"  url:       {raw.get('url', '')}")
         for key, value in dict(raw.get("headers", {})).items():
-            print(f"  header:    {key}: {value}")
+            out(f"  header:    {key}: {value}")
     lazy = {
         None: "follows tools.lazy_mcp",
         True: "true (always lazy)",
         False: "false (pinned eager)",
     }
-    print(f"  lazy:      {lazy[server.lazy]}")
+    out(f"  lazy:      {lazy[server.lazy]}")
     if server.disabled:
-        print("  disabled:  true")
+        out("  disabled:  true")
     timeouts = (server.startup_timeout, server.tool_timeout)
     if timeouts != (DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT):
-        print(f"  timeouts:  startup {timeouts[0]:g}s, tool calls {timeouts[1]:g}s")
+        out(f"  timeouts:  startup {timeouts[0]:g}s, tool calls {timeouts[1]:g}s")
     if server.transport == "stdio":
-        print(f"  log:       {log_path(server.name)}")
+        out(f"  log:       {log_path(server.name)}")
 
 
 @mcp_app.command("tools")
@@ -347,21 +341,21 @@ def mcp_tools(name: Annotated[str, typer.Argument(help="Server name.")]) -> None
     """Connect to one server and list its tools with one-line descriptions."""
     server = _require(_load(), name)
     if server.disabled:
-        _err(f"caliban: {name!r} is disabled ({server.where}); set disabled = false to use it")
+        err(f"caliban: {name!r} is disabled ({server.where}); set disabled = false to use it")
         raise typer.Exit(EXIT_NOT_FOUND)
     statuses, tools = asyncio.run(_connect([server]))
     [status] = statuses
     if status.state != "connected":
         for text in format_rows(status_rows(statuses)):
-            _err(text)
+            err(text)
         raise typer.Exit(EXIT_NOT_FOUND)
     listed = tools
     width = max((len(t.name) for t in listed), default=0)
     for tool in listed:
         summary = (tool.description.strip().splitlines() or [""])[0]
         marker = "  [read-only]" if tool.read_only else ""
-        print(f"{tool.name.ljust(width)}  {summary}{marker}".rstrip())
-    print(f"{len(listed)} tools, {status.tool_chars:,} characters, ≈{status.tool_tokens:,} tokens")
+        out(f"{tool.name.ljust(width)}  {summary}{marker}".rstrip())
+    out(f"{len(listed)} tools, {status.tool_chars:,} characters, ≈{status.tool_tokens:,} tokens")
 
 
 __all__ = ["mcp_app"]
@@ -396,10 +390,10 @@ def mcp_search(
 
     config = _load()
     for notice in config.untrusted_notices:
-        _err(f"caliban: warning: {notice}")
+        err(f"caliban: warning: {notice}")
     if not config.servers:
         if not config.untrusted:
-            _err("caliban: no MCP servers configured (see `caliban mcp add`)")
+            err("caliban: no MCP servers configured (see `caliban mcp add`)")
         raise typer.Exit(EXIT_NOT_FOUND)
     enabled = list(config.enabled)
     cache = user_cache()
@@ -411,10 +405,10 @@ def mcp_search(
         failed = [s for s in statuses if s.state == "failed"]
         if failed:
             for text in format_rows(status_rows(failed)):
-                _err(text)
+                err(text)
     tools = [t for s in enabled for t in (cached.get(s.name) or ())] + listed
     data = search_catalog(tools, query, limit, search_model=_search_model())
     data["cached"] = [name for name, found in cached.items() if found is not None]
-    print(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_search(data))
+    out(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_search(data))
     if not data["results"]:
         raise typer.Exit(EXIT_NOT_FOUND)

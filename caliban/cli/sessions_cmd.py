@@ -11,6 +11,8 @@ from typing import Annotated
 
 import typer
 
+from caliban.cli.output import err, out
+
 sessions_app = typer.Typer(
     help="Saved sessions of this project (resume one with -c or --resume ID).",
     no_args_is_help=True,
@@ -43,14 +45,14 @@ def sessions_list(
             }
             for s in sessions
         ]
-        print(json.dumps(items, indent=2, ensure_ascii=False))
+        out(json.dumps(items, indent=2, ensure_ascii=False))
         return
     if not sessions:
-        typer.echo(f"No saved sessions for {root}.", err=True)
+        err(f"No saved sessions for {root}.")
         return
-    print(f"{'ID':<8}  {'LAST ACTIVE':<16}  {'TURNS':>9}  FIRST PROMPT")
+    out(f"{'ID':<8}  {'LAST ACTIVE':<16}  {'TURNS':>9}  FIRST PROMPT")
     for summary in sessions:
-        print(f"{summary.id[:8]}  {format_summary(summary)}")
+        out(f"{summary.id[:8]}  {format_summary(summary)}")
 
 
 @sessions_app.command("rm")
@@ -65,4 +67,4 @@ def sessions_rm(
 
     removed = remove_session(project_root(Path.cwd()), session_id)
     prompt = f" ({removed.first_prompt[:60]!r})" if removed.first_prompt else ""
-    typer.echo(f"Removed session {removed.id}{prompt}.", err=True)
+    err(f"Removed session {removed.id}{prompt}.")

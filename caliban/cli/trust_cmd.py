@@ -7,17 +7,14 @@ scripts and CI. Imports only typer at module level.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from caliban.cli.output import err, out
+
 EXIT_NOT_FOUND = 1
-
-
-def _err(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 def trust_command(
@@ -42,16 +39,16 @@ def trust_command(
 
     if list_:
         if path is not None or revoke:
-            _err("caliban: trust --list takes no PATH and no --revoke")
+            err("caliban: trust --list takes no PATH and no --revoke")
             raise typer.Exit(2)
         folders = trust.trusted_folders()
         for folder in folders:
-            print(folder)
+            out(str(folder))
         if not folders:
-            _err("No trusted folders. Trust one with `caliban trust [PATH]`.")
+            err("No trusted folders. Trust one with `caliban trust [PATH]`.")
         return
     if path is not None and not path.expanduser().is_dir():
-        _err(f"caliban: {path} is not a directory")
+        err(f"caliban: {path} is not a directory")
         raise typer.Exit(2)
     folder = path.expanduser() if path is not None else project_root(Path.cwd())
     if revoke:
@@ -63,38 +60,38 @@ def trust_command(
     try:
         pending = held_back(folder)
     except ConfigError as exc:  # a broken file must not stop the user from trusting
-        _err(f"caliban: warning: {exc}")
+        err(f"caliban: warning: {exc}")
         pending = []
     stored = trust.trust(folder)
-    print(f"Trusted {stored} and every folder below it.")
+    out(f"Trusted {stored} and every folder below it.")
     if stored in (Path.home().resolve(), Path(stored.anchor)):
-        _err(
+        err(
             f"caliban: warning: that includes every repository you clone below {stored}; "
             "trusting each project instead is safer"
         )
     if pending:
-        print("Now used there:")
+        out("Now used there:")
         for item in pending:
-            print(f"  {item}")
-    print("Undo with `caliban trust --revoke" + ("" if path is None else f" {stored}") + "`.")
+            out(f"  {item}")
+    out("Undo with `caliban trust --revoke" + ("" if path is None else f" {stored}") + "`.")
 
 
 def _revoke(folder: Path) -> None:
     from caliban import trust
 
     if trust.revoke(folder):
-        print(f"No longer trusted: {folder.resolve()}")
+        out(f"No longer trusted: {folder.resolve()}")
         if trust.is_trusted(folder):
             above = _trusted_above(folder)
-            print(f"(still trusted through {above}; revoke that to stop trusting it)")
+            out(f"(still trusted through {above}; revoke that to stop trusting it)")
         return
     if trust.is_trusted(folder):
-        _err(
+        err(
             f"caliban: {folder.resolve()} is trusted through {_trusted_above(folder)}; "
             "revoke that folder instead"
         )
     else:
-        _err(f"caliban: {folder.resolve()} is not trusted")
+        err(f"caliban: {folder.resolve()} is not trusted")
     raise typer.Exit(EXIT_NOT_FOUND)
 
 
