@@ -516,6 +516,21 @@ async def test_a_servers_own_error_is_bounded_marked_and_keeps_the_connection() 
 
 
 @pytest.mark.slow
+async def test_a_huge_tool_description_is_cut_before_it_goes_to_the_model() -> None:
+    """198 KB of description went with every request (Claude Code cuts at 2 KB, too short
+    for a code-execution tool's function list; caliban keeps 16,000 characters)."""
+    async with McpManager([stdio("mis", "misbehaving.py")]) as manager:
+        with anyio.fail_after(10):
+            await manager.wait_ready()
+        [manual] = [t for t in manager.tools() if t.tool_name == "manual"]
+    assert len(manual.description) > 190_000
+    sent = unmark(manual.spec.description)
+    assert sent.startswith("How to call every function. function f(x): y.")
+    assert sent.endswith("\n… [182,028 more characters cut by caliban]")
+    assert len(sent) < 16_100
+
+
+@pytest.mark.slow
 async def test_a_message_that_never_ends_stops_the_server_and_the_call_says_why(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

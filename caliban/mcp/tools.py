@@ -45,6 +45,10 @@ PREFIX = "mcp__"
 ALWAYS_LOAD_META = "anthropic/alwaysLoad"
 """The ``_meta`` key with which a server asks that a tool never be deferred."""
 MAX_NAME = 64
+MAX_WIRE_DESCRIPTION = 16_000
+"""Characters of a tool's description the model is sent with every request. A bound keeps
+a server from adding a megabyte to each one; Claude Code's 2,048 cuts off the function
+lists that code-execution tools keep there (claude-code #41593), so caliban's is larger."""
 _HASH_CHARS = 8
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -131,7 +135,13 @@ class McpTool:
 
     @functools.cached_property
     def spec(self) -> ToolSpec:
-        description = mark_data(self.description, server=self.server) if self.description else ""
+        description = self.description
+        if len(description) > MAX_WIRE_DESCRIPTION:
+            cut = len(description) - MAX_WIRE_DESCRIPTION
+            description = (
+                f"{description[:MAX_WIRE_DESCRIPTION]}\n… [{cut:,} more characters cut by caliban]"
+            )
+        description = mark_data(description, server=self.server) if description else ""
         return ToolSpec(name=self.name, description=description, input_schema=self.input_schema)
 
     @functools.cached_property

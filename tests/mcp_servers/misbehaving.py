@@ -4,9 +4,9 @@
 characters; ``long_line`` writes ``megabytes`` of stdout with no newline (one endless
 message) and never answers; ``images`` returns ``count`` tiny PNGs; ``flood_stderr``
 writes ``megabytes`` to stderr, then ``last words``, and exits; ``text`` returns ``size``
-characters; ``echo`` answers. ``--http PORT`` serves streamable HTTP on 127.0.0.1:PORT/mcp
-(``--json`` answering with JSON bodies instead of SSE streams; ``--sse`` serves the legacy
-SSE transport on /sse instead).
+characters; ``manual``'s description is 198,028 characters; ``echo`` answers.
+``--http PORT`` serves streamable HTTP on 127.0.0.1:PORT/mcp (``--json`` answering with JSON
+bodies instead of SSE streams; ``--sse`` serves the legacy SSE transport on /sse instead).
 """
 
 import base64
@@ -33,6 +33,11 @@ PIXEL = base64.b64encode(
 def echo(text: str) -> str:
     """Return TEXT."""
     return text
+
+
+@server.tool(description="How to call every function. " + "function f(x): y. " * 11_000)
+def manual() -> str:
+    return "read the description"
 
 
 @server.tool()
