@@ -12,7 +12,6 @@ Exit codes: 0 success, 1 error during execution (an API error, max turns), 2 usa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
+from caliban.cli.output import write_or_discard
 from caliban.events import (
     AgentEvent,
     ApiRetryEvent,
@@ -58,23 +58,6 @@ NO_STDIN_WARNING = (
     "Warning: no stdin data received in 3s, proceeding without it. If piping from a slow "
     "command, redirect stdin explicitly: < /dev/null to skip, or wait longer."
 )
-
-
-def write_or_discard(stream: IO[str], text: str) -> None:
-    """Write and flush ``text``. When the reader has gone (``caliban -p … | head -1``), the
-    stream is pointed at /dev/null instead, so this and every later write, and the
-    interpreter's last flush, are dropped quietly: the run goes on and ends with its own exit
-    code, whatever the output format and whenever the pipe closed."""
-    try:
-        stream.write(text)
-        stream.flush()
-    except BrokenPipeError:
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, stream.fileno())
-            os.close(devnull)
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()  # what was buffered when the pipe broke goes to /dev/null
 
 
 class PromptTooLarge(Exception):
@@ -640,7 +623,6 @@ def _js(value: Any) -> str:
 
 def _control_response(request: dict[str, Any], session: Session, state: _RunState) -> Frame:
     """The answer to an Agent SDK ``control_request`` (``initialize``, ``interrupt``)."""
-    import os
 
     request_id = request.get("request_id")
     subtype = (request.get("request") or {}).get("subtype")

@@ -201,3 +201,21 @@ def test_cli_config_errors_exit_78_without_traceback(project: Path) -> None:
     assert "invalid TOML" in result.stderr and "Traceback" not in result.stderr
     bad_type = run_cli("config", "set", "tools.max_active_schemas", '"x"', cwd=project)
     assert bad_type.returncode == 78 and "Traceback" not in bad_type.stderr
+
+
+def test_a_listing_piped_to_a_reader_that_has_gone_is_quiet(project: Path) -> None:
+    """``caliban config list | head -0``: a broken pipe exited 1 with click's message."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before caliban writes a line
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "caliban", "config", "list"],
+            cwd=project,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        os.close(write)
+    assert (result.returncode, result.stderr) == (0, "")
