@@ -28,6 +28,29 @@ pytestmark = pytest.mark.slow
 Answer = Callable[[dict[str, Any]], dict[str, Any] | None]
 """Given caliban's control_request, the line to write back (``None``: close stdin)."""
 
+CALIBAN_P = (
+    "-p",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--input-format",
+    "stream-json",
+    "--permission-prompt-tool",
+    "stdio",
+)
+SDK_ARGV = (
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--system-prompt",
+    "",
+    "--permission-prompt-tool",
+    "stdio",
+    "--input-format",
+    "stream-json",
+)
+"""What claude-agent-sdk 0.2.188 (Python) passes with a can_use_tool callback: no -p (Claude
+Code runs headless whenever stdout is not a terminal)."""
 RECORDED = "permission_stdio"
 WAIT_S = 60
 
@@ -57,15 +80,14 @@ def sdk_session(
     answer: Answer,
     *args: str,
     close_after_answer: bool = False,
+    argv: tuple[str, ...] = CALIBAN_P,
 ) -> Run:
     """Run caliban as the Agent SDK does: send one user message, answer each can_use_tool
     request with ``answer``, close stdin after the result (or after the first answer)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
     env.update(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=server.anthropic_base_url)
-    argv = [sys.executable, "-m", "caliban", "-p", "--output-format", "stream-json"]
-    argv += ["--verbose", "--input-format", "stream-json", "--permission-prompt-tool", "stdio"]
     proc = subprocess.Popen(
-        [*argv, *args],
+        [sys.executable, "-m", "caliban", *argv, *args],
         cwd=project,
         env=env,
         stdin=subprocess.PIPE,
@@ -387,3 +409,13 @@ def test_an_interrupt_while_the_question_waits_ends_the_turn(
     [result] = run.of("result")
     assert result["is_error"] is True
     assert any(f["response"]["request_id"] == "int_1" for f in run.of("control_response"))
+
+
+def test_the_sdks_own_command_line_runs_headless_without_p(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    fake_model_server.add(write_call(project / "a.txt"), {"text": "Done."})
+    run = sdk_session(fake_model_server, project, allow, argv=SDK_ARGV)
+    assert (run.code, run.stderr) == (0, "")
+    assert (project / "a.txt").read_text() == "hello\n"
+    assert len(run.of("control_request")) == 1

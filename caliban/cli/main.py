@@ -448,7 +448,9 @@ def root(
     )
     global _session_ran
     _session_ran = True
-    if print_mode:
+    # The Agent SDKs start the CLI without -p (Claude Code runs headless whenever stdout is
+    # not a terminal); stream-json input has no meaning in the REPL, so it implies -p.
+    if print_mode or input_format == "stream-json":
         from caliban.headless import run_headless
 
         raise typer.Exit(run_headless(options))
