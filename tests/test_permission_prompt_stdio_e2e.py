@@ -419,3 +419,21 @@ def test_the_sdks_own_command_line_runs_headless_without_p(
     assert (run.code, run.stderr) == (0, "")
     assert (project / "a.txt").read_text() == "hello\n"
     assert len(run.of("control_request")) == 1
+
+
+def test_a_deny_that_asks_to_interrupt_ends_the_turn(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    # PermissionResultDeny(message=..., interrupt=True): the model is not asked again (a
+    # second request would fail the fake server's teardown check).
+    fake_model_server.add(write_call(project / "a.txt"))
+    run = sdk_session(
+        fake_model_server,
+        project,
+        lambda r: success(r, {"behavior": "deny", "message": "stop", "interrupt": True}),
+    )
+    assert "Traceback" not in run.stderr
+    assert not (project / "a.txt").exists()
+    [result] = run.of("result")
+    assert result["is_error"] is True
+    assert len(fake_model_server.requests) == 1
