@@ -46,11 +46,20 @@ from caliban.providers.base import (
     ThinkingDelta,
     ToolCallStarted,
 )
-from caliban.tools.base import CallContext, Invocation, McpOrigin, Tool, ToolEnv, ToolOutput
+from caliban.tools.base import (
+    CallContext,
+    ChangedInput,
+    Invocation,
+    McpOrigin,
+    Tool,
+    ToolEnv,
+    ToolOutput,
+)
 from caliban.toolsets.base import PromptTools, Toolset
 
-Authorize = Callable[[Tool, Invocation, CallContext], Awaitable[str | None]]
-"""Returns ``None`` to let a call run, or the reason it was denied (shown to the model)."""
+Authorize = Callable[[Tool, Invocation, CallContext], Awaitable[str | ChangedInput | None]]
+"""Returns ``None`` to let a call run, the reason it was denied (shown to the model), or a
+:class:`ChangedInput` to run with the input an approver gave instead."""
 
 OVERLOADED = 529
 """Anthropic's status for an overloaded model: what ``--fallback-model`` falls back on."""
@@ -490,29 +499,37 @@ class Agent:
                 return ToolOutput.error(f"A PreToolUse hook changed the input: {bound}"), False
         if verdict.stop is not None:
             self._stop = verdict.stop
+        arguments = verdict.updated_input if verdict.updated_input is not None else call.arguments
         ctx = CallContext(
             env=self.env,
             call_id=call.id,
             emit=self._emit_own,
             ask_model=self.ask_model,
             hook_decision=verdict.decision,
+            arguments=arguments,
         )
         cwd = self.env.cwd
+        approved = call.arguments  # what PostToolUse hooks see (as before: the model's input)
         reason = await self.authorize(tool, bound, ctx)
         # A call running beside this one (Bash's `cd`) may have moved the working directory
         # while this one was decided or its question was on screen: a relative path now
         # names another file, so decide again. Nothing awaits between this and the run.
-        while reason is None and self.env.cwd != cwd:
+        while not isinstance(reason, str):
+            if isinstance(reason, ChangedInput):  # the approver allowed a different input
+                bound, approved = reason.invocation, reason.arguments
+                ctx = dataclasses.replace(ctx, arguments=approved)
+            if self.env.cwd == cwd:
+                break
             cwd = self.env.cwd
             reason = await self.authorize(tool, bound, ctx)
-        if reason is not None:
+        if isinstance(reason, str):
             return ToolOutput.error(f"Permission denied for {call.name}: {reason}"), True
         output = await self._run_bound(tool, bound, ctx)
         if output.ends_turn and not output.is_error:
             self._ended = True
         response = output.data if output.data is not None else output.as_text
         note = await self.hooks.after_tool(
-            tool.name, call.arguments, call.id, response, failed=output.is_error
+            tool.name, approved, call.id, response, failed=output.is_error
         )
         return (output.with_note(note) if note else output), False
 

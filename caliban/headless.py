@@ -39,7 +39,8 @@ from caliban.text import encodable
 if TYPE_CHECKING:
     from caliban.agent import RunResult
     from caliban.messages import Message, Part
-    from caliban.permissions.approval import DenyingApprover
+    from caliban.permissions.approval import Approver, DenyingApprover
+    from caliban.permissions.sdk_prompt import StdioApprover
     from caliban.session.session import Session
 
 EXIT_OK = 0
@@ -225,6 +226,12 @@ async def _run(options: CliOptions, prompt: str | None, output: Output) -> int:
     assert task is not None
     loop = asyncio.get_running_loop()
     state = _RunState(denier=DenyingApprover())
+    approver: Approver = state.denier
+    if asks_over_stdio(options):
+        from caliban.permissions.sdk_prompt import StdioApprover
+
+        state.prompter = StdioApprover(send=output.frame, on_interrupt=lambda: _interrupt(state))
+        approver = state.prompter
 
     def on_signal() -> None:
         state.interrupted = True
@@ -236,7 +243,7 @@ async def _run(options: CliOptions, prompt: str | None, output: Output) -> int:
     notes = StderrNotes(err=sys.stderr, stream_json=options.output_format == "stream-json")
     try:
         async with open_session(
-            options, approver=state.denier, listeners=[builder, notes], interactive=False
+            options, approver=approver, listeners=[builder, notes], interactive=False
         ) as session:
             _bind(builder, session)
             if options.max_budget_usd is not None:
@@ -266,6 +273,21 @@ class _RunState:
     interrupt_requested: bool = False
     """A control_request ``interrupt``: the running turn ends, the session goes on."""
     turn: asyncio.Task[Any] | None = None
+    prompter: StdioApprover | None = None
+    """``--permission-prompt-tool stdio``: the Agent SDK answers what would ask."""
+
+
+def asks_over_stdio(options: CliOptions) -> bool:
+    """``--permission-prompt-tool stdio`` with stream-json input: questions go to the Agent
+    SDK as ``control_request`` frames (without stream-json input nothing could answer)."""
+    return options.permission_prompt_tool == "stdio" and options.input_format == "stream-json"
+
+
+def _interrupt(state: _RunState) -> None:
+    """End the running turn; the session goes on (a control_request ``interrupt``)."""
+    if state.turn is not None and not state.turn.done():
+        state.interrupt_requested = True
+        state.turn.cancel()
 
 
 def _bind(builder: FrameBuilder, session: Session) -> None:
@@ -510,11 +532,16 @@ async def _stream_input(
                     break
                 if kind == "control":
                     output.frame(_control_response(payload, session, state))
+                elif kind == "control_response":
+                    if state.prompter is not None:
+                        state.prompter.answer(payload)
                 elif kind != "ignored":
                     await work.put((kind, payload))
         except Exception as exc:
             await work.put(("error", f"Error: cannot read the input: {exc!r}"))
         finally:
+            if state.prompter is not None:
+                state.prompter.close()  # a question still waiting is denied
             work.put_nowait(None)
 
     reader = asyncio.ensure_future(dispatch())
@@ -572,7 +599,8 @@ def _stdin_lines() -> asyncio.Queue[str | InputError | None]:
 
 def parse_input_line(line: str) -> tuple[str, Any]:
     """``(kind, payload)`` for one stream-json input line: ``("user", InputMessage)``,
-    ``("assistant", InputMessage)``, ``("control", request)`` or ``("ignored", None)``;
+    ``("assistant", InputMessage)``, ``("control", request)``, ``("control_response",
+    response)`` or ``("ignored", None)``;
     raises :class:`InputError` with Claude Code's message for a line it rejects."""
     from caliban.serialize import part_from_json
 
@@ -591,6 +619,8 @@ def parse_input_line(line: str) -> tuple[str, Any]:
     kind = data.get("type")
     if kind == "control_request":
         return "control", data
+    if kind == "control_response":
+        return "control_response", data
     if kind not in ("user", "assistant"):
         return "ignored", None
     message = data.get("message")
@@ -656,9 +686,7 @@ def _control_response(request: dict[str, Any], session: Session, state: _RunStat
         }
         return _control_ok(request_id, response)
     if subtype == "interrupt":
-        if state.turn is not None and not state.turn.done():
-            state.interrupt_requested = True
-            state.turn.cancel()
+        _interrupt(state)
         return _control_ok(request_id, {})
     return {
         "type": "control_response",

@@ -344,8 +344,8 @@ def root(
         typer.Option(
             "--permission-prompt-tool",
             metavar="TOOL",
-            help="Accepted for Claude Code scripts: nothing answers permission prompts in -p, "
-            "so what would ask is denied.",
+            help="stdio (with --input-format stream-json): ask the Agent SDK with a "
+            "control_request. Any other value is accepted, and what would ask is denied.",
         ),
     ] = None,
     agent: Annotated[
@@ -393,7 +393,9 @@ def root(
     )
     if debug is not None or debug_file is not None or debug_to_stderr:
         _start_debug_log(debug or "", debug_file)
-    if permission_prompt_tool is not None:
+    if permission_prompt_tool is not None and not (
+        permission_prompt_tool == "stdio" and input_format == "stream-json"
+    ):
         err(
             f"caliban: warning: --permission-prompt-tool {permission_prompt_tool} is not "
             "supported: nothing answers permission prompts in -p, so a call that would ask is "
@@ -441,11 +443,14 @@ def root(
         no_session_persistence=no_session_persistence,
         json_schema=schema,
         max_budget_usd=max_budget_usd,
+        permission_prompt_tool=permission_prompt_tool,
         fallback_models=_split_list(fallback_model) if fallback_model else (),
     )
     global _session_ran
     _session_ran = True
-    if print_mode:
+    # The Agent SDKs start the CLI without -p (Claude Code runs headless whenever stdout is
+    # not a terminal); stream-json input has no meaning in the REPL, so it implies -p.
+    if print_mode or input_format == "stream-json":
         from caliban.headless import run_headless
 
         raise typer.Exit(run_headless(options))

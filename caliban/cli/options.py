@@ -78,6 +78,9 @@ class CliOptions:
     overloaded."""
     max_budget_usd: float | None = None
     """``--max-budget-usd``: end the turn once the requests cost this much."""
+    permission_prompt_tool: str | None = None
+    """``--permission-prompt-tool``: ``stdio`` (with stream-json input) asks the Agent SDK;
+    anything else is accepted and what would ask is denied."""
     json_schema: Mapping[str, Any] | None = None
     """``--json-schema``: the main agent answers through a StructuredOutput tool with this
     input schema (:mod:`caliban.tools.structured_output`)."""

@@ -12,15 +12,15 @@ import asyncio
 import contextlib
 import os
 import shlex
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, assert_never
+from typing import TYPE_CHECKING, Any, Literal, Protocol, assert_never
 
 from caliban.fsutil import resolved
 from caliban.permissions.policy import Decision, PermissionPolicy
 from caliban.permissions.rules import PATH_TOOLS, RuleError, is_within, suggest_rule
-from caliban.tools.base import Invocation, Preview, ToolEnv, ToolOrigin
+from caliban.tools.base import ChangedInput, Invocation, Preview, ToolEnv, ToolOrigin
 
 if TYPE_CHECKING:
     from caliban.agent import Authorize
@@ -54,6 +54,10 @@ class PermissionRequest:
     runs")."""
     suggestion: str
     """The rule "don't ask again this session" would add, e.g. ``Bash(git commit*)``."""
+    call_id: str = ""
+    """The model's id for the call (``tool_use_id``)."""
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    """The call's input, as the model sent it."""
 
     def preview(self) -> Preview:
         """What the call would do: a file change, a command, or the input. Built only when
@@ -73,10 +77,13 @@ class PermissionAnswer:
     reason: str | None = None
     """For ``deny``: the message the model gets, as is (see :func:`user_denial`); None
     gives a standard "the user declined" message."""
+    updated_input: Mapping[str, Any] | None = None
+    """For ``allow_once``: run the call with this input instead (the Agent SDK's
+    ``updatedInput``). It is validated and decided again: a deny rule on it still wins."""
 
     @classmethod
-    def allow_once(cls) -> PermissionAnswer:
-        return cls(behavior="allow_once")
+    def allow_once(cls, updated_input: Mapping[str, Any] | None = None) -> PermissionAnswer:
+        return cls(behavior="allow_once", updated_input=updated_input)
 
     @classmethod
     def allow_session(cls, pattern: str | None = None) -> PermissionAnswer:
@@ -187,14 +194,19 @@ def make_authorize(policy: PermissionPolicy, approver: Approver) -> Authorize:
     """
     lock = asyncio.Lock()
 
-    async def authorize(tool: Tool, invocation: Invocation, ctx: CallContext) -> str | None:
+    def decide(tool: Tool, subject: str | None, ctx: CallContext) -> Decision:
+        decision = policy.decide(
+            tool.name, subject, read_only=tool.read_only, origin=tool.origin, cwd=ctx.env.cwd
+        )
+        return _with_hook(decision, ctx.hook_decision)
+
+    async def authorize(
+        tool: Tool, invocation: Invocation, ctx: CallContext
+    ) -> str | ChangedInput | None:
         subject = _subject(tool.name, invocation, ctx.env.cwd)
 
         def check() -> Decision:
-            decision = policy.decide(
-                tool.name, subject, read_only=tool.read_only, origin=tool.origin, cwd=ctx.env.cwd
-            )
-            return _with_hook(decision, ctx.hook_decision)
+            return decide(tool, subject, ctx)
 
         decision = check()
         if decision.behavior == "ask":
@@ -218,7 +230,7 @@ def make_authorize(policy: PermissionPolicy, approver: Approver) -> Authorize:
         subject: str | None,
         decision: Decision,
         ctx: CallContext,
-    ) -> str | None:
+    ) -> str | ChangedInput | None:
         request = PermissionRequest(
             tool_name=tool.name,
             origin=tool.origin,
@@ -227,10 +239,14 @@ def make_authorize(policy: PermissionPolicy, approver: Approver) -> Authorize:
             subject=subject,
             reason=decision.reason,
             suggestion=decision.suggestion or suggest_rule(tool.name, subject, policy.project_root),
+            call_id=ctx.call_id,
+            arguments=ctx.arguments,
         )
         answer = await approver(request)
         match answer.behavior:
             case "allow_once":
+                if answer.updated_input is not None:
+                    return changed_input(tool, answer.updated_input, ctx)
                 return None
             case "allow_session":
                 # No rule, or one that does not parse: this call was allowed, nothing more
@@ -242,6 +258,19 @@ def make_authorize(policy: PermissionPolicy, approver: Approver) -> Authorize:
                 return answer.reason or user_denial(tool.name, None)
             case _:
                 assert_never(answer.behavior)
+
+    def changed_input(
+        tool: Tool, arguments: Mapping[str, Any], ctx: CallContext
+    ) -> str | ChangedInput:
+        """An allow with a new input: the tool validates it and the policy decides on it
+        again. A deny stands; an ask does not ask twice (the approver chose this input)."""
+        bound = tool.bind(dict(arguments))
+        if isinstance(bound, str):
+            return f"the input given with the approval is not valid for {tool.name}: {bound}"
+        decision = decide(tool, _subject(tool.name, bound, ctx.env.cwd), ctx)
+        if decision.behavior == "deny":
+            return decision.reason
+        return ChangedInput(invocation=bound, arguments=arguments)
 
     return authorize
 

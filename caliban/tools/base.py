@@ -96,6 +96,18 @@ class CallContext:
     ``None`` where no model is at hand."""
     hook_decision: Literal["allow", "ask"] | None = None
     """A PreToolUse hook's word on the permission check (deny rules still apply)."""
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    """The call's input as the model sent it (or as a PreToolUse hook changed it), for an
+    approver that shows it (the Agent SDK's ``can_use_tool``)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChangedInput:
+    """An approver's "allow, with this input instead": the new input, validated and decided
+    again (a deny rule on it still wins), and the invocation to run."""
+
+    invocation: Invocation
+    arguments: Mapping[str, Any]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
