@@ -112,16 +112,8 @@ async def open_session(
     agent_definitions, agent_warnings = list_agents(options.cwd, extra=setup.extra_agents)
     main_agent = _main_agent(options.agent, agent_definitions)
     wanted_model = setup.model
-    if (
-        main_agent is not None
-        and options.model is None
-        and main_agent.model
-        not in (
-            None,
-            "inherit",
-        )
-    ):
-        wanted_model = main_agent.model
+    if main_agent is not None and main_agent.model is not None and options.model is None:
+        wanted_model = main_agent.model  # "inherit" was read as None with the definition
     choice = resolve_provider(
         settings, provider=options.provider, model=wanted_model, environ=os.environ
     )
