@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from caliban.permissions.approval import PermissionAnswer, PermissionRequest, describe
+from caliban.permissions.rules import Rule, RuleError
 
 __all__ = ["STDIN_CLOSED", "StdioApprover", "answer_from", "request_frame"]
 
@@ -150,13 +151,14 @@ def _malformed(what: str) -> PermissionAnswer:
     )
 
 
-def _suggestions(rule: str) -> list[dict[str, Any]]:
+def _suggestions(text: str) -> list[dict[str, Any]]:
     """The SDK's ``PermissionUpdate`` for "don't ask again this session": caliban's
     suggested rule, ``Tool(content)`` split into its parts."""
-    if not rule:
+    try:
+        rule = Rule.parse(text)
+    except RuleError:  # no suggestion (""), or one that is not a rule
         return []
-    name, paren, content = rule.partition("(")
-    entry: dict[str, Any] = {"toolName": name}
-    if paren and content.endswith(")"):
-        entry["ruleContent"] = content[:-1]
+    entry: dict[str, Any] = {"toolName": rule.tool}
+    if rule.pattern is not None:
+        entry["ruleContent"] = rule.pattern
     return [{"type": "addRules", "rules": [entry], "behavior": "allow", "destination": "session"}]
