@@ -48,9 +48,9 @@ EXIT_ERROR = 1
 
 
 MAX_STDIN_CHARS = 4_000_000
+"""About a million tokens: more than any model's context window takes in one prompt."""
 MAX_INPUT_LINE_CHARS = 64 * 1024 * 1024
 """A stream-json input line may be this long (images come base64-encoded in it)."""
-"""About a million tokens: more than any model's context window takes in one prompt."""
 STDIN_WAIT_S = 3.0
 """With a prompt argument, how long stdin may stay silent before it is taken to have nothing
 to say (Claude Code's wait: a parent that spawns ``claude -p PROMPT`` with a pipe it never
@@ -115,7 +115,7 @@ def _stdin_speaks(stdin: IO[str], timeout: float) -> bool:
         return True
     ready, _, _ = select.select([fd], [], [], timeout)
     if not ready:
-        print(NO_STDIN_WARNING, file=sys.stderr)
+        write_or_discard(sys.stderr, NO_STDIN_WARNING + "\n")
     return bool(ready)
 
 
