@@ -413,7 +413,7 @@ async def _stdio_transport(
                         _note(
                             errlog, f"ignored a line on stdout that is not JSON-RPC: {line[:200]}"
                         )
-                        message = _malformed_answer(line)
+                        message = _error_for_malformed_answer(line)
                         if message is None:
                             continue
                     try:
@@ -459,7 +459,7 @@ async def _stdio_transport(
             tg.cancel_scope.cancel()
 
 
-def _malformed_answer(line: str) -> Any:
+def _error_for_malformed_answer(line: str) -> Any:
     """An error answer for a line that names a request's id but is not a valid answer, so the
     request fails now instead of waiting for its timeout; None for other lines."""
     import mcp_types
@@ -639,7 +639,7 @@ def _tail_lines(data: bytes, lines: int = STDERR_TAIL_LINES) -> tuple[str, ...]:
     return tuple(kept[-lines:])
 
 
-def _invalid_answer(exc: BaseException) -> str | None:
+def _describe_invalid_answer(exc: BaseException) -> str | None:
     """One line for a server answer the SDK's models rejected (pydantic's own text has a line
     per problem, each with a URL); None for other exceptions."""
     pydantic = sys.modules.get("pydantic")
@@ -661,7 +661,7 @@ def _describe(exc: BaseException, config: ServerConfig | None) -> str:
         return f"command not found: {config.command!r} (is it installed and on PATH?)"
     if isinstance(exc, PermissionError) and config is not None and config.command:
         return f"cannot run {config.command!r}: permission denied"
-    if (invalid := _invalid_answer(exc)) is not None:
+    if (invalid := _describe_invalid_answer(exc)) is not None:
         return invalid
     exceptions = sys.modules.get("mcp.shared.exceptions")  # only ever raised once imported
     if exceptions is not None and isinstance(exc, exceptions.MCPError):
@@ -1331,7 +1331,7 @@ class McpManager:
                 + mark_data(_clip(exc.message, MAX_ERROR_CHARS), server=server, tool=tool)
             )
         except Exception as exc:
-            detail = _invalid_answer(exc) or str(exc)
+            detail = _describe_invalid_answer(exc) or str(exc)
             return ToolOutput.error(
                 f"Calling {tool!r} on MCP server {server!r} failed: "
                 + _clip(detail, MAX_ERROR_CHARS)
