@@ -21,14 +21,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from caliban.compaction import SUMMARY_INSTRUCTIONS
-from caliban.config import Settings
+from caliban.config.settings import Settings
 from caliban.events import AgentEvent, ConversationCompacted
 from caliban.messages import Message, TextPart, ToolCall, Usage
 from caliban.providers.base import ProviderEvent, ProviderRequest, ResponseDone, TextDelta
 from caliban.session.session import Session
-from caliban.tokens import estimate_json_tokens, estimate_tokens, message_tokens
 from caliban.tools.base import ToolEnv
 from caliban.tools.builtin import builtin_tools
+from caliban.util.tokens import estimate_json_tokens, estimate_tokens, message_tokens
 
 SOURCE = "\n".join(f"def handler_{n}(event):\n    return process(event, {n})\n" for n in range(400))
 SUMMARY = (

@@ -9,7 +9,7 @@ body builders (``caliban.providers.anthropic.build_params``, ``openai.wire_tool`
 what lazy loading changes on the wire: the MCP tool definitions (eager), or the ToolSearch
 definition plus the deferred paragraph in the system prompt (lazy). Built-in tools and the
 base system prompt are the same either way and left out. Tokens are caliban's offline
-estimate (``caliban.tokens``: compact JSON or text, 4 characters a token).
+estimate (``caliban.util.tokens``: compact JSON or text, 4 characters a token).
 
 Catalogs:
 
@@ -40,7 +40,7 @@ from typing import Any
 
 from _catalogs import EVAL_DIR, REFERENCE_TOOLS, REPO_ROOT, synthetic_catalog
 
-from caliban.config import Settings
+from caliban.config.settings import Settings
 from caliban.mcp.tools import McpTool
 from caliban.messages import Message
 from caliban.providers.anthropic import build_params
@@ -49,9 +49,9 @@ from caliban.providers.scripted import ScriptedProvider
 from caliban.search.index import SearchDoc
 from caliban.session.context import context_report
 from caliban.session.session import Session
-from caliban.tokens import estimate_json_tokens, estimate_tokens, json_size
 from caliban.tools.base import CallContext, ToolEnv, call_tool
 from caliban.tools.builtin import builtin_tools
+from caliban.util.tokens import estimate_json_tokens, estimate_tokens, json_size
 
 CATALOG_SERVER = REPO_ROOT / "tests" / "mcp_servers" / "catalog_server.py"
 GITHUB = EVAL_DIR / "catalog_github.json"

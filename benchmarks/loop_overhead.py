@@ -110,7 +110,7 @@ def headless_breakdown() -> None:
                 [
                     python,
                     "-c",
-                    "from pathlib import Path; from caliban.config import load_config; "
+                    "from pathlib import Path; from caliban.config.settings import load_config; "
                     "load_config(Path.cwd())",
                 ]
             ),

@@ -13,7 +13,7 @@ gets) and a rule decides which of the best ``k`` hits are loaded
   only). ``gold``: a relevant tool is among those loaded; ``all``: every relevant tool in
   the catalog is (a request may need several); ``tools``: tools loaded per request;
   ``false``: loaded tools that are not relevant, per request; ``tokens``: the loaded tools'
-  definitions added to turn 1 (``caliban.tokens``' estimate of the Anthropic shape, as
+  definitions added to turn 1 (``caliban.util.tokens``' estimate of the Anthropic shape, as
   ``lazy_tokens.py`` counts them), per request; ``saved``: round trips saved per 100
   requests by a scripted model that calls a relevant tool at once when one is on the wire
   and otherwise searches first (one request more): that is ``gold`` × 100.
@@ -84,7 +84,7 @@ from caliban.mcp.lazy.activation import McpActivationSet
 from caliban.mcp.lazy.preactivate import MAX_REQUEST_CHARS, MIN_COVERAGE, coverage
 from caliban.search.index import SearchDoc, ToolIndex, tool_text
 from caliban.search.semantic import CatalogEmbeddings, Embedder, load_embedder
-from caliban.tokens import estimate_json_tokens
+from caliban.util.tokens import estimate_json_tokens
 
 CODING = BENCH_DIR / "queries_coding.txt"
 RECORDINGS = Path(

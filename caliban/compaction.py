@@ -45,7 +45,7 @@ from caliban.providers.base import (
     ThinkingDelta,
     ToolCallStarted,
 )
-from caliban.tokens import estimate_json_tokens, estimate_tokens, message_tokens
+from caliban.util.tokens import estimate_json_tokens, estimate_tokens, message_tokens
 
 __all__ = [
     "Compacted",

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from caliban.diff import FileChange
 from caliban.messages import Message, ToolCall, ToolResult, Usage
+from caliban.tools.diff import FileChange
 from caliban.tools.origin import ToolOrigin
 
 

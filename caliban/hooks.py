@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
-from caliban.text import encodable
+from caliban.util.text import encodable
 
 __all__ = [
     "EVENTS",
@@ -198,7 +198,7 @@ def configured_hooks(sources: Sequence[tuple[str, object]]) -> tuple[HookConfig,
     """The hooks of every settings source, in order: ``(name, hooks table)``.
 
     Callers pass only sources that may run code: an untrusted project's hooks are dropped
-    when its settings are loaded (:func:`caliban.trust.drop_widening_settings`)."""
+    when its settings are loaded (:func:`caliban.permissions.trust.drop_widening_settings`)."""
     config, warnings = HookConfig(), []
     for source, table in sources:
         if not table:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from caliban.text import encodable
+from caliban.util.text import encodable
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -15,7 +15,7 @@ the importing file); each imported file follows its importer, and the ``@`` line
 the importer's text. Imports inside code spans and code blocks are not followed, missing
 files are skipped, a file is read once (cycles are safe) and imports nest at most
 :data:`MAX_IMPORT_DEPTH` deep. A project file may import files outside the project only when
-the folder is trusted (:mod:`caliban.trust`), and a memory file that is a symlink to
+the folder is trusted (:mod:`caliban.permissions.trust`), and a memory file that is a symlink to
 somewhere outside it is read only then too; the user's own ``~/.claude/CLAUDE.md`` may
 import anything. A file the ``Read`` deny rules forbid is not read, imported or not (a
 cloned repository's ``CLAUDE.md`` saying ``@.env`` does not put ``.env`` in the prompt).
@@ -119,7 +119,7 @@ def _in_directory(directory: Path) -> Iterator[tuple[Path, MemoryScope]]:
 
 
 def _user_memory() -> Path:
-    from caliban.paths import claude_user_dir
+    from caliban.config.paths import claude_user_dir
 
     return claude_user_dir() / "CLAUDE.md"
 
@@ -156,12 +156,12 @@ def memory_files(
 ) -> list[MemoryFile]:
     """Every memory file in load order, imports right after their importer.
 
-    ``trusted`` (default: ask :func:`caliban.trust.is_trusted`) lets project files import
-    files outside the project; a file ``read_denied`` names a rule for is left out.
+    ``trusted`` (default: ask :func:`caliban.permissions.trust.is_trusted`) lets project files
+    import files outside the project; a file ``read_denied`` names a rule for is left out.
     """
     cwd, root = cwd.resolve(), project_root.resolve()
     if trusted is None:
-        from caliban.trust import is_trusted
+        from caliban.permissions.trust import is_trusted
 
         trusted = is_trusted(root)
     found: list[MemoryFile] = []

@@ -16,8 +16,8 @@ A definition is a Markdown file with YAML frontmatter; the body is the child's s
 The fields are Claude Code's: ``tools`` (an allowlist), ``disallowedTools`` (removed from
 what ``tools`` allows), ``model`` (a full model id, ``inherit``, or an alias ``sonnet``,
 ``opus``, ``haiku`` resolved for the session's provider when the child starts, see
-:mod:`caliban.model_aliases`), ``maxTurns`` (``max_turns`` is accepted too); caliban adds
-``inherit_active_mcp``.
+:mod:`caliban.claude_code.model_aliases`), ``maxTurns`` (``max_turns`` is accepted too);
+caliban adds ``inherit_active_mcp``.
 
 Definitions come from, in order of precedence (the first definition of a name wins):
 
@@ -45,7 +45,7 @@ from typing import Any, Final, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from caliban.paths import PROJECT_DIR_NAME, claude_user_dir, project_root, user_config_dir
+from caliban.config.paths import PROJECT_DIR_NAME, claude_user_dir, project_root, user_config_dir
 
 AGENT_TOOL_NAME: Final = "Agent"
 DEFAULT_SUBAGENT: Final = "general-purpose"
@@ -308,7 +308,7 @@ MAX_FILE_BYTES: Final = 256 * 1024
 def _read_dir(
     source: Source, directory: Path, root: Path
 ) -> tuple[list[AgentDefinition], list[str]]:
-    from caliban.trust import outside_notice, project_file_outside
+    from caliban.permissions.trust import outside_notice, project_file_outside
 
     definitions: list[AgentDefinition] = []
     warnings: list[str] = []

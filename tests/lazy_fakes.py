@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from caliban.config import Settings
+from caliban.config.settings import Settings
 from caliban.events import AgentEvent
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.mcp.lazy.policy import LazyPolicy

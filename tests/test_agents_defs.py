@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from caliban.paths import user_config_dir
+from caliban.config.paths import user_config_dir
 from caliban.subagents import (
     DEFAULT_SUBAGENT,
     AgentDefinition,
@@ -174,7 +174,7 @@ def test_agents_json_flag_beats_files(project: Path) -> None:
 
 
 def test_claude_user_agents_dir_is_searched(project: Path) -> None:
-    from caliban.paths import claude_user_dir
+    from caliban.config.paths import claude_user_dir
 
     write_agent(
         claude_user_dir() / "agents",

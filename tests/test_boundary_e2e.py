@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from fake_model_server import FakeModelServer
 
-from caliban.config import user_config_path
+from caliban.config.settings import user_config_path
 from caliban.mcp.config import user_mcp_path
 
 pytestmark = pytest.mark.slow

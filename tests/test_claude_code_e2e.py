@@ -155,7 +155,7 @@ USAGE_ERRORS = [
 
 
 def _trust(base: Path) -> None:
-    from caliban.trust import trust
+    from caliban.permissions.trust import trust
 
     trust(base / "proj")
 

@@ -247,7 +247,7 @@ def test_a_hook_in_exec_form_runs_its_command_with_its_args_and_no_shell(
 ) -> None:
     # Claude Code's exec form, as a Windows-portable settings.json writes it:
     # {"command": "node", "args": ["${CLAUDE_PROJECT_DIR}/.claude/hooks/x.cjs"]}.
-    from caliban.trust import trust
+    from caliban.permissions.trust import trust
 
     trust(project)
     hook = project / ".claude" / "hooks" / "record.py"
@@ -469,7 +469,7 @@ def test_bare_runs_without_the_projects_memory_hooks_servers_and_commands(
     # What Claude Code 2.1.197 does with --bare (recorded against the same files): tools
     # Bash, Edit and Read; no CLAUDE.md, hooks, .mcp.json, commands or skills; the settings'
     # permission rules still apply.
-    from caliban.trust import trust
+    from caliban.permissions.trust import trust
 
     trust(project)
     marker = project / "stop-hook-ran"

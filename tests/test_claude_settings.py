@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from caliban.claude_settings import load_claude_settings
+from caliban.claude_code.compat import prepare, resolve_model, select_builtins
+from caliban.claude_code.settings import load_claude_settings
 from caliban.cli.options import CliOptions
-from caliban.config import load_config
+from caliban.config.paths import claude_user_dir
+from caliban.config.settings import load_config
 from caliban.errors import ConfigError, UsageError
-from caliban.paths import claude_user_dir
-from caliban.session.compat import prepare, resolve_model, select_builtins
+from caliban.permissions.trust import trust
 from caliban.tools.builtin import builtin_tools
-from caliban.trust import trust
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
 

@@ -19,7 +19,7 @@ from caliban.compaction import (
     CompactionFailed,
     compact,
 )
-from caliban.config import Settings
+from caliban.config.settings import Settings
 from caliban.events import AgentEvent, ConversationCompacted
 from caliban.messages import Message, TextPart, ToolResult, Usage
 from caliban.providers.base import PromptTooLong, ProviderRequest

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from caliban.config import (
+from caliban.config.settings import (
     ConfigError,
     get_value,
     load_config,
@@ -20,7 +20,7 @@ from caliban.config import (
     unset_value,
     user_config_path,
 )
-from caliban.trust import trust
+from caliban.permissions.trust import trust
 
 
 @pytest.fixture(autouse=True)

@@ -11,14 +11,14 @@ import pytest
 from lazy_fakes import CATALOG, FakeMcp, lazy_settings, make_session
 from rich.console import Console
 
-from caliban.config import Settings
+from caliban.config.settings import Settings
 from caliban.messages import Usage
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
 from caliban.repl.commands import CommandContext, run_command
 from caliban.session.assemble import result_extra
 from caliban.session.context import ContextReport, context_report
 from caliban.session.session import Session
-from caliban.tokens import estimate_tokens, tool_tokens
+from caliban.util.tokens import estimate_tokens, tool_tokens
 
 pytestmark = pytest.mark.anyio
 

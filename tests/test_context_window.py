@@ -13,7 +13,7 @@ import anyio
 import pytest
 from fake_model_server import CapturedRequest, FakeModelServer
 
-from caliban.config import Settings
+from caliban.config.settings import Settings
 from caliban.providers import openai as openai_provider
 from caliban.providers.anthropic import AnthropicProvider
 from caliban.providers.openai import OpenAIProvider

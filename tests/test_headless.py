@@ -13,8 +13,8 @@ import pytest
 from caliban.cli.main import _expand_variadic
 from caliban.cli.options import CliOptions
 from caliban.events import AssistantDelta, AssistantMessage, ToolFinished, UserPrompt
-from caliban.frames import FrameBuilder, TurnOutcome
-from caliban.headless import InputError, parse_input_line, read_prompt, validate
+from caliban.headless.frames import FrameBuilder, TurnOutcome
+from caliban.headless.run import InputError, parse_input_line, read_prompt, validate
 from caliban.messages import Message, TextPart, ToolCall, ToolResult, Usage
 
 
@@ -184,7 +184,7 @@ def test_result_counts_turns_and_denials_as_claude_code() -> None:
 @pytest.mark.parametrize("stream_json", [False, True])
 def test_compaction_is_said_on_stderr_unless_the_frames_show_it(stream_json: bool) -> None:
     from caliban.events import ConversationCompacted
-    from caliban.headless import StderrNotes
+    from caliban.headless.run import StderrNotes
 
     err = io.StringIO()
     notes = StderrNotes(err=err, stream_json=stream_json)
@@ -210,7 +210,7 @@ def test_compaction_is_said_on_stderr_unless_the_frames_show_it(stream_json: boo
 async def test_stdin_lines_are_bounded_and_always_end(monkeypatch: pytest.MonkeyPatch) -> None:
     """A line over the limit, or stdin that cannot be read, is an error and then the end:
     a reader that died left caliban waiting for input forever."""
-    from caliban import headless
+    from caliban.headless import run as headless
 
     monkeypatch.setattr(headless, "MAX_INPUT_LINE_CHARS", 10)
     monkeypatch.setattr("sys.stdin", io.StringIO("short\n" + "x" * 50 + "\nnever read\n"))

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from fake_model_server import FakeModelServer
 
-from caliban.trust import trust
+from caliban.permissions.trust import trust
 
 pytestmark = pytest.mark.slow
 PROVIDERS = ["anthropic", "openai"]

@@ -12,7 +12,7 @@ from fake_model_server import FakeModelServer
 from test_headless_e2e import lines, run
 
 from caliban.hooks import HookConfig, parse_hooks
-from caliban.trust import trust
+from caliban.permissions.trust import trust
 
 HOOK = """\
 import json, os, sys

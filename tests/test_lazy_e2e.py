@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from fake_model_server import FakeModelServer
 
-from caliban.trust import trust
+from caliban.permissions.trust import trust
 
 pytestmark = pytest.mark.slow
 PROVIDERS = ["anthropic", "openai"]
@@ -151,7 +151,7 @@ def test_lazy_off_sends_every_tool_and_no_paragraph(
     fake_model_server: FakeModelServer, provider: str, cap: int | None, project: Path
 ) -> None:
     """lazy_mcp = false, or lazy_mcp = true with max_active_schemas = 0 (a warning)."""
-    from caliban.paths import project_root
+    from caliban.config.paths import project_root
     from caliban.prompts import system_prompt
 
     configure(project, lazy=cap is not None, cap=cap)

@@ -14,7 +14,7 @@ import pytest
 from lazy_fakes import CATALOG, Echo, FakeMcp, Note, lazy_settings, make_session
 
 from caliban.agent import Agent
-from caliban.config import Settings
+from caliban.config.settings import Settings
 from caliban.events import ActivationChanged, AgentEvent
 from caliban.messages import ToolResult
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call

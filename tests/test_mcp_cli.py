@@ -15,7 +15,7 @@ from caliban.cli.main import app
 from caliban.mcp.client import ServerStatus
 from caliban.mcp.config import project_mcp_path, user_mcp_path
 from caliban.mcp.status import StatusRow, format_rows, status_rows
-from caliban.trust import trust
+from caliban.permissions.trust import trust
 
 CATALOG = str(Path(__file__).parent / "mcp_servers" / "catalog_server.py")
 EXIT_AT_ONCE = str(Path(__file__).parent / "mcp_servers" / "exit_at_once.py")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from caliban.config import ConfigError
+from caliban.config.settings import ConfigError
 from caliban.mcp.config import (
     add_server,
     entry_from_options,
@@ -19,7 +19,7 @@ from caliban.mcp.config import (
     user_mcp_path,
 )
 from caliban.mcp.tools import sanitize, unique_wire_names, wire_name
-from caliban.trust import trust
+from caliban.permissions.trust import trust
 
 
 @pytest.fixture(autouse=True)

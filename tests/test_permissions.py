@@ -11,8 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from caliban.agent import Agent, Authorize
-from caliban.config import ConfigError, PermissionMode, PermissionsSettings
-from caliban.diff import FileChange
+from caliban.config.settings import ConfigError, PermissionMode, PermissionsSettings
 from caliban.messages import ToolResult
 from caliban.permissions.approval import (
     PermissionAnswer,
@@ -42,6 +41,7 @@ from caliban.tools.base import (
     ToolOutput,
 )
 from caliban.tools.bash import Bash
+from caliban.tools.diff import FileChange
 from caliban.tools.edit import Edit
 from caliban.tools.read import Read
 from caliban.tools.write import Write
@@ -378,7 +378,7 @@ def test_policy_from_settings_and_flags(tmp_path: Path) -> None:
 
 
 def test_malformed_rule_is_a_config_error_naming_the_file_and_line(project: Path) -> None:
-    from caliban.config import load_config, set_value
+    from caliban.config.settings import load_config, set_value
 
     config = project / ".caliban" / "config.toml"
     config.write_text('[permissions]\ndeny = [\n  "Read",\n  "Bash(git",\n]\n')
@@ -774,8 +774,8 @@ async def test_a_symlink_to_a_protected_file_is_protected(tmp_path: Path) -> Non
 
 
 def test_caliban_user_files_and_the_trust_store_are_protected() -> None:
-    from caliban.config import user_config_path
-    from caliban.trust import trust_file
+    from caliban.config.settings import user_config_path
+    from caliban.permissions.trust import trust_file
 
     for path in (user_config_path(), user_config_path().with_name("mcp.toml"), trust_file()):
         decision = _decide("Write", str(path), rules=rules(allow=["Edit(//**)"]))
@@ -783,7 +783,7 @@ def test_caliban_user_files_and_the_trust_store_are_protected() -> None:
 
 
 def test_claude_codes_user_directory_is_protected_where_claude_config_dir_puts_it() -> None:
-    from caliban.paths import claude_user_dir
+    from caliban.config.paths import claude_user_dir
 
     # Its settings.json hooks run in the next session, wherever $CLAUDE_CONFIG_DIR points.
     settings = claude_user_dir() / "settings.json"

@@ -1,5 +1,5 @@
 from caliban.messages import Usage
-from caliban.pricing import cost_usd
+from caliban.session.pricing import cost_usd
 
 
 def test_cost_by_family_with_cache_tokens() -> None:

@@ -122,7 +122,7 @@ def test_import_cycles_and_depth_are_bounded(tmp_path: Path) -> None:
 def test_memory_honours_read_deny_rules(tmp_path: Path) -> None:
     """A cloned repository's CLAUDE.md importing ``.env`` (or a link to it) does not put a
     file the user denied reading into the prompt."""
-    from caliban.config import PermissionsSettings
+    from caliban.config.settings import PermissionsSettings
     from caliban.permissions.policy import PermissionPolicy
 
     write(tmp_path, {"CLAUDE.md": "NOTES\n@.env\n@notes.md\n", ".env": "SECRET=hunter2\n"})

@@ -11,7 +11,7 @@ import pytest
 from fake_model_server import FakeModelServer
 from test_headless_e2e import check_stream_shapes, lines, run
 
-from caliban.trust import trust
+from caliban.permissions.trust import trust
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from caliban.config import Settings, parse_value
+from caliban.config.settings import Settings, parse_value
 from caliban.errors import ConfigError
 from caliban.providers.anthropic import AnthropicProvider
 from caliban.providers.openai import OpenAIProvider
@@ -145,7 +145,7 @@ def test_effort_and_the_window_override_reach_the_provider() -> None:
 def test_create_provider_imports_no_sdk_until_warm_up() -> None:
     code = """
 import sys
-from caliban.config import Settings
+from caliban.config.settings import Settings
 from caliban.providers.select import create_provider, resolve_provider
 for name in ("anthropic", "openai"):
     choice = resolve_provider(Settings(provider=name), provider=None, model=None,

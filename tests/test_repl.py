@@ -25,7 +25,7 @@ from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from caliban.config import Settings, load_config
+from caliban.config.settings import Settings, load_config
 from caliban.messages import TextPart, Usage
 from caliban.permissions.approval import make_authorize
 from caliban.permissions.policy import PermissionPolicy
@@ -280,7 +280,7 @@ async def test_a_prompt_on_the_command_line_runs_first(project: Path) -> None:
 
 
 async def test_a_config_error_at_start_up_leaves_the_prompt_and_is_raised(project: Path) -> None:
-    from caliban.config import ConfigError
+    from caliban.config.settings import ConfigError
 
     @asynccontextmanager
     async def opener(options: Any, **kwargs: Any) -> AsyncIterator[Session]:
@@ -689,7 +689,7 @@ async def test_first_question_before_servers_connect_finds_and_calls_the_tool(
 def test_at_path_respects_read_deny_rules_and_bounds(project: Path) -> None:
     import os
 
-    from caliban.config import PermissionsSettings
+    from caliban.config.settings import PermissionsSettings
     from caliban.repl.attach import MAX_FILE_CHARS, attach
 
     policy = PermissionPolicy.from_settings(

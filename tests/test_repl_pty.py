@@ -299,7 +299,7 @@ def test_model_takes_claude_code_aliases_and_refuses_two_words(
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
-    from caliban.model_aliases import ANTHROPIC_ALIASES
+    from caliban.claude_code.model_aliases import ANTHROPIC_ALIASES
 
     assert fake_model_server.bodies[-1]["model"] == ANTHROPIC_ALIASES["opus"]
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from caliban.diff import FileChange, diff_lines
 from caliban.events import (
     ActivationChanged,
     ApiRetryEvent,
@@ -23,6 +22,7 @@ from caliban.messages import Message, TextPart, ToolCall, ToolResult, Usage
 from caliban.providers.scripted import tool_call
 from caliban.repl.render import Renderer, describe_call, split_blocks
 from caliban.tools.base import CallContext, McpOrigin, ToolEnv, ToolOrigin, call_tool
+from caliban.tools.diff import FileChange, diff_lines
 from caliban.tools.edit import Edit
 from caliban.tools.read import Read
 from caliban.tools.write import Write

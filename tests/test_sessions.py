@@ -16,7 +16,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from caliban.config import Settings
+from caliban.config.settings import Settings
 from caliban.errors import UsageError
 from caliban.events import (
     ActivationChanged,

@@ -23,10 +23,10 @@ from fake_model_server import FakeModelServer
 
 from caliban.events import AssistantMessage, UserPrompt
 from caliban.messages import Message, Usage
+from caliban.permissions.trust import trust
 from caliban.providers.scripted import reply
 from caliban.session.store import INTERRUPTED_BY_EXIT, list_sessions, load_session, transcript_path
 from caliban.session.transcript import Transcript, header_json
-from caliban.trust import trust
 
 pytestmark = pytest.mark.slow
 

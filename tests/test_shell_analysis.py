@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from caliban.config import PermissionMode
+from caliban.config.settings import PermissionMode
 from caliban.permissions.policy import Decision, decide
 from caliban.permissions.rules import PermissionRules
 from caliban.permissions.shell import (

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 
 from caliban.agent import RunResult
-from caliban.config import Settings
+from caliban.config.settings import Settings
 from caliban.events import Notice
 from caliban.messages import TextPart, ToolResult
 from caliban.permissions.approval import deny_approver, make_authorize
 from caliban.permissions.policy import PermissionPolicy
 from caliban.permissions.rules import PermissionRules
+from caliban.permissions.trust import trust
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
 from caliban.session.context import context_report
 from caliban.session.session import Session
@@ -25,7 +26,6 @@ from caliban.skills.slash import parse_slash
 from caliban.subagents import AgentDefinition
 from caliban.tools.base import ToolEnv
 from caliban.tools.builtin import builtin_tools
-from caliban.trust import trust
 
 pytestmark = pytest.mark.anyio
 

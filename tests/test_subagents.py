@@ -20,7 +20,7 @@ import pytest
 from lazy_fakes import EchoInput, Note
 
 from caliban.agent import INTERRUPTED, Agent
-from caliban.config import Settings
+from caliban.config.settings import Settings
 from caliban.events import (
     AgentEvent,
     AssistantMessage,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from caliban.trust import trust
+from caliban.permissions.trust import trust
 
 pytestmark = pytest.mark.slow
 

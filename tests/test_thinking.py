@@ -23,7 +23,7 @@ from caliban.providers.base import (
 )
 from caliban.providers.openai import OpenAIProvider
 from caliban.providers.retry import RetryPolicy
-from caliban.serialize import message_from_json, message_to_json
+from caliban.session.serialize import message_from_json, message_to_json
 from caliban.tools.base import ToolEnv
 from caliban.toolsets.tool_list import ToolList
 

@@ -361,7 +361,7 @@ def test_permission_subjects() -> None:
 @pytest.fixture
 def secrets(tmp_path: Path) -> ToolEnv:
     """A project whose rules deny reading secrets/** and .env; ``a:b.txt`` tests parsing."""
-    from caliban.config import PermissionsSettings
+    from caliban.config.settings import PermissionsSettings
     from caliban.permissions.policy import PermissionPolicy
 
     (tmp_path / "secrets").mkdir()

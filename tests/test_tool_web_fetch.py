@@ -10,7 +10,7 @@ import pytest
 from web_server import WebServer
 
 from caliban.agent import Agent
-from caliban.config import PermissionMode
+from caliban.config.settings import PermissionMode
 from caliban.permissions.policy import PermissionPolicy
 from caliban.permissions.rules import PermissionRules, Rule, RuleError, suggest_rule
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call

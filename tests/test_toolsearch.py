@@ -205,7 +205,7 @@ def test_search_catalog_ranks_without_activating() -> None:
 def test_the_search_model_setting_decides_whether_meaning_counts() -> None:
     """No word of "report a bug" is in the issue tools' text: plain BM25 finds nothing, the
     shipped static model (the default) relates bug reports to issues."""
-    from caliban.config import Settings
+    from caliban.config.settings import Settings
     from caliban.mcp.lazy.catalog import Catalog
     from caliban.mcp.lazy.policy import LazyDecision, resolve_policy
     from caliban.mcp.lazy.tool_search import search_catalog

@@ -12,10 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from caliban.cli.main import app
-from caliban.config import load_config, user_config_path
+from caliban.config.settings import load_config, user_config_path
 from caliban.mcp.config import load_mcp_config, user_mcp_path
-from caliban.session.assemble import held_back
-from caliban.trust import (
+from caliban.permissions.trust import (
     drop_widening_settings,
     is_trusted,
     revoke,
@@ -23,6 +22,7 @@ from caliban.trust import (
     trust_file,
     trusted_folders,
 )
+from caliban.session.assemble import held_back
 
 
 @pytest.fixture(autouse=True)

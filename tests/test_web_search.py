@@ -16,7 +16,7 @@ from rich.console import Console
 from test_headless_e2e import lines, run
 
 from caliban.agent import Agent
-from caliban.config import Settings
+from caliban.config.settings import Settings
 from caliban.events import AgentEvent, AssistantMessage
 from caliban.messages import Message, ServerToolPart, TextPart, Usage
 from caliban.permissions.policy import PermissionPolicy
@@ -26,8 +26,8 @@ from caliban.providers.base import ProviderRequest, ResponseDone
 from caliban.providers.retry import RetryPolicy
 from caliban.providers.scripted import ScriptedProvider
 from caliban.repl.render import Renderer
-from caliban.serialize import message_from_json, message_to_json
 from caliban.session.context import message_tokens
+from caliban.session.serialize import message_from_json, message_to_json
 from caliban.session.session import Session
 from caliban.subagents import AgentDefinition
 from caliban.tools.base import ToolEnv

@@ -20,17 +20,17 @@ from lazy_fakes import (
     make_tools,
 )
 
-from caliban.config import Settings
+from caliban.config.settings import Settings
 from caliban.events import ActivationChanged
 from caliban.mcp.lazy.manifest import MANIFEST_BUDGET_TOKENS, deferred_paragraph, group_by_server
 from caliban.mcp.lazy.policy import LazyPolicy, decide, resolve_policy
 from caliban.mcp.lazy.toolset import DeferredTool
 from caliban.mcp.tools import McpTool
 from caliban.providers.scripted import ScriptedProvider
-from caliban.tokens import estimate_tokens
 from caliban.tools.base import CallContext, McpOrigin, ToolEnv, call_tool
 from caliban.toolsets.base import Toolset
 from caliban.toolsets.tool_list import ToolList
+from caliban.util.tokens import estimate_tokens
 
 pytestmark = pytest.mark.anyio
 

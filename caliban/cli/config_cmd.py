@@ -13,7 +13,7 @@ config_app = typer.Typer(help="Read and change settings (config.toml).", no_args
 
 
 def _load(cwd: Path) -> Any:
-    from caliban.config import load_config
+    from caliban.config.settings import load_config
 
     loaded = load_config(cwd)
     for warning in [*loaded.untrusted, *loaded.warnings]:
@@ -22,13 +22,13 @@ def _load(cwd: Path) -> Any:
 
 
 def _target(scope_global: bool) -> Path:
-    from caliban.config import project_config_path, user_config_path
+    from caliban.config.settings import project_config_path, user_config_path
 
     return user_config_path() if scope_global else project_config_path(Path.cwd())
 
 
 def _show(value: Any) -> str:
-    from caliban.config import toml_value
+    from caliban.config.settings import toml_value
 
     if value is None:
         return "(unset)"
@@ -43,7 +43,7 @@ GlobalFlag = Annotated[
 @config_app.command("get")
 def config_get(key: Annotated[str, typer.Argument(help="Dotted key, e.g. tools.lazy_mcp")]) -> None:
     """Print the effective value of KEY."""
-    from caliban.config import get_value
+    from caliban.config.settings import get_value
 
     out(_show(get_value(_load(Path.cwd()).settings, key)))
 
@@ -55,9 +55,9 @@ def config_set(
     scope_global: GlobalFlag = False,
 ) -> None:
     """Set KEY to VALUE in the project file (or the user file with --global)."""
-    from caliban.config import parse_value, set_value
-    from caliban.paths import project_root
-    from caliban.trust import GATED_KEYS, is_trusted, untrusted_notice
+    from caliban.config.paths import project_root
+    from caliban.config.settings import parse_value, set_value
+    from caliban.permissions.trust import GATED_KEYS, is_trusted, untrusted_notice
 
     path = _target(scope_global)
     set_value(path, key, parse_value(value))
@@ -73,7 +73,7 @@ def config_unset(
     scope_global: GlobalFlag = False,
 ) -> None:
     """Remove KEY from the project file (or the user file with --global)."""
-    from caliban.config import unset_value
+    from caliban.config.settings import unset_value
 
     path = _target(scope_global)
     if unset_value(path, key):
@@ -89,7 +89,7 @@ def config_list(
     ] = False,
 ) -> None:
     """Print every effective setting."""
-    from caliban.config import all_keys, get_value
+    from caliban.config.settings import all_keys, get_value
 
     loaded = _load(Path.cwd())
     for key in all_keys():
@@ -100,7 +100,7 @@ def config_list(
 @config_app.command("path")
 def config_path() -> None:
     """Print the user and project config file paths."""
-    from caliban.config import project_config_path, user_config_path
+    from caliban.config.settings import project_config_path, user_config_path
 
     for label, path in (("user", user_config_path()), ("project", project_config_path(Path.cwd()))):
         state = "" if path.exists() else "  (not created)"

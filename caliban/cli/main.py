@@ -451,7 +451,7 @@ def root(
     # The Agent SDKs start the CLI without -p (Claude Code runs headless whenever stdout is
     # not a terminal); stream-json input has no meaning in the REPL, so it implies -p.
     if print_mode or input_format == "stream-json":
-        from caliban.headless import run_headless
+        from caliban.headless.run import run_headless
 
         raise typer.Exit(run_headless(options))
     from caliban.repl.app import run_interactive

@@ -68,7 +68,7 @@ def _require(config: McpConfig, name: str) -> ServerConfig:
     if server is None:
         held = next((s for s in config.untrusted if s.name == name), None)
         if held is not None:
-            from caliban.trust import untrusted_notice
+            from caliban.permissions.trust import untrusted_notice
 
             what = f"MCP server {name!r} from {held.where} does not start"
             err(f"caliban: {untrusted_notice(what, config.folder or Path.cwd())}")
@@ -80,15 +80,15 @@ def _require(config: McpConfig, name: str) -> ServerConfig:
 
 
 def _trusted() -> bool:
-    from caliban.paths import project_root
-    from caliban.trust import is_trusted
+    from caliban.config.paths import project_root
+    from caliban.permissions.trust import is_trusted
 
     return is_trusted(project_root(Path.cwd()))
 
 
 def _search_model() -> str:
     """``tools.search_model`` of the session caliban would start here."""
-    from caliban.config import load_config
+    from caliban.config.settings import load_config
 
     return load_config(Path.cwd()).settings.tools.search_model
 

@@ -2,7 +2,7 @@
 
 What they list (a server's command and stderr, tool descriptions, config values, saved
 prompts) may come from a cloned repository or an MCP server, so every line is written with
-its control and invisible characters escaped (:func:`caliban.text.visible`): a listing the
+its control and invisible characters escaped (:func:`caliban.util.text.visible`): a listing the
 user reads before trusting a folder cannot hide part of itself or drive the terminal.
 """
 
@@ -13,7 +13,7 @@ import os
 import sys
 from typing import IO
 
-from caliban.text import visible
+from caliban.util.text import visible
 
 
 def out(text: str = "") -> None:

@@ -27,7 +27,7 @@ def sessions_list(
     ] = 50,
 ) -> None:
     """List this project's sessions, most recently active first."""
-    from caliban.paths import project_root
+    from caliban.config.paths import project_root
     from caliban.session.store import format_summary, list_sessions
 
     root = project_root(Path.cwd())
@@ -62,7 +62,7 @@ def sessions_rm(
     ],
 ) -> None:
     """Delete a saved session of this project."""
-    from caliban.paths import project_root
+    from caliban.config.paths import project_root
     from caliban.session.store import remove_session
 
     removed = remove_session(project_root(Path.cwd()), session_id)

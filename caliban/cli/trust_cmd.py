@@ -1,8 +1,8 @@
 """``caliban trust [PATH]``: trust a folder, list trusted folders, revoke trust.
 
 Until a folder is trusted, what is committed in it may not start a process or widen
-permissions (see :mod:`caliban.trust`). The REPL asks on first start; this command is for
-scripts and CI. Imports only typer at module level.
+permissions (see :mod:`caliban.permissions.trust`). The REPL asks on first start; this
+command is for scripts and CI. Imports only typer at module level.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def trust_command(
     """Trust a folder: its .mcp.json and .caliban/mcp.toml servers start and its
     .caliban/config.toml may widen permissions (mode, allow rules). Trust covers every
     folder below it and is kept in your state directory, never in the project."""
-    from caliban import trust
-    from caliban.paths import project_root
+    from caliban.config.paths import project_root
+    from caliban.permissions import trust
 
     if list_:
         if path is not None or revoke:
@@ -77,7 +77,7 @@ def trust_command(
 
 
 def _revoke(folder: Path) -> None:
-    from caliban import trust
+    from caliban.permissions import trust
 
     if trust.revoke(folder):
         out(f"No longer trusted: {folder.resolve()}")
@@ -96,7 +96,7 @@ def _revoke(folder: Path) -> None:
 
 
 def _trusted_above(folder: Path) -> Path | None:
-    from caliban import trust
+    from caliban.permissions import trust
 
     target = folder.resolve()
     return next((f for f in trust.trusted_folders() if f in target.parents or f == target), None)

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from caliban import paths
-from caliban.fsutil import atomic_write_text
+from caliban.config import paths
 from caliban.mcp.tools import McpDispatcher, McpTool, sanitize, unique_wire_names
+from caliban.util.fsutil import atomic_write_text
 
 if TYPE_CHECKING:
     from caliban.mcp.config import ServerConfig

@@ -49,7 +49,8 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.text import TextReceiveStream
 
-from caliban import __version__, paths
+from caliban import __version__
+from caliban.config import paths
 from caliban.mcp.config import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig
 from caliban.mcp.tools import (
     McpTool,
@@ -59,8 +60,8 @@ from caliban.mcp.tools import (
     tool_from_sdk,
     unique_wire_names,
 )
-from caliban.tokens import estimate_json_tokens, json_size
 from caliban.tools.base import ToolOutput
+from caliban.util.tokens import estimate_json_tokens, json_size
 
 if TYPE_CHECKING:
     import mcp_types
@@ -180,7 +181,7 @@ class ServerStatus:
     tool_chars: int = 0
     """Characters of its tool definitions as sent to the model (compact JSON)."""
     tool_tokens: int = 0
-    """Estimated tokens of those definitions (:mod:`caliban.tokens`)."""
+    """Estimated tokens of those definitions (:mod:`caliban.util.tokens`)."""
     protocol_version: str | None = None
     pid: int | None = None
     log_path: Path | None = None

@@ -22,7 +22,7 @@ to 64 characters): the tools of server ``GitHub`` are ``mcp__GitHub__<tool>``. `
 names are 1-32 lowercase characters. ``"alwaysLoad": true`` on a ``.mcp.json`` server is
 ``lazy = false``: its tools stay on the wire under lazy loading.
 
-The project's servers start only in a trusted folder (:mod:`caliban.trust`): a cloned
+The project's servers start only in a trusted folder (:mod:`caliban.permissions.trust`): a cloned
 repository's ``.mcp.json`` must not run a command on start-up. Until then they are listed
 in :attr:`McpConfig.untrusted` and never in :attr:`McpConfig.servers`.
 """
@@ -41,8 +41,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from caliban import paths
-from caliban.config import (
+from caliban.config import paths
+from caliban.config.settings import (
     ConfigError,
     find_key_line,
     read_toml,
@@ -176,7 +176,7 @@ class McpConfig:
     @property
     def untrusted_notices(self) -> tuple[str, ...]:
         """One line per project file whose servers were not started, saying how to trust."""
-        from caliban.trust import untrusted_notice
+        from caliban.permissions.trust import untrusted_notice
 
         by_file: dict[Path | None, list[str]] = {}
         for server in self.untrusted:
@@ -518,7 +518,7 @@ def load_mcp_config(
 
     Never raises for a bad file or entry: those become :attr:`McpConfig.problems` and the
     valid servers still load. ``environ`` (default ``os.environ``) feeds ``${VAR}``.
-    ``trusted`` (default: :func:`caliban.trust.is_trusted` of the project root) decides
+    ``trusted`` (default: :func:`caliban.permissions.trust.is_trusted` of the project root) decides
     whether the project's servers are among :attr:`McpConfig.servers` or only listed in
     :attr:`McpConfig.untrusted`.
     ``extra`` are ``--mcp-config`` values (files or JSON strings; a missing file or invalid
@@ -526,7 +526,7 @@ def load_mcp_config(
     ``mcp_json_allows`` filters ``.mcp.json`` servers by name (Claude Code's
     ``disabledMcpjsonServers`` / ``enabledMcpjsonServers`` settings).
     """
-    from caliban.trust import is_trusted
+    from caliban.permissions.trust import is_trusted
 
     folder = paths.project_root(cwd)
     if trusted is None:
@@ -596,7 +596,7 @@ def add_server(path: Path, name: str, entry: Mapping[str, Any]) -> bool:
     True when an entry was replaced. Raises :class:`ConfigError` for an invalid name or
     entry, or a file whose ``server`` key is not a table.
     """
-    from caliban.toml_edit import load_document, save_document, set_key
+    from caliban.config.toml_edit import load_document, save_document, set_key
 
     if not valid_name(name):
         raise ConfigError(_name_problem(str(path), name))
@@ -618,7 +618,7 @@ def add_server(path: Path, name: str, entry: Mapping[str, Any]) -> bool:
 
 def remove_server(path: Path, name: str) -> bool:
     """Remove ``[server.NAME]`` from the file at ``path``; False when it was not there."""
-    from caliban.toml_edit import load_document, remove_key, save_document
+    from caliban.config.toml_edit import load_document, remove_key, save_document
 
     if not path.exists():
         return False

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from caliban.messages import ImagePart, ResultPart, TextPart, ToolSpec
-from caliban.tokens import CHARS_PER_TOKEN_TEXT
 from caliban.tools.base import (
     CallContext,
     McpOrigin,
@@ -37,6 +36,7 @@ from caliban.tools.base import (
     ToolOutput,
     json_preview,
 )
+from caliban.util.tokens import CHARS_PER_TOKEN_TEXT
 
 if TYPE_CHECKING:
     import mcp_types

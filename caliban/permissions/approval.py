@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, assert_never
 
-from caliban.fsutil import resolved
 from caliban.permissions.policy import Decision, PermissionPolicy
 from caliban.permissions.rules import PATH_TOOLS, RuleError, is_within, suggest_rule
 from caliban.tools.base import ChangedInput, Invocation, Preview, ToolEnv, ToolOrigin
+from caliban.util.fsutil import resolved
 
 if TYPE_CHECKING:
     from caliban.agent import Authorize

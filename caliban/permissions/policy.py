@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, assert_never
 
-from caliban.config import ConfigError, PermissionMode, PermissionsSettings
+from caliban.config.settings import ConfigError, PermissionMode, PermissionsSettings
 from caliban.permissions import shell
 from caliban.permissions.protected import protected_reason
 from caliban.permissions.rules import (

@@ -18,7 +18,7 @@ import os
 import subprocess
 from pathlib import Path, PurePosixPath
 
-from caliban import paths
+from caliban.config import paths
 
 __all__ = ["protected_reason"]
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from caliban.fsutil import resolved
+from caliban.util.fsutil import resolved
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser

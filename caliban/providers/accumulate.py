@@ -43,7 +43,7 @@ from caliban.messages import (
 from caliban.providers.base import StopReason, TextDelta, ThinkingDelta, ToolCallStarted
 from caliban.providers.guard import DEFAULT_LIMITS, StreamLimits, check_part, check_parts
 from caliban.providers.retry import IncompleteStream
-from caliban.text import encodable
+from caliban.util.text import encodable
 
 FINISH_REASONS: Mapping[str, StopReason] = {
     "stop": "end_turn",

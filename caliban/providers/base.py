@@ -11,9 +11,9 @@ inside the provider.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Final, Literal, Protocol
 
 from caliban.messages import Message, ToolSpec, Usage
 
@@ -27,6 +27,25 @@ Effort = Literal["low", "medium", "high"]
 
 DEFAULT_MAX_TOKENS = 16_384
 """Output tokens a response may take unless the request says otherwise."""
+
+ProviderName = Literal["anthropic", "openai"]
+"""The providers caliban speaks to; what each reads from the environment is below."""
+PROVIDERS: Final[tuple[ProviderName, ...]] = ("anthropic", "openai")
+
+DEFAULT_MODELS: Final[Mapping[ProviderName, str]] = {
+    "anthropic": "claude-sonnet-5-5",
+    "openai": "gpt-5.5",
+}
+"""The model used when neither ``--model`` nor the ``model`` setting names one."""
+
+KEY_ENVS: Final[Mapping[ProviderName, str]] = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+}
+BASE_URL_ENVS: Final[Mapping[ProviderName, str]] = {
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "openai": "OPENAI_BASE_URL",
+}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

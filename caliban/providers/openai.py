@@ -36,7 +36,6 @@ import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from caliban.background import start_in_daemon_thread
 from caliban.messages import (
     ImagePart,
     Message,
@@ -60,7 +59,8 @@ from caliban.providers.retry import (
     one_line,
     with_retries,
 )
-from caliban.tokens import estimate_json_tokens, estimate_tokens
+from caliban.util.background import start_in_daemon_thread
+from caliban.util.tokens import estimate_json_tokens, estimate_tokens
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Literal, assert_never
 
 from caliban.providers.base import (
+    BASE_URL_ENVS,
     ApiRetry,
     PromptTooLong,
     ProviderError,
@@ -238,8 +239,6 @@ def one_line(text: str, limit: int = 300) -> str:
 def _unreachable_hint(provider: str, endpoint: str | None) -> str:
     """What to check when no connection to ``endpoint`` (``None``: the SDK's default) could
     be made."""
-    from caliban.providers.select import BASE_URL_ENVS
-
     if endpoint is None:
         return "; check your network connection"
     variable = BASE_URL_ENVS.get(provider)  # type: ignore[call-overload]

@@ -17,11 +17,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal, Protocol, assert_never, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, assert_never, runtime_checkable
 
-from caliban.config import Settings
+from caliban.config.settings import Settings
 from caliban.errors import ConfigError
-from caliban.providers.base import Effort, Provider
+from caliban.providers.base import (
+    BASE_URL_ENVS,
+    DEFAULT_MODELS,
+    KEY_ENVS,
+    PROVIDERS,
+    Effort,
+    Provider,
+    ProviderName,
+)
 from caliban.providers.retry import DEFAULT_RETRY, RetryPolicy
 from caliban.providers.windows import static_context_window
 
@@ -30,23 +38,6 @@ if TYPE_CHECKING:
     from caliban.providers.openai import OpenAIProvider
 
 
-ProviderName = Literal["anthropic", "openai"]
-PROVIDERS: Final[tuple[ProviderName, ...]] = ("anthropic", "openai")
-
-DEFAULT_MODELS: Final[Mapping[ProviderName, str]] = {
-    "anthropic": "claude-sonnet-5-5",
-    "openai": "gpt-5.5",
-}
-"""The model used when neither ``--model`` nor the ``model`` setting names one."""
-
-KEY_ENVS: Final[Mapping[ProviderName, str]] = {
-    "anthropic": "ANTHROPIC_API_KEY",
-    "openai": "OPENAI_API_KEY",
-}
-BASE_URL_ENVS: Final[Mapping[ProviderName, str]] = {
-    "anthropic": "ANTHROPIC_BASE_URL",
-    "openai": "OPENAI_BASE_URL",
-}
 AUTH_TOKEN_ENV: Final = "ANTHROPIC_AUTH_TOKEN"
 """Claude Code's other Anthropic credential (a gateway's or a local server's bearer token,
 as Ollama's and LiteLLM's setup guides set it); used when ``ANTHROPIC_API_KEY`` is not."""

@@ -35,9 +35,9 @@ from prompt_toolkit.utils import is_dumb_terminal
 from rich.console import Console
 from rich.text import Text
 
-from caliban import __version__, paths
-from caliban.background import start_in_daemon_thread
+from caliban import __version__
 from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
+from caliban.config import paths
 from caliban.events import AgentEvent
 from caliban.messages import Message, TextPart
 from caliban.repl.approve import TerminalApprover
@@ -53,9 +53,10 @@ from caliban.repl.render import ELBOW, Renderer, TerminalConsole, outside_text
 from caliban.repl.toolbar import toolbar_text
 from caliban.repl.trust_prompt import settle_trust
 from caliban.skills.slash import parse_slash
+from caliban.util.background import start_in_daemon_thread
 
 if TYPE_CHECKING:
-    from caliban.config import PermissionMode
+    from caliban.config.settings import PermissionMode
     from caliban.permissions.rules import Rule
     from caliban.session.session import Session
     from caliban.skills.catalog import Skill

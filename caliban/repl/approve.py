@@ -37,7 +37,6 @@ from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from caliban.diff import FileChange, diff_lines
 from caliban.repl.render import (
     ELBOW,
     TerminalConsole,
@@ -47,7 +46,8 @@ from caliban.repl.render import (
     render_diff,
     shorten,
 )
-from caliban.text import visible
+from caliban.tools.diff import FileChange, diff_lines
+from caliban.util.text import visible
 
 if TYPE_CHECKING:
     from caliban.permissions.approval import PermissionAnswer, PermissionRequest

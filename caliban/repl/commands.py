@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from caliban.model_aliases import resolve_alias
+from caliban.claude_code.model_aliases import resolve_alias
 from caliban.providers.select import KnowsContextWindows
 from caliban.repl.info import (
     agent_definitions,
@@ -31,9 +31,9 @@ from caliban.repl.info import (
 from caliban.repl.render import outside_text
 from caliban.session.context import context_report
 from caliban.skills.slash import parse_slash
-from caliban.text import visible
-from caliban.tokens import estimate_json_tokens, format_tokens
 from caliban.tools.base import McpOrigin
+from caliban.util.text import visible
+from caliban.util.tokens import estimate_json_tokens, format_tokens
 
 if TYPE_CHECKING:
     from caliban.messages import Message

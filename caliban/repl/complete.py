@@ -11,7 +11,7 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
 from caliban.repl.commands import COMMANDS
-from caliban.text import visible
+from caliban.util.text import visible
 
 MAX_PATH_COMPLETIONS = 200
 _MENTION_AT_CURSOR = re.compile(r"(?<![\w@])@((?:\\ |[^\s])*)$")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from caliban.pricing import cost_usd
+from caliban.session.pricing import cost_usd
 
 if TYPE_CHECKING:
     from caliban.mcp.status import StatusRow
@@ -62,7 +62,7 @@ def config_rows(session: Session) -> list[tuple[str, str, str]] | None:
     loaded = session.config
     if loaded is None:
         return None
-    from caliban.config import all_keys, get_value, toml_value
+    from caliban.config.settings import all_keys, get_value, toml_value
 
     rows = []
     for key in all_keys():

@@ -32,7 +32,6 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from caliban.diff import DiffLine, FileChange, diff_lines
 from caliban.events import (
     ActivationChanged,
     AgentEvent,
@@ -54,9 +53,10 @@ from caliban.events import (
 )
 from caliban.mcp.tools import unmark
 from caliban.messages import Message, ServerToolPart, ToolCall
-from caliban.text import plural, visible
-from caliban.tokens import format_tokens
 from caliban.tools.base import McpOrigin, ToolOrigin
+from caliban.tools.diff import DiffLine, FileChange, diff_lines
+from caliban.util.text import plural, visible
+from caliban.util.tokens import format_tokens
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -79,7 +79,7 @@ PRIMARY_ARGS = ("file_path", "command", "pattern", "query", "url", "description"
 
 class TerminalConsole(Console):
     """The REPL's console: every piece of text it writes passes through
-    :func:`~caliban.text.visible`, however it got there (the model's markdown, a TodoWrite
+    :func:`~caliban.util.text.visible`, however it got there (the model's markdown, a TodoWrite
     item, an MCP server's name, a hook's output, an error quoting a server). Such text
     cannot then drive the terminal: an OSC 52 sequence writes the clipboard, SGR 8 conceals
     what follows it, ``\\x01…\\x02`` reaches the terminal raw through a prompt-toolkit

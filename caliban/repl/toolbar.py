@@ -12,8 +12,8 @@ from caliban.repl.info import (
     mcp_servers,
     session_cost,
 )
-from caliban.text import visible
-from caliban.tokens import format_tokens
+from caliban.util.text import visible
+from caliban.util.tokens import format_tokens
 
 if TYPE_CHECKING:
     from caliban.session.session import Session

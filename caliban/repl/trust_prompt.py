@@ -10,7 +10,7 @@ permissions (:func:`caliban.session.assemble.held_back`) gets one question::
      1. Yes, trust this folder
      2. No, start without them
 
-"Yes" is remembered (:func:`caliban.trust.trust`); "No" starts without them and asks
+"Yes" is remembered (:func:`caliban.permissions.trust.trust`); "No" starts without them and asks
 again next time. Ctrl-C leaves caliban.
 """
 
@@ -23,10 +23,10 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.text import Text
 
-from caliban import trust
-from caliban.paths import project_root
+from caliban.config.paths import project_root
+from caliban.permissions import trust
 from caliban.repl.approve import choose, to_ansi
-from caliban.text import visible
+from caliban.util.text import visible
 
 
 async def settle_trust(console: Console, cwd: Path) -> None:

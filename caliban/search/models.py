@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from caliban.paths import cache_dir
+from caliban.config.paths import cache_dir
 from caliban.search.dense import DenseEncoder, find_minilm
 from caliban.search.semantic import Embedder, default_embedder
 from caliban.search.transformer import TransformerModel

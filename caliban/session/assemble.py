@@ -17,20 +17,20 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from caliban.background import start_in_daemon_thread
+from caliban.claude_code.compat import caliban_mode
 from caliban.cli.options import CliOptions
-from caliban.config import load_config
+from caliban.config.paths import project_root
+from caliban.config.settings import load_config
 from caliban.events import Notice
 from caliban.messages import Message
-from caliban.paths import project_root
+from caliban.permissions.trust import has_project_files, is_trusted
 from caliban.prompts import system_prompt
-from caliban.session.compat import caliban_mode
 from caliban.session.session import Listener, Session, new_session_id
 from caliban.tools.base import ToolEnv
-from caliban.trust import has_project_files, is_trusted
+from caliban.util.background import start_in_daemon_thread
 
 if TYPE_CHECKING:
-    from caliban.config import LoadedConfig
+    from caliban.config.settings import LoadedConfig
     from caliban.hooks import HookRunner
     from caliban.mcp.client import McpManager
     from caliban.mcp.config import ServerConfig
@@ -91,12 +91,13 @@ async def open_session(
     asked when a call needs approval (interactive: after the Notification hooks; headless:
     a :class:`~caliban.permissions.approval.DenyingApprover`, or none).
     """
+    from caliban.claude_code.compat import prepare, resolve_model, retry_policy, select_builtins
     from caliban.mcp.config import load_mcp_config
     from caliban.mcp.status import describe_failure, describe_skipped
     from caliban.permissions.approval import deny_approver, make_authorize
     from caliban.permissions.policy import PermissionPolicy
-    from caliban.providers.select import DEFAULT_MODELS, create_provider, resolve_provider
-    from caliban.session.compat import prepare, resolve_model, retry_policy, select_builtins
+    from caliban.providers.base import DEFAULT_MODELS
+    from caliban.providers.select import create_provider, resolve_provider
     from caliban.session.resume import close_transcript, open_transcript
     from caliban.skills.catalog import load_catalog
     from caliban.subagents import list_agents
@@ -106,7 +107,7 @@ async def open_session(
     root = project_root(options.cwd)
     trusted = is_trusted(root)
     loaded = load_config(options.cwd, overrides=cli_overrides(options), trusted=trusted)
-    # Claude Code's settings files, env, modes and flags (caliban.session.compat).
+    # Claude Code's settings files, env, modes and flags (caliban.claude_code.compat).
     setup = prepare(options, loaded, root)
     settings = setup.settings
     agent_definitions, agent_warnings = list_agents(options.cwd, extra=setup.extra_agents)
@@ -272,7 +273,7 @@ def held_back(cwd: Path) -> list[str]:
 
     Read with the same loaders a session uses, so the answer matches what it would skip.
     """
-    from caliban.claude_settings import PROJECT_SCOPES, read_layers, untrusted_filter
+    from caliban.claude_code.settings import PROJECT_SCOPES, read_layers, untrusted_filter
     from caliban.mcp.config import load_mcp_config
 
     root = project_root(cwd)
@@ -444,7 +445,7 @@ def _fallbacks(
 ) -> tuple[str, ...]:
     """``--fallback-model`` names as the provider's models (aliases resolved); an alias that
     means nothing for the provider is left out with a warning."""
-    from caliban.model_aliases import resolve_alias
+    from caliban.claude_code.model_aliases import resolve_alias
 
     models = []
     for name in names:

@@ -7,7 +7,7 @@ the model's context window, and how much lazy loading saves: what an eager reque
 carry in MCP tool definitions now versus this one. The REPL renders it (``/context``); headless
 ``--output-format json`` puts :meth:`ContextReport.as_dict` under ``"context"``.
 
-Estimates are offline (:mod:`caliban.tokens`: ``ceil(characters / 4)`` of the text, and of
+Estimates are offline (:mod:`caliban.util.tokens`: ``ceil(characters / 4)`` of the text, and of
 the compact JSON of each tool definition and tool call), so they are close to, not equal to,
 what a provider's tokenizer counts. Where the provider reported usage for the latest request,
 that figure is shown next to them.
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from caliban.messages import (
     Usage,
 )
-from caliban.tokens import estimate_tokens, message_tokens, tool_tokens
 from caliban.tools.base import McpOrigin, Tool
+from caliban.util.tokens import estimate_tokens, message_tokens, tool_tokens
 
 if TYPE_CHECKING:
     from caliban.session.session import Session

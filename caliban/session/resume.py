@@ -28,7 +28,7 @@ from caliban.session.store import (
     transcript_path,
 )
 from caliban.session.transcript import Transcript, header_json
-from caliban.text import plural
+from caliban.util.text import plural
 
 if TYPE_CHECKING:
     from caliban.session.session import Session
@@ -268,7 +268,7 @@ async def open_transcript(
             raise SessionNotFound(
                 f"no saved sessions in this project ({session.env.project_root}) to resume"
             )
-        from caliban.background import start_in_daemon_thread
+        from caliban.util.background import start_in_daemon_thread
 
         # A daemon thread: on Ctrl-C nothing waits for the blocked input() to return.
         chosen = await start_in_daemon_thread(

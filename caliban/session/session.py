@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from caliban.agent import Agent, Authorize, Conversation, RunResult, allow_all
 from caliban.compaction import CompactionPolicy
-from caliban.config import LoadedConfig, Settings
+from caliban.config.settings import LoadedConfig, Settings
 from caliban.events import AgentEvent, ConversationCleared, HistoryAppended, ModelChanged, Notice
 from caliban.hooks import NO_HOOKS, LoopHooks
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
@@ -273,7 +273,7 @@ class Session:
         for this session's provider."""
         import os
 
-        from caliban.model_aliases import resolve_alias
+        from caliban.claude_code.model_aliases import resolve_alias
 
         wanted = wanted or os.environ.get("CLAUDE_CODE_SUBAGENT_MODEL") or None
         if wanted is None:

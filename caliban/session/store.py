@@ -21,12 +21,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from caliban.config.paths import data_dir
 from caliban.errors import UsageError
 from caliban.messages import Message, TextPart, ToolCall, ToolResult, Usage
-from caliban.paths import data_dir
-from caliban.serialize import message_from_json, usage_from_json
+from caliban.session.serialize import message_from_json, usage_from_json
 from caliban.session.transcript import HISTORY_TYPES, is_locked
-from caliban.text import plural, visible
+from caliban.util.text import plural, visible
 
 if TYPE_CHECKING:
     from caliban.mcp.lazy.activation import McpActivationSet

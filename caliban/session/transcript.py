@@ -16,7 +16,7 @@ Line format (``docs/sessions.md`` has the full description)::
     {"type":"user_prompt","timestamp":"…","message":{"role":"user","content":[…]},…}
     {"type":"assistant","timestamp":"…","message":{…},"usage":{…},"model":"…",…}
 
-Messages use the Anthropic content-block shape of :mod:`caliban.serialize`.
+Messages use the Anthropic content-block shape of :mod:`caliban.session.serialize`.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ from caliban.events import (
     ToolStarted,
     UserPrompt,
 )
-from caliban.serialize import message_to_json
-from caliban.text import encodable
+from caliban.session.serialize import message_to_json
+from caliban.util.text import encodable
 
 FORMAT_VERSION = 1
 """Bumped only for changes old readers would misread; new line types are not such a change."""

@@ -26,7 +26,7 @@ from typing import Any, Final, Literal
 
 import yaml
 
-from caliban.paths import PROJECT_DIR_NAME, claude_user_dir, project_root, user_config_dir
+from caliban.config.paths import PROJECT_DIR_NAME, claude_user_dir, project_root, user_config_dir
 from caliban.permissions.rules import Rule, RuleError
 from caliban.subagents import split_frontmatter
 
@@ -106,7 +106,7 @@ def source_dirs(cwd: Path) -> list[tuple[Kind, Scope, Path]]:
 def load_catalog(cwd: Path) -> Catalog:
     """Every command and skill visible from ``cwd`` (see the module docstring). A project
     file that leads outside the project (a symlink) is read only in a trusted folder."""
-    from caliban.trust import outside_notice, project_file_outside
+    from caliban.permissions.trust import outside_notice, project_file_outside
 
     chosen: dict[str, Skill] = {}
     warnings: list[str] = []

@@ -4,8 +4,8 @@ The message follows Claude Code's: a ``<command-message>``/``<command-name>``/
 ``<command-args>`` block, then the expanded text (a skill's starts with its base directory),
 preceded by a Read of each ``@file`` it mentions. ``!`command``` snippets run in a shell in
 the working directory, but only from a user's own files or a trusted project
-(:func:`caliban.trust.is_trusted`): a command from a project folder nobody trusted is refused
-before anything runs, and its ``allowed-tools`` are ignored. A ``deny`` permission rule
+(:func:`caliban.permissions.trust.is_trusted`): a command from a project folder nobody trusted
+is refused before anything runs, and its ``allowed-tools`` are ignored. A ``deny`` permission rule
 covering a snippet refuses the command too. A snippet an argument was filled into
 (``!`git log $ARGUMENTS```) runs only when the permission rules, with the command's
 ``allowed-tools``, allow that command line: the arguments are not the file's author's.
@@ -54,7 +54,7 @@ def header(name: str, arguments: str) -> str:
 
 async def expand_invocation(session: Session, skill: Skill, arguments: str) -> Expanded:
     """Expand ``/skill.name arguments`` for ``session``; raises :class:`CommandRefused`."""
-    from caliban.trust import is_trusted
+    from caliban.permissions.trust import is_trusted
 
     root = session.env.project_root
     trusted = skill.scope == "user" or is_trusted(root)
@@ -98,7 +98,7 @@ def _model(session: Session, skill: Skill, notes: list[str]) -> str | None:
     meaning there, with a note."""
     import os
 
-    from caliban.model_aliases import resolve_alias
+    from caliban.claude_code.model_aliases import resolve_alias
 
     if skill.model is None:
         return None

@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from caliban.skills.catalog import Skill, find_skill, listing
 from caliban.skills.expand import shell_snippets, substitute_arguments
-from caliban.tokens import estimate_tokens
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 from caliban.toolsets.base import ChildScope, SkillsView, ToolsetView
+from caliban.util.tokens import estimate_tokens
 
 if TYPE_CHECKING:
     from caliban.events import AgentEvent

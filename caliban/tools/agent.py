@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Final
 from pydantic import BaseModel, Field
 
 from caliban.messages import TextPart, ToolSpec
-from caliban.serialize import usage_to_api_json
+from caliban.session.serialize import usage_to_api_json
 from caliban.subagents import AGENT_TOOL_NAME, DEFAULT_SUBAGENT, AgentDefinition
-from caliban.text import plural
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
+from caliban.util.text import plural
 
 if TYPE_CHECKING:
     from caliban.agent import Agent, RunResult
@@ -186,7 +186,7 @@ class _ToolStats:
         if isinstance(event, ToolFinished) and event.parent_tool_use_id == self.call_id:
             self.counts[_STAT_KINDS.get(event.call.name, "other")] += 1
             if event.change is not None:
-                from caliban.diff import diff_lines
+                from caliban.tools.diff import diff_lines
 
                 diff = diff_lines(event.change.before or "", event.change.after)
                 self.added += diff.added

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 
 from pydantic import BaseModel, ValidationError
 
-from caliban.diff import FileChange
 from caliban.messages import ResultPart, TextPart, ToolSpec
+from caliban.tools.diff import FileChange
 from caliban.tools.origin import BUILTIN, BuiltinOrigin, McpOrigin, ToolOrigin
 
 if TYPE_CHECKING:

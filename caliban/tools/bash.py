@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 from caliban.messages import TextPart
-from caliban.text import plural
 from caliban.tools import _files
 from caliban.tools._process import spawn_shell, stop_group
 from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput, cap_preview
+from caliban.util.text import plural
 
 if TYPE_CHECKING:
     from caliban.tools.tasks import BackgroundTasks

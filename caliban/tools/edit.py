@@ -15,12 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from caliban.background import start_in_daemon_thread
-from caliban.diff import FileChange, structured_patch
-from caliban.fsutil import atomic_write_bytes
-from caliban.text import plural
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput
+from caliban.tools.diff import FileChange, structured_patch
+from caliban.util.background import start_in_daemon_thread
+from caliban.util.fsutil import atomic_write_bytes
+from caliban.util.text import plural
 
 CONTEXT_LINES = 4
 MAX_SNIPPET_LINES = 40

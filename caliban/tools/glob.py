@@ -8,9 +8,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from caliban.text import plural
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
+from caliban.util.text import plural
 
 MAX_PATHS = 100
 _GLOB_CHARS = frozenset("*?[{")

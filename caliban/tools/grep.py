@@ -8,9 +8,9 @@ from typing import Literal, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from caliban.text import plural
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput
+from caliban.util.text import plural
 
 MAX_OUTPUT_CHARS = 30_000
 MAX_KEPT_LINES = 20_000

@@ -10,9 +10,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from caliban.messages import ImagePart, TextPart
-from caliban.text import plural
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
+from caliban.util.text import plural
 
 DEFAULT_LIMIT = 2000
 MAX_LINE_CHARS = 2000

@@ -13,8 +13,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from caliban.text import plural
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
+from caliban.util.text import plural
 
 STATE_KEY: Final = "TodoWrite"
 RESULT: Final = (

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from caliban.diff import FileChange, structured_patch
-from caliban.fsutil import atomic_write_bytes
-from caliban.text import plural
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput
+from caliban.tools.diff import FileChange, structured_patch
 from caliban.tools.edit import EditError, load_text
+from caliban.util.fsutil import atomic_write_bytes
+from caliban.util.text import plural
 
 DESCRIPTION = """\
 Writes a file to the local filesystem, creating parent directories as needed.

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from caliban.tokens import CHARS_PER_TOKEN_TEXT
+from caliban.util.tokens import CHARS_PER_TOKEN_TEXT
 
 __all__ = ["MANIFEST_BUDGET_TOKENS", "ManifestGroup", "deferred_paragraph", "group_by_server"]
 

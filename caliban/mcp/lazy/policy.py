@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, assert_never
 
-from caliban.config import ToolsSettings
-from caliban.tokens import tool_tokens
+from caliban.config.settings import ToolsSettings
 from caliban.tools.base import Tool
+from caliban.util.tokens import tool_tokens
 
 __all__ = [
     "AUTO_FRACTION",

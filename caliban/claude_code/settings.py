@@ -21,7 +21,7 @@ with a warning. ``hooks`` are handed to :mod:`caliban.hooks` (an untrusted
 folder's are left out, see below).
 
 Trust: a cloned repository can carry ``.claude/settings.json`` *and* a
-``.claude/settings.local.json``. In a folder that is not trusted (:mod:`caliban.trust`),
+``.claude/settings.local.json``. In a folder that is not trusted (:mod:`caliban.permissions.trust`),
 what they would widen or run is left out with one notice: ``permissions.allow``, a
 ``defaultMode`` that asks less (``acceptEdits``, ``bypassPermissions``), ``hooks``,
 ``additionalDirectories`` and ``env`` (which can redirect the API key or change what an
@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from caliban.paths import claude_user_dir, project_root
-from caliban.text import plural
+from caliban.config.paths import claude_user_dir, project_root
+from caliban.util.text import plural
 
 __all__ = [
     "PROJECT_SCOPES",
@@ -196,11 +196,11 @@ def untrusted_filter(layer: SettingsLayer) -> tuple[SettingsLayer, tuple[str, ..
 
     Used for the ``project`` and ``local`` layers of a folder that is not trusted. The keys
     caliban's own settings share (allow rules, the mode, hooks) go through the one filter for
-    every project layer, :func:`caliban.trust.drop_widening_settings`; ``env`` and
+    every project layer, :func:`caliban.permissions.trust.drop_widening_settings`; ``env`` and
     ``permissions.additionalDirectories`` exist only here and are dropped too (``env`` could
     point the provider at another server).
     """
-    from caliban.trust import drop_widening_settings
+    from caliban.permissions.trust import drop_widening_settings
 
     data = dict(layer.data)
     permissions = data.get("permissions")
@@ -356,7 +356,7 @@ def load_claude_settings(
     one that cannot be read (its deny rules would be lost).
     """
     from caliban.errors import ConfigError
-    from caliban.trust import untrusted_notice
+    from caliban.permissions.trust import untrusted_notice
 
     layers, unusable = read_layers(cwd, sources=sources, extra=extra)
     warnings: list[str] = []

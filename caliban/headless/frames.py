@@ -4,7 +4,7 @@
 Code 2.1.197 prints, field for field (recorded in ``tests/fixtures/claude_code``; the
 end-to-end test compares them key by key). caliban adds keys, never renames or drops one:
 ``permission_mode`` next to ``permissionMode``, ``context`` in the result, ``error_message``
-in ``api_retry``. Frames go to a ``sink``; :mod:`caliban.headless` decides whether they are
+in ``api_retry``. Frames go to a ``sink``; :mod:`caliban.headless.run` decides whether they are
 printed one per line, collected into an array (``json --verbose``) or dropped.
 
 Shapes, briefly (docs/headless.md has the full list):
@@ -54,9 +54,9 @@ from caliban.events import (
     UserPrompt,
 )
 from caliban.messages import ImagePart, Message, Part, TextPart, ToolCall, ToolResult, Usage
-from caliban.pricing import cost_usd
 from caliban.providers.base import DEFAULT_MAX_TOKENS
-from caliban.serialize import part_to_json, usage_to_api_json
+from caliban.session.pricing import cost_usd
+from caliban.session.serialize import part_to_json, usage_to_api_json
 from caliban.subagents import AGENT_TOOL_NAME
 from caliban.tools.origin import McpOrigin, ToolOrigin
 

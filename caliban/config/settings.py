@@ -1,13 +1,14 @@
 """Settings: a pydantic schema, read from a user and a project TOML file, layered.
 
-The user file is ``<user config dir>/config.toml`` (see :mod:`caliban.paths`), the project
+The user file is ``<user config dir>/config.toml`` (see :mod:`caliban.config.paths`), the project
 file ``<project root>/.caliban/config.toml``. The project file overrides the user file key
 by key; tables merge deeply. Unknown keys are warnings (with the closest valid key); bad
 TOML and wrong types are :class:`ConfigError` naming the file, line and key.
 
-Until the user trusts the project folder (:mod:`caliban.trust`), the project file may only
-narrow: its keys that would widen permissions are left out
-(:func:`caliban.trust.drop_widening_settings`) and :attr:`LoadedConfig.untrusted` says so.
+Until the user trusts the project folder (:mod:`caliban.permissions.trust`), the project file
+may only narrow: its keys that would widen permissions are left out
+(:func:`caliban.permissions.trust.drop_widening_settings`) and :attr:`LoadedConfig.untrusted`
+says so.
 The user file is always trusted.
 """
 
@@ -24,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from caliban import paths
+from caliban.config import paths
 from caliban.errors import ConfigError
 
 CONFIG_FILE = "config.toml"
@@ -352,10 +353,11 @@ def load_config(
     """Read, check and layer the user and project files (then ``overrides``, e.g. CLI flags).
 
     ``trusted`` says whether the project folder is trusted (default: ask
-    :func:`caliban.trust.is_trusted`); if not, the project file's widening keys are ignored.
+    :func:`caliban.permissions.trust.is_trusted`); if not, the project file's widening keys are
+    ignored.
     Flags in ``overrides`` come from the user and always apply.
     """
-    from caliban.trust import drop_widening_settings, is_trusted, untrusted_notice
+    from caliban.permissions.trust import drop_widening_settings, is_trusted, untrusted_notice
 
     root = paths.project_root(cwd)
     if trusted is None:
@@ -432,7 +434,7 @@ def unset_value(path: Path, key: str) -> bool:
 def _edit(path: Path, key: str, value: Any) -> None:
     """Change one key of the file, in place (tomlkit keeps comments and layout), after
     checking that the result is valid; atomic."""
-    from caliban.toml_edit import load_document, remove_key, save_document, set_key
+    from caliban.config.toml_edit import load_document, remove_key, save_document, set_key
 
     try:
         _model_for(key)
@@ -455,7 +457,7 @@ def _edit(path: Path, key: str, value: Any) -> None:
 
 def toml_value(value: Any) -> str:
     """``value`` written as a TOML value (``true``, ``"x"``, ``["a", "b"]``)."""
-    from caliban.toml_edit import toml_value as render
+    from caliban.config.toml_edit import toml_value as render
 
     return render(value)
 

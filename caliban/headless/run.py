@@ -1,7 +1,7 @@
 """``caliban -p``: run headless and print text, a JSON result, or stream-json frames.
 
 The output is Claude Code's (2.1.197, recorded in ``tests/fixtures/claude_code``), so its
-scripts work unchanged: :mod:`caliban.frames` builds the frames; this module validates the
+scripts work unchanged: :mod:`caliban.headless.frames` builds the frames; this module validates the
 flags as Claude Code does, reads the prompt (an argument and/or stdin, or stream-json user
 messages, one turn each), runs the turns and picks the exit code. Diagnostics go to stderr.
 
@@ -33,8 +33,8 @@ from caliban.events import (
     ModelFallback,
     Notice,
 )
-from caliban.frames import Frame, FrameBuilder, TurnOutcome
-from caliban.text import encodable
+from caliban.headless.frames import Frame, FrameBuilder, TurnOutcome
+from caliban.util.text import encodable
 
 if TYPE_CHECKING:
     from caliban.agent import RunResult
@@ -339,7 +339,7 @@ def init_info(session: Session) -> dict[str, Any]:
 
 def _api_key_source(session: Session) -> str:
     """The environment variable the API key came from (``apiKeySource``), or ``none``."""
-    from caliban.providers.select import KEY_ENVS
+    from caliban.providers.base import KEY_ENVS
 
     keys = {str(name): env for name, env in KEY_ENVS.items()}
     key_env = getattr(session.provider, "key_env", None) or keys.get(session.provider.name)
@@ -602,7 +602,7 @@ def parse_input_line(line: str) -> tuple[str, Any]:
     ``("assistant", InputMessage)``, ``("control", request)``, ``("control_response",
     response)`` or ``("ignored", None)``;
     raises :class:`InputError` with Claude Code's message for a line it rejects."""
-    from caliban.serialize import part_from_json
+    from caliban.session.serialize import part_from_json
 
     try:
         data = json.loads(line)

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from caliban import paths
-from caliban.fsutil import atomic_write_text
+from caliban.config import paths
+from caliban.util.fsutil import atomic_write_text
 
 __all__ = [
     "GATED_KEYS",

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from caliban.errors import ConfigError
-from caliban.fsutil import atomic_write_text
+from caliban.util.fsutil import atomic_write_text
 
 if TYPE_CHECKING:
     from tomlkit import TOMLDocument

@@ -1,6 +1,6 @@
 """What Claude Code's flags and files change about a session, decided before it opens.
 
-:func:`prepare` folds Claude Code's settings files (:mod:`caliban.claude_settings`) into
+:func:`prepare` folds Claude Code's settings files (:mod:`caliban.claude_code.settings`) into
 caliban's settings, applies their ``env``, maps Claude Code's permission modes, and collects
 ``--agents`` and ``--add-dir``; :func:`select_builtins` applies ``--tools`` and bare
 ``--disallowedTools`` names; :func:`resolve_model` turns a model alias into a model id for
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from caliban.claude_settings import SETTING_SOURCES, ClaudeSettings, load_claude_settings
+from caliban.claude_code.settings import SETTING_SOURCES, ClaudeSettings, load_claude_settings
 from caliban.cli.options import CliOptions
-from caliban.config import LoadedConfig, PermissionMode, Settings
+from caliban.config.settings import LoadedConfig, PermissionMode, Settings
 from caliban.errors import UsageError
 from caliban.permissions.rules import Rule, RuleError
 
@@ -86,7 +86,7 @@ def prepare(
     provider, Bash and MCP servers see it. Raises :class:`UsageError` for a bad
     ``--setting-sources``, ``--settings`` or ``--agents`` value.
     """
-    from caliban.trust import is_trusted
+    from caliban.permissions.trust import is_trusted
 
     sources = options.setting_sources
     if sources is not None and (unknown := sorted(set(sources) - set(SETTING_SOURCES))):
@@ -156,7 +156,7 @@ def resolve_model(
 ) -> tuple[ProviderChoice, str | None]:
     """``choice`` with a Claude Code alias (``--model sonnet``) resolved for its provider, and
     a warning when the alias means nothing there (``default`` is used instead)."""
-    from caliban.model_aliases import resolve_alias
+    from caliban.claude_code.model_aliases import resolve_alias
 
     resolved = resolve_alias(choice.model, choice.provider, environ)
     if resolved == choice.model:

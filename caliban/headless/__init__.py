@@ -1,0 +1,2 @@
+"""``caliban -p``: the headless run (``run``) and Claude Code's stream-json frames
+(``frames``)."""
