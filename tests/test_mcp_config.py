@@ -62,7 +62,7 @@ url = "http://127.0.0.1:9000/sse"
     assert (github.name, github.transport, github.command) == ("github", "stdio", "npx")
     assert github.args == ("-y", "@modelcontextprotocol/server-github")
     assert github.env == {"GITHUB_TOKEN": "ghp_x"} and github.lazy is False
-    assert github.startup_timeout == 10 and github.tool_timeout == 120
+    assert github.startup_timeout == 30 and github.tool_timeout == 120
     assert github.where == f"{project_mcp_path(project)}:2" and github.scope == "project"
     assert github.raw["env"] == {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}  # shown unexpanded
     assert docs.transport == "http" and docs.headers == {"Authorization": "Bearer anonymous"}
@@ -346,3 +346,20 @@ def test_mcp_config_flag_files_json_and_strict(project: Path, tmp_path: Path) ->
         load_mcp_config(project, environ={}, extra=["{not json"])
     filtered = load_mcp_config(project, environ={}, mcp_json_allows=lambda name: False)
     assert filtered.servers == ()
+
+
+def test_mcp_timeout_variables_set_the_defaults_in_milliseconds_as_claude_code_reads_them(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(
+        project_mcp_path(project),
+        '[server.a]\ncommand = "a"\n\n[server.b]\ncommand = "b"\nstartup_timeout = 5\n',
+    )
+    monkeypatch.setenv("MCP_TIMEOUT", "90000")
+    monkeypatch.setenv("MCP_TOOL_TIMEOUT", "1500")
+    a, b = load_mcp_config(project, environ={}).servers
+    assert (a.startup_timeout, a.tool_timeout) == (90, 1.5)
+    assert b.startup_timeout == 5  # a server's own setting wins
+    for junk in ("soon", "-1", "0", "nan", ""):
+        monkeypatch.setenv("MCP_TIMEOUT", junk)
+        assert load_mcp_config(project, environ={}).servers[0].startup_timeout == 30

@@ -299,7 +299,7 @@ def mcp_remove(
 def mcp_get(name: Annotated[str, typer.Argument(help="Server name.")]) -> None:
     """Show a server's configuration (as written, ${VAR}s unexpanded) and where it comes from."""
     from caliban.mcp.client import log_path
-    from caliban.mcp.config import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT
+    from caliban.mcp.config import default_startup_timeout, default_tool_timeout
 
     server = _require(_load(editing=True), name)
     raw = server.raw
@@ -330,7 +330,7 @@ def mcp_get(name: Annotated[str, typer.Argument(help="Server name.")]) -> None:
     if server.disabled:
         out("  disabled:  true")
     timeouts = (server.startup_timeout, server.tool_timeout)
-    if timeouts != (DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT):
+    if timeouts != (default_startup_timeout(), default_tool_timeout()):
         out(f"  timeouts:  startup {timeouts[0]:g}s, tool calls {timeouts[1]:g}s")
     if server.transport == "stdio":
         out(f"  log:       {log_path(server.name)}")

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -55,8 +56,30 @@ JSON_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 NAME_RE = JSON_NAME_RE
 """``mcp.toml`` takes the same names, so ``caliban mcp add`` takes what ``claude mcp add``
 takes and tool names and permission rules (``mcp__notionApi__…``) stay the same."""
-DEFAULT_STARTUP_TIMEOUT = 10.0
+DEFAULT_STARTUP_TIMEOUT = 30.0
+"""Seconds a server has to connect and list its tools unless ``MCP_TIMEOUT`` or its own
+``startup_timeout`` says otherwise (a first ``npx -y`` downloads the package meanwhile)."""
 DEFAULT_TOOL_TIMEOUT = 120.0
+"""Seconds a tool call may take unless ``MCP_TOOL_TIMEOUT`` or ``tool_timeout`` says otherwise."""
+
+
+def _seconds_from_env(variable: str, default: float) -> float:
+    """Claude Code's ``MCP_TIMEOUT`` / ``MCP_TOOL_TIMEOUT``: milliseconds, a positive number;
+    anything else keeps ``default``."""
+    try:
+        millis = float(os.environ.get(variable, ""))
+    except ValueError:
+        return default
+    return millis / 1000 if math.isfinite(millis) and millis > 0 else default
+
+
+def default_startup_timeout() -> float:
+    return _seconds_from_env("MCP_TIMEOUT", DEFAULT_STARTUP_TIMEOUT)
+
+
+def default_tool_timeout() -> float:
+    return _seconds_from_env("MCP_TOOL_TIMEOUT", DEFAULT_TOOL_TIMEOUT)
+
 
 Transport = Literal["stdio", "http", "sse"]
 Scope = Literal["user", "project", "mcp.json", "flag"]
@@ -88,9 +111,9 @@ class ServerEntry(BaseModel):
     it lazy even when ``tools.lazy_mcp`` is off; unset follows ``tools.lazy_mcp``."""
     disabled: bool = False
     """true keeps the entry but does not start the server."""
-    startup_timeout: float = Field(default=DEFAULT_STARTUP_TIMEOUT, gt=0)
+    startup_timeout: float = Field(default_factory=default_startup_timeout, gt=0)
     """Seconds the server has to connect and list its tools."""
-    tool_timeout: float = Field(default=DEFAULT_TOOL_TIMEOUT, gt=0)
+    tool_timeout: float = Field(default_factory=default_tool_timeout, gt=0)
     """Seconds one tool call may take before it fails with a timeout result."""
 
     @model_validator(mode="after")
@@ -662,6 +685,8 @@ __all__ = [
     "ServerEntry",
     "Transport",
     "add_server",
+    "default_startup_timeout",
+    "default_tool_timeout",
     "entry_from_json",
     "entry_from_options",
     "expand_vars",
