@@ -59,6 +59,10 @@ def isolated_dirs(
     monkeypatch.setenv("CALIBAN_CACHE_DIR", str(home / "cache"))
     for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
+    # A loaded 2-core machine can take minutes to start a server; no test is about that limit
+    # unless it sets its own startup_timeout (the hang tests do).
+    monkeypatch.setenv("MCP_TIMEOUT", "600000")
+    monkeypatch.delenv("MCP_TOOL_TIMEOUT", raising=False)
     yield home
 
 

@@ -37,7 +37,10 @@ def write(path: Path, text: str) -> Path:
 # ---------------------------------------------------------------------------- reading
 
 
-def test_stdio_and_http_servers_with_defaults_and_inferred_transport(project: Path) -> None:
+def test_stdio_and_http_servers_with_defaults_and_inferred_transport(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MCP_TIMEOUT")  # the suite's generous limit (conftest)
     write(
         project_mcp_path(project),
         """
