@@ -46,6 +46,7 @@ from caliban.providers.base import (
     ThinkingDelta,
     ToolCallStarted,
 )
+from caliban.session.ledger import UsageLedger
 from caliban.tools.base import (
     CallContext,
     ChangedInput,
@@ -85,10 +86,10 @@ async def allow_all(tool: Tool, invocation: Invocation, ctx: CallContext) -> str
 
 @dataclass(kw_only=True)
 class Conversation:
-    """The history one agent works on, and what it has cost so far."""
+    """The history one agent works on. What it cost is the session's
+    :class:`~caliban.session.ledger.UsageLedger`'s."""
 
     messages: list[Message] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
     last_usage: Usage | None = None
     """Usage of the latest request: how full the context window is now."""
 
@@ -150,6 +151,7 @@ class Agent:
         toolset: Toolset,
         env: ToolEnv,
         conversation: Conversation | None = None,
+        ledger: UsageLedger | None = None,
         authorize: Authorize = allow_all,
         emit: Callable[[AgentEvent], None] = lambda event: None,
         max_turns: int = 100,
@@ -168,6 +170,9 @@ class Agent:
         self.toolset = toolset
         self.env = env
         self.conversation = conversation or Conversation()
+        self.ledger = ledger if ledger is not None else UsageLedger()
+        """Where every request's usage is recorded, under the model that served it (the
+        session's, shared with its sub-agents)."""
         self.authorize = authorize
         self.emit = emit
         self.max_turns = max_turns
@@ -217,13 +222,10 @@ class Agent:
                 return RunResult(subtype="success", text=text, num_turns=0, usage=usage)
             request = message.text
             if verdict.context:
-                message = Message(
-                    role="user", parts=(*message.parts, TextPart(text=verdict.context))
-                )
+                message = _with_part(message, TextPart(text=verdict.context))
             if self.prompt_tools is not None and (loaded := self.prompt_tools(request)):
                 if loaded.note:
-                    note = TextPart(text=loaded.note)
-                    message = Message(role="user", parts=(*message.parts, note))
+                    message = _with_part(message, TextPart(text=loaded.note))
                 self.emit(loaded.event)
         self._append(message, UserPrompt(message=message, parent_tool_use_id=self.parent_id))
         cut_text: str | None = None  # an answer cut at max_tokens, continued once
@@ -359,7 +361,7 @@ class Agent:
             measured_tokens=last.context_tokens if last is not None else None,
         )
         self.conversation.messages = list(result.messages)
-        self.conversation.usage += result.usage
+        self.ledger.record(self.model, result.usage)
         self.conversation.last_usage = None  # measured before compaction: no longer true
         self.emit(
             ConversationCompacted(
@@ -410,7 +412,7 @@ class Agent:
                     case ToolCallStarted():
                         pass
                     case ResponseDone():
-                        self.conversation.usage += event.usage
+                        self.ledger.record(request.model, event.usage)
                         self.conversation.last_usage = event.usage
                         self._append(
                             event.message,
@@ -545,7 +547,7 @@ class Agent:
 
     async def ask_model(self, prompt: str) -> str:
         """A side request to this agent's provider and model: no tools, no history, nothing
-        emitted (a tool's own question, e.g. WebFetch's). Its tokens count as the agent's."""
+        emitted (a tool's own question, e.g. WebFetch's). Its tokens go in the ledger."""
         request = ProviderRequest(
             model=self.model,
             system=SIDE_SYSTEM,
@@ -555,7 +557,7 @@ class Agent:
         )
         async for event in self.provider.stream(request):
             if isinstance(event, ResponseDone):
-                self.conversation.usage += event.usage
+                self.ledger.record(request.model, event.usage)
                 return event.message.text
         raise RuntimeError(f"provider {self.provider.name} ended the stream without a response")
 
@@ -611,6 +613,11 @@ def _ends(text: str, head: int = 160, tail: int = 60) -> str:
     if len(text) <= head + tail + 3:
         return text
     return f"{text[:head]} … {text[-tail:]}"
+
+
+def _with_part(message: Message, part: TextPart) -> Message:
+    """``message`` with ``part`` added at the end; the same message, so the same id."""
+    return dataclasses.replace(message, parts=(*message.parts, part))
 
 
 def _error_result(call_id: str, text: str) -> ToolResult:

@@ -190,7 +190,7 @@ def summary_message(
 
 def _trim_message(message: Message) -> Message:
     parts = tuple(_trim_part(part) for part in message.parts)
-    return message if parts == message.parts else Message(role=message.role, parts=parts)
+    return message if parts == message.parts else dataclasses.replace(message, parts=parts)
 
 
 def _trim_part(part: Part) -> Part:

@@ -8,6 +8,9 @@ provider turns them into ``tool`` role messages.
 
 from __future__ import annotations
 
+import itertools
+import os
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -102,14 +105,45 @@ Part = TextPart | ImagePart | ToolCall | ToolResult | ThinkingPart | ServerToolP
 Role = Literal["user", "assistant"]
 
 
+def _seed_ids() -> None:
+    # One random UUID per process, its last 48 bits counted up from: an id costs a counter
+    # step and a format, not a call to os.urandom (messages are made on every turn). The
+    # 74 random bits of the prefix keep the ids of different processes apart.
+    global _id_prefix, _id_counter
+    seed = uuid.uuid4().hex
+    _id_prefix = f"{seed[:8]}-{seed[8:12]}-{seed[12:16]}-{seed[16:20]}-"
+    _id_counter = itertools.count(int(seed[20:], 16))
+
+
+_id_prefix = ""
+_id_counter = itertools.count()
+_seed_ids()
+os.register_at_fork(after_in_child=_seed_ids)
+
+
+def new_message_id() -> str:
+    """A new message id: a version-4 UUID string, unique across processes."""
+    return f"{_id_prefix}{next(_id_counter) & 0xFFFF_FFFF_FFFF:012x}"
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Message:
+    """One message of a conversation.
+
+    ``id`` names it from the moment it exists, for good: transcripts keep it (``--continue``
+    and ``--resume`` bring it back), stream-json frames show it (a replayed user message's
+    ``uuid``), and checkpoints name a prompt by it. It takes no part in equality, and no
+    provider sends it: it is caliban's, not the model's. Rebuild a message with
+    ``dataclasses.replace`` to keep its id.
+    """
+
     role: Role
     parts: tuple[Part, ...]
+    id: str = field(default_factory=new_message_id, compare=False, repr=False)
 
     @classmethod
-    def user(cls, text: str) -> Message:
-        return cls(role="user", parts=(TextPart(text=text),))
+    def user(cls, text: str, *, id: str | None = None) -> Message:
+        return cls(role="user", parts=(TextPart(text=text),), id=id or new_message_id())
 
     @property
     def text(self) -> str:
@@ -140,6 +174,14 @@ class Usage:
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens - other.input_tokens,
+            output_tokens=self.output_tokens - other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens - other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens - other.cache_write_tokens,
         )
 
     @property

@@ -180,7 +180,8 @@ async def test_load_restores_history_usage_and_model(project: Path) -> None:
     close_transcript(session)
     record = load_session(transcript_path(project, session.id))
     assert list(record.messages) == session.conversation.messages
-    assert record.usage == session.conversation.usage == Usage(input_tokens=30, output_tokens=15)
+    assert record.usage == session.ledger.by_model()
+    assert session.ledger.total() == Usage(input_tokens=30, output_tokens=15)
     assert record.last_usage == session.conversation.last_usage
     assert record.model == "model-b"
     assert record.turns == 2
@@ -214,7 +215,11 @@ async def test_sub_agent_events_are_recorded_but_not_in_the_main_history(project
     assert list(record.messages) == session.conversation.messages
     assert record.model == "model-a"
     assert record.activations == ()
-    assert record.usage == Usage(input_tokens=110, output_tokens=6)  # /cost includes sub-agents
+    # /cost includes sub-agents, each model's tokens under its own name.
+    assert record.usage == {
+        "model-a": Usage(input_tokens=10, output_tokens=5),
+        "child-model": Usage(input_tokens=100, output_tokens=1),
+    }
 
 
 async def test_clear_starts_the_restored_conversation_afresh(project: Path) -> None:
@@ -468,7 +473,7 @@ async def test_continue_resumes_and_keeps_appending_to_the_same_file(project: Pa
     assert record is not None and record.id == first.id
     assert session.id == first.id and session.model == "model-b"
     assert session.conversation.messages == first.conversation.messages
-    assert session.conversation.usage == first.conversation.usage
+    assert session.ledger.by_model() == first.ledger.by_model()
     await session.run("again")
     assert session.provider.requests[0].messages[:2] == tuple(first.conversation.messages)  # type: ignore[attr-defined]
     close_transcript(session)

@@ -269,7 +269,7 @@ async def test_child_runs_with_its_own_history_and_reports_back(project: Path) -
     assert len(session.conversation.messages) == 4
     assert "echo: hi" not in json.dumps([m.text for m in session.conversation.messages])
     # Sub-agent spend counts toward the session (for /cost).
-    assert session.conversation.usage == Usage(input_tokens=220, output_tokens=24)
+    assert session.ledger.total() == Usage(input_tokens=220, output_tokens=24)
     [finished] = [e for e in events if isinstance(e, ToolFinished) and e.call.name == "Agent"]
     assert finished.summary == "general-purpose: 2 turns, 200 in / 14 out tokens"
 

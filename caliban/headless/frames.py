@@ -55,6 +55,7 @@ from caliban.events import (
 )
 from caliban.messages import ImagePart, Message, Part, TextPart, ToolCall, ToolResult, Usage
 from caliban.providers.base import DEFAULT_MAX_TOKENS
+from caliban.session.ledger import UsageByModel, total_cost
 from caliban.session.pricing import cost_usd
 from caliban.session.serialize import part_to_json, usage_to_api_json
 from caliban.subagents import AGENT_TOOL_NAME
@@ -116,12 +117,6 @@ class _Task:
 
 
 @dataclass(kw_only=True)
-class _ModelTotals:
-    usage: Usage = field(default_factory=Usage)
-    cost: float | None = 0.0
-
-
-@dataclass(kw_only=True)
 class _Stream:
     """The response being streamed (``--include-partial-messages``)."""
 
@@ -155,9 +150,11 @@ class FrameBuilder:
     """``--include-partial-messages``: emit ``stream_event`` and ``status`` frames."""
     tool_origin: Callable[[str], ToolOrigin | None] = lambda name: None
     context_window: Callable[[str], int] = lambda model: 200_000
+    usage_by_model: Callable[[], UsageByModel] = dict
+    """What the run's requests used, per model (the session's ledger): ``total_cost_usd``
+    and ``modelUsage`` price each model's tokens at its own price."""
     started: float = field(default_factory=time.monotonic)
     # per session
-    model_totals: dict[str, _ModelTotals] = field(default_factory=dict)
     tasks: dict[str, _Task] = field(default_factory=dict)
     agent_calls: dict[str, ToolCall] = field(default_factory=dict)
     # per turn
@@ -221,15 +218,16 @@ class FrameBuilder:
         ]
         self.emit({**{k: frame[k] for k in order if k in frame}, **frame})
 
-    def user_echo(self, content: str | list[Any]) -> None:
-        """A stdin user message echoed back as sent (``--replay-user-messages``)."""
+    def user_echo(self, content: str | list[Any], message_id: str) -> None:
+        """A stdin user message echoed back as sent (``--replay-user-messages``), with its
+        id: what the Agent SDK's ``rewind_files`` names it by."""
         self.emit(
             {
                 "type": "user",
                 "message": {"role": "user", "content": content},
                 "session_id": self.session_id,
                 "parent_tool_use_id": None,
-                "uuid": _uuid(),
+                "uuid": message_id,
                 "timestamp": _now_iso(),
                 "isReplay": True,
             }
@@ -365,7 +363,6 @@ class FrameBuilder:
 
     def _assistant(self, event: AssistantMessage) -> None:
         child = event.parent_tool_use_id
-        self._count_model(event.model, event.usage)
         if child is not None:
             if (task := self.tasks.get(child)) is not None:
                 task.tokens += event.usage.context_tokens + event.usage.output_tokens
@@ -469,12 +466,6 @@ class FrameBuilder:
         if child is not None and (task := self.tasks.get(child)) is not None:
             frame["subagent_type"] = task.subagent_type
             frame["task_description"] = task.description
-
-    def _count_model(self, model: str, usage: Usage) -> None:
-        totals = self.model_totals.setdefault(model, _ModelTotals())
-        totals.usage += usage
-        cost = cost_usd(model, usage)
-        totals.cost = None if cost is None or totals.cost is None else totals.cost + cost
 
     # ------------------------------------------------------------------ tools
 
@@ -586,7 +577,7 @@ class FrameBuilder:
             "message": {"role": "user", "content": _blocks(message.parts)},
             "parent_tool_use_id": call_id,
             "session_id": self.session_id,
-            "uuid": _uuid(),
+            "uuid": message.id,
             "timestamp": _now_iso(),
         }
         self._child_keys(frame, call_id)
@@ -655,7 +646,7 @@ class FrameBuilder:
                     },
                     "parent_tool_use_id": None,
                     "session_id": self.session_id,
-                    "uuid": _uuid(),
+                    "uuid": event.messages[0].id,
                     "timestamp": _now_iso(),
                     "isSynthetic": True,
                 }
@@ -765,11 +756,12 @@ class FrameBuilder:
                 "ttft_stream_ms": ttft,
                 "time_to_request_ms": int((self.turn_started - self.started) * 1000),
             }
+        by_model = self.usage_by_model()
         totals = {
             "session_id": self.session_id,
-            "total_cost_usd": self._total_cost(),
+            "total_cost_usd": total_cost(by_model),
             "usage": usage_to_api_json(self.usage),
-            "modelUsage": self._model_usage(),
+            "modelUsage": self._model_usage(by_model),
             "permission_denials": list(self.denials),
         }
         num_turns = max(self.num_turns, 1)
@@ -853,30 +845,19 @@ class FrameBuilder:
         frame.update(extra or {})
         return frame
 
-    def total_cost(self) -> float | None:
-        """What the session's requests cost so far (``total_cost_usd``); ``None`` when a
-        model's price is unknown."""
-        return self._total_cost()
-
-    def _total_cost(self) -> float | None:
-        costs = [totals.cost for totals in self.model_totals.values()]
-        if any(cost is None for cost in costs):
-            return None
-        return round(sum(cost for cost in costs if cost is not None), 6)
-
-    def _model_usage(self) -> dict[str, Any]:
+    def _model_usage(self, by_model: UsageByModel) -> dict[str, Any]:
         return {
             model: {
-                "inputTokens": totals.usage.input_tokens,
-                "outputTokens": totals.usage.output_tokens,
-                "cacheReadInputTokens": totals.usage.cache_read_tokens,
-                "cacheCreationInputTokens": totals.usage.cache_write_tokens,
+                "inputTokens": usage.input_tokens,
+                "outputTokens": usage.output_tokens,
+                "cacheReadInputTokens": usage.cache_read_tokens,
+                "cacheCreationInputTokens": usage.cache_write_tokens,
                 "webSearchRequests": 0,
-                "costUSD": None if totals.cost is None else round(totals.cost, 6),
+                "costUSD": cost_usd(model, usage),
                 "contextWindow": self.context_window(model),
                 "maxOutputTokens": DEFAULT_MAX_TOKENS,
             }
-            for model, totals in self.model_totals.items()
+            for model, usage in by_model.items()
         }
 
 

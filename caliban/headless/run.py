@@ -20,7 +20,6 @@ import signal
 import sys
 import threading
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
@@ -38,7 +37,7 @@ from caliban.util.text import encodable
 
 if TYPE_CHECKING:
     from caliban.agent import RunResult
-    from caliban.messages import Message, Part
+    from caliban.messages import Message, Part, Role
     from caliban.permissions.approval import Approver, DenyingApprover
     from caliban.permissions.sdk_prompt import StdioApprover
     from caliban.session.session import Session
@@ -247,7 +246,7 @@ async def _run(options: CliOptions, prompt: str | None, output: Output) -> int:
         ) as session:
             _bind(builder, session)
             if options.max_budget_usd is not None:
-                session.over_budget = _budget(options.max_budget_usd, builder, session)
+                session.limit_spending(options.max_budget_usd)
             if options.input_format == "stream-json":
                 code = await _stream_input(session, options, builder, output, state)
             else:
@@ -295,6 +294,9 @@ def _bind(builder: FrameBuilder, session: Session) -> None:
 
     builder.session_id = session.id
     builder.model = session.model
+    # This run's requests (a resumed session's earlier ones were reported by earlier runs).
+    before = session.ledger.by_model()
+    builder.usage_by_model = lambda: session.ledger.by_model(since=before)
     builder.tool_origin = lambda name: tool.origin if (tool := session.toolset.find(name)) else None
     # The provider object, not its name: it knows the configured override and what its
     # server reported, as /context and the result's ``context`` do.
@@ -418,31 +420,6 @@ async def _turn(
     return code
 
 
-def _budget(limit: float, builder: FrameBuilder, session: Session) -> Callable[[], str | None]:
-    """``--max-budget-usd``: the check the agent makes after each response. With a model
-    whose price caliban does not know, the budget cannot be kept: said once, not enforced."""
-    warned = False
-    amount = f"{limit:.10f}".rstrip("0").rstrip(".")  # as given: 0.0001, not 1e-04
-
-    def over() -> str | None:
-        nonlocal warned
-        spent = builder.total_cost()
-        if spent is None:
-            if not warned:
-                warned = True
-                session.emit(
-                    Notice(
-                        level="warning",
-                        text=f"--max-budget-usd is not enforced: the price of {session.model} "
-                        "is unknown",
-                    )
-                )
-            return None
-        return f"Reached maximum budget (${amount})" if spent >= limit else None
-
-    return over
-
-
 def _structured(session: Session, extra: dict[str, Any]) -> tuple[TurnOutcome, int] | None:
     """``--json-schema``: the answer goes in ``structured_output`` and, as JSON text, in
     ``result`` (``None``: it came); without one the turn failed, as in Claude Code."""
@@ -467,7 +444,8 @@ async def _run_prompt(session: Session, prompt: str | Message) -> RunResult:
 
     text = prompt if isinstance(prompt, str) else _only_text(prompt)
     if text is not None and (command := parse_slash(text)) is not None:
-        return await run_command(session, *command)
+        message_id = None if isinstance(prompt, str) else prompt.id
+        return await run_command(session, *command, message_id=message_id)
     return await session.run(prompt)
 
 
@@ -498,6 +476,9 @@ class InputMessage:
     parts: tuple[Part, ...]
     content: str | list[Any]
     """The content as sent (echoed back as is by ``--replay-user-messages``)."""
+    id: str | None = None
+    """The line's ``uuid`` (the Agent SDK's name for the message), when it is a UUID: the
+    message's id, echoed back and recorded."""
 
 
 async def _stream_input(
@@ -510,8 +491,6 @@ async def _stream_input(
     """One turn per stdin user message, in order; the session is shared. An ``assistant``
     line joins the history before the next turn; ``control_request`` lines are answered at
     once; unknown types are ignored (all as Claude Code does)."""
-    from caliban.messages import Message
-
     lines = _stdin_lines()
     work: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
 
@@ -554,16 +533,22 @@ async def _stream_input(
                     write_or_discard(sys.stderr, f"{payload}\n")
                     return EXIT_ERROR
                 case "assistant":
-                    session.add_context(Message(role="assistant", parts=payload.parts))
+                    session.add_context(_input_message("assistant", payload))
                 case _:
-                    message = Message(role="user", parts=payload.parts)
+                    message = _input_message("user", payload)
                     if options.replay_user_messages:
-                        builder.user_echo(payload.content)
+                        builder.user_echo(payload.content, message.id)
                     turn_code = await _turn(session, message, options, builder, output, state)
                     code = code or turn_code
     finally:
         reader.cancel()
     return code
+
+
+def _input_message(role: Role, payload: InputMessage) -> Message:
+    from caliban.messages import Message, new_message_id
+
+    return Message(role=role, parts=payload.parts, id=payload.id or new_message_id())
 
 
 def _stdin_lines() -> asyncio.Queue[str | InputError | None]:
@@ -644,7 +629,19 @@ def parse_input_line(line: str) -> tuple[str, Any]:
             parts.append(part_from_json(block))
         except (KeyError, ValueError, TypeError, AttributeError):  # a field of the wrong type
             raise InputError(f"Error: invalid content block: {json.dumps(block)}") from None
-    return kind, InputMessage(parts=tuple(parts), content=content)
+    return kind, InputMessage(parts=tuple(parts), content=content, id=_uuid_or_none(data))
+
+
+def _uuid_or_none(data: dict[str, Any]) -> str | None:
+    """The line's ``uuid`` as sent, when it is one."""
+    value = data.get("uuid")
+    if not isinstance(value, str):
+        return None
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return None
+    return value
 
 
 def _js(value: Any) -> str:

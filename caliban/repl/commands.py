@@ -30,6 +30,7 @@ from caliban.repl.info import (
 )
 from caliban.repl.render import outside_text
 from caliban.session.context import context_report
+from caliban.session.pricing import cost_usd
 from caliban.skills.slash import parse_slash
 from caliban.tools.base import McpOrigin
 from caliban.util.text import visible
@@ -392,7 +393,7 @@ async def _config(ctx: CommandContext, arg: str) -> None:
 
 @command("cost", "Show tokens and cost of this session")
 async def _cost(ctx: CommandContext, arg: str) -> None:
-    usage = ctx.session.conversation.usage
+    usage = ctx.session.ledger.total()
     table = Table.grid(padding=(0, 3))
     table.add_column()
     table.add_column(justify="right")
@@ -402,6 +403,9 @@ async def _cost(ctx: CommandContext, arg: str) -> None:
     table.add_row("Cache write", f"{usage.cache_write_tokens:,}")
     cost = session_cost(ctx.session)
     table.add_row("Cost", format_cost(cost) if cost is not None else "unknown (no price list)")
+    if len(by_model := ctx.session.ledger.by_model()) > 1:  # each priced at its own model
+        for model, model_usage in by_model.items():
+            table.add_row(visible(f"  {model}"), format_cost(cost_usd(model, model_usage)))
     ctx.console.print(table)
     ctx.console.print(_dim(visible(f"Model {ctx.session.model} · session {ctx.session.id}")))
 

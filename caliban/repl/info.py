@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from caliban.session.pricing import cost_usd
-
 if TYPE_CHECKING:
     from caliban.mcp.status import StatusRow
     from caliban.session.session import Session
@@ -30,8 +28,9 @@ def context_used(session: Session) -> int | None:
 
 
 def session_cost(session: Session) -> float | None:
-    """What this session's conversation has cost so far, in USD (``None``: unknown price)."""
-    return cost_usd(session.model, session.conversation.usage)
+    """What this session's requests have cost so far, in USD, each at the price of the model
+    that served it (``None``: a price is unknown)."""
+    return session.ledger.cost_usd()
 
 
 def mcp_servers(session: Session) -> list[StatusRow]:

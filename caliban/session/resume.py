@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING, Protocol
 from caliban.agent import Conversation
 from caliban.errors import UsageError
 from caliban.events import ModelChanged, Notice
+from caliban.session.ledger import UsageLedger
 from caliban.session.store import (
     SessionNotFound,
     SessionRecord,
@@ -147,9 +148,8 @@ async def resume_into(
     kept = len(record.messages) - record.repaired_tail
     session.adopt(
         record.id,
-        Conversation(
-            messages=list(record.messages[:kept]), usage=record.usage, last_usage=record.last_usage
-        ),
+        Conversation(messages=list(record.messages[:kept]), last_usage=record.last_usage),
+        UsageLedger(record.usage),
     )
     for message in record.messages[kept:]:
         session.add_context(message)  # announced, so the transcript records the repair once

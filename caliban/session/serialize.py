@@ -21,6 +21,7 @@ from caliban.messages import (
     ToolCall,
     ToolResult,
     Usage,
+    new_message_id,
 )
 
 
@@ -107,11 +108,14 @@ def part_from_json(data: dict[str, Any]) -> Part:
     raise ValueError(f"unknown content block type {kind!r}")
 
 
-def message_from_json(data: dict[str, Any]) -> Message:
+def message_from_json(data: dict[str, Any], *, id: str | None = None) -> Message:
+    """The message ``data`` holds; ``id`` is its id (the transcript line's ``uuid``), a new
+    one when ``None``."""
     role = data["role"]
     if role not in ("user", "assistant"):
         raise ValueError(f"unknown role {role!r}")
-    return Message(role=role, parts=tuple(part_from_json(p) for p in data["content"]))
+    parts = tuple(part_from_json(p) for p in data["content"])
+    return Message(role=role, parts=parts, id=id or new_message_id())
 
 
 def usage_from_json(data: dict[str, Any]) -> Usage:

@@ -22,8 +22,9 @@ from caliban.events import AgentEvent, ConversationCleared, HistoryAppended, Mod
 from caliban.hooks import NO_HOOKS, LoopHooks
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.mcp.lazy.policy import LazyPolicy, resolve_policy
-from caliban.messages import Message, Usage
+from caliban.messages import Message
 from caliban.providers.base import Provider
+from caliban.session.ledger import SpendingLimit, UsageLedger
 from caliban.tools.base import BUILTIN, CallContext, Tool, ToolEnv
 from caliban.toolsets.base import Toolset
 from caliban.toolsets.combined import CombinedToolset
@@ -73,6 +74,9 @@ class Session:
     """The policy behind ``authorize``, when there is one: its mode (Shift+Tab) and rules."""
     id: str = field(default_factory=new_session_id)
     conversation: Conversation = field(default_factory=Conversation)
+    ledger: UsageLedger = field(default_factory=UsageLedger)
+    """What the session's requests used and cost, per model (sub-agents' and side requests'
+    included); a new conversation (``/clear``) starts a new one."""
     authorize: Authorize = allow_all
     listeners: list[Listener] = field(default_factory=list)
     max_turns: int = 100
@@ -112,7 +116,7 @@ class Session:
         if self.agents:
             from caliban.tools.agent import AgentTool
 
-            tools.append(AgentTool(self.agents, self.spawn_child, on_usage=self._add_child_usage))
+            tools.append(AgentTool(self.agents, self.spawn_child))
         parts: list[Toolset] = [ToolList(tools)]
         if any(skill.model_invocable for skill in self.skills):
             from caliban.skills.toolset import SkillToolset
@@ -200,6 +204,7 @@ class Session:
             toolset=self.toolset,
             env=self.env,
             conversation=self.conversation,
+            ledger=self.ledger,
             authorize=self.authorize,
             emit=self.emit,
             max_turns=self.max_turns,
@@ -257,6 +262,7 @@ class Session:
             system_prompt=child_system_prompt(definition, env.cwd, env.project_root),
             toolset=self.toolset.for_child(definition),
             env=env,
+            ledger=self.ledger,
             authorize=self.authorize,
             emit=ctx.emit,
             # --max-turns bounds a sub-agent too: a looping child must not outrun its parent.
@@ -291,11 +297,16 @@ class Session:
             return self.model
         return resolved
 
-    def _add_child_usage(self, usage: Usage) -> None:
-        """A sub-agent's tokens count toward the session's (``/cost``)."""
-        self.conversation.usage += usage
-
     # -- changing state
+
+    def limit_spending(self, limit_usd: float) -> None:
+        """``--max-budget-usd``: from now on, a turn stops after the response that brings
+        what the ledger says was spent to ``limit_usd``."""
+        self.over_budget = SpendingLimit(
+            self.ledger,
+            limit_usd,
+            warn=lambda text: self.emit(Notice(level="warning", text=text)),
+        )
 
     def set_model(self, model: str, *, announce: bool = True) -> None:
         """Use ``model`` from the next prompt on (``/model``); the transcript records it."""
@@ -306,6 +317,7 @@ class Session:
     def clear(self) -> None:
         """Start a new conversation (``/clear``)."""
         self.conversation = Conversation()
+        self.ledger = UsageLedger()
         self.env.state.clear()  # the todo list belongs to the conversation
         if self.activation is not None:
             self.activation.swap(lambda current: McpActivationSet.empty(current.cap))
@@ -313,10 +325,14 @@ class Session:
             self._lazy.forget_preactivated()
         self.emit(ConversationCleared())
 
-    def adopt(self, session_id: str, conversation: Conversation) -> None:
-        """Continue a saved session: its id and history (``--continue``, ``/resume``)."""
+    def adopt(
+        self, session_id: str, conversation: Conversation, ledger: UsageLedger | None = None
+    ) -> None:
+        """Continue a saved session: its id, history and usage (``--continue``, ``/resume``)."""
         self.id = session_id
         self.conversation = conversation
+        if ledger is not None:
+            self.ledger = ledger
 
     def restore_activation(self, active: McpActivationSet) -> None:
         """Replace the active MCP tools (a resumed session's)."""

@@ -12,9 +12,11 @@ Putting a record back into a live session is :mod:`caliban.session.resume`'s job
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
+import uuid
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from caliban.config.paths import data_dir
 from caliban.errors import UsageError
 from caliban.messages import Message, TextPart, ToolCall, ToolResult, Usage
+from caliban.session.ledger import UsageLedger
 from caliban.session.serialize import message_from_json, usage_from_json
 from caliban.session.transcript import HISTORY_TYPES, is_locked
 from caliban.util.text import plural, visible
@@ -263,7 +266,8 @@ class SessionRecord:
     """How many messages at the end of ``messages`` were added by the repair."""
     turns: int = 0
     """User prompts in the restored conversation."""
-    usage: Usage = field(default_factory=Usage)
+    usage: Mapping[str, Usage] = field(default_factory=dict)
+    """Tokens per model that served them (sub-agents' included): the session's ledger."""
     last_usage: Usage | None = None
     model: str | None = None
     """The model in use when the session stopped."""
@@ -278,7 +282,7 @@ def load_session(path: Path) -> SessionRecord:
     """Replay the transcript at ``path``. Bad lines are skipped with a warning each."""
     header: dict[str, Any] = {}
     messages: list[Message] = []
-    usage, last_usage = Usage(), None
+    ledger, last_usage = UsageLedger(), None
     model: str | None = None
     activations: list[tuple[str, ...]] = []
     warnings: list[str] = []
@@ -294,14 +298,17 @@ def load_session(path: Path) -> SessionRecord:
                 header = record
                 model = model or _str_or_none(record.get("model"))
             elif kind in HISTORY_TYPES:
-                message = message_from_json(record["message"])
+                message = message_from_json(
+                    record["message"], id=_line_id(record, path.stem, number)
+                )
                 if kind == "assistant":
                     # Sub-agents' usage counts too: the session's total includes them.
                     turn_usage = usage_from_json(record.get("usage") or {})
-                    usage += turn_usage
+                    served_by = _str_or_none(record.get("model")) or model or "unknown"
+                    ledger.record(served_by, turn_usage)
                     if main:
                         last_usage = turn_usage
-                        model = _str_or_none(record.get("model")) or model
+                        model = served_by
                 if main:
                     messages.append(message)
                     prompts += kind == "user_prompt"
@@ -309,11 +316,14 @@ def load_session(path: Path) -> SessionRecord:
                 model = str(record["model"])
             elif kind == "compact" and main:
                 # Resume after the boundary: the compacted history replaces what came before.
-                messages = [message_from_json(m) for m in record["messages"]]
+                messages = [
+                    message_from_json(m, id=_line_id(m, path.stem, number, index))
+                    for index, m in enumerate(record["messages"])
+                ]
                 last_usage = None
             elif kind == "clear" and main:
                 # /clear starts a new conversation and empties the activation set.
-                messages, usage, last_usage, prompts = [], Usage(), None, 0
+                messages, ledger, last_usage, prompts = [], UsageLedger(), None, 0
                 activations = []
             elif kind == "activation" and main:
                 activations.append(tuple(str(name) for name in record["activated"]))
@@ -329,13 +339,27 @@ def load_session(path: Path) -> SessionRecord:
         messages=tuple(repaired),
         repaired_tail=tail,
         turns=prompts,
-        usage=usage,
+        usage=ledger.by_model(),
         last_usage=last_usage,
         model=model,
         provider=_str_or_none(header.get("provider")),
         activations=tuple(activations),
         warnings=tuple(warnings + [f"{path}: {note}" for note in notes]),
     )
+
+
+_EARLIER_IDS = uuid.UUID("0f6a2f0e-2b1c-4c43-9d3c-6c0d8a0c1a7e")
+"""The namespace of the ids given to messages that a transcript recorded without one (it was
+written before messages had ids)."""
+
+
+def _line_id(record: Mapping[str, Any], session_id: str, line: int, index: int = 0) -> str:
+    """The id recorded with a message; for a line written without one, an id derived from
+    where it is, so every load of that transcript gives the message the same id."""
+    recorded = record.get("uuid")
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    return str(uuid.uuid5(_EARLIER_IDS, f"{session_id}:{line}:{index}"))
 
 
 def _has_results(message: Message) -> bool:
@@ -380,7 +404,7 @@ def _repair(messages: Sequence[Message]) -> tuple[list[Message], list[str], int]
             notes.append("dropped tool results whose tool call was lost")
             if not kept:
                 continue
-            message = Message(role="user", parts=kept)
+            message = dataclasses.replace(message, parts=kept)
         if not repaired and message.role != "user":
             repaired.append(Message.user(LOST_START))
             notes.append("the conversation's first prompt could not be read; resumed without it")
@@ -404,7 +428,7 @@ def _complete(message: Message, calls: tuple[ToolCall, ...], notes: list[str]) -
         return message
     answers = {**results, **{r.tool_call_id: r for r in _interrupted(missing)}}
     others = tuple(p for p in message.parts if not isinstance(p, ToolResult))
-    return Message(role="user", parts=(*(answers[c.id] for c in calls), *others))
+    return dataclasses.replace(message, parts=(*(answers[c.id] for c in calls), *others))
 
 
 def _interrupted_note(calls: Sequence[ToolCall]) -> str:

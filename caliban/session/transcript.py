@@ -13,10 +13,11 @@ asked anything leave no file behind.
 Line format (``docs/sessions.md`` has the full description)::
 
     {"type":"header","version":1,"session_id":"…","cwd":"…","project_root":"…",…}
-    {"type":"user_prompt","timestamp":"…","message":{"role":"user","content":[…]},…}
-    {"type":"assistant","timestamp":"…","message":{…},"usage":{…},"model":"…",…}
+    {"type":"user_prompt","timestamp":"…","uuid":"…","message":{"role":"user","content":[…]},…}
+    {"type":"assistant","timestamp":"…","uuid":"…","message":{…},"usage":{…},"model":"…",…}
 
-Messages use the Anthropic content-block shape of :mod:`caliban.session.serialize`.
+Messages use the Anthropic content-block shape of :mod:`caliban.session.serialize`; a line
+that appends one carries its id as ``uuid``, as each line of Claude Code's session files does.
 """
 
 from __future__ import annotations
@@ -115,18 +116,23 @@ def event_to_json(event: AgentEvent) -> dict[str, Any] | None:
                 "error": event.error,
             }
         case UserPrompt(message=message):
-            body = {"type": "user_prompt", "message": message_to_json(message)}
+            body = {"type": "user_prompt", "uuid": message.id, "message": message_to_json(message)}
         case AssistantMessage(message=message, usage=usage, model=model):
             body = {
                 "type": "assistant",
+                "uuid": message.id,
                 "message": message_to_json(message),
                 "usage": usage.as_dict(),
                 "model": model,
             }
         case ToolResultsMessage(message=message):
-            body = {"type": "tool_results", "message": message_to_json(message)}
+            body = {"type": "tool_results", "uuid": message.id, "message": message_to_json(message)}
         case HistoryAppended(message=message):
-            body = {"type": "history_append", "message": message_to_json(message)}
+            body = {
+                "type": "history_append",
+                "uuid": message.id,
+                "message": message_to_json(message),
+            }
         case ToolStarted(call=call):
             body = {"type": "tool_started", "tool_use_id": call.id, "name": call.name}
         case ToolFinished(call=call, result=result):
@@ -156,7 +162,7 @@ def event_to_json(event: AgentEvent) -> dict[str, Any] | None:
                 "pre_tokens": event.pre_tokens,
                 "post_tokens": event.post_tokens,
                 "summary": event.summary,
-                "messages": [message_to_json(m) for m in event.messages],
+                "messages": [{"uuid": m.id, **message_to_json(m)} for m in event.messages],
             }
         case ApiRetryEvent():
             body = {

@@ -14,6 +14,7 @@ covering a snippet refuses the command too. A snippet an argument was filled int
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -112,8 +113,12 @@ def _model(session: Session, skill: Skill, notes: list[str]) -> str | None:
     return resolved
 
 
-async def run_command(session: Session, name: str, arguments: str) -> RunResult:
-    """Run ``/name arguments`` headless: unknown names and refusals make no request."""
+async def run_command(
+    session: Session, name: str, arguments: str, *, message_id: str | None = None
+) -> RunResult:
+    """Run ``/name arguments`` headless: unknown names and refusals make no request.
+    ``message_id``: the id the prompt came with (a stream-json line's ``uuid``), kept by the
+    expanded message."""
     skill = find_skill(session.skills, name)
     if skill is None:
         return RunResult(
@@ -127,7 +132,10 @@ async def run_command(session: Session, name: str, arguments: str) -> RunResult:
         )
     for note in expanded.notes:
         session.emit(Notice(level="warning", text=note))
-    return await session.run(expanded.message, model=expanded.model, allow=expanded.allow)
+    message = expanded.message
+    if message_id is not None:
+        message = dataclasses.replace(message, id=message_id)
+    return await session.run(message, model=expanded.model, allow=expanded.allow)
 
 
 def _refusal(session: Session, snippet: Snippet, allow: tuple[Rule, ...]) -> str | None:

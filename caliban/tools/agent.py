@@ -82,12 +82,10 @@ class AgentTool(BuiltinTool[AgentInput]):
         spawn: ChildFactory,
         *,
         max_result_chars: int = MAX_RESULT_CHARS,
-        on_usage: Callable[[Usage], None] = lambda usage: None,
     ) -> None:
         self.definitions = {d.name: d for d in definitions}
         self.spawn = spawn
         self.max_result_chars = max_result_chars
-        self.on_usage = on_usage
 
     @functools.cached_property
     def spec(self) -> ToolSpec:
@@ -114,7 +112,6 @@ class AgentTool(BuiltinTool[AgentInput]):
         started = time.perf_counter()
         child = self.spawn(definition, dataclasses.replace(ctx, emit=stats))
         result = await child.run(args.prompt)
-        self.on_usage(child.conversation.usage)  # its side requests (WebFetch) included
         output = self.format_result(kind, result)
         data = {
             "status": "completed",
