@@ -9,18 +9,17 @@ look like a path (``@src/ap.py``) rather than a handle (``@alice``).
 from __future__ import annotations
 
 import codecs
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from caliban.messages import Message, TextPart
 from caliban.tools.base import ReadGuard, nothing_denied
+from caliban.util.mentions import mentions
 
 MAX_FILE_CHARS = 100_000
 MAX_TOTAL_CHARS = 300_000
 MAX_DIR_ENTRIES = 200
-_MENTION = re.compile(r"(?<![\w@])@((?:\\ |[^\s])+)")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -31,16 +30,6 @@ class Attachment:
     """The ``<file>`` block sent to the model."""
     note: str
     """A short line for the terminal (``120 lines``)."""
-
-
-def mentions(text: str) -> list[str]:
-    """Paths mentioned with ``@`` (``\\ `` escapes a space), in order, without duplicates."""
-    found: list[str] = []
-    for match in _MENTION.finditer(text):
-        path = match.group(1).replace("\\ ", " ").rstrip(".,;:!?)'\"")
-        if path and path not in found:
-            found.append(path)
-    return found
 
 
 def attach(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -11,10 +10,10 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
 from caliban.repl.commands import COMMANDS
+from caliban.util.mentions import mention_being_typed
 from caliban.util.text import visible
 
 MAX_PATH_COMPLETIONS = 200
-_MENTION_AT_CURSOR = re.compile(r"(?<![\w@])@((?:\\ |[^\s])*)$")
 SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", ".mypy_cache"})
 
 
@@ -35,9 +34,8 @@ class ReplCompleter(Completer):
         if before.startswith("/") and not any(c.isspace() for c in before):
             yield from self._commands(before[1:])
             return
-        # An @mention as attach.py reads it: "\ " escapes a space in a path.
-        if (mention := _MENTION_AT_CURSOR.search(before)) is not None:
-            yield from self._paths(mention.group(1))
+        if (mention := mention_being_typed(before)) is not None:
+            yield from self._paths(mention)
 
     def _commands(self, typed: str) -> Iterable[Completion]:
         entries = [(command.name, command.description) for command in COMMANDS.values()]

@@ -22,7 +22,6 @@ from typing import Final
 
 _POSITIONAL = re.compile(r"\$ARGUMENTS\[(\d+)\]|\$ARGUMENTS|\$(\d+)")
 SHELL_SNIPPET: Final = re.compile(r"!`([^`\n]+)`")
-_MENTION = re.compile(r"(?<![\w@`])@((?:\\ |[^\s`])+)")
 
 
 def split_arguments(arguments: str) -> list[str]:
@@ -90,23 +89,10 @@ async def run_snippets(pieces: list[str | Snippet], run: Callable[[str], Awaitab
     return "".join([p if isinstance(p, str) else await run(p.command) for p in pieces])
 
 
-def file_mentions(text: str) -> list[str]:
-    """Paths mentioned as ``@path`` (``\\ `` escapes a space), in order, no duplicates;
-    an ``@`` right after a backtick (`` `@decorator` ``) is not a mention, and a path ends
-    at a backtick."""
-    found: list[str] = []
-    for match in _MENTION.finditer(text):
-        path = match.group(1).replace("\\ ", " ").rstrip(".,;:!?)'\"")
-        if path and path not in found:
-            found.append(path)
-    return found
-
-
 __all__ = [
     "SHELL_SNIPPET",
     "Snippet",
     "expand_body",
-    "file_mentions",
     "run_snippets",
     "shell_snippets",
     "split_arguments",

@@ -24,8 +24,9 @@ from caliban.events import Notice
 from caliban.messages import Message, TextPart, Usage
 from caliban.permissions.rules import Rule, is_within
 from caliban.skills.catalog import Skill, find_skill
-from caliban.skills.expand import Snippet, expand_body, file_mentions, run_snippets
+from caliban.skills.expand import Snippet, expand_body, run_snippets
 from caliban.tools.base import BUILTIN, CallContext, ToolEnv, call_tool
+from caliban.util.mentions import mentions
 
 if TYPE_CHECKING:
     from caliban.session.session import Session
@@ -172,7 +173,7 @@ async def _attach(text: str, env: ToolEnv, skill: Skill) -> tuple[list[TextPart]
 
     parts: list[TextPart] = []
     skipped: list[str] = []
-    for mention in file_mentions(text):
+    for mention in mentions(text):
         path = env.resolve(mention)
         if not path.is_file():
             continue  # an @handle or an address, not a file
