@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_sessions import Echo
+from test_sessions import make_session
 
 from caliban.agent import NOT_RUN_OVER_BUDGET, Agent
-from caliban.config.settings import Settings
 from caliban.events import AgentEvent, Notice
 from caliban.headless.frames import FrameBuilder, TurnOutcome
 from caliban.messages import Usage
@@ -18,7 +17,6 @@ from caliban.providers.scripted import Reported, ScriptedProvider, reply, tool_c
 from caliban.repl.info import session_cost
 from caliban.session.ledger import UsageLedger
 from caliban.session.pricing import cost_usd
-from caliban.session.session import Session
 from caliban.tools.base import ToolEnv
 from caliban.toolsets.tool_list import ToolList
 
@@ -26,17 +24,6 @@ pytestmark = pytest.mark.anyio
 
 TOKENS = Usage(input_tokens=10_000)
 OPUS, HAIKU = "claude-opus-4-1", "claude-haiku-4-5"  # $15 and $1 per million input tokens
-
-
-def make_session(root: Path, provider: ScriptedProvider, *, model: str) -> Session:
-    return Session(
-        settings=Settings(),
-        provider=provider,
-        model=model,
-        system_prompt="s",
-        env=ToolEnv(cwd=root, project_root=root),
-        builtins=[Echo()],
-    )
 
 
 def test_the_ledger_adds_up_per_model_and_says_what_came_since() -> None:

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 from fake_model_server import FakeModelServer
+from test_headless_e2e import lines, run
 from test_sessions import make_session, recorded_session
 
 from caliban.events import ConversationCompacted
@@ -109,8 +106,6 @@ def test_replayed_user_messages_carry_the_id_the_transcript_keeps(
     ``--replay-user-messages``; the echoed uuid is the message's id in the transcript, and a
     later ``-c`` run still has it."""
     fake_model_server.add({"text": "One."}, {"text": "Two."}, {"text": "Three."})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
-    env.update(ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=fake_model_server.anthropic_base_url)
     given = str(uuid.uuid4())
     stdin = "".join(
         json.dumps(line) + "\n"
@@ -120,30 +115,20 @@ def test_replayed_user_messages_carry_the_id_the_transcript_keeps(
         )
     )
     stream = ["--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
-
-    def caliban(*args: str, stdin: str = "") -> list[dict[str, Any]]:
-        done = subprocess.run(
-            [sys.executable, "-m", "caliban", "-p", *args],
-            cwd=project,
-            env=env,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
-        return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-
-    frames = caliban(*stream, "--replay-user-messages", stdin=stdin)
+    done = run(
+        fake_model_server, "anthropic", project, *stream, "--replay-user-messages", stdin=stdin
+    )
+    assert done.returncode == 0, done.stderr
+    frames = lines(done.stdout)
     echoed = [f["uuid"] for f in frames if f["type"] == "user" and f.get("isReplay")]
     assert echoed[0] == given and uuid.UUID(echoed[1])
-    session_id = frames[0]["session_id"]
-    path = transcript_path(project, session_id)
+    path = transcript_path(project, frames[0]["session_id"])
     prompts = [
         r for r in map(json.loads, path.read_text().splitlines()) if r["type"] == "user_prompt"
     ]
     assert [r["uuid"] for r in prompts] == echoed
 
-    caliban("-c", "--output-format", "json", "third")
+    again = run(fake_model_server, "anthropic", project, "-c", "--output-format", "json", "third")
+    assert again.returncode == 0, again.stderr
     record = load_session(path)
     assert [m.id for m in record.messages if m.role == "user"][:2] == echoed

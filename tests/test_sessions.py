@@ -72,10 +72,10 @@ class Echo(BuiltinTool[EchoInput]):
 
 def make_session(root: Path, provider: ScriptedProvider | None = None, **kw: Any) -> Session:
     kw.setdefault("builtins", [Echo()])
+    kw.setdefault("model", "model-a")
     return Session(
         settings=Settings(),
         provider=provider or ScriptedProvider([]),
-        model="model-a",
         system_prompt="You are a test.",
         env=ToolEnv(cwd=root, project_root=root),
         **kw,

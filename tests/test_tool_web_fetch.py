@@ -214,4 +214,4 @@ async def test_the_side_request_goes_to_the_agents_provider_and_model(
     assert side_request.model == "the-model" and "BIG-MARKER" in side_request.messages[0].text
     assert provider.requests[2].messages[-1].parts[0].text == "A big page."  # type: ignore[union-attr]
     # The side request's tokens count: three requests of 10 in / 5 out.
-    assert agent.conversation.usage.output_tokens == 15
+    assert agent.ledger.total().output_tokens == 15
