@@ -9,7 +9,6 @@ provider turns them into ``tool`` role messages.
 from __future__ import annotations
 
 import itertools
-import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -105,20 +104,14 @@ Part = TextPart | ImagePart | ToolCall | ToolResult | ThinkingPart | ServerToolP
 Role = Literal["user", "assistant"]
 
 
-def _seed_ids() -> None:
-    # One random UUID per process, its last 48 bits counted up from: an id costs a counter
-    # step and a format, not a call to os.urandom (messages are made on every turn). The
-    # 74 random bits of the prefix keep the ids of different processes apart.
-    global _id_prefix, _id_counter
-    seed = uuid.uuid4().hex
-    _id_prefix = f"{seed[:8]}-{seed[8:12]}-{seed[12:16]}-{seed[16:20]}-"
-    _id_counter = itertools.count(int(seed[20:], 16))
-
-
-_id_prefix = ""
-_id_counter = itertools.count()
-_seed_ids()
-os.register_at_fork(after_in_child=_seed_ids)
+# One random UUID per process, its last 48 bits counted up from: an id costs a counter step
+# and a format, not a call to os.urandom (messages are made on every turn). The 74 random
+# bits of the prefix keep the ids of different processes apart. (No at-fork reseeding: a
+# handler would run in every child that subprocess forks with a preexec_fn, before its
+# exec, and caliban's children never make messages.)
+_seed = uuid.uuid4().hex
+_id_prefix = f"{_seed[:8]}-{_seed[8:12]}-{_seed[12:16]}-{_seed[16:20]}-"
+_id_counter = itertools.count(int(_seed[20:], 16))
 
 
 def new_message_id() -> str:

@@ -3,6 +3,7 @@ budget (``--max-budget-usd``) reads it, with no printer attached."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,10 @@ async def test_a_budget_counts_from_when_it_was_set_and_warns_once_on_unknown_pr
     assert (await session.run("four")).subtype == "success"
     warnings = [e.text for e in events if isinstance(e, Notice) and e.level == "warning"]
     assert warnings == ["--max-budget-usd is not enforced: the price of unpriced-model is unknown"]
+
+
+def test_a_run_without_requests_costs_an_integer_zero_as_in_claude_code() -> None:
+    builder = FrameBuilder(sink=lambda frame: None)
+    builder.begin_turn()
+    result = builder.result(TurnOutcome(kind="api_error", error="401", status=401))
+    assert json.dumps(result["total_cost_usd"]) == "0" and result["modelUsage"] == {}

@@ -57,13 +57,11 @@ class UsageLedger:
 def total_cost(by_model: UsageByModel) -> float | None:
     """The cost of ``by_model``'s tokens, each model's at its own price (``None``: a price
     is unknown)."""
-    total = 0.0
-    for model, usage in by_model.items():
-        cost = cost_usd(model, usage)
-        if cost is None:
-            return None
-        total += cost
-    return round(total, 6)
+    costs = [cost_usd(model, usage) for model, usage in by_model.items()]
+    if None in costs:
+        return None
+    # sum() of no costs is the int 0, printed `0` as Claude Code prints it (not `0.0`).
+    return round(sum(cost for cost in costs if cost is not None), 6)
 
 
 class SpendingLimit:
