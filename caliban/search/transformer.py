@@ -29,7 +29,16 @@ __all__ = ["TransformerModel", "read_safetensors"]
 
 FloatArray = npt.NDArray[np.float32]
 
-_DTYPES: Final = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64}
+_DTYPES: Final = {
+    "F32": np.float32,
+    "F16": np.float16,
+    "F64": np.float64,
+    "I64": np.int64,
+    "I8": np.int8,
+}
+_SCALE: Final = ".scale"
+"""An ``I8`` tensor ``name`` is quantised: ``name + ".scale"`` holds one float per row (a
+matrix only), and the values are ``int8 × scale``."""
 _MAX_HEADER: Final = 100 * 2**20
 _MAX_TOKENS: Final = 128
 """Tokens of a text that count (the model was trained on 128; a tool's description says
@@ -39,7 +48,8 @@ _BATCH_TOKENS: Final = 4096
 
 
 def read_safetensors(data: bytes, path: Path) -> dict[str, npt.NDArray[Any]]:
-    """The tensors of a ``.safetensors`` file's bytes, as float32 (or int64) arrays.
+    """The tensors of a ``.safetensors`` file's bytes, each in its stored dtype (copied: the
+    bytes can be dropped).
 
     Raises ``ValueError`` for anything this reader does not fully understand (a dtype it
     does not know, offsets outside the file, a shape that does not match the bytes).
@@ -72,7 +82,7 @@ def read_safetensors(data: bytes, path: Path) -> dict[str, npt.NDArray[Any]]:
         arr = np.frombuffer(
             mm, dtype=np.dtype(dtype).newbyteorder("<"), count=count, offset=base + begin
         ).reshape(shape)
-        out[name] = arr.astype(np.int64 if dtype == np.int64 else np.float32)
+        out[name] = arr.astype(dtype)
     return out
 
 
@@ -126,6 +136,7 @@ class TransformerModel:
         *,
         tokenizer: WordPiece,
         special: Mapping[str, int],
+        word: _Table,
         embeddings: Mapping[str, FloatArray],
         layers: Sequence[_Layer],
         heads: int,
@@ -135,7 +146,7 @@ class TransformerModel:
         """Use :meth:`load`."""
         self.tokenizer = tokenizer
         self._cls, self._sep = special["[CLS]"], special["[SEP]"]
-        self._word = embeddings["word"]
+        self._word = word
         self._position = embeddings["position"]
         self._type0 = embeddings["type"][0]
         self._ln = (embeddings["ln_weight"], embeddings["ln_bias"])
@@ -148,7 +159,7 @@ class TransformerModel:
     @property
     def dims(self) -> int:
         """Length of each embedding."""
-        return int(self._word.shape[1])
+        return int(self._word.values.shape[1])
 
     @classmethod
     def load(cls, source: Path) -> TransformerModel:
@@ -168,10 +179,7 @@ class TransformerModel:
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in tensors else ""
 
         def get(name: str) -> FloatArray:
-            key = prefix + name
-            if key not in tensors:
-                raise ValueError(f"{weights_path}: no tensor {key}")
-            return np.ascontiguousarray(tensors[key], dtype=np.float32)
+            return _float32(tensors, prefix + name, weights_path)
 
         hidden = int(config["hidden_size"])
         heads = int(config["num_attention_heads"])
@@ -203,9 +211,9 @@ class TransformerModel:
                     ln2=(get(p + "output.LayerNorm.weight"), get(p + "output.LayerNorm.bias")),
                 )
             )
-        word = get("embeddings.word_embeddings.weight")
-        if word.shape != (len(vocab), hidden):
-            raise ValueError(f"{source}: {len(vocab)} tokens but embeddings {word.shape}")
+        word = _Table.read(tensors, prefix + "embeddings.word_embeddings.weight", weights_path)
+        if word.values.shape != (len(vocab), hidden):
+            raise ValueError(f"{source}: {len(vocab)} tokens but embeddings {word.values.shape}")
         ids = {t: i for i, t in enumerate(vocab)}
         special: dict[str, int] = {t: ids[t] for t in ("[CLS]", "[SEP]", "[UNK]") if t in ids}
         if len(special) != 3:
@@ -216,8 +224,8 @@ class TransformerModel:
         return cls(
             tokenizer=WordPiece(vocab, unknown="[UNK]"),
             special=special,
+            word=word,
             embeddings={
-                "word": word,
                 "position": get("embeddings.position_embeddings.weight"),
                 "type": get("embeddings.token_type_embeddings.weight"),
                 "ln_weight": get("embeddings.LayerNorm.weight"),
@@ -265,7 +273,7 @@ class TransformerModel:
         heads = self._heads
         head_dims = hidden // heads
         # rows are (text, position) pairs: 2-D matmuls reach BLAS directly
-        x = (self._word[ids] + self._position[:width] + self._type0).reshape(-1, hidden)
+        x = (self._word.rows(ids) + self._position[:width] + self._type0).reshape(-1, hidden)
         x = _layer_norm(x, self._ln, self._eps)
         # padded keys get a large negative score, so they take no attention
         bias = ((1 - mask) * np.float32(-1e4))[:, None, None, :]
@@ -287,6 +295,45 @@ class TransformerModel:
         pooled = (x3 * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)  # type: ignore[no-any-return]
+
+
+def _float32(tensors: Mapping[str, npt.NDArray[Any]], key: str, path: Path) -> FloatArray:
+    """Tensor ``key`` as float32, dequantised if it is stored as int8."""
+    table = _Table.read(tensors, key, path)
+    if table.scale is None:
+        return np.ascontiguousarray(table.values, dtype=np.float32)
+    return np.ascontiguousarray(table.values * table.scale[:, None], dtype=np.float32)
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """A weight as stored (float32, float16, or int8 with a scale per row), so the largest
+    one, the word embeddings, stays compact in memory and only the rows a text uses are
+    widened to float32."""
+
+    values: npt.NDArray[Any]
+    scale: FloatArray | None
+
+    @classmethod
+    def read(cls, tensors: Mapping[str, npt.NDArray[Any]], key: str, path: Path) -> _Table:
+        values = tensors.get(key)
+        if values is None:
+            raise ValueError(f"{path}: no tensor {key}")
+        if values.dtype == np.int8:
+            scale = tensors.get(key + _SCALE)
+            if scale is None or values.ndim != 2 or scale.shape != values.shape[:1]:
+                raise ValueError(f"{path}: {key} is int8 without a scale per row")
+            return cls(values=values, scale=scale.astype(np.float32))
+        if values.dtype not in (np.float32, np.float16, np.float64):
+            raise ValueError(f"{path}: {key} is {values.dtype}, not a float tensor")
+        return cls(values=values, scale=None)
+
+    def rows(self, ids: npt.NDArray[np.intp]) -> FloatArray:
+        """Rows ``ids`` (any shape) as float32."""
+        out = self.values[ids].astype(np.float32)
+        if self.scale is not None:
+            out *= self.scale[ids][..., None]
+        return out
 
 
 class _ModelFiles:
