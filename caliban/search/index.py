@@ -33,17 +33,17 @@ How ranking works (each part was kept for what it measurably buys, see the ablat
 from __future__ import annotations
 
 import difflib
-import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from caliban.search.bm25 import VOCABULARY, IntArray, Postings, term_ids
+from caliban.search.store import IndexStore, StoredIndex
 from caliban.search.text import tokenize, words
 
 if TYPE_CHECKING:
@@ -170,6 +170,11 @@ class Ranking:
     the cosines rescaled to a catalog mean of 0 and a best of 1 (round 1)."""
     unique_terms: bool = True
     """Count a word repeated in the query once."""
+    static_with_dense: float = 0.0
+    """Weight of the static model's cosines once the transformer's are used too (0: the
+    transformer replaces it)."""
+    lexical_weight: float = 1.0
+    """Weight of BM25 (z-scores only; 0 ranks by the semantic score alone)."""
 
 
 DEFAULT_RANKING: Final = Ranking()
@@ -181,18 +186,23 @@ _REQUIRED: Final = re.compile(r"\+[^\W\d_][\w.-]*")
 _IDENTIFIER: Final = re.compile(r"[^\W_]+(?:(?:__?|-)[^\W_]+)+|[a-z]+(?:[A-Z][a-z0-9]*)+")
 
 
+_SCHEMA: Final = (dict, Mapping)
+"""What a schema node may be: JSON gives dicts, checked first as the Mapping ABC's check
+costs a tenth of the walk over 10,000 tools."""
+
+
 def schema_texts(schema: Mapping[str, Any]) -> list[str]:
     """Parameter names, descriptions and enum values of a JSON Schema, bounded in depth."""
     out: list[str] = []
 
     def walk(node: object, depth: int) -> None:
-        if not isinstance(node, Mapping) or depth > _MAX_SCHEMA_DEPTH:
+        if depth > _MAX_SCHEMA_DEPTH or not isinstance(node, _SCHEMA):
             return
         props = node.get("properties")
-        if isinstance(props, Mapping):
+        if isinstance(props, _SCHEMA):
             for pname, pschema in props.items():
                 out.append(str(pname))
-                if isinstance(pschema, Mapping):
+                if isinstance(pschema, _SCHEMA):
                     for key in ("title", "description"):
                         if isinstance(pschema.get(key), str):
                             out.append(pschema[key])
@@ -201,7 +211,7 @@ def schema_texts(schema: Mapping[str, Any]) -> list[str]:
         if isinstance(enum, list):
             out.extend(str(v) for v in enum[:_MAX_ENUM_VALUES] if isinstance(v, str))
         items = node.get("items")
-        if isinstance(items, Mapping):
+        if isinstance(items, _SCHEMA):
             walk(items, depth + 1)
         for key in ("anyOf", "oneOf", "allOf"):
             alts = node.get(key)
@@ -222,25 +232,28 @@ def tool_text(doc: ToolDoc) -> str:
     return f"{text} Parameters: {params}." if params else text
 
 
-@lru_cache(maxsize=65536)
-def _terms(text: str) -> tuple[str, ...]:
-    # catalogs repeat texts ("Repository owner") and rebuilds re-see them: tokenize once
-    return tuple(tokenize(text))
+_NO_TERMS: Final = np.zeros(0, dtype=np.int64)
 
 
-def _doc_terms(doc: ToolDoc) -> list[str]:
-    params: list[str] = []
+def _doc_term_ids(doc: ToolDoc) -> IntArray:
+    """The term ids of a tool's text: name, server, description, parameters (bounded)."""
+    params: list[IntArray] = []
+    count = 0
     for text in schema_texts(doc.input_schema):
-        params.extend(_terms(text))
-        if len(params) >= _MAX_PARAM_TOKENS:
+        ids = term_ids(text)
+        params.append(ids)
+        count += len(ids)
+        if count >= _MAX_PARAM_TOKENS:
             break
-    return [
-        *_terms(doc.tool),
-        # a server may be named with a stop word ("everything"); keep it findable
-        *tokenize(doc.server, keep_stop_words=True),
-        *_terms(doc.description),
-        *params[:_MAX_PARAM_TOKENS],
-    ]
+    return np.concatenate(
+        [
+            term_ids(doc.tool),
+            # a server may be named with a stop word ("everything"); keep it findable
+            term_ids(doc.server, keep_stop_words=True),
+            term_ids(doc.description),
+            np.concatenate(params)[:_MAX_PARAM_TOKENS] if params else _NO_TERMS,
+        ]
+    )
 
 
 def _name_terms(doc: ToolDoc) -> frozenset[str]:
@@ -253,47 +266,6 @@ def _name_terms(doc: ToolDoc) -> frozenset[str]:
 # --- the index -------------------------------------------------------------------------------
 
 _FloatArray = npt.NDArray[np.float64]
-_IntArray = npt.NDArray[np.intp]
-
-
-@dataclass(frozen=True, slots=True)
-class _Posting:
-    doc_ids: _IntArray
-    scores: _FloatArray
-
-
-_K1: Final = 1.2
-_B: Final = 0.75
-
-
-def _postings(corpus: list[list[str]]) -> dict[str, _Posting]:
-    """Each term's BM25 score in each tool that has it.
-
-    Okapi BM25 with Lucene's IDF, ``log(1 + (N - df + 0.5) / (df + 0.5))``, which stays
-    positive for words most tools share (rank_bm25's Okapi IDF goes negative there).
-    """
-    n = len(corpus)
-    total = sum(len(terms) for terms in corpus)
-    if not total:
-        return {}
-    avgdl = total / n
-    counts = [Counter(terms) for terms in corpus]
-    df: Counter[str] = Counter()
-    for c in counts:
-        df.update(c.keys())
-    idf = {term: math.log1p((n - f + 0.5) / (f + 0.5)) for term, f in df.items()}
-    merged: dict[str, dict[int, float]] = defaultdict(dict)
-    for doc_id, c in enumerate(counts):
-        norm = _K1 * (1 - _B + _B * len(corpus[doc_id]) / avgdl)
-        for term, tf in c.items():
-            merged[term][doc_id] = idf[term] * tf * (_K1 + 1) / (tf + norm)
-    return {
-        term: _Posting(
-            doc_ids=np.fromiter(per_doc.keys(), dtype=np.intp, count=len(per_doc)),
-            scores=np.fromiter(per_doc.values(), dtype=np.float64, count=len(per_doc)),
-        )
-        for term, per_doc in merged.items()
-    }
 
 
 class ToolIndex(Generic[D]):
@@ -322,7 +294,7 @@ class ToolIndex(Generic[D]):
     def __init__(
         self,
         docs: Sequence[D],
-        postings: Mapping[str, _Posting],
+        postings: Postings,
         embedder: Embedder | None,
         embeddings: CatalogEmbeddings | None,
         *,
@@ -337,7 +309,7 @@ class ToolIndex(Generic[D]):
         self._dense = dense
         self._dense_encoder = dense.encoder if dense is not None else None
         self._ranking = ranking
-        self._name_terms = [_name_terms(d) for d in self._docs]
+        self._name_terms: list[frozenset[str]] | None = None
         self._by_name: dict[str, int] = {}
         self._by_tool: dict[str, list[int]] = defaultdict(list)
         self._by_tool_lower: dict[str, list[int]] = defaultdict(list)
@@ -355,6 +327,7 @@ class ToolIndex(Generic[D]):
         embedder: Embedder | Literal["default"] | None = "default",
         dense: DenseEncoder | None = None,
         ranking: Ranking = DEFAULT_RANKING,
+        store: IndexStore | None = None,
     ) -> ToolIndex[D]:
         """Index a catalog. Docs keep their order (it breaks score ties).
 
@@ -366,19 +339,92 @@ class ToolIndex(Generic[D]):
         With a ``dense`` encoder (a transformer, :func:`caliban.search.models.semantic_models`)
         the tools are also embedded by it, in the background: once that is done (or read
         from the cache) its score replaces the static one. Building never waits for it.
-        """
-        if embedder == "default":
-            from caliban.search.semantic import default_embedder
 
-            embedder = default_embedder()
+        With a ``store``, an index built before for the same tools is read from it instead
+        of being built again (:meth:`load`), and a new one is written to it.
+        """
+        embedder = _embedder(embedder)
         doc_list = list(docs)
-        postings = _postings([_doc_terms(doc) for doc in doc_list])
+        key = store.key(doc_list, _digest(embedder)) if store is not None else None
+        if store is not None and key is not None:
+            found = cls._restore(doc_list, embedder, dense, ranking, store.load(key, len(doc_list)))
+            if found is not None:
+                return found
+        postings = Postings.build([_doc_term_ids(doc) for doc in doc_list])
         texts = [tool_text(d) for d in doc_list]
         embeddings = embedder.embed_catalog(texts) if embedder is not None and doc_list else None
-        dense_catalog = None
-        if dense is not None and doc_list:
-            dense_catalog = dense.catalog(_server_groups(doc_list, texts))
-        return cls(doc_list, postings, embedder, embeddings, dense=dense_catalog, ranking=ranking)
+        if store is not None and key is not None:
+            store.save(
+                key,
+                StoredIndex(
+                    terms=VOCABULARY.terms(postings.terms),
+                    starts=postings.starts,
+                    doc_ids=postings.doc_ids,
+                    scores=postings.scores,
+                    static_matrix=embeddings.matrix if embeddings is not None else None,
+                    static_idf=embeddings.idf if embeddings is not None else None,
+                ),
+            )
+        return cls(
+            doc_list,
+            postings,
+            embedder,
+            embeddings,
+            dense=_dense_catalog(dense, doc_list, texts),
+            ranking=ranking,
+        )
+
+    @classmethod
+    def load(
+        cls,
+        docs: Iterable[D],
+        *,
+        store: IndexStore,
+        embedder: Embedder | Literal["default"] | None = "default",
+        dense: DenseEncoder | None = None,
+        ranking: Ranking = DEFAULT_RANKING,
+    ) -> ToolIndex[D] | None:
+        """The index :meth:`build` would return, read from ``store``; ``None`` when it was
+        never built for these tools (and models)."""
+        embedder = _embedder(embedder)
+        doc_list = list(docs)
+        key = store.key(doc_list, _digest(embedder))
+        if key is None:
+            return None
+        return cls._restore(doc_list, embedder, dense, ranking, store.load(key, len(doc_list)))
+
+    @classmethod
+    def _restore(
+        cls,
+        docs: list[D],
+        embedder: Embedder | None,
+        dense: DenseEncoder | None,
+        ranking: Ranking,
+        stored: StoredIndex | None,
+    ) -> ToolIndex[D] | None:
+        if stored is None or (embedder is not None) != (stored.static_matrix is not None):
+            return None
+        postings = Postings(
+            terms=VOCABULARY.ids(stored.terms),
+            starts=stored.starts,
+            doc_ids=stored.doc_ids,
+            scores=stored.scores,
+        )
+        embeddings = None
+        if embedder is not None and stored.static_matrix is not None:
+            assert stored.static_idf is not None
+            embeddings = embedder.restore_catalog(stored.static_matrix, stored.static_idf)
+            if embeddings is None:
+                return None
+        texts = [tool_text(d) for d in docs] if dense is not None else []
+        return cls(
+            docs,
+            postings,
+            embedder,
+            embeddings,
+            dense=_dense_catalog(dense, docs, texts),
+            ranking=ranking,
+        )
 
     def replace_server(self, server: str, docs: Iterable[D]) -> ToolIndex[D]:
         """A new index with ``server``'s tools replaced by ``docs`` (empty drops the server).
@@ -411,6 +457,12 @@ class ToolIndex(Generic[D]):
 
     def __len__(self) -> int:
         return len(self._docs)
+
+    def _names(self, i: int) -> frozenset[str]:
+        """The terms of tool ``i``'s name and server (computed on the first need)."""
+        if self._name_terms is None:
+            self._name_terms = [_name_terms(d) for d in self._docs]
+        return self._name_terms[i]
 
     def lookup(self, name: str) -> tuple[D, ...]:
         """Tools called ``name``: a full wire name, else a bare tool name on any server.
@@ -493,9 +545,9 @@ class ToolIndex(Generic[D]):
         r = self._ranking
         lexical = np.zeros(len(self._docs))
         for term in dict.fromkeys(terms or required) if r.unique_terms else terms or required:
-            posting = self._postings.get(term)
-            if posting is not None:
-                lexical[posting.doc_ids] += posting.scores
+            term_id = VOCABULARY.get(term)
+            if term_id is not None:
+                self._postings.add_to(lexical, term_id)
         candidates = lexical > 0
         scores = lexical
         static = dense = None
@@ -508,17 +560,20 @@ class ToolIndex(Generic[D]):
             if cosines is not None:
                 candidates |= cosines >= max(float(cosines.mean()), floor)
         if dense is not None:
-            scores = _fuse(lexical, dense, r.dense_weight, r.fusion)
+            scores = _fuse(lexical, dense, r.dense_weight, r)
+            if r.static_with_dense and static is not None:
+                scores = scores + r.static_with_dense * _zscores(static)
         elif static is not None:
-            scores = _fuse(lexical, static, r.static_weight, r.fusion)
+            scores = _fuse(lexical, static, r.static_weight, r)
         for word in identifiers:
             for i in self._by_tool_lower.get(word, ()):
                 scores[i] += _EXACT_NAME_BONUS
                 candidates[i] = True
         if required:
-            for i, names in enumerate(self._name_terms):
-                if candidates[i] and not all(t in names for t in required):
-                    candidates[i] = False
+            for at in np.flatnonzero(candidates):
+                names = self._names(int(at))
+                if not all(t in names for t in required):
+                    candidates[at] = False
         ids = np.flatnonzero(candidates)
         if ids.size > limit:
             # partial selection, then an exact stable sort of the few that remain
@@ -533,24 +588,22 @@ class ToolIndex(Generic[D]):
         """A hit, with the query terms the tool's text and name have."""
         matched = []
         for term in terms:
-            posting = self._postings.get(term)
-            if posting is not None:
-                # doc ids are ascending: postings are built in doc order
-                at = int(np.searchsorted(posting.doc_ids, i))
-                if at < posting.doc_ids.size and posting.doc_ids[at] == i:
-                    matched.append(term)
-        named = tuple(t for t in matched if t in self._name_terms[i])
+            term_id = VOCABULARY.get(term)
+            if term_id is not None and self._postings.has(term_id, i):
+                matched.append(term)
+        names = self._names(i)
+        named = tuple(t for t in matched if t in names)
         return SearchHit(doc=self._docs[i], score=score, matched=tuple(matched), named=named)
 
 
 def _fuse(
-    lexical: _FloatArray, cosines: npt.NDArray[Any], weight: float, fusion: Literal["z", "max"]
+    lexical: _FloatArray, cosines: npt.NDArray[Any], weight: float, ranking: Ranking
 ) -> _FloatArray:
     """BM25 scores and cosines on one scale, added (``weight`` for the cosines)."""
-    if fusion == "z":
+    if ranking.fusion == "z":
         # z-scores: each signal counts by how far a tool stands out from the catalog, so a
         # query whose BM25 scores are all close does not let the cosines' noise decide
-        return _zscores(lexical) + weight * _zscores(cosines)
+        return ranking.lexical_weight * _zscores(lexical) + weight * _zscores(cosines)
     best = float(lexical.max())
     scores = lexical / best if best > 0 else lexical
     top, mean = float(cosines.max()), float(cosines.mean())
@@ -560,6 +613,27 @@ def _fuse(
 def _zscores(x: npt.NDArray[Any]) -> _FloatArray:
     std = float(x.std())
     return (x - x.mean()) / std if std > 0 else np.zeros(len(x))
+
+
+def _embedder(embedder: Embedder | Literal["default"] | None) -> Embedder | None:
+    if embedder == "default":
+        from caliban.search.semantic import default_embedder
+
+        return default_embedder()
+    return embedder
+
+
+def _digest(embedder: Embedder | None) -> str | None:
+    return embedder.model.digest if embedder is not None else None
+
+
+def _dense_catalog(
+    dense: DenseEncoder | None, docs: Sequence[ToolDoc], texts: Sequence[str]
+) -> DenseCatalog | None:
+    """The transformer's embeddings of the catalog, computed (or read) in the background."""
+    if dense is None or not docs:
+        return None
+    return dense.catalog(_server_groups(docs, texts))
 
 
 def _server_groups(docs: Sequence[ToolDoc], texts: Sequence[str]) -> list[list[str]]:

@@ -1,0 +1,155 @@
+"""Built search indexes kept on disk, so a session whose catalog has not changed has its
+index in milliseconds instead of building it again (a second at 10,000 tools).
+
+An entry holds what :meth:`caliban.search.index.ToolIndex.build` computes from the tools'
+texts — the BM25 postings (with the terms spelled out: term ids are per process) and the
+static model's tool embeddings with its catalog IDF weights — under a key that is the
+sha256 of every tool's name, server, description and input schema (``marshal``-encoded:
+tens of milliseconds for 10,000 tools), the static model's digest and :data:`FORMAT`. The
+transformer's embeddings have their own cache, per server (:mod:`caliban.search.dense`).
+
+Files are written whole and renamed (an interrupted write leaves nothing), checked for
+shape and finiteness on read (anything else is ignored and rebuilt), and the
+:data:`MAX_ENTRIES` least recently used are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import marshal
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from caliban.search.index import ToolDoc
+
+__all__ = ["FORMAT", "MAX_ENTRIES", "IndexStore", "StoredIndex"]
+
+FORMAT: Final = 1
+"""Bumped when what an entry holds, or how a tool's text is analysed, changes."""
+MAX_ENTRIES: Final = 16
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredIndex:
+    """What a built index needs from its tools' texts, in plain arrays."""
+
+    terms: list[str]
+    """The catalog's terms, in the order of the postings' blocks."""
+    starts: npt.NDArray[np.int64]
+    doc_ids: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float64]
+    static_matrix: npt.NDArray[np.float32] | None
+    static_idf: npt.NDArray[np.float32] | None
+
+    def valid(self, tools: int) -> bool:
+        """Whether the arrays fit together and a catalog of ``tools`` tools."""
+        blocks = len(self.terms)
+        if self.starts.shape != (blocks + 1,) or self.doc_ids.shape != self.scores.shape:
+            return False
+        if int(self.starts[0]) != 0 or int(self.starts[-1]) != len(self.doc_ids):
+            return False
+        if np.any(np.diff(self.starts) < 0) or not np.isfinite(self.scores).all():
+            return False
+        if len(self.doc_ids) and not (self.doc_ids.min() >= 0 and self.doc_ids.max() < tools):
+            return False
+        if (self.static_matrix is None) != (self.static_idf is None):
+            return False
+        if self.static_matrix is not None:
+            if self.static_matrix.ndim != 2 or len(self.static_matrix) != tools:
+                return False
+            if not np.isfinite(self.static_matrix).all():
+                return False
+        return True
+
+
+class IndexStore:
+    """Index entries under ``directory``, one ``.npz`` file per catalog."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    @staticmethod
+    def key(docs: Sequence[ToolDoc], static_digest: str | None) -> str | None:
+        """The entry's name for a catalog, or ``None`` when a schema is not plain JSON data
+        (such a catalog is simply not stored)."""
+        try:
+            # version 2: no back-references, whose use depends on reference counts, so the
+            # same tools always give the same bytes
+            raw = marshal.dumps(
+                [(d.name, d.server, d.tool, d.description, d.input_schema) for d in docs], 2
+            )
+        except ValueError:
+            return None
+        digest = hashlib.sha256(raw)
+        digest.update(f"\0{FORMAT}\0{static_digest}\0{sys.version_info[:2]}".encode())
+        return digest.hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.directory / f"{key}.npz"
+
+    def load(self, key: str, tools: int) -> StoredIndex | None:
+        """The entry ``key`` for a catalog of ``tools`` tools, or ``None``."""
+        path = self._path(key)
+        if not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                static = "static_matrix" in data.files
+                stored = StoredIndex(
+                    terms=str(data["terms"]).split("\n") if len(data["starts"]) > 1 else [],
+                    starts=data["starts"].astype(np.int64),
+                    doc_ids=data["doc_ids"].astype(np.int64),
+                    scores=data["scores"].astype(np.float64),
+                    static_matrix=data["static_matrix"].astype(np.float32) if static else None,
+                    static_idf=data["static_idf"].astype(np.float32) if static else None,
+                )
+        except (OSError, ValueError, KeyError) as exc:
+            log.debug("ignoring the search index cache %s: %s", path, exc)
+            return None
+        if not stored.valid(tools):
+            return None
+        with contextlib.suppress(OSError):
+            path.touch()  # recently used: kept when the directory is pruned
+        return stored
+
+    def save(self, key: str, stored: StoredIndex) -> None:
+        """Write the entry (whole, then renamed); failures are logged and ignored."""
+        path = self._path(key)
+        arrays: dict[str, npt.NDArray[np.generic]] = {
+            "terms": np.array("\n".join(stored.terms)),
+            "starts": stored.starts,
+            "doc_ids": stored.doc_ids.astype(np.int32),
+            "scores": stored.scores,
+        }
+        if stored.static_matrix is not None and stored.static_idf is not None:
+            arrays["static_matrix"] = stored.static_matrix
+            arrays["static_idf"] = stored.static_idf
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as f:
+                np.savez(f, **arrays)  # type: ignore[arg-type]
+            os.replace(f.name, path)
+            _prune(path.parent)
+        except OSError as exc:
+            log.debug("could not cache the search index in %s: %s", path, exc)
+
+
+def _prune(directory: Path) -> None:
+    files = list(directory.glob("*.npz"))
+    if len(files) <= MAX_ENTRIES:
+        return
+    files.sort(key=lambda f: f.stat().st_mtime)
+    for f in files[: len(files) - MAX_ENTRIES]:
+        f.unlink(missing_ok=True)
