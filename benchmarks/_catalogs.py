@@ -40,6 +40,7 @@ REFERENCE_TOOLS = BENCH_DIR / "reference_tools.json"
 EXTRA_TOOLS = BENCH_DIR / "extra_tools.json"
 TASK_QUERIES = BENCH_DIR / "queries_tasks.jsonl"
 USER_QUERIES = BENCH_DIR / "queries_user.jsonl"
+SHORT_QUERIES = BENCH_DIR / "queries_short.jsonl"
 
 
 def wire_name(server: str, tool: str) -> str:
@@ -221,6 +222,40 @@ def load_task_queries(path: Path = TASK_QUERIES, split: str | None = None) -> li
                         )
                     )
     return out
+
+
+def _short_rows(path: Path, catalog: str) -> list[dict[str, Any]]:
+    with path.open() as f:
+        rows = [json.loads(line) for line in f if line.strip() and not line.startswith("#")]
+    return [row for row in rows if row["set"] == catalog and row["gold"]]
+
+
+def load_short_queries(catalog: str, path: Path = SHORT_QUERIES) -> list[Query]:
+    """Our short capability queries for one dev catalog (``toollens``, ``mcptoolbench`` or
+    ``github``), one capability each, as a model writes them in a ToolSearch call; those
+    no tool answers (``"gold": []``) are left out."""
+    return [
+        Query(text=row["query"], relevant=frozenset(row["gold"]), source=f"short {catalog}")
+        for row in _short_rows(path, catalog)
+    ]
+
+
+def load_joined_queries(catalog: str, path: Path = SHORT_QUERIES) -> list[Query]:
+    """The short queries of each source request joined into one ToolSearch query, the way a
+    model asks for several capabilities at once (``"weather by coordinates; star
+    information"``); relevant: every tool one of the parts asks for."""
+    parts: dict[str, list[dict[str, Any]]] = {}
+    for row in _short_rows(path, catalog):
+        parts.setdefault(str(row["source"]), []).append(row)
+    return [
+        Query(
+            text="; ".join(row["query"] for row in rows),
+            relevant=frozenset(g for row in rows for g in row["gold"]),
+            source=f"joined {catalog}",
+        )
+        for rows in parts.values()
+        if len(rows) > 1
+    ]
 
 
 # --- synthetic catalogs ----------------------------------------------------------------------
