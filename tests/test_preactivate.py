@@ -158,3 +158,10 @@ def test_a_hit_says_which_request_words_the_tool_has(reference: ToolIndex[Search
     assert hit.doc.tool == "git_log"
     assert set(hit.matched) == {"show", "git", "log", "repo"}
     assert set(hit.named) == {"git", "log"}  # tool git_log on server git
+
+
+@pytest.mark.parametrize("request_", ["do search", "search", "write it", "read"])
+def test_a_one_word_request_loads_nothing(request_: str, big: ToolIndex[SearchDoc]) -> None:
+    # issue 27, item 10: "do search" loaded three unrelated tools, a write tool among them
+    assert big.rank(request_, 3).hits  # the words do match tools...
+    assert tools(big, request_) == []  # ...but one word is no task to guess tools for

@@ -22,6 +22,7 @@ import marshal
 import os
 import sys
 import tempfile
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,7 +116,7 @@ class IndexStore:
                     static_matrix=data["static_matrix"].astype(np.float32) if static else None,
                     static_idf=data["static_idf"].astype(np.float32) if static else None,
                 )
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             log.debug("ignoring the search index cache %s: %s", path, exc)
             return None
         if not stored.valid(tools):

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 if TYPE_CHECKING:
     from caliban.search.index import SearchHit, ToolDoc, ToolIndex
 
-__all__ = ["MAX_REQUEST_CHARS", "MIN_COVERAGE", "coverage", "likely_tools"]
+__all__ = ["MAX_REQUEST_CHARS", "MIN_COVERAGE", "MIN_TERMS", "coverage", "likely_tools"]
 
 D = TypeVar("D", bound="ToolDoc")
 
@@ -60,6 +60,9 @@ MAX_REQUEST_CHARS: Final = 2_000
 """Only the start of a long request is ranked (a pasted log says little about tools)."""
 MIN_COVERAGE: Final = 0.3
 """The :func:`coverage` a tool needs to be loaded before the model asks for it."""
+MIN_TERMS: Final = 2
+"""Meaningful words (stop words left out) a request needs before anything is loaded for it:
+one word ("do search") names a subject, not a task."""
 _SMOOTHING: Final = 0.5
 
 
@@ -85,4 +88,6 @@ def likely_tools(
         return ()
     result = index.rank(request[:MAX_REQUEST_CHARS], limit)
     terms = len(result.terms)
+    if terms < MIN_TERMS:
+        return ()  # "do search", "write it": too little to guess from
     return tuple(hit.doc for hit in result.hits if coverage(hit, terms) >= min_coverage)

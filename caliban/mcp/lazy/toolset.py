@@ -369,14 +369,16 @@ class LazyMcpToolset:
         it, and drop those loaded for the previous prompt that the model neither called nor
         searched for (so guesses do not pile up in the activation set). ``None`` when nothing
         changed. Servers still starting are not waited for: their tools are ToolSearch's to
-        find."""
+        find; nor is the index of a large catalog seen for the first time
+        (:meth:`~caliban.mcp.lazy.catalog.Catalog.index_now`)."""
         from caliban.mcp.lazy.preactivate import likely_tools
 
         catalog = self.catalog()
         limit = min(self.policy.preactivate, self.activation.get().cap)
         if limit <= 0 or not catalog.decision.lazy:
             return None
-        wanted = [doc.name for doc in likely_tools(catalog.index(), request, limit)]
+        index = catalog.index_now()
+        wanted = [doc.name for doc in likely_tools(index, request, limit)] if index else []
         stale = tuple(name for name in self._unclaimed if name not in wanted)
         names = [name for name in wanted if name not in self.activation.get()]
         self._unclaimed = (*(n for n in self._unclaimed if n in wanted), *names)
