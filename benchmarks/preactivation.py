@@ -4,8 +4,10 @@ sees it, what that saves and what it costs.
 Run: ``python benchmarks/preactivation.py`` (``--fires SET`` lists the requests of a negative
 set that load a tool under the shipped rule, with the tools).
 
-Each request is ranked by ``ToolIndex.rank`` (the shipped static model, as every install
-gets) and a rule decides which of the best ``k`` hits are loaded
+Each request is ranked by ``ToolIndex.rank`` — against a set's full catalog and the
+negative catalogs with the shipped MiniLM, as pre-activation ranks once a catalog's
+embeddings are ready; against the smaller catalogs drawn per request with the static model,
+as it ranks before — and a rule decides which of the best ``k`` hits are loaded
 (:func:`caliban.mcp.lazy.preactivate.likely_tools` is the shipped one). Reported:
 
 * **Requests that need an MCP tool**: the request sets of ``search_quality.py`` (tuned on:
@@ -78,11 +80,13 @@ from _catalogs import (
     load_toollens,
     pooled_catalog,
 )
-from search_quality import QuerySet, query_sets
+from search_quality import QuerySet, encoder, query_sets
 
 from caliban.mcp.lazy.activation import McpActivationSet
-from caliban.mcp.lazy.preactivate import MAX_REQUEST_CHARS, MIN_COVERAGE, coverage
+from caliban.mcp.lazy.preactivate import MAX_REQUEST_CHARS, MIN_COVERAGE, MIN_TERMS, coverage
+from caliban.search.dense import DenseEncoder
 from caliban.search.index import SearchDoc, ToolIndex, tool_text
+from caliban.search.models import MINILM_DIR
 from caliban.search.semantic import CatalogEmbeddings, Embedder, load_embedder
 from caliban.util.tokens import estimate_json_tokens
 
@@ -127,6 +131,8 @@ class Ranked:
 
     text: str
     hits: tuple[Hit, ...]
+    terms: int
+    """The request's meaningful words."""
     relevant: frozenset[str] = frozenset()
     relevant_in_catalog: frozenset[str] = frozenset()
     """Wire names of the catalog's relevant tools."""
@@ -136,11 +142,17 @@ class Ranked:
 
 
 class Catalog:
-    """An index and the static model's embeddings for one catalog, built once."""
+    """An index and the static model's embeddings for one catalog, built once; with
+    ``dense``, the transformer's tool embeddings are awaited (the ranker pre-activation uses
+    once they are ready)."""
 
-    def __init__(self, docs: Sequence[SearchDoc], embedder: Embedder) -> None:
+    def __init__(
+        self, docs: Sequence[SearchDoc], embedder: Embedder, dense: DenseEncoder | None = None
+    ) -> None:
         self.docs = tuple(docs)
-        self.index = ToolIndex.build(self.docs, embedder=embedder)
+        self.index = ToolIndex.build(self.docs, embedder=embedder, dense=dense)
+        if dense is not None and not self.index.wait_semantic(3600):
+            sys.exit("the transformer's tool embeddings did not become ready")
         self.embeddings: CatalogEmbeddings = embedder.embed_catalog(
             [tool_text(d) for d in self.docs]
         )
@@ -174,7 +186,11 @@ class Catalog:
             d.name for d in self.docs if d.tool in relevant or d.name in relevant
         )
         return Ranked(
-            text=text, hits=tuple(hits), relevant=relevant, relevant_in_catalog=in_catalog
+            text=text,
+            hits=tuple(hits),
+            terms=terms,
+            relevant=relevant,
+            relevant_in_catalog=in_catalog,
         )
 
 
@@ -211,9 +227,15 @@ SHIPPED = Measure(
 )
 
 
+MIN_WORDS = MIN_TERMS
+"""The shipped floor on a request's meaningful words; an ablation row sets it to 1."""
+
+
 def loaded(r: Ranked, rule: Rule, k: int, depth: int | None = None) -> list[Hit]:
     """The hits ``rule`` loads among the best ``k`` (or the first ``k`` that pass among the
-    best ``depth``)."""
+    best ``depth``), none for a request of fewer than :data:`MIN_WORDS` meaningful words."""
+    if r.terms < MIN_WORDS:
+        return []
     return [h for h in r.hits[: depth or k] if rule(h)][:k]
 
 
@@ -266,17 +288,21 @@ def figures(requests: Sequence[Ranked], rule: Rule, k: int, depth: int | None = 
 # ------------------------------------------------------------------------------ the requests
 
 
-def positives(sets: Sequence[QuerySet], embedder: Embedder) -> dict[tuple[str, str], list[Ranked]]:
+def positives(
+    sets: Sequence[QuerySet], embedder: Embedder, dense: DenseEncoder
+) -> dict[tuple[str, str], list[Ranked]]:
     """(set, catalog variant) -> the set's requests ranked against that variant."""
     rng = random.Random(19)
     catalogs: dict[tuple[str, ...], Catalog] = {}
 
-    def catalog(docs: Sequence[SearchDoc]) -> Catalog:
+    def catalog(docs: Sequence[SearchDoc], full: bool = False) -> Catalog:
         key = tuple(d.name for d in docs)
         if key not in catalogs:
             if len(catalogs) > 500:
                 catalogs.clear()
-            catalogs[key] = Catalog(docs, embedder)
+            # the transformer for the full catalogs (whose embeddings search_quality.py has
+            # cached); the static model for the smaller variants drawn per request
+            catalogs[key] = Catalog(docs, embedder, dense if full else None)
         return catalogs[key]
 
     out: dict[tuple[str, str], list[Ranked]] = {}
@@ -298,7 +324,7 @@ def positives(sets: Sequence[QuerySet], embedder: Embedder) -> dict[tuple[str, s
                 keep = {d.name for d in gold} | {d.name for d in rng.sample(rest, 10)}
                 small = [d for d in docs if d.name in keep]
             for variant, cat in (("full", docs), ("relevant+3", mid), ("relevant", small)):
-                ranked = catalog(cat).rank(q.text, q.relevant)
+                ranked = catalog(cat, full=variant == "full").rank(q.text, q.relevant)
                 out.setdefault((qs.name, variant), []).append(ranked)
         print(f"  ranked {qs.name}", file=sys.stderr, flush=True)
     return out
@@ -342,7 +368,7 @@ def negative_sets() -> dict[str, list[str]]:
     return sets
 
 
-def negative_catalogs(embedder: Embedder) -> dict[str, Catalog]:
+def negative_catalogs(embedder: Embedder, dense: DenseEncoder) -> dict[str, Catalog]:
     eval_dir = eval_dir_or_exit()
     reference = load_reference_tools()
     docs = {
@@ -353,7 +379,7 @@ def negative_catalogs(embedder: Embedder) -> dict[str, Catalog]:
         "toollens (464)": load_toollens(eval_dir)[0],
         SESSION_CATALOG: large_catalog(eval_dir),
     }
-    return {name: Catalog(d, embedder) for name, d in docs.items()}
+    return {name: Catalog(d, embedder, dense) for name, d in docs.items()}
 
 
 def negatives(
@@ -436,11 +462,13 @@ def main() -> None:
     args = parser.parse_args()
 
     embedder = load_embedder()
-    sets = query_sets()
+    dense = encoder(MINILM_DIR)
+    # pre-activation ranks users' whole requests: the short ToolSearch queries are not those
+    sets = [qs for qs in query_sets() if not qs.name.startswith(("short ", "joined "))]
     print("ranking requests...", file=sys.stderr)
-    pos = positives(sets, embedder)
+    pos = positives(sets, embedder, dense)
     neg_sets = negative_sets()
-    neg_catalogs = negative_catalogs(embedder)
+    neg_catalogs = negative_catalogs(embedder, dense)
     neg = negatives(neg_sets, neg_catalogs, embedder)
     set_names = [qs.name for qs in sets]
 
@@ -453,15 +481,17 @@ def main() -> None:
         "(full catalogs; holdout sets never tuned on)\n"
     )
     print(
-        "| set | requests | tools | gold | all gold | tools loaded | false | tokens added "
-        "| round trips saved /100 |"
+        "| set | requests | tools | gold | all gold | tools loaded | false | precision "
+        "| tokens added | round trips saved /100 |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for qs in sets:
         f = figures(pos[(qs.name, "full")], shipped, k)
+        precision = (f.tools - f.false) / f.tools if f.tools else float("nan")
         print(
             f"| {qs.name} | {len(qs.queries)} | {len(qs.docs)} | {f.gold:.2f} | {f.all_gold:.2f} "
-            f"| {f.tools:.2f} | {f.false:.2f} | {f.tokens:,.0f} | {100 * f.gold:.0f} |"
+            f"| {f.tools:.2f} | {f.false:.2f} | {precision:.2f} | {f.tokens:,.0f} "
+            f"| {100 * f.gold:.0f} |"
         )
 
     print("\nCatalog size (gold loaded; the rule should score alike across a row):\n")
@@ -507,6 +537,7 @@ def main() -> None:
     for bar in (0.25, 0.35):
         rows.append((f"  the same, bar {bar}", lambda h, bar=bar: h.coverage >= bar, 3, None))
     rows.append((f"  the same, first 3 of the top {DEPTH} that pass", shipped, 3, DEPTH))
+    rows.append(("  the same, one-word requests too (MIN_TERMS 1)", shipped, 3, None))
 
     print(
         f"\nAblation (full catalogs). Alternatives at the bar where they load a tool for "
@@ -526,7 +557,9 @@ def main() -> None:
     print("|---|" + "---|" * (len(DEV_SETS) + 2 + len(neg_names) + 1))
     holdout = [s for s in set_names if "holdout" in s]
     session = [*neg[("coding", SESSION_CATALOG)], *neg[("commits-check", SESSION_CATALOG)]]
+    global MIN_WORDS
     for label, rule, kk, depth in rows:
+        MIN_WORDS = 1 if "MIN_TERMS 1" in label else MIN_TERMS
         dev = [figures(pos[(s, "full")], rule, kk, depth) for s in DEV_SETS]
         hold = [figures(pos[(s, "full")], rule, kk, depth).gold for s in holdout]
         fires = [fire_rate(neg, n, rule, kk, depth) for n in neg_names]
