@@ -209,9 +209,7 @@ def query_sets() -> list[QuerySet]:
             )
         )
     sets += [
-        QuerySet(
-            name="short toollens", docs=toollens_docs, queries=load_short_queries("toollens")
-        ),
+        QuerySet(name="short toollens", docs=toollens_docs, queries=load_short_queries("toollens")),
         QuerySet(name="short mcptoolbench", docs=pool, queries=load_short_queries("mcptoolbench")),
         QuerySet(name="short github", docs=github, queries=load_short_queries("github")),
         QuerySet(
@@ -254,6 +252,7 @@ def ablation_rows(models: dict[str, Path]) -> dict[str, Row]:
         "  max-scaled fusion, weight 0.8": index(fusion="max", dense_weight=0.8),
         "  + static model, weight 0.3": index(static_with_dense=0.3),
         "  MiniLM alone (no BM25)": index(lexical_weight=0.0),
+        "  a query's ;-separated parts ranked as one": index(split_parts=False),
     }
     for name, directory in models.items():
         rows[f"  MiniLM {name}"] = index(dense=encoder(directory))

@@ -32,8 +32,8 @@ from _catalogs import Query
 from _rankers import FIELDS, Bm25, Variant
 from search_quality import K, QuerySet, query_sets
 
-from caliban.search.models import MINILM_DIR
 from caliban.search.index import tool_text
+from caliban.search.models import MINILM_DIR
 from caliban.search.semantic import StaticModel
 from caliban.search.transformer import TransformerModel
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from caliban.mcp.lazy.tool_search import no_match_text, unmatched
-from caliban.search.index import SearchDoc, ToolIndex
+from caliban.search.index import Ranking, SearchDoc, ToolIndex
 from caliban.search.text import stem, tokenize, words
 
 
@@ -448,3 +448,30 @@ def test_without_a_model_the_ranking_is_bm25_alone() -> None:
     assert top(plain, "merge a pull request")[0] == "mcp__github__merge_pull_request"
     # nothing shares a word with "Tokyo": without meaning, "time" alone decides
     assert top(plain, "Tokyo") == []
+
+
+def test_a_query_of_several_capabilities_ranks_each_part() -> None:
+    docs = [
+        SearchDoc(name=f"mcp__s__{t}", server="s", tool=t, description=d)
+        for t, d in [
+            ("read_excel", "Read an Excel spreadsheet's rows"),
+            ("read_csv", "Read a CSV file's rows"),
+            ("read_json", "Read a JSON file"),
+            ("read_yaml", "Read a YAML file"),
+            ("make_chart", "Draw a bar or line chart from data"),
+            ("send_mail", "Send an email"),
+        ]
+    ]
+    index = ToolIndex.build(docs, embedder=None)
+    # each part's best first, then each part's second, ...
+    found = index.search("read excel spreadsheet; read csv file", 4)
+    assert found.names[:2] == ("mcp__s__read_excel", "mcp__s__read_csv")
+    assert len(found.names) == len(set(found.names)) == 4
+    assert found.terms == ("read", "excel", "spreadsheet", "csv", "file")
+    assert index.search("read excel; make chart", 2).names == (
+        "mcp__s__read_excel",
+        "mcp__s__make_chart",
+    )
+    assert index.search(" ; make chart ;", 1).names == ("mcp__s__make_chart",)
+    whole = ToolIndex.build(docs, embedder=None, ranking=Ranking(split_parts=False))
+    assert whole.search("read excel; make chart", 2).names != ("mcp__s__read_excel",)

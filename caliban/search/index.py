@@ -175,6 +175,9 @@ class Ranking:
     transformer replaces it)."""
     lexical_weight: float = 1.0
     """Weight of BM25 (z-scores only; 0 ranks by the semantic score alone)."""
+    split_parts: bool = True
+    """Rank each ``;``-separated part of a ToolSearch query on its own and take the hits in
+    turns (:meth:`ToolIndex.search`)."""
 
 
 DEFAULT_RANKING: Final = Ranking()
@@ -506,7 +509,24 @@ class ToolIndex(Generic[D]):
         text = query.strip()
         if text[:7].lower() == "select:":
             return self._select(query, text[7:])
+        parts = [p.strip() for p in text.split(";")] if self._ranking.split_parts else []
+        parts = [p for p in parts if p]
+        if len(parts) > 1:
+            return self._merged(query, parts, limit)
         return self._keywords(query, text, limit)
+
+    def _merged(self, query: str, parts: Sequence[str], limit: int) -> SearchResult[D]:
+        """Several capabilities in one query (``read excel; make chart``): each part is
+        ranked on its own and the hits are taken in turns, each part's best first, so every
+        part gets its share of ``limit``."""
+        results = [self._keywords(part, part, limit) for part in parts]
+        hits: dict[str, SearchHit[D]] = {}
+        for rank in range(limit):
+            for result in results:
+                if rank < len(result.hits) and len(hits) < limit:
+                    hits.setdefault(result.hits[rank].doc.name, result.hits[rank])
+        terms = tuple(dict.fromkeys(t for result in results for t in result.terms))
+        return SearchResult(query=query, mode="keywords", hits=tuple(hits.values()), terms=terms)
 
     def rank(self, text: str, limit: int) -> SearchResult[D]:
         """The best ``limit`` tools for free text (a user's request) as a keyword query
