@@ -348,7 +348,7 @@ class ToolIndex(Generic[D]):
         """
         embedder = _embedder(embedder)
         doc_list = list(docs)
-        key = store.key(doc_list, _digest(embedder)) if store is not None else None
+        key = store.key(_identity(doc_list), _digest(embedder)) if store is not None else None
         if store is not None and key is not None:
             found = cls._restore(doc_list, embedder, dense, ranking, store.load(key, len(doc_list)))
             if found is not None:
@@ -391,7 +391,7 @@ class ToolIndex(Generic[D]):
         never built for these tools (and models)."""
         embedder = _embedder(embedder)
         doc_list = list(docs)
-        key = store.key(doc_list, _digest(embedder))
+        key = store.key(_identity(doc_list), _digest(embedder))
         if key is None:
             return None
         return cls._restore(doc_list, embedder, dense, ranking, store.load(key, len(doc_list)))
@@ -641,6 +641,11 @@ def _embedder(embedder: Embedder | Literal["default"] | None) -> Embedder | None
 
         return default_embedder()
     return embedder
+
+
+def _identity(docs: Sequence[ToolDoc]) -> list[tuple[object, ...]]:
+    """What keys a catalog in the index store: everything the index reads of each tool."""
+    return [(d.name, d.server, d.tool, d.description, d.input_schema) for d in docs]
 
 
 def _digest(embedder: Embedder | None) -> str | None:

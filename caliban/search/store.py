@@ -26,13 +26,10 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-
-if TYPE_CHECKING:
-    from caliban.search.index import ToolDoc
 
 __all__ = ["FORMAT", "MAX_ENTRIES", "IndexStore", "StoredIndex"]
 
@@ -82,15 +79,14 @@ class IndexStore:
         self.directory = directory
 
     @staticmethod
-    def key(docs: Sequence[ToolDoc], static_digest: str | None) -> str | None:
-        """The entry's name for a catalog, or ``None`` when a schema is not plain JSON data
-        (such a catalog is simply not stored)."""
+    def key(tools: Sequence[tuple[object, ...]], static_digest: str | None) -> str | None:
+        """The entry's name for a catalog, given each tool's ``(name, server, tool,
+        description, input_schema)``; ``None`` when a schema is not plain JSON data (such a
+        catalog is simply not stored)."""
         try:
             # version 2: no back-references, whose use depends on reference counts, so the
             # same tools always give the same bytes
-            raw = marshal.dumps(
-                [(d.name, d.server, d.tool, d.description, d.input_schema) for d in docs], 2
-            )
+            raw = marshal.dumps(list(tools), 2)
         except ValueError:
             return None
         digest = hashlib.sha256(raw)

@@ -20,6 +20,7 @@ from caliban.tools.base import McpOrigin, Tool
 
 if TYPE_CHECKING:
     from caliban.search.index import SearchDoc, ToolIndex
+    from caliban.search.models import SemanticModels
     from caliban.search.store import IndexStore
 
 __all__ = ["BUILD_AT_ONCE", "Catalog", "build_index", "load_index", "search_doc"]
@@ -171,29 +172,25 @@ def build_index(tools: Sequence[Tool], search_model: str) -> ToolIndex[SearchDoc
     disk cache when these tools were indexed before (and written to it otherwise). The
     transformer's embeddings are cached per server, so keep each server's tools together."""
     from caliban.search.index import ToolIndex
-    from caliban.search.models import semantic_models
 
-    models = semantic_models(search_model)
-    return ToolIndex.build(
-        [search_doc(tool) for tool in tools],
-        embedder=models.static,
-        dense=models.dense,
-        store=_store(),
-    )
+    docs, models, store = _inputs(tools, search_model)
+    return ToolIndex.build(docs, embedder=models.static, dense=models.dense, store=store)
 
 
 def load_index(tools: Sequence[Tool], search_model: str) -> ToolIndex[SearchDoc] | None:
     """:func:`build_index`'s index if the disk cache has it, else ``None``."""
     from caliban.search.index import ToolIndex
+
+    docs, models, store = _inputs(tools, search_model)
+    return ToolIndex.load(docs, embedder=models.static, dense=models.dense, store=store)
+
+
+def _inputs(
+    tools: Sequence[Tool], search_model: str
+) -> tuple[list[SearchDoc], SemanticModels, IndexStore]:
     from caliban.search.models import semantic_models
 
-    models = semantic_models(search_model)
-    return ToolIndex.load(
-        [search_doc(tool) for tool in tools],
-        embedder=models.static,
-        dense=models.dense,
-        store=_store(),
-    )
+    return [search_doc(tool) for tool in tools], semantic_models(search_model), _store()
 
 
 def _store() -> IndexStore:
