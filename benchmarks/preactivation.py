@@ -57,6 +57,11 @@ as it ranks before — and a rule decides which of the best ``k`` hits are loade
 
 from __future__ import annotations
 
+# isort: off
+import caliban.search  # noqa: F401 - first: it loads numpy with one BLAS thread, as caliban does
+
+# isort: on
+
 import argparse
 import json
 import math

@@ -24,6 +24,11 @@ are ready, for a new query (the query is embedded) and a repeated one (remembere
 
 from __future__ import annotations
 
+# isort: off
+import caliban.search  # noqa: F401 - first: it loads numpy with one BLAS thread, as caliban does
+
+# isort: on
+
 import argparse
 import dataclasses
 import functools

@@ -47,6 +47,11 @@ to compare with the row "BM25 alone (re-implemented)".
 
 from __future__ import annotations
 
+# isort: off
+import caliban.search  # noqa: F401 - first: it loads numpy with one BLAS thread, as caliban does
+
+# isort: on
+
 import argparse
 import sys
 from collections.abc import Callable, Sequence
