@@ -257,7 +257,7 @@ def ablation_rows(models: dict[str, Path]) -> dict[str, Row]:
         "  max-scaled fusion, weight 0.8": index(fusion="max", dense_weight=0.8),
         "  + static model, weight 0.3": index(static_with_dense=0.3),
         "  MiniLM alone (no BM25)": index(lexical_weight=0.0),
-        "  a query's ;-separated parts ranked as one": index(split_parts=False),
+        "  a query's ;-separated parts ranked each, in turns": index(split_parts=True),
     }
     for name, directory in models.items():
         rows[f"  MiniLM {name}"] = index(dense=encoder(directory))
@@ -275,13 +275,19 @@ def main() -> None:
         metavar="NAME=DIR",
         help="an ablation row for another conversion of MiniLM",
     )
+    parser.add_argument(
+        "--sets", nargs="*", metavar="PREFIX", help="only the sets whose names start so"
+    )
+    parser.add_argument(
+        "--minilm", type=Path, default=MINILM_DIR, help="the default's MiniLM directory"
+    )
     args = parser.parse_args()
     models = {name: Path(d) for name, d in (m.split("=", 1) for m in args.model)}
 
-    sets = query_sets()
+    sets = [qs for qs in query_sets() if not args.sets or qs.name.startswith(tuple(args.sets))]
     static = load_embedder()
     rankers: dict[str, Row] = {
-        "default": lambda qs: index_ranker(qs.docs, static=static, dense=encoder(MINILM_DIR)),
+        "default": lambda qs: index_ranker(qs.docs, static=static, dense=encoder(args.minilm)),
         "static": lambda qs: index_ranker(qs.docs, static=static),
         "bm25-plain": lambda qs: bm25_plain_ranker(qs.docs),
     }
