@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import logging
-import os
 import queue
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -24,6 +23,8 @@ from typing import Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from caliban.util.fsutil import atomic_write_bytes, prune_oldest
 
 __all__ = ["DenseCatalog", "DenseEncoder", "FloatArray", "SentenceEncoder"]
 
@@ -169,24 +170,13 @@ class DenseEncoder:
         path = self._path(key)
         if path is None:
             return
+        buffer = io.BytesIO()
+        np.save(buffer, vectors.astype(np.float16), allow_pickle=False)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as f:
-                np.save(f, vectors.astype(np.float16), allow_pickle=False)
-            os.replace(f.name, path)
-            _prune(path.parent)
+            atomic_write_bytes(path, buffer.getvalue())
+            prune_oldest(path.parent, "*.npy", _MAX_CACHE_FILES)  # catalogs change
         except OSError as exc:
             log.debug("could not cache tool embeddings in %s: %s", path, exc)
-
-
-def _prune(directory: Path) -> None:
-    """Drop the oldest cache files beyond :data:`_MAX_CACHE_FILES` (catalogs change)."""
-    files = list(directory.glob("*.npy"))
-    if len(files) <= _MAX_CACHE_FILES:
-        return
-    files.sort(key=lambda f: f.stat().st_mtime)
-    for f in files[: len(files) - _MAX_CACHE_FILES]:
-        f.unlink(missing_ok=True)
 
 
 class DenseCatalog:

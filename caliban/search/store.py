@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import logging
 import marshal
-import os
 import sys
-import tempfile
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +29,8 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+
+from caliban.util.fsutil import atomic_write_bytes, prune_oldest
 
 __all__ = ["FORMAT", "MAX_ENTRIES", "IndexStore", "StoredIndex"]
 
@@ -133,20 +134,10 @@ class IndexStore:
         if stored.static_matrix is not None and stored.static_idf is not None:
             arrays["static_matrix"] = stored.static_matrix
             arrays["static_idf"] = stored.static_idf
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)  # type: ignore[arg-type]
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as f:
-                np.savez(f, **arrays)  # type: ignore[arg-type]
-            os.replace(f.name, path)
-            _prune(path.parent)
+            atomic_write_bytes(path, buffer.getvalue())
+            prune_oldest(path.parent, "*.npz", MAX_ENTRIES)
         except OSError as exc:
             log.debug("could not cache the search index in %s: %s", path, exc)
-
-
-def _prune(directory: Path) -> None:
-    files = list(directory.glob("*.npz"))
-    if len(files) <= MAX_ENTRIES:
-        return
-    files.sort(key=lambda f: f.stat().st_mtime)
-    for f in files[: len(files) - MAX_ENTRIES]:
-        f.unlink(missing_ok=True)

@@ -80,3 +80,14 @@ def remove_stale_temporaries(path: Path, *, older_than: float = STALE_TEMP_S) ->
                 os.unlink(entry.path)
                 removed.append(Path(entry.path))
     return removed
+
+
+def prune_oldest(directory: Path, pattern: str, keep: int) -> None:
+    """Delete the least recently modified files matching ``pattern`` in ``directory`` beyond
+    the ``keep`` newest (caches that grow with every new key)."""
+    files = list(directory.glob(pattern))
+    if len(files) <= keep:
+        return
+    files.sort(key=lambda f: f.stat().st_mtime)
+    for f in files[: len(files) - keep]:
+        f.unlink(missing_ok=True)
