@@ -103,7 +103,7 @@ def headless_breakdown() -> None:
     print("\n`caliban -p` against an instant local fake model (anthropic provider, no MCP servers)")
     rows = [
         ("interpreter start (python -c pass)", median_ms([python, "-c", "pass"])),
-        ("import caliban.cli.main", median_ms([python, "-c", "import caliban.cli.main"])),
+        ("import caliban.cli.app", median_ms([python, "-c", "import caliban.cli.app"])),
         (
             "load config",
             median_ms(

@@ -5,7 +5,7 @@
 Measures, with the ``caliban`` console script next to ``sys.executable``:
 
 1. the median wall time of ``caliban --version`` and ``caliban --help`` (subprocesses);
-2. which heavy modules ``import caliban.cli.main`` pulls in (``python -X importtime``): none of
+2. which heavy modules ``import caliban.cli.app`` (the parsed command line) pulls in (``python -X importtime``): none of
    anthropic, openai, mcp, prompt_toolkit or tree_sitter may load at start-up;
 3. :func:`time_to_prompt`: the time from starting ``caliban`` in a pseudo-terminal (pexpect)
    until its prompt is drawn, in a project with five stdio MCP servers configured
@@ -45,7 +45,7 @@ def median_wall(args: list[str], runs: int) -> float:
     return statistics.median(times)
 
 
-def heavy_imports(module: str = "caliban.cli.main") -> dict[str, bool]:
+def heavy_imports(module: str = "caliban.cli.app") -> dict[str, bool]:
     """For each heavy package, whether importing ``module`` imports it."""
     result = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", f"import {module}"],
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     heavy = heavy_imports()
     loaded = [name for name, yes in heavy.items() if yes]
     shown = ", ".join(loaded) if loaded else "none of " + ", ".join(HEAVY)
-    print(f"import caliban.cli.main loads: {shown}")
+    print(f"import caliban.cli.app loads: {shown}")
     prompt = time_to_prompt(args.servers, max(3, args.runs // 2))
     median = statistics.median(prompt)
     budget = f"{PROMPT_BUDGET_S * 1000:.0f} ms budget"

@@ -110,7 +110,8 @@ class CapturedRequest:
 
     @property
     def api(self) -> str:
-        return "openai" if self.path.endswith("/chat/completions") else "anthropic"
+        route = self.path.split("?", 1)[0]
+        return "openai" if route.endswith("/chat/completions") else "anthropic"
 
     @property
     def tool_names(self) -> list[str]:
@@ -479,7 +480,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw.decode("utf-8", "replace")
         request = self._captured("POST", body)
-        if not (self.path.endswith("/messages") or self.path.endswith("/chat/completions")):
+        route = self.path.split("?", 1)[0]  # Claude Code posts to /v1/messages?beta=true
+        if not (route.endswith("/messages") or route.endswith("/chat/completions")):
             self._endpoint(request)
             return
         owner = self.server.owner

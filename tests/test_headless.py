@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from caliban.cli.main import _expand_variadic
+from caliban.cli.argv import expand_variadic
 from caliban.cli.options import CliOptions
 from caliban.events import AssistantDelta, AssistantMessage, ToolFinished, UserPrompt
 from caliban.headless.frames import FrameBuilder, TurnOutcome
@@ -82,17 +82,17 @@ def test_stream_json_input_lines() -> None:
 
 
 def test_list_options_take_several_values_but_not_the_prompt(tmp_path: Path) -> None:
-    assert _expand_variadic(["-p", "x", "--allowedTools", "Bash", "Edit", "--verbose"]) == [
+    assert expand_variadic(["-p", "x", "--allowedTools", "Bash", "Edit", "--verbose"]) == [
         "-p", "x", "--allowedTools", "Bash", "--allowedTools", "Edit", "--verbose",
     ]  # fmt: skip
     # A word that is no rule is the prompt (Claude Code would take it as a rule).
-    assert _expand_variadic(["-p", "--allowed-tools", "Read", "fix the bug"]) == [
+    assert expand_variadic(["-p", "--allowed-tools", "Read", "fix the bug"]) == [
         "-p", "--allowed-tools", "Read", "fix the bug",
     ]  # fmt: skip
-    assert _expand_variadic(["--add-dir", str(tmp_path), str(tmp_path), "go"]) == [
+    assert expand_variadic(["--add-dir", str(tmp_path), str(tmp_path), "go"]) == [
         "--add-dir", str(tmp_path), "--add-dir", str(tmp_path), "go",
     ]  # fmt: skip
-    assert _expand_variadic(["--tools", "", "-p", "x"]) == ["--tools", "", "-p", "x"]
+    assert expand_variadic(["--tools", "", "-p", "x"]) == ["--tools", "", "-p", "x"]
 
 
 def test_partial_messages_rebuild_the_anthropic_stream() -> None:

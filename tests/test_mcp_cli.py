@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from caliban.cli.main import app
+from caliban.cli.app import app
 from caliban.mcp.client import ServerStatus
 from caliban.mcp.config import project_mcp_path, user_mcp_path
 from caliban.mcp.status import StatusRow, format_rows, status_rows
@@ -194,7 +194,7 @@ def test_the_real_executable_lists_servers_without_importing_the_sdk_at_startup(
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[1].split()[:4] == ["catalog", "stdio", "connected", "40"]
     imports = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import caliban.cli.main"],
+        [sys.executable, "-X", "importtime", "-c", "import caliban.cli.app"],
         capture_output=True,
         text=True,
         timeout=60,

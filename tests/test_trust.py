@@ -11,7 +11,7 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from caliban.cli.main import app
+from caliban.cli.app import app
 from caliban.config.settings import load_config, user_config_path
 from caliban.mcp.config import load_mcp_config, user_mcp_path
 from caliban.permissions.trust import (

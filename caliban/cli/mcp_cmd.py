@@ -1,23 +1,22 @@
 """``caliban mcp …``: list, add, remove and inspect MCP servers.
 
-Imported by :mod:`caliban.cli.main` at start-up, so it imports neither the MCP SDK nor the config
-machinery at module level; each command imports what it needs when it runs.
+Imported with the typer app (:mod:`caliban.cli.app`), so it imports neither asyncio, the MCP SDK
+nor the config machinery at module level; each command imports what it needs when it runs.
 """
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
 from caliban.cli.output import err, out
-from caliban.mcp.status import StatusRow, format_rows, status_rows
 
 if TYPE_CHECKING:
     from caliban.mcp.client import ServerStatus
     from caliban.mcp.config import McpConfig, ServerConfig
+    from caliban.mcp.status import StatusRow
     from caliban.mcp.tools import McpTool
 
 EXIT_NOT_FOUND = 1
@@ -93,9 +92,17 @@ def _search_model() -> str:
     return load_config(Path.cwd()).settings.tools.search_model
 
 
-async def _connect(servers: list[ServerConfig]) -> tuple[list[ServerStatus], list[McpTool]]:
+def _connect(servers: list[ServerConfig]) -> tuple[list[ServerStatus], list[McpTool]]:
     """Start ``servers``, wait for them, and return their statuses and the tools the connected
     ones listed (which refresh the user's tool-list cache)."""
+    import asyncio
+
+    return asyncio.run(_connect_async(servers))
+
+
+async def _connect_async(
+    servers: list[ServerConfig],
+) -> tuple[list[ServerStatus], list[McpTool]]:
     from caliban.mcp.catalog_cache import user_cache
     from caliban.mcp.client import McpManager
 
@@ -135,12 +142,22 @@ def mcp_list() -> None:
         out("No MCP servers configured. Add one with `caliban mcp add NAME -- COMMAND [ARGS]`")
         out("or `caliban mcp add NAME --url URL` (see docs/mcp.md).")
         return
-    statuses, _ = asyncio.run(_connect(list(config.servers))) if config.servers else ([], [])
+    statuses, _ = _connect(list(config.servers)) if config.servers else ([], [])
+    from caliban.mcp.status import format_rows, status_rows
+
     for text in format_rows(status_rows(statuses) + _untrusted_rows(config)):
         out(text)
 
 
+def _format_rows(statuses: list[ServerStatus]) -> list[str]:
+    from caliban.mcp.status import format_rows, status_rows
+
+    return format_rows(status_rows(statuses))
+
+
 def _untrusted_rows(config: McpConfig) -> list[StatusRow]:
+    from caliban.mcp.status import StatusRow
+
     return [
         StatusRow(
             name=server.name,
@@ -343,10 +360,10 @@ def mcp_tools(name: Annotated[str, typer.Argument(help="Server name.")]) -> None
     if server.disabled:
         err(f"caliban: {name!r} is disabled ({server.where}); set disabled = false to use it")
         raise typer.Exit(EXIT_NOT_FOUND)
-    statuses, tools = asyncio.run(_connect([server]))
+    statuses, tools = _connect([server])
     [status] = statuses
     if status.state != "connected":
-        for text in format_rows(status_rows(statuses)):
+        for text in _format_rows(statuses):
             err(text)
         raise typer.Exit(EXIT_NOT_FOUND)
     listed = tools
@@ -401,10 +418,10 @@ def mcp_search(
     fresh = [s for s in enabled if cached.get(s.name) is None]
     listed: list[McpTool] = []
     if fresh:
-        statuses, listed = asyncio.run(_connect(fresh))
+        statuses, listed = _connect(fresh)
         failed = [s for s in statuses if s.state == "failed"]
         if failed:
-            for text in format_rows(status_rows(failed)):
+            for text in _format_rows(failed):
                 err(text)
     tools = [t for s in enabled for t in (cached.get(s.name) or ())] + listed
     data = search_catalog(tools, query, limit, search_model=_search_model())
