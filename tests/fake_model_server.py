@@ -107,6 +107,8 @@ class CapturedRequest:
     body: Any
     received_at: float = 0.0
     """``time.time()`` when the request arrived (for start-up benchmarks)."""
+    text: str = ""
+    """The body as sent (UTF-8 decoded), for assertions on the exact bytes."""
 
     @property
     def api(self) -> str:
@@ -449,13 +451,14 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._endpoint(self._captured("GET", None))
 
-    def _captured(self, method: str, body: Any) -> CapturedRequest:
+    def _captured(self, method: str, body: Any, raw: bytes = b"") -> CapturedRequest:
         return CapturedRequest(
             method=method,
             path=self.path,
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
             received_at=time.time(),
+            text=raw.decode("utf-8", "replace"),
         )
 
     def _endpoint(self, request: CapturedRequest) -> None:
@@ -479,7 +482,7 @@ class _Handler(BaseHTTPRequestHandler):
             body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = raw.decode("utf-8", "replace")
-        request = self._captured("POST", body)
+        request = self._captured("POST", body, raw)
         route = self.path.split("?", 1)[0]  # Claude Code posts to /v1/messages?beta=true
         if not (route.endswith("/messages") or route.endswith("/chat/completions")):
             self._endpoint(request)

@@ -348,3 +348,36 @@ def running(pid: int) -> bool:
             return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
     except OSError:
         return False
+
+
+def tool_list_text(body_text: str) -> str:
+    """The ``tools`` value of a request body exactly as it was sent."""
+    match = re.search(r'"tools"\s*:\s*', body_text)
+    assert match is not None, body_text[:200]
+    _, end = json.JSONDecoder().raw_decode(body_text, match.end())
+    return body_text[match.end() : end]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_activation_only_appends_to_the_tool_list(
+    fake_model_server: FakeModelServer, provider: str, project: Path
+) -> None:
+    """Prompt caches (Anthropic's, OpenAI's, llama.cpp's prefix cache) survive an activation:
+    the server tool (Anthropic's web search) and every built-in come before the MCP tools, so
+    the request after a ToolSearch starts with the previous request's tool list, byte for
+    byte, and only adds the found tools at its end."""
+    configure(project, lazy=True)
+    fake_model_server.add(
+        {"tool_calls": [{"name": "ToolSearch", "arguments": {"query": "select:" + GET_ISSUE}}]},
+        {"text": "Found it."},
+    )
+    done = caliban(
+        "-p", "find the issue tool", cwd=project, server=fake_model_server, provider=provider
+    )
+    assert done.returncode == 0, done.stderr
+    before, after = (tool_list_text(r.text) for r in fake_model_server.requests)
+    assert after.startswith(before[:-1]) and len(after) > len(before)
+    added = json.loads("[" + after[len(before) :])
+    assert [tool.get("name") or tool["function"]["name"] for tool in added] == [GET_ISSUE]
+    if provider == "anthropic":
+        assert json.loads(before)[0]["name"] == "web_search"

@@ -110,9 +110,10 @@ def build_params(
         system = {"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}
         params["system"] = [system]
     if request.tools or request.web_search:
-        params["tools"] = [wire_tool(tool) for tool in request.tools]
-        if request.web_search:
-            params["tools"].append(dict(WEB_SEARCH_TOOL))
+        # The server tool first, then the toolset's (built-ins before MCP tools): an MCP
+        # activation appends, so the earlier entries keep their bytes and the prompt cache.
+        server_tools = [dict(WEB_SEARCH_TOOL)] if request.web_search else []
+        params["tools"] = [*server_tools, *(wire_tool(tool) for tool in request.tools)]
     if effort is not None:
         params.update(
             thinking_params(effort, style or thinking_style(request.model), request.max_tokens)
