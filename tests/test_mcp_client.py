@@ -123,7 +123,9 @@ async def test_in_process_server_lists_calls_and_follows_tool_changes(mode: Any)
         search = tool(manager, "mcp__notes__search_notes")
         assert search.read_only and not tool(manager, "mcp__notes__add_note").read_only
         assert search.description == "Search the notes for a phrase."
-        assert search.spec.description == (
+        # On the wire as the server wrote it; marked as its data where quoted in text.
+        assert search.spec.description == "Search the notes for a phrase."
+        assert search.marked_description == (
             '<mcp-data server="notes">\nSearch the notes for a phrase.\n</mcp-data>'
         )
         assert search.spec.input_schema["required"] == ["query"]

@@ -6,11 +6,17 @@ dispatched to the server under the original name. This module does not import th
 run time (results are read duck-typed), so the wire filter and the session can use it without
 paying for the SDK import.
 
-What a server writes reaches the model marked as that server's data (:func:`mark_data`): its
-tool descriptions and its results sit inside ``<mcp-data server="…">`` tags, and the system
-prompt tells the model not to follow instructions found there. Results are bounded: text over
-``MAX_MCP_OUTPUT_TOKENS`` (default 25,000, as in Claude Code) is cut with a note, and images
-over the size Read accepts, or whose data is not base64, are replaced by a line saying so.
+What a server writes reaches the model marked as that server's data, and the system prompt
+tells the model not to follow instructions found there. A tool definition is marked once for
+all: its description is a field of its own, under an ``mcp__server__`` name, and the system
+prompt says whose words such descriptions are (no per-tool tags, which made eager definitions
+6–11% larger than Claude Code's). Wherever a server's text is embedded in other text — its
+results, a description quoted in a ToolSearch answer or an error — it sits inside
+``<mcp-data server="…">`` tags (:func:`mark_data`, :func:`marked_spec`).
+
+Results are bounded: text over ``MAX_MCP_OUTPUT_TOKENS`` (default 25,000, as in Claude Code) is
+cut with a note, and images over the size Read accepts, or whose data is not base64, are
+replaced by a line saying so.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from caliban.messages import ImagePart, ResultPart, TextPart, ToolSpec
@@ -40,6 +46,8 @@ from caliban.util.tokens import CHARS_PER_TOKEN_TEXT
 
 if TYPE_CHECKING:
     import mcp_types
+
+    from caliban.tools.base import Tool
 
 PREFIX = "mcp__"
 ALWAYS_LOAD_META = "anthropic/alwaysLoad"
@@ -141,8 +149,14 @@ class McpTool:
             description = (
                 f"{description[:MAX_WIRE_DESCRIPTION]}\n… [{cut:,} more characters cut by caliban]"
             )
-        description = mark_data(description, server=self.server) if description else ""
         return ToolSpec(name=self.name, description=description, input_schema=self.input_schema)
+
+    @functools.cached_property
+    def marked_description(self) -> str:
+        """The wire description marked as the server's data (:func:`mark_data`), for text
+        where it is not a tool definition's own field: a ToolSearch answer, an error."""
+        description = self.spec.description
+        return mark_data(description, server=self.server) if description else ""
 
     @functools.cached_property
     def origin(self) -> McpOrigin:
@@ -294,6 +308,14 @@ def mark_data(text: str, *, server: str, tool: str | None = None) -> str:
 
 
 _TAGS = re.compile(rf"^<{DATA_TAG}(?: [a-z]+=\"[^\"]*\")*>\n?|\n?</{DATA_TAG}>$", re.MULTILINE)
+
+
+def marked_spec(tool: Tool) -> ToolSpec:
+    """``tool``'s spec with an MCP tool's description marked as its server's data: for a
+    definition quoted inside text, never for the wire's tool list."""
+    if isinstance(tool, McpTool):
+        return replace(tool.spec, description=tool.marked_description)
+    return tool.spec
 
 
 def unmark(text: str) -> str:
@@ -467,6 +489,7 @@ __all__ = [
     "hashed_name",
     "image_placeholder",
     "mark_data",
+    "marked_spec",
     "max_output_tokens",
     "media_placeholder",
     "sanitize",

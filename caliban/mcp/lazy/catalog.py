@@ -46,7 +46,7 @@ def search_doc(tool: Tool) -> SearchDoc:
     server, short = _manifest_entry(tool)
     origin = tool.origin
     spec = tool.spec
-    # Ranked on the server's own words, not the data marking every MCP spec carries.
+    # Ranked on the server's own words, uncut.
     description = tool.description if isinstance(tool, McpTool) else spec.description
     return SearchDoc(
         name=tool.name,

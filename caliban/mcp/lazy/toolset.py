@@ -43,6 +43,7 @@ from caliban.mcp.lazy.tool_search import (
     ToolSearch,
     unmatched,
 )
+from caliban.mcp.tools import marked_spec
 from caliban.mcp.toolset import McpServers
 from caliban.messages import TextPart, ToolSpec
 from caliban.tools.base import (
@@ -107,8 +108,14 @@ class DeferredTool(_WrappedTool):
     """A deferred MCP tool called by name: its result says it is now loaded.
 
     The model never saw the schema of a tool it calls without searching first, so when the
-    server rejects the arguments the result says what they should be.
+    server rejects the arguments the result says what they should be. Never on the wire's
+    tool list (an activated tool goes there itself), its spec is only quoted in text (the
+    unknown-tool error's closest names), so its description comes marked as the server's.
     """
+
+    @property
+    def spec(self) -> ToolSpec:
+        return marked_spec(self.tool)
 
     def bind(self, arguments: Mapping[str, Any]) -> Invocation | str:
         bound = self.tool.bind(arguments)
@@ -494,7 +501,7 @@ class LazyMcpToolset:
         matches = tuple(
             Match(
                 name=tool.name,
-                description=tool.spec.description,
+                description=marked_spec(tool).description,
                 input_schema=tool.spec.input_schema,
                 newly_activated=tool.name in newly,
             )
