@@ -53,7 +53,14 @@ from caliban.providers.base import (
     ToolCallStarted,
 )
 from caliban.providers.guard import DEFAULT_LIMITS, StreamLimits, check_part, check_parts
-from caliban.providers.history import normalize
+from caliban.providers.history import (
+    EncodedHistory,
+    EncodedTools,
+    WireMessage,
+    dumps,
+    json_object,
+    normalize,
+)
 from caliban.providers.retry import (
     Failure,
     IncompleteStream,
@@ -64,7 +71,7 @@ from caliban.providers.retry import (
 )
 
 if TYPE_CHECKING:
-    from anthropic import AsyncAnthropic
+    from anthropic import AsyncAnthropic, AsyncStream
 
 DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
 CACHE_CONTROL: Mapping[str, str] = {"type": "ephemeral"}
@@ -96,28 +103,66 @@ THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 # ---------------------------------------------------------------------------- request
 
 
+class RequestEncoder:
+    """Messages API request bodies for one provider's requests, as JSON text.
+
+    Each history message and each tool definition is translated and encoded once
+    (:class:`~caliban.providers.history.EncodedHistory`); a turn encodes only what is new,
+    plus the two messages that carry a cache breakpoint. The body goes to the SDK as bytes
+    (``client.post(content=…)``), which it sends as it is: no per-request copy and
+    re-encoding of the whole history.
+    """
+
+    def __init__(self) -> None:
+        self.history = EncodedHistory()
+        self.tools = EncodedTools(wire_tool)
+
+    def body(
+        self,
+        request: ProviderRequest,
+        *,
+        effort: Effort | None = None,
+        style: ThinkingStyle | None = None,
+    ) -> str:
+        """The request body for ``request`` (streaming); with ``effort``, thinking in
+        ``style`` (by default the one :func:`thinking_style` picks for the model)."""
+        model = request.model
+        convert = functools.partial(_convert_run, model=model)
+        messages = self.history.encode(request.messages, convert, key=model)
+        texts = [message.text for message in messages]
+        for index in _breakpoints(messages):
+            texts[index] = dumps(_mark_cached(messages[index].data))
+        thinking: dict[str, Any] = {}
+        if effort is not None:
+            thinking = thinking_params(effort, style or thinking_style(model), request.max_tokens)
+        fields = [
+            ("model", dumps(model)),
+            ("max_tokens", dumps(thinking.pop("max_tokens", request.max_tokens))),
+            ("messages", f"[{','.join(texts)}]"),
+        ]
+        if request.system:
+            system = {"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}
+            fields.append(("system", dumps([system])))
+        if request.tools or request.web_search:
+            # The server tool first, then the toolset's (built-ins before MCP tools): an MCP
+            # activation appends, so the earlier entries keep their bytes and the prompt cache.
+            server_tools = [dumps(WEB_SEARCH_TOOL)] if request.web_search else []
+            tools = (
+                [*server_tools, self.tools.encode(request.tools)] if request.tools else server_tools
+            )
+            fields.append(("tools", f"[{','.join(tools)}]"))
+        fields += [(key, dumps(value)) for key, value in thinking.items()]
+        fields.append(("stream", "true"))
+        return json_object(fields)
+
+
 def build_params(
     request: ProviderRequest, *, effort: Effort | None = None, style: ThinkingStyle | None = None
 ) -> dict[str, Any]:
-    """The Messages API request body for ``request`` (without ``stream``); with ``effort``,
-    thinking in ``style`` (by default the one :func:`thinking_style` picks for the model)."""
-    params: dict[str, Any] = {
-        "model": request.model,
-        "max_tokens": request.max_tokens,
-        "messages": wire_messages(request.messages, model=request.model),
-    }
-    if request.system:
-        system = {"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}
-        params["system"] = [system]
-    if request.tools or request.web_search:
-        # The server tool first, then the toolset's (built-ins before MCP tools): an MCP
-        # activation appends, so the earlier entries keep their bytes and the prompt cache.
-        server_tools = [dict(WEB_SEARCH_TOOL)] if request.web_search else []
-        params["tools"] = [*server_tools, *(wire_tool(tool) for tool in request.tools)]
-    if effort is not None:
-        params.update(
-            thinking_params(effort, style or thinking_style(request.model), request.max_tokens)
-        )
+    """The request body :class:`RequestEncoder` sends for ``request``, decoded (without
+    ``stream``)."""
+    params: dict[str, Any] = json.loads(RequestEncoder().body(request, effort=effort, style=style))
+    del params["stream"]
     return params
 
 
@@ -150,21 +195,12 @@ def thinking_params(effort: Effort, style: ThinkingStyle, max_tokens: int) -> di
     return params
 
 
-def _other_style(params: Mapping[str, Any], message: str) -> ThinkingStyle | None:
-    """The thinking form to try when a 400 ``message`` rejects the one in ``params``."""
-    thinking = params.get("thinking")
-    if not isinstance(thinking, Mapping):
-        return None
+def _other_style(sent: ThinkingStyle | None, message: str) -> ThinkingStyle | None:
+    """The thinking form to try when a 400 ``message`` rejects the one ``sent``."""
     text = message.lower()
-    if thinking.get("type") == "adaptive" and any(
-        word in text for word in ("adaptive", "output_config", "effort")
-    ):
+    if sent == "adaptive" and any(word in text for word in ("adaptive", "output_config", "effort")):
         return "budget"
-    if (
-        thinking.get("type") == "enabled"
-        and "thinking" in text
-        and ("budget" in text or "enabled" in text)
-    ):
+    if sent == "budget" and "thinking" in text and ("budget" in text or "enabled" in text):
         return "adaptive"
     return None
 
@@ -175,21 +211,25 @@ def wire_tool(tool: ToolSpec) -> dict[str, Any]:
     return {"name": tool.name, "description": tool.description, "input_schema": schema}
 
 
-def wire_messages(messages: Sequence[Message], *, model: str | None = None) -> list[dict[str, Any]]:
-    """Messages in wire form, merged so roles alternate, with the cache breakpoints set.
-
-    Thinking blocks go only to ``model``, the model that wrote them (see :class:`ThinkingPart`).
-    """
-    sendable = (_for_model(m, model) for m in messages)
-    wire = [
+def _convert_run(run: Sequence[Message], *, model: str | None) -> list[dict[str, Any]]:
+    """Messages of one role in wire form, merged. Thinking blocks go only to ``model``, the
+    model that wrote them (see :class:`ThinkingPart`)."""
+    sendable = (_for_model(m, model) for m in run)
+    return [
         {"role": m.role, "content": [_block(part) for part in m.parts]} for m in normalize(sendable)
     ]
-    if wire:
-        _mark_cached(wire[-1])
-        previous_user = next((m for m in reversed(wire[:-1]) if m["role"] == "user"), None)
-        if previous_user is not None:
-            _mark_cached(previous_user)
-    return wire
+
+
+def _breakpoints(messages: Sequence[WireMessage]) -> list[int]:
+    """The messages that carry a cache breakpoint: the newest one, and the previous user
+    message (where the previous request put its own)."""
+    if not messages:
+        return []
+    last = len(messages) - 1
+    previous_user = next(
+        (i for i in range(last - 1, -1, -1) if messages[i].data["role"] == "user"), None
+    )
+    return [last] if previous_user is None else [previous_user, last]
 
 
 def _for_model(message: Message, model: str | None) -> Message:
@@ -204,13 +244,15 @@ def _for_model(message: Message, model: str | None) -> Message:
     return Message(role=message.role, parts=parts)
 
 
-def _mark_cached(message: dict[str, Any]) -> None:
-    """Put the breakpoint on the last block that may carry one (thinking blocks may not)."""
-    content = message["content"]
+def _mark_cached(message: Mapping[str, Any]) -> dict[str, Any]:
+    """``message`` with the breakpoint on its last block that may carry one (thinking
+    blocks may not)."""
+    content = list(message["content"])
     for index in range(len(content) - 1, -1, -1):
         if content[index]["type"] not in THINKING_BLOCKS:
             content[index] = {**content[index], "cache_control": CACHE_CONTROL}
-            return
+            break
+    return {**message, "content": content}
 
 
 def _block(part: Part) -> dict[str, Any]:
@@ -429,13 +471,15 @@ class AnthropicProvider(SdkProvider["AsyncAnthropic"]):
             max_retries=0,  # we retry ourselves, with events the user sees
             timeout=self.timeout,
         )
-        client.messages  # noqa: B018  (imports the resource module now, off the hot path)
         return client
 
+    @functools.cached_property
+    def _encoder(self) -> RequestEncoder:
+        return RequestEncoder()
+
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
-        params = build_params(request, effort=self.effort, style=self._styles.get(request.model))
         events = with_retries(
-            lambda: self._attempt(params),
+            lambda: self._attempt(request),
             provider=self.name,
             key_env=self.key_env,
             model=request.model,
@@ -445,29 +489,48 @@ class AnthropicProvider(SdkProvider["AsyncAnthropic"]):
         )
         return self._learn_window(request.model, events)
 
-    async def _attempt(self, params: dict[str, Any]) -> AsyncGenerator[ProviderEvent, None]:
+    async def _attempt(self, request: ProviderRequest) -> AsyncGenerator[ProviderEvent, None]:
         import anthropic
 
-        client = self.client()
-        accumulator = MessagesStreamAccumulator(model=params["model"], limits=self.limits)
+        model = request.model
+        style = None
+        if self.effort is not None:
+            style = self._styles.get(model) or thinking_style(model)
+        accumulator = MessagesStreamAccumulator(model=model, limits=self.limits)
         try:
-            stream = await client.messages.create(**params, stream=True)
+            stream = await self._post(request, style)
         except anthropic.BadRequestError as exc:
-            style = _other_style(params, exc.api_message or exc.message)
-            if style is None:
+            other = _other_style(style, exc.api_message or exc.message)
+            if other is None:
                 raise
             # Once per model: the other thinking form, kept if the model takes it.
-            params.update(thinking_params(self.effort or "medium", style, params["max_tokens"]))
-            if style == "budget":
-                params.pop("output_config", None)
-            stream = await client.messages.create(**params, stream=True)
-            self._styles[params["model"]] = style
+            stream = await self._post(request, other)
+            self._styles[model] = other
         async with stream:
             async for event in stream:
-                for shown in accumulator.feed(event.to_dict()):
+                if not isinstance(event, Mapping):
+                    continue  # not an event object: nothing the API sends
+                for shown in accumulator.feed(event):
                     yield shown
         message, usage, stop = accumulator.finish()
         yield ResponseDone(message=message, usage=usage, stop_reason=stop)
+
+    async def _post(
+        self, request: ProviderRequest, style: ThinkingStyle | None
+    ) -> AsyncStream[object]:
+        """Send the request body, encoded by :class:`RequestEncoder`, through the SDK's
+        documented ``post`` (its auth, headers, timeouts, errors and SSE decoding), with the
+        events left as decoded JSON."""
+        from anthropic import AsyncStream
+
+        body = self._encoder.body(request, effort=self.effort, style=style)
+        return await self.client().post(
+            "/v1/messages",
+            cast_to=object,
+            content=body.encode(),
+            stream=True,
+            stream_cls=AsyncStream[object],  # object: the SDK hands each event on as decoded
+        )
 
 
 def classify(exc: Exception) -> Failure | None:

@@ -32,8 +32,10 @@ import asyncio
 import functools
 import json
 import logging
+import math
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from caliban.messages import (
@@ -49,7 +51,7 @@ from caliban.messages import (
 from caliban.providers._sdk import SdkProvider
 from caliban.providers.accumulate import ChatStreamAccumulator
 from caliban.providers.base import Effort, ProviderEvent, ProviderRequest, ResponseDone
-from caliban.providers.history import normalize
+from caliban.providers.history import EncodedHistory, EncodedTools, dumps, json_object, normalize
 from caliban.providers.retry import (
     Failure,
     IncompleteStream,
@@ -60,10 +62,10 @@ from caliban.providers.retry import (
     with_retries,
 )
 from caliban.util.background import start_in_daemon_thread
-from caliban.util.tokens import estimate_json_tokens, estimate_tokens
+from caliban.util.tokens import CHARS_PER_TOKEN_TEXT, estimate_json_tokens, estimate_tokens
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
+    from openai import AsyncOpenAI, AsyncStream
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 PROBE_TIMEOUT: Final = 3.0
@@ -76,24 +78,62 @@ log = logging.getLogger(__name__)
 # ---------------------------------------------------------------------------- request
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EncodedRequest:
+    """A Chat Completions request body as JSON text, and what a usage estimate reads."""
+
+    body: str
+    sent_chars: int
+    """Characters of the messages and tools sent (for :func:`estimate_usage`)."""
+
+
+class RequestEncoder:
+    """Chat Completions request bodies for one provider's requests (streaming, with usage).
+
+    Each history message and each tool definition is translated and encoded once
+    (:class:`~caliban.providers.history.EncodedHistory`), and the body goes to the SDK as
+    bytes, so a turn's cost does not grow with the history beyond the bytes sent.
+    """
+
+    def __init__(self) -> None:
+        self.history = EncodedHistory()
+        self.tools = EncodedTools(wire_tool)
+
+    def encode(
+        self,
+        request: ProviderRequest,
+        *,
+        token_limit_key: str = "max_completion_tokens",
+        effort: Effort | None = None,
+    ) -> EncodedRequest:
+        system = [dumps({"role": "system", "content": request.system})] if request.system else []
+        history = self.history.encode(request.messages, _convert_run)
+        messages = f"[{','.join([*system, *(m.text for m in history)])}]"
+        fields = [
+            ("model", dumps(request.model)),
+            ("messages", messages),
+            ("stream", "true"),
+            ("stream_options", '{"include_usage":true}'),
+            (token_limit_key, dumps(request.max_tokens)),
+        ]
+        tools = ""
+        if request.tools:
+            tools = f"[{self.tools.encode(request.tools)}]"
+            fields.append(("tools", tools))
+        if effort is not None:
+            fields.append(("reasoning_effort", dumps(effort)))
+        return EncodedRequest(body=json_object(fields), sent_chars=len(messages) + len(tools))
+
+
 def build_params(
     request: ProviderRequest,
     *,
     token_limit_key: str = "max_completion_tokens",
     effort: Effort | None = None,
 ) -> dict[str, Any]:
-    """The Chat Completions request body (streaming, with usage) for ``request``."""
-    params: dict[str, Any] = {
-        "model": request.model,
-        "messages": wire_messages(request.system, request.messages),
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        token_limit_key: request.max_tokens,
-    }
-    if request.tools:
-        params["tools"] = [wire_tool(tool) for tool in request.tools]
-    if effort is not None:
-        params["reasoning_effort"] = effort
+    """The request body :class:`RequestEncoder` sends for ``request``, decoded."""
+    encoded = RequestEncoder().encode(request, token_limit_key=token_limit_key, effort=effort)
+    params: dict[str, Any] = json.loads(encoded.body)
     return params
 
 
@@ -114,9 +154,11 @@ def wire_tool(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
-def wire_messages(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
-    wire: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    for message in normalize(_without_thinking(messages)):
+def _convert_run(run: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages of one role in wire form (a user message with tool results becomes ``tool``
+    messages, then a user message for the rest)."""
+    wire: list[dict[str, Any]] = []
+    for message in normalize(_without_thinking(run)):
         if message.role == "assistant":
             wire.append(_assistant(message))
         else:
@@ -187,9 +229,9 @@ def _user_content(parts: Sequence[TextPart | ImagePart]) -> str | list[dict[str,
     ]
 
 
-def estimate_usage(params: Mapping[str, Any], message: Message) -> Usage:
+def estimate_usage(sent_chars: int, message: Message) -> Usage:
     """Token counts for a server that reported none, estimated from characters."""
-    sent = estimate_json_tokens(params["messages"]) + estimate_json_tokens(params.get("tools", []))
+    sent = math.ceil(sent_chars / CHARS_PER_TOKEN_TEXT)
     received = estimate_tokens(message.text) + sum(
         estimate_json_tokens([call.name, dict(call.arguments)]) for call in message.tool_calls
     )
@@ -234,17 +276,15 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
             max_retries=0,  # we retry ourselves, with events the user sees
             timeout=self.timeout,
         )
-        client.chat.completions  # noqa: B018  (imports the resource module now, off the hot path)
         return client
 
+    @functools.cached_property
+    def _encoder(self) -> RequestEncoder:
+        return RequestEncoder()
+
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
-        params = build_params(
-            request,
-            token_limit_key=self.token_limit_key,
-            effort=self.effort if self.send_effort else None,
-        )
         events = with_retries(
-            lambda: self._attempt(params),
+            lambda: self._attempt(request),
             provider=self.name,
             key_env=self.key_env,
             model=request.model,
@@ -254,33 +294,52 @@ class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
         )
         return self._learn_window(request.model, events)
 
-    async def _attempt(self, params: dict[str, Any]) -> AsyncGenerator[ProviderEvent, None]:
+    async def _attempt(self, request: ProviderRequest) -> AsyncGenerator[ProviderEvent, None]:
         import openai
 
-        client = self.client()
         accumulator = ChatStreamAccumulator(limits=self.limits)
         try:
-            stream = await client.chat.completions.create(**params)
+            sent, stream = await self._post(request)
         except openai.BadRequestError as exc:
-            if "reasoning_effort" in params and _rejects(exc, "reasoning_effort"):
+            if self.send_effort and _rejects(exc, "reasoning_effort"):
                 self.send_effort = False
-                del params["reasoning_effort"]
-            elif "max_tokens" in params and _rejects(exc, "max_tokens"):
+            elif self.token_limit_key == "max_tokens" and _rejects(exc, "max_tokens"):
                 self.token_limit_key = "max_completion_tokens"
-                params["max_completion_tokens"] = params.pop("max_tokens")
             else:
                 raise
-            stream = await client.chat.completions.create(**params)
+            sent, stream = await self._post(request)
         async with stream:
             async for chunk in stream:
-                for shown in accumulator.feed(chunk.to_dict()):
+                if not isinstance(chunk, Mapping):
+                    continue  # not a chunk object: nothing the API sends
+                for shown in accumulator.feed(chunk):
                     yield shown
         if accumulator.chunks == 0:
             raise IncompleteStream("the server sent no data")
         message, usage, stop = accumulator.finish()
         yield ResponseDone(
-            message=message, usage=usage or estimate_usage(params, message), stop_reason=stop
+            message=message, usage=usage or estimate_usage(sent, message), stop_reason=stop
         )
+
+    async def _post(self, request: ProviderRequest) -> tuple[int, AsyncStream[object]]:
+        """Send the request body, encoded by :class:`RequestEncoder`, through the SDK's
+        documented ``post`` (its auth, headers, timeouts, errors and SSE decoding), with the
+        chunks left as decoded JSON; and how many characters of messages and tools it sent."""
+        from openai import AsyncStream
+
+        encoded = self._encoder.encode(
+            request,
+            token_limit_key=self.token_limit_key,
+            effort=self.effort if self.send_effort else None,
+        )
+        stream = await self.client().post(
+            "/chat/completions",
+            cast_to=object,
+            content=encoded.body.encode(),
+            stream=True,
+            stream_cls=AsyncStream[object],  # object: the SDK hands each event on as decoded
+        )
+        return encoded.sent_chars, stream
 
     async def _probe_window(self, model: str) -> int | None:
         from caliban.providers.windows import known_context_window, probe_openai_compatible

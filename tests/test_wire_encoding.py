@@ -1,0 +1,157 @@
+"""Each history message and tool definition is translated and encoded once per session.
+
+A request carries the whole history; translating and JSON-encoding all of it every turn made
+a long session's turns cost more the longer it got (and the SDK deep-copied the whole body
+on top). The caches must send exactly what a fresh translation sends, in every case the
+history can take: appended turns, merged same-role runs, blank messages, a compacted or
+rewound history, another model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from caliban.messages import Message, TextPart, ThinkingPart, ToolCall, ToolResult, ToolSpec
+from caliban.providers import anthropic, openai
+from caliban.providers.base import ProviderRequest
+from caliban.providers.history import EncodedHistory, EncodedTools, normalize
+
+
+def call(n: int) -> ToolCall:
+    return ToolCall(id=f"t{n}", name="Read", arguments={"path": f"f{n}"})
+
+
+def result(n: int) -> ToolResult:
+    return ToolResult(tool_call_id=f"t{n}", content=(TextPart(text=f"content {n}"),))
+
+
+def turns(count: int) -> list[Message]:
+    history = [Message.user("go")]
+    for n in range(count):
+        history.append(Message(role="assistant", parts=(TextPart(text=f"step {n}"), call(n))))
+        history.append(Message(role="user", parts=(result(n),)))
+    return history
+
+
+class Counting:
+    """A converter that counts the messages it was asked to translate."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def __call__(self, run: Sequence[Message]) -> list[dict[str, Any]]:
+        self.seen += len(run)
+        return [{"role": m.role, "text": m.text} for m in normalize(run)]
+
+
+def fresh(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    return [{"role": m.role, "text": m.text} for m in normalize(messages)]
+
+
+def test_a_turn_converts_only_its_own_messages() -> None:
+    history, convert, encoded = turns(200), Counting(), EncodedHistory()
+    encoded.encode(history, convert)
+    assert convert.seen == len(history)
+    convert.seen = 0
+    history += turns(1)[1:]  # one more assistant message and its results
+    wire = encoded.encode(history, convert)
+    # The new messages, and the previous newest run again (it may have grown).
+    assert convert.seen == 3
+    assert [m.data for m in wire] == fresh(history)
+    assert all(m.text == json.dumps(m.data, separators=(",", ":")) for m in wire)
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        # a cancelled turn: interrupted results, then the next prompt (merged)
+        [Message(role="user", parts=(result(9),)), Message.user("next")],
+        # a blank assistant message between two user messages (dropped, users merged)
+        [Message(role="assistant", parts=(TextPart(text=" "),)), Message.user("again")],
+        [Message(role="assistant", parts=(TextPart(text="ok"),))],
+    ],
+)
+def test_what_is_sent_matches_a_fresh_translation(tail: list[Message]) -> None:
+    encoded = EncodedHistory()
+    history = turns(3)
+    encoded.encode(history, fresh)
+    for message in tail:  # one message per request, as the loop appends them
+        history.append(message)
+        wire = encoded.encode(history, fresh)
+        assert [m.data for m in wire] == fresh(history)
+
+
+def test_another_history_or_model_is_translated_afresh() -> None:
+    encoded, convert = EncodedHistory(), Counting()
+    history = turns(5)
+    encoded.encode(history, convert, key="model-a")
+    compacted = [Message.user("summary of the work so far"), *turns(1)[1:]]
+    convert.seen = 0
+    assert [m.data for m in encoded.encode(compacted, convert, key="model-a")] == fresh(compacted)
+    assert convert.seen == len(compacted)
+    convert.seen = 0
+    encoded.encode(compacted, convert, key="model-b")  # thinking blocks depend on the model
+    assert convert.seen == len(compacted)
+
+
+def test_tool_definitions_are_encoded_once() -> None:
+    converted: list[str] = []
+
+    def convert(spec: ToolSpec) -> dict[str, Any]:
+        converted.append(spec.name)
+        return {"name": spec.name}
+
+    tools = EncodedTools(convert)
+    a, b, c = (ToolSpec(name=n, description=n) for n in "abc")
+    assert tools.encode((a, b)) == '{"name":"a"},{"name":"b"}'
+    assert tools.encode((a, b, c)) == '{"name":"a"},{"name":"b"},{"name":"c"}'
+    assert converted == ["a", "b", "c"]
+
+
+def request(history: Sequence[Message], *, model: str = "claude-test") -> ProviderRequest:
+    tools = (ToolSpec(name="Read", description="Read a file.", input_schema={"type": "object"}),)
+    return ProviderRequest(
+        model=model, system="Be brief.", messages=tuple(history), tools=tools, max_tokens=100
+    )
+
+
+def test_anthropic_bodies_match_a_fresh_encoder_turn_after_turn() -> None:
+    """Cache breakpoints move with the newest and the previous user message; thinking blocks
+    go only to the model that wrote them."""
+    encoder = anthropic.RequestEncoder()
+    history = turns(2)
+    history.insert(
+        2, Message(role="assistant", parts=(ThinkingPart(text="hm", signature="s", model="m"),))
+    )
+    for n in range(4):
+        history += [
+            Message(role="assistant", parts=(call(10 + n),)),
+            Message(role="user", parts=(result(10 + n),)),
+        ]
+        for model in ("m", "claude-test"):
+            sent = encoder.body(request(history, model=model), effort="low")
+            assert sent == anthropic.RequestEncoder().body(
+                request(history, model=model), effort="low"
+            )
+    body = json.loads(sent)
+    marked = [i for i, m in enumerate(body["messages"]) if "cache_control" in m["content"][-1]]
+    assert marked == [len(body["messages"]) - 3, len(body["messages"]) - 1]
+
+
+def test_openai_bodies_match_a_fresh_encoder_turn_after_turn() -> None:
+    encoder = openai.RequestEncoder()
+    history = turns(2)
+    for n in range(3):
+        history += [
+            Message(role="assistant", parts=(call(10 + n),)),
+            Message(role="user", parts=(result(10 + n), TextPart(text="and this"))),
+        ]
+        sent = encoder.encode(request(history), effort="low")
+        assert sent == openai.RequestEncoder().encode(request(history), effort="low")
+    body = json.loads(sent.body)
+    assert [m["role"] for m in body["messages"][-3:]] == ["assistant", "tool", "user"]
+    assert body["reasoning_effort"] == "low" and body["stream"] is True
