@@ -6,9 +6,10 @@ One agent run of ``--turns`` tool-calling turns through the real provider and SD
 the fake model server (tests/fake_model_server.py) in its own process, so the server's work
 (parsing a body that grows with the history) is not counted. Each turn the model calls a
 no-op tool with a 300-character argument and gets a ~800-character result back, so the
-history grows (to ~0.6 MB at 500 turns) as a real session's does. caliban's time per turn is the CPU time of this process from one
-request leaving to the next (``time.process_time``): the response's parsing, the loop,
-the tool, and building, encoding and sending the next request.
+history grows (to ~0.6 MB at 500 turns) as a real session's does. caliban's time per turn
+is the CPU time of this process from one request leaving to the next
+(``time.process_time``): the response's parsing, the loop, the tool, and building,
+encoding and sending the next request.
 
 Prints the mean of the first 10 and of the last 10 turns and their ratio per provider; the
 target is a ratio within 1.2 (the bytes sent still grow with the history; nothing else

@@ -5,8 +5,9 @@
 Measures, with the ``caliban`` console script next to ``sys.executable``:
 
 1. the median wall time of ``caliban --version`` and ``caliban --help`` (subprocesses);
-2. which heavy modules ``import caliban.cli.app`` (the parsed command line) pulls in (``python -X importtime``): none of
-   anthropic, openai, mcp, prompt_toolkit or tree_sitter may load at start-up;
+2. which heavy modules ``import caliban.cli.app`` (the parsed command line) pulls in
+   (``python -X importtime``): none of anthropic, openai, mcp, prompt_toolkit or tree_sitter
+   may load at start-up;
 3. :func:`time_to_prompt`: the time from starting ``caliban`` in a pseudo-terminal (pexpect)
    until its prompt is drawn, in a project with five stdio MCP servers configured
    (``tests/mcp_servers/catalog_server.py``, 40 tools each). MCP servers connect in the

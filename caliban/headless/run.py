@@ -386,7 +386,8 @@ async def _turn(
         outcome = TurnOutcome(kind="api_error", error=str(exc), status=exc.status)
         code = EXIT_ERROR
     else:
-        extra = result_extra(session)
+        if options.output_format != "text":  # only the JSON result frames carry the report
+            extra = result_extra(session)
         if result.error:
             write_or_discard(sys.stderr, f"caliban: {result.error}\n")
         if result.subtype == "error_max_turns":

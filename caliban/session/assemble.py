@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -225,7 +226,10 @@ async def open_session(
         warm_up.add_done_callback(
             lambda done: timers.append(
                 asyncio.get_running_loop().call_later(
-                    FIRST_REQUEST_HEAD_START, _warm_in_background, session, done
+                    FIRST_REQUEST_HEAD_START,
+                    functools.partial(_warm_in_background, start_servers=interactive),
+                    session,
+                    done,
                 )
             )
         )
@@ -379,24 +383,33 @@ def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:
     return manager
 
 
-def _warm_in_background(session: Session, provider_ready: asyncio.Future[None]) -> None:
-    """Once the provider SDK is in: launch the MCP servers if they wait, build the search
-    index (the first ToolSearch needs it), then import the MCP SDK (the first call of an MCP
-    tool needs it), in a daemon thread — one after the other, as both need the interpreter
-    lock."""
+def _warm_in_background(
+    session: Session, provider_ready: asyncio.Future[None], *, start_servers: bool
+) -> None:
+    """Once the provider SDK is in: build the search index (the first ToolSearch needs it)
+    in a daemon thread and, with ``start_servers``, launch the MCP servers that wait and
+    then import the MCP SDK (the first call of an MCP tool needs it) — one after the other,
+    as both need the interpreter lock.
+
+    Headless runs pass ``start_servers=False``: every tool is known from the cache, and a
+    run that never calls an MCP tool should not boot servers only to stop them after its
+    answer (over a second, and seconds of CPU, with five servers); the first call starts
+    them. The cache is refreshed by every session that connects: the REPL, ``caliban mcp
+    list``, a run that calls a tool."""
     if provider_ready.cancelled():  # the session closed first
         return
     build = session.search_index_builder()
     manager = session.mcp
     if manager is not None:
-        manager.start(import_sdk=False)
+        if start_servers:
+            manager.start(import_sdk=False)
         # A server that lists new tools changes the catalog: index that one too.
         manager.on_change(lambda _version: _index_in_background(session))
 
     def work() -> None:
         if build is not None:
             build()
-        if manager is not None:
+        if manager is not None and start_servers:
             manager.import_sdk()
 
     threading.Thread(target=work, name="caliban-warm", daemon=True).start()

@@ -1,0 +1,262 @@
+"""caliban beside Claude Code: start-up, time to the first request, whole run, peak RSS.
+
+    python benchmarks/vs_claude_code.py --claude PATH [--pairs 5] [--only NAME,...]
+
+``PATH`` is Claude Code's binary, installed from npm into a scratch prefix (never into the
+repository)::
+
+    npm install --prefix /tmp/cc @anthropic-ai/claude-code
+    python benchmarks/vs_claude_code.py \\
+        --claude /tmp/cc/node_modules/@anthropic-ai/claude-code-linux-x64/claude
+
+Both run headless against one local fake Anthropic endpoint (tests/fake_model_server.py,
+answering "ok" to everything), each in a home of its own, for: ``--version``; ``--help``;
+``-p "say ok"`` with no MCP server; with the five public reference servers
+(``$CALIBAN_REFERENCE_SERVERS``, see tests/mcp_servers/reference.py) *cold* (caliban's
+tool-list cache empty) and *warm* (filled by an earlier run); and with one server of 1,000
+and of 10,000 tools (benchmarks/_static_mcp_server.py, which answers at once, so the
+clients are what is compared), warm. Claude Code keeps no tool-list cache: its cold and warm
+runs are the same command. Each scenario runs ``--pairs`` alternating pairs (which one goes
+first alternates too) after one warm-up pair, and prints, per metric, the medians and the
+ratio caliban / Claude Code (below 1.0: caliban is ahead):
+
+* *first request*: from the process's start until the fake endpoint receives the first
+  request carrying the prompt;
+* *whole run*: until the process has exited;
+* *peak RSS*: the process's own maximum resident set (``wait4``), not its MCP servers'.
+
+caliban runs as its console script next to this interpreter, with its package compiled to
+bytecode first (``--no-compile`` skips it), as a user's ``pip install`` leaves it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fake_model_server import FakeModelServer  # noqa: E402
+
+PROMPT = "say ok"
+STATIC_SERVER = ROOT / "benchmarks" / "_static_mcp_server.py"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sample:
+    first_request: float | None
+    whole: float
+    rss_mb: float
+
+
+@dataclass(kw_only=True)
+class Scenario:
+    name: str
+    args: list[str]
+    mcp: str | None = None
+    """``ref5``, or a tool count for the static server; ``None``: no MCP."""
+    warm: bool = True
+    samples: dict[str, list[Sample]] = field(default_factory=lambda: {"caliban": [], "claude": []})
+
+
+SCENARIOS = [
+    Scenario(name="--version", args=["--version"]),
+    Scenario(name="--help", args=["--help"]),
+    Scenario(name="-p, no MCP", args=["-p", PROMPT]),
+    Scenario(name="-p, 5 servers, cold", args=["-p", PROMPT], mcp="ref5", warm=False),
+    Scenario(name="-p, 5 servers, warm", args=["-p", PROMPT], mcp="ref5"),
+    Scenario(name="-p, 1,000 tools", args=["-p", PROMPT], mcp="1000"),
+    Scenario(name="-p, 10,000 tools", args=["-p", PROMPT], mcp="10000"),
+]
+
+
+class Bench:
+    def __init__(self, claude: Path, scratch: Path, refservers: Path | None) -> None:
+        self.claude = claude
+        self.caliban = Path(sys.executable).parent / "caliban"
+        self.scratch = scratch
+        self.refservers = refservers
+        self.project = scratch / "project"
+        self.project.mkdir()
+        self.server = FakeModelServer([{"text": "ok", "repeat": 1_000_000}])
+        self.server.start()
+
+    def close(self) -> None:
+        self.server.stop()
+
+    def mcp_config(self, mcp: str) -> str:
+        path = self.scratch / f"mcp-{mcp}.json"
+        if not path.exists():
+            servers = self._reference() if mcp == "ref5" else self._static(int(mcp))
+            path.write_text(json.dumps({"mcpServers": servers}))
+        return str(path)
+
+    def _reference(self) -> dict[str, dict[str, object]]:
+        if self.refservers is None:
+            raise SystemExit("the 5-server scenarios need $CALIBAN_REFERENCE_SERVERS")
+        npm, venv = self.refservers / "npm/node_modules/.bin", self.refservers / "venv/bin"
+        memory = str(self.scratch / "memory.jsonl")
+        return {
+            "everything": {"command": str(npm / "mcp-server-everything")},
+            "filesystem": {
+                "command": str(npm / "mcp-server-filesystem"),
+                "args": [str(self.project)],
+            },
+            "memory": {
+                "command": str(npm / "mcp-server-memory"),
+                "env": {"MEMORY_FILE_PATH": memory},
+            },
+            "time": {
+                "command": str(venv / "mcp-server-time"),
+                "args": ["--local-timezone", "UTC"],
+            },
+            "git": {"command": str(venv / "mcp-server-git")},
+        }
+
+    def _static(self, count: int) -> dict[str, dict[str, object]]:
+        from _catalogs import synthetic_catalog
+
+        tools, seen = [], set()
+        for doc in synthetic_catalog(count):
+            name = f"{doc.server}_{doc.tool}"[:56]
+            if name not in seen:
+                seen.add(name)
+                tools.append(
+                    {"name": name, "description": doc.description, "inputSchema": doc.input_schema}
+                )
+        path = self.scratch / f"tools-{count}.json"
+        path.write_text(json.dumps(tools))
+        return {"many": {"command": sys.executable, "args": [str(STATIC_SERVER), str(path)]}}
+
+    def command(self, who: str, scenario: Scenario) -> tuple[list[str], dict[str, str]]:
+        home = self.scratch / f"home-{who}"
+        home.mkdir(exist_ok=True)
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("ANTHROPIC_", "OPENAI_", "CLAUDE", "CALIBAN_"))
+        }
+        env.update(
+            HOME=str(home),
+            ANTHROPIC_API_KEY="bench",
+            ANTHROPIC_BASE_URL=self.server.url,
+        )
+        args = list(scenario.args)
+        if scenario.mcp is not None:
+            args += ["--mcp-config", self.mcp_config(scenario.mcp), "--strict-mcp-config"]
+        if who == "claude":
+            env.update(CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1")
+            return [str(self.claude), *args], env
+        cache = home / "cache"
+        if not scenario.warm:
+            cache = Path(tempfile.mkdtemp(dir=self.scratch))
+        env.update(
+            CALIBAN_CONFIG_DIR=str(home / "config"),
+            CALIBAN_STATE_DIR=str(home / "state"),
+            CALIBAN_DATA_DIR=str(home / "data"),
+            CALIBAN_CACHE_DIR=str(cache),
+            CLAUDE_CONFIG_DIR=str(home / ".claude"),
+        )
+        return [str(self.caliban), *args], env
+
+    def run(self, who: str, scenario: Scenario) -> Sample:
+        cmd, env = self.command(who, scenario)
+        with self.server._lock:
+            self.server.requests.clear()
+        errors = self.scratch / "stderr.txt"
+        with errors.open("w") as stderr:
+            started = time.time()
+            proc = subprocess.Popen(
+                cmd,
+                cwd=self.project,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
+            _, status, usage = os.wait4(proc.pid, 0)
+            whole = time.time() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            tail = errors.read_text(errors="replace")[-2000:]
+            raise SystemExit(f"{who} {scenario.name} exited {proc.returncode}:\n{tail}")
+        with self.server._lock:
+            arrivals = [r.received_at for r in self.server.requests if PROMPT in r.text]
+        first = min(arrivals) - started if arrivals else None
+        if scenario.args[0] == "-p" and first is None:
+            raise SystemExit(f"{who} {scenario.name}: no request carried the prompt")
+        return Sample(first_request=first, whole=whole, rss_mb=usage.ru_maxrss / 1024)
+
+
+def median(samples: list[Sample], metric: Callable[[Sample], float | None]) -> float | None:
+    values = [v for s in samples if (v := metric(s)) is not None]
+    return statistics.median(values) if values else None
+
+
+def report(scenario: Scenario) -> list[str]:
+    metrics: list[tuple[str, Callable[[Sample], float | None], str]] = [
+        ("first request", lambda s: s.first_request, "s"),
+        ("whole run", lambda s: s.whole, "s"),
+        ("peak RSS", lambda s: s.rss_mb, "MB"),
+    ]
+    lines = []
+    for label, metric, unit in metrics:
+        ours = median(scenario.samples["caliban"], metric)
+        theirs = median(scenario.samples["claude"], metric)
+        if ours is None or theirs is None:
+            continue
+        lines.append(
+            f"  {scenario.name:<22} {label:<14} caliban {ours:8.3f} {unit:<2}  "
+            f"Claude Code {theirs:8.3f} {unit:<2}  ratio {ours / theirs:5.2f}"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--claude", type=Path, required=True, help="Claude Code's binary")
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--only", help="comma-separated scenario names (default: all)")
+    parser.add_argument("--no-compile", action="store_true")
+    args = parser.parse_args()
+    if not args.no_compile:
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(ROOT / "caliban")],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    wanted = {n.strip() for n in args.only.split(",")} if args.only else None
+    scenarios = [s for s in SCENARIOS if wanted is None or s.name in wanted]
+    refservers = os.environ.get("CALIBAN_REFERENCE_SERVERS")
+    scratch = Path(tempfile.mkdtemp(prefix="vs-claude-code-"))
+    bench = Bench(args.claude, scratch, Path(refservers) if refservers else None)
+    print(f"caliban / Claude Code, medians of {args.pairs} alternating pairs (below 1.0: ahead)")
+    try:
+        for scenario in scenarios:
+            for pair in range(args.pairs + 1):  # the first pair warms up
+                order = ["caliban", "claude"] if pair % 2 else ["claude", "caliban"]
+                for who in order:
+                    sample = bench.run(who, scenario)
+                    if pair:
+                        scenario.samples[who].append(sample)
+            for line in report(scenario):
+                print(line, flush=True)
+    finally:
+        bench.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
