@@ -74,11 +74,11 @@ class Scenario:
 SCENARIOS = [
     Scenario(name="--version", args=["--version"]),
     Scenario(name="--help", args=["--help"]),
-    Scenario(name="-p, no MCP", args=["-p", PROMPT]),
-    Scenario(name="-p, 5 servers, cold", args=["-p", PROMPT], mcp="ref5", warm=False),
-    Scenario(name="-p, 5 servers, warm", args=["-p", PROMPT], mcp="ref5"),
-    Scenario(name="-p, 1,000 tools", args=["-p", PROMPT], mcp="1000"),
-    Scenario(name="-p, 10,000 tools", args=["-p", PROMPT], mcp="10000"),
+    Scenario(name="-p no MCP", args=["-p", PROMPT]),
+    Scenario(name="-p 5 servers cold", args=["-p", PROMPT], mcp="ref5", warm=False),
+    Scenario(name="-p 5 servers warm", args=["-p", PROMPT], mcp="ref5"),
+    Scenario(name="-p 1000 tools", args=["-p", PROMPT], mcp="1000"),
+    Scenario(name="-p 10000 tools", args=["-p", PROMPT], mcp="10000"),
 ]
 
 
@@ -228,7 +228,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--claude", type=Path, required=True, help="Claude Code's binary")
     parser.add_argument("--pairs", type=int, default=5)
-    parser.add_argument("--only", help="comma-separated scenario names (default: all)")
+    parser.add_argument(
+        "--only", help='comma-separated scenario names, e.g. "--version,-p no MCP" (default: all)'
+    )
     parser.add_argument("--no-compile", action="store_true")
     args = parser.parse_args()
     if not args.no_compile:
@@ -239,6 +241,8 @@ def main() -> None:
         )
     wanted = {n.strip() for n in args.only.split(",")} if args.only else None
     scenarios = [s for s in SCENARIOS if wanted is None or s.name in wanted]
+    if not scenarios:
+        raise SystemExit(f"no such scenario; known: {', '.join(s.name for s in SCENARIOS)}")
     refservers = os.environ.get("CALIBAN_REFERENCE_SERVERS")
     scratch = Path(tempfile.mkdtemp(prefix="vs-claude-code-"))
     bench = Bench(args.claude, scratch, Path(refservers) if refservers else None)
