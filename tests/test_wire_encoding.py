@@ -155,3 +155,14 @@ def test_openai_bodies_match_a_fresh_encoder_turn_after_turn() -> None:
     body = json.loads(sent.body)
     assert [m["role"] for m in body["messages"][-3:]] == ["assistant", "tool", "user"]
     assert body["reasoning_effort"] == "low" and body["stream"] is True
+
+
+def test_a_sub_agent_sharing_the_provider_keeps_the_parent_cached() -> None:
+    encoded, convert = EncodedHistory(), Counting()
+    parent, child = turns(50), [Message.user("the task"), *turns(3)[1:]]
+    encoded.encode(parent, convert)
+    encoded.encode(child, convert)
+    convert.seen = 0
+    parent += turns(1)[1:]
+    assert [m.data for m in encoded.encode(parent, convert)] == fresh(parent)
+    assert convert.seen == 3

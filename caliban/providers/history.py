@@ -73,22 +73,33 @@ class _Segment:
     """Where its wire messages start in the wire list."""
 
 
+@dataclass(kw_only=True, slots=True)
+class _Encoded:
+    """One conversation's history as last encoded."""
+
+    key: object
+    messages: tuple[Message, ...]
+    segments: list[_Segment]
+    wire: list[WireMessage]
+
+
 class EncodedHistory:
-    """A conversation's messages in wire form, each converted and JSON-encoded once.
+    """Conversations' messages in wire form, each converted and JSON-encoded once.
 
     A request carries the whole history, so translating and encoding all of it every turn
     makes a long session cost more per turn the longer it gets. Messages are frozen values
-    the conversation appends to, so when a request's history starts with the previous
+    a conversation appends to, so when a request's history starts with the previous
     request's (the same objects: a C-speed identity check), only what follows the previous
     newest run of one role is converted, and that run again, as it may have grown. Any
-    other history (compaction, a rewind, another model) is converted afresh.
+    other history (compaction, a rewind, another model) is converted afresh. Sub-agents
+    share their parent's provider: each conversation, told apart by its first message, has
+    its own entry (the most recent few are kept).
     """
 
+    MAX_CONVERSATIONS = 8
+
     def __init__(self) -> None:
-        self._key: object = None
-        self._messages: tuple[Message, ...] = ()
-        self._segments: list[_Segment] = []
-        self._wire: list[WireMessage] = []
+        self._conversations: dict[int, _Encoded] = {}
 
     def encode(
         self, messages: Sequence[Message], convert: WireConvert, *, key: object = None
@@ -97,11 +108,19 @@ class EncodedHistory:
         change the list); ``key`` names what else the translation depends on (the model
         thinking blocks are kept for)."""
         history = tuple(messages)
-        known = len(self._messages)
-        if key != self._key or history[:known] != self._messages:
-            self._segments, self._wire = [], []
-        self._key, self._messages = key, history
-        segments, wire = self._segments, self._wire
+        if not history:
+            return []
+        conversations = self._conversations
+        # Popped and put back: the dict's order is the conversations' recency.
+        entry = conversations.pop(id(history[0]), None)
+        known = len(entry.messages) if entry is not None else 0
+        if entry is None or key != entry.key or history[:known] != entry.messages:
+            entry = _Encoded(key=key, messages=history, segments=[], wire=[])
+        conversations[id(history[0])] = entry  # the entry holds history[0]: the id stays its
+        while len(conversations) > self.MAX_CONVERSATIONS:
+            del conversations[next(iter(conversations))]
+        entry.messages = history
+        segments, wire = entry.segments, entry.wire
         resume = 0
         if segments:  # the newest run may have grown: converted again
             newest = segments.pop()
