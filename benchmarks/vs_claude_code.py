@@ -23,7 +23,8 @@ ratio caliban / Claude Code (below 1.0: caliban is ahead):
 * *first request*: from the process's start until the fake endpoint receives the first
   request carrying the prompt;
 * *whole run*: until the process has exited;
-* *peak RSS*: the process's own maximum resident set (``wait4``), not its MCP servers'.
+* *peak RSS*: the process's own maximum resident set (GNU ``time``'s ``%M``), not its MCP
+  servers'.
 
 caliban runs as its console script next to this interpreter, with its package compiled to
 bytecode first (``--no-compile`` skips it), as a user's ``pip install`` leaves it.
@@ -52,6 +53,7 @@ from fake_model_server import FakeModelServer  # noqa: E402
 
 PROMPT = "say ok"
 STATIC_SERVER = ROOT / "benchmarks" / "_static_mcp_server.py"
+GNU_TIME = "/usr/bin/time"  # Debian's `time` package
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,7 +92,7 @@ class Bench:
         self.refservers = refservers
         self.project = scratch / "project"
         self.project.mkdir()
-        self.server = FakeModelServer([{"text": "ok", "repeat": 1_000_000}])
+        self.server = FakeModelServer([{"text": "ok"}] * 100_000)
         self.server.start()
 
     def close(self) -> None:
@@ -175,20 +177,22 @@ class Bench:
         cmd, env = self.command(who, scenario)
         with self.server._lock:
             self.server.requests.clear()
-        errors = self.scratch / "stderr.txt"
+        errors, peak = self.scratch / "stderr.txt", self.scratch / "peak.txt"
+        # GNU time reports the peak: wait4's own figure would count the pages of this big
+        # process, which the child shares until it execs.
+        timed = [GNU_TIME, "-f", "%M", "-o", str(peak), *cmd]
         with errors.open("w") as stderr:
             started = time.time()
-            proc = subprocess.Popen(
-                cmd,
+            proc = subprocess.run(
+                timed,
                 cwd=self.project,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
+                check=False,
             )
-            _, status, usage = os.wait4(proc.pid, 0)
             whole = time.time() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             tail = errors.read_text(errors="replace")[-2000:]
             raise SystemExit(f"{who} {scenario.name} exited {proc.returncode}:\n{tail}")
@@ -197,7 +201,8 @@ class Bench:
         first = min(arrivals) - started if arrivals else None
         if scenario.args[0] == "-p" and first is None:
             raise SystemExit(f"{who} {scenario.name}: no request carried the prompt")
-        return Sample(first_request=first, whole=whole, rss_mb=usage.ru_maxrss / 1024)
+        rss_kb = int(peak.read_text().split()[-1])
+        return Sample(first_request=first, whole=whole, rss_mb=rss_kb / 1024)
 
 
 def median(samples: list[Sample], metric: Callable[[Sample], float | None]) -> float | None:
