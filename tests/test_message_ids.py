@@ -19,6 +19,7 @@ from caliban.events import ConversationCompacted
 from caliban.headless.run import parse_input_line
 from caliban.messages import Message, TextPart, ToolCall, ToolResult
 from caliban.providers import anthropic, openai
+from caliban.providers.base import ProviderRequest
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
 from caliban.session.resume import close_transcript, open_transcript
 from caliban.session.store import load_session, transcript_path
@@ -43,7 +44,10 @@ def test_provider_wire_formats_never_see_the_id() -> None:
         Message(role="assistant", parts=(TextPart(text="ok"), call)),
         Message(role="user", parts=(ToolResult(tool_call_id="t1", content=(TextPart(text="a"),)),)),
     ]
-    wire = json.dumps([anthropic.wire_messages(history), openai.wire_messages("system", history)])
+    request = ProviderRequest(
+        model="m", system="system", messages=tuple(history), tools=(), max_tokens=100
+    )
+    wire = json.dumps([anthropic.build_params(request), openai.build_params(request)])
     assert not any(message.id in wire for message in history)
     assert '"uuid"' not in wire
 
