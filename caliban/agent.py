@@ -309,7 +309,19 @@ class Agent:
         the policy's share of the window, or once when the provider says it is too long."""
         policy = self.compaction
         if policy is not None and policy.due(self.conversation.last_usage):
-            await self.compact("auto")
+            try:
+                await self.compact("auto")
+            except CompactionFailed as exc:
+                # Due again with nothing new to summarise (a system prompt past the
+                # threshold), a hook that stopped it, no summary: the request goes as it is,
+                # and the provider says whether it fits.
+                self.emit(
+                    Notice(
+                        level="warning",
+                        text=f"automatic compaction did not happen: {exc}",
+                        parent_tool_use_id=self.parent_id,
+                    )
+                )
         try:
             return await self._request()
         except PromptTooLong as too_long:

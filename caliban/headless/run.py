@@ -357,6 +357,7 @@ async def _turn(
     state: _RunState,
 ) -> int:
     """Run one turn: its init frame, the session's work, its result frame; the exit code."""
+    from caliban.errors import ConfigError, UsageError
     from caliban.providers.base import ProviderError
     from caliban.session.assemble import result_extra
 
@@ -384,6 +385,16 @@ async def _turn(
         write_or_discard(sys.stderr, f"caliban: {exc}\n")
         builder.api_error(str(exc), exc.status)
         outcome = TurnOutcome(kind="api_error", error=str(exc), status=exc.status)
+        code = EXIT_ERROR
+    except (ConfigError, UsageError):
+        raise  # the user's to fix, with its own exit code
+    except Exception as exc:
+        # Whatever went wrong inside the loop, a script still gets its result frame, and
+        # no traceback: the turn ends as an error (the traceback is in the --debug log).
+        logging.getLogger(__name__).debug("the turn failed", exc_info=True)
+        error = f"{type(exc).__name__}: {exc}"
+        write_or_discard(sys.stderr, f"caliban: error: {error}\n")
+        outcome = TurnOutcome(kind="error", error=error)
         code = EXIT_ERROR
     else:
         if options.output_format != "text":  # only the JSON result frames carry the report

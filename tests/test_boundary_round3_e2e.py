@@ -1,0 +1,54 @@
+"""Issue 28 (round 3) through the real ``caliban -p``: each class an attacker got past, with a
+scripted model (the fake server) playing the attacker where a model is involved.
+
+Each test is the attack as it was found, or the class it belongs to; it failed before the
+fix. Helpers come from ``test_boundary_e2e`` (issue 14's attacks).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fake_model_server import FakeModelServer
+from test_boundary_e2e import caliban, calls
+
+from caliban.config.settings import user_config_path
+
+pytestmark = pytest.mark.slow
+
+
+def _user_config(text: str) -> None:
+    path = user_config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _frames(stdout: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+# ---------------------------------------------------------------------------- 4. compaction
+
+
+def test_compaction_due_again_with_nothing_new_ends_with_a_result(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """A small-window local model whose system prompt alone is past the threshold: every
+    response is due for compaction, and the second time there is nothing new to summarise."""
+    _user_config("[providers.anthropic]\ncontext_window = 1024\n")
+    over = {"usage": {"input_tokens": 2_000}}
+    fake_model_server.add(
+        {**calls(("Glob", {"pattern": "*.py"})), **over},
+        {"text": "<summary>looked for Python files</summary>", **over},
+        {**calls(("Glob", {"pattern": "*.md"})), **over},
+        {"text": "done", **over},
+    )
+    result = caliban(fake_model_server, project, "go")
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 0, result.stderr
+    final = _frames(result.stdout)[-1]
+    assert final["type"] == "result" and final["subtype"] == "success"
+    assert final["result"] == "done"
+    assert "caliban: warning: automatic compaction did not happen: nothing new" in result.stderr
