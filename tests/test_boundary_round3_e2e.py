@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from fake_model_server import FakeModelServer
-from test_boundary_e2e import caliban, calls
+from test_boundary_e2e import caliban, calls, results
+from web_server import WebServer
 
 from caliban.config.settings import user_config_path
 
@@ -52,3 +53,26 @@ def test_compaction_due_again_with_nothing_new_ends_with_a_result(
     assert final["type"] == "result" and final["subtype"] == "success"
     assert final["result"] == "done"
     assert "caliban: warning: automatic compaction did not happen: nothing new" in result.stderr
+
+
+# ---------------------------------------------------------------------------- 5. deadlines
+
+
+def test_a_page_that_drips_a_byte_at_a_time_ends_at_the_fetch_deadline(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """Every read returns within a second, so a per-read timeout never fires; the page
+    never ends. The fetch ends at its total deadline (30 s), and the model is told."""
+    with WebServer() as web:
+        fake_model_server.add(
+            calls(("WebFetch", {"url": f"{web.url}/drip?every=1", "prompt": "read it"})),
+            {"text": "done"},
+        )
+        result = caliban(
+            fake_model_server, project, "--allowed-tools", "WebFetch", "go", timeout=300
+        )
+    assert result.returncode == 0, result.stderr
+    [(failed, why)] = results(result.stdout)
+    assert failed and "no complete answer within 30 s" in why
+    asked, answered = (request.received_at for request in fake_model_server.requests)
+    assert answered - asked < 60  # the call took the deadline, not the page's lifetime

@@ -3,6 +3,7 @@ cache and ``WebFetch(domain:…)`` rules."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -215,3 +216,10 @@ async def test_the_side_request_goes_to_the_agents_provider_and_model(
     assert provider.requests[2].messages[-1].parts[0].text == "A big page."  # type: ignore[union-attr]
     # The side request's tokens count: three requests of 10 in / 5 out.
     assert agent.ledger.total().output_tokens == 15
+
+
+async def test_the_fetch_deadline_is_total_not_per_read(web: WebServer) -> None:
+    started = time.monotonic()
+    with pytest.raises(_web.FetchError, match=r"no complete answer within 0.5 s"):
+        await _web.fetch(f"{web.url}/drip?every=0.05", timeout_s=0.5)
+    assert time.monotonic() - started < 5

@@ -1,5 +1,9 @@
 """A small local web server for WebFetch tests: fixed pages, redirects, errors, and a log.
 
+``/drip?every=S`` answers 200 with a long text body and sends one byte of it every ``S``
+seconds (default 2) until the client goes away: a page that never ends, but whose every read
+is quick.
+
 ``with WebServer() as web:`` serves on 127.0.0.1 (``web.url``); ``web.hits`` lists the paths
 requested, with their headers in ``web.headers``. Also runnable as a script (prints its URL
 first, then serves until killed) for end-to-end tests that start caliban as a process.
@@ -9,6 +13,8 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -61,6 +67,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(302, "", {"Location": f"http://localhost:{port}/page"})
         elif self.path == "/loop":
             self._send(302, "", {"Location": "/loop"})
+        elif self.path.startswith("/drip"):
+            self._drip(float(_query(self.path).get("every", "2")))
         else:
             self._send(404, "not here", {"Content-Type": "text/plain"})
 
@@ -72,6 +80,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _drip(self, every: float) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(10**9))
+        self.end_headers()
+        try:
+            while True:
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(every)
+        except OSError:  # the client went away
+            pass
+
+
+def _query(path: str) -> dict[str, str]:
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(path).query))
 
 
 class _Server(ThreadingHTTPServer):

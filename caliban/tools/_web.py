@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 USER_AGENT: Final = f"caliban/{__version__} (WebFetch; a coding agent acting for its user)"
 ACCEPT: Final = "text/markdown, text/html, */*"
 TIMEOUT_S: Final = 30.0
+"""The deadline of one fetch: connecting, every redirect and the whole body."""
 MAX_REDIRECTS: Final = 10
 MAX_BYTES: Final = 10 * 1024 * 1024
 """A longer response is cut here (and said to be)."""
@@ -137,7 +138,34 @@ def same_site(origin: str, target: str) -> bool:
 
 async def fetch(url: str, *, timeout_s: float = TIMEOUT_S) -> Page | Redirect:
     """GET ``url`` (already normalized), following same-site redirects; raises
-    :class:`FetchError` when there is no answer or it is not text."""
+    :class:`FetchError` when there is no answer or it is not text.
+
+    ``timeout_s`` bounds the whole exchange (every redirect, the whole body), not each read:
+    a server that sends one byte at a time is cut off at the deadline."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            answer = await _get(url, timeout_s)
+    except TimeoutError:
+        raise FetchError(f"no complete answer within {timeout_s:g} s") from None
+    if isinstance(answer, Redirect):
+        return answer
+    return await _page(answer)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Answer:
+    """A response as received: the body of a success, only the status of anything else."""
+
+    url: str
+    status: int
+    content_type: str = ""
+    body: bytes = b""
+    charset: str | None = None
+    cut: bool = False
+    """The body was cut at :data:`MAX_BYTES`."""
+
+
+async def _get(url: str, timeout_s: float) -> _Answer | Redirect:
     import httpx2
 
     current = url
@@ -163,9 +191,9 @@ async def fetch(url: str, *, timeout_s: float = TIMEOUT_S) -> Page | Redirect:
     raise FetchError(f"more than {MAX_REDIRECTS} redirects")
 
 
-async def _read(url: str, response: httpx2.Response) -> Page:
+async def _read(url: str, response: httpx2.Response) -> _Answer:
     if not 200 <= response.status_code < 300:
-        return Page(url=url, status=response.status_code)
+        return _Answer(url=url, status=response.status_code)
     content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type and not content_type.startswith(TEXT_TYPES + HTML_TYPES):
         raise FetchError(f"the response is {content_type}, not text or HTML")
@@ -177,7 +205,26 @@ async def _read(url: str, response: httpx2.Response) -> Page:
             del body[MAX_BYTES:]
             cut = True
             break
-    text = bytes(body).decode(response.charset_encoding or "utf-8", errors="replace")
+    return _Answer(
+        url=url,
+        status=response.status_code,
+        content_type=content_type,
+        body=bytes(body),
+        charset=response.charset_encoding,
+        cut=cut,
+    )
+
+
+async def _page(answer: _Answer) -> Page:
+    """The answer as a :class:`Page`: its text, HTML converted to Markdown (after the
+    network deadline: the conversion is bounded by :data:`MAX_HTML_CHARS`)."""
+    if not 200 <= answer.status < 300:
+        return Page(url=answer.url, status=answer.status)
+    content_type, cut = answer.content_type, answer.cut
+    try:
+        text = answer.body.decode(answer.charset or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know
+        text = answer.body.decode("utf-8", errors="replace")
     is_html = content_type.startswith(HTML_TYPES) or (
         not content_type and text.lstrip()[:15].lower().startswith(("<!doctype html", "<html"))
     )
@@ -186,10 +233,10 @@ async def _read(url: str, response: httpx2.Response) -> Page:
     if len(text) > MAX_MARKDOWN_CHARS:
         text, cut = text[:MAX_MARKDOWN_CHARS], True
     return Page(
-        url=url,
-        status=response.status_code,
+        url=answer.url,
+        status=answer.status,
         content_type=content_type,
-        bytes=len(body),
+        bytes=len(answer.body),
         markdown=text.strip(),
         truncated=cut,
     )
