@@ -8,6 +8,7 @@ fix. Helpers come from ``test_boundary_e2e`` (issue 14's attacks).
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,79 @@ def test_a_page_that_drips_a_byte_at_a_time_ends_at_the_fetch_deadline(
     assert failed and "no complete answer within 30 s" in why
     asked, answered = (request.received_at for request in fake_model_server.requests)
     assert answered - asked < 60  # the call took the deadline, not the page's lifetime
+
+
+# ---------------------------------------------------------------------------- 8. host spellings
+
+SPELLINGS = (
+    "127.1",
+    "2130706433",
+    "0x7f.1",
+    "0177.0.0.1",
+    "127.0.0.1.",
+    "127。0。0。1",  # ideographic full stops: IDNA maps them to dots
+    "[::ffff:127.0.0.1]",
+    "[::ffff:7f00:1]",
+    "LocalHost",  # a name that is loopback by definition
+)
+
+
+def test_a_denied_address_is_denied_in_every_spelling(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    with WebServer() as web:
+        port = web.url.rsplit(":", 1)[1]
+        fake_model_server.add(
+            calls(
+                *(
+                    ("WebFetch", {"url": f"http://{host}:{port}/page", "prompt": "read it"})
+                    for host in SPELLINGS
+                )
+            ),
+            {"text": "done"},
+        )
+        result = caliban(
+            fake_model_server,
+            project,
+            "--allowed-tools",
+            "WebFetch",
+            "--disallowed-tools",
+            "WebFetch(domain:127.0.0.1)",
+            "go",
+        )
+        assert web.hits == []
+    assert result.returncode == 0, result.stderr
+    answers = results(result.stdout)
+    assert len(answers) == len(SPELLINGS)
+    for (denied, why), host in zip(answers, SPELLINGS, strict=True):
+        assert denied and "'WebFetch(domain:127.0.0.1)' denies it" in why, host
+
+
+def test_a_name_that_resolves_to_a_denied_address_is_denied(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """The machine's own name resolves (through /etc/hosts) to one of its addresses; a
+    rule denying that address denies the name, checked as the fetch connects."""
+    name = socket.gethostname()
+    try:
+        address = socket.getaddrinfo(name, 80, type=socket.SOCK_STREAM)[0][4][0]
+    except OSError:
+        pytest.skip(f"{name} does not resolve here")
+    with WebServer() as web:
+        port = web.url.rsplit(":", 1)[1]
+        fake_model_server.add(
+            calls(("WebFetch", {"url": f"http://{name}:{port}/page", "prompt": "read it"})),
+            {"text": "done"},
+        )
+        result = caliban(
+            fake_model_server,
+            project,
+            "--allowed-tools",
+            "WebFetch",
+            "--disallowed-tools",
+            f"WebFetch(domain:[{address}])" if ":" in address else f"WebFetch(domain:{address})",
+            "go",
+        )
+        assert web.hits == []
+    [(denied, why)] = results(result.stdout)
+    assert denied and f"{name.lower()} resolves to {address}, and the permission rule" in why

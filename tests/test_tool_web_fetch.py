@@ -223,3 +223,36 @@ async def test_the_fetch_deadline_is_total_not_per_read(web: WebServer) -> None:
     with pytest.raises(_web.FetchError, match=r"no complete answer within 0.5 s"):
         await _web.fetch(f"{web.url}/drip?every=0.05", timeout_s=0.5)
     assert time.monotonic() - started < 5
+
+
+def test_the_subject_is_the_host_the_client_reaches() -> None:
+    tool = WebFetch()
+    for url, host in [
+        ("http://127.1:8080/x", "127.0.0.1"),
+        ("http://127。0。0。1/", "127.0.0.1"),
+        ("https://[::ffff:127.0.0.1]/", "127.0.0.1"),
+        ("https://bücher.de/", "xn--bcher-kva.de"),
+        ("https://Docs.Python.org./3/", "docs.python.org"),
+    ]:
+        bound = tool.bind({"url": url, "prompt": "x"})
+        assert not isinstance(bound, str) and bound.subject == host, url
+
+
+async def test_a_host_resolving_to_a_denied_address_is_not_reached(web: WebServer) -> None:
+    port = web.url.rsplit(":", 1)[1]
+    denied: list[str] = []
+
+    def guard(address: str) -> str | None:
+        denied.append(address)
+        return "WebFetch(domain:127.0.0.1)" if address == "127.0.0.1" else None
+
+    with pytest.raises(_web.AddressDenied, match=r"localhost resolves to 127\.0\.0\.1"):
+        await _web.fetch(f"http://localhost:{port}/page", address_denied=guard)
+    assert web.hits == [] and "127.0.0.1" in denied
+
+
+async def test_a_pinned_connection_still_names_the_host(web: WebServer) -> None:
+    port = web.url.rsplit(":", 1)[1]
+    page = await _web.fetch(f"http://localhost:{port}/text")
+    assert isinstance(page, _web.Page) and "TEXT-MARKER" in page.markdown
+    assert web.headers[-1]["Host"] == f"localhost:{port}"

@@ -356,6 +356,13 @@ class PermissionPolicy:
         rule = _find(self.rules.deny, tool_name, str(path), self.project_root, allowing=False)
         return rule.text if rule is not None else None
 
+    def address_denial(self, tool_name: str, address: str) -> str | None:
+        """The deny rule forbidding ``tool_name`` to reach ``address`` (a host's resolved
+        address), or None: WebFetch asks it as it connects
+        (:data:`~caliban.tools.base.AddressGuard`)."""
+        rule = _find(self.rules.deny, tool_name, address, self.project_root, allowing=False)
+        return rule.text if rule is not None else None
+
     @contextlib.contextmanager
     def allowing(self, rules: Sequence[Rule]) -> Iterator[None]:
         """Also allow ``rules`` while the block runs (a custom command's allowed-tools)."""

@@ -20,6 +20,7 @@ from typing import Any
 
 from caliban.permissions.shell import pattern_matches
 from caliban.permissions.shell import suggest_rule as shell_suggestion
+from caliban.util.hosts import ascii_name, canonical_host, is_loopback
 
 __all__ = [
     "EDIT_TOOLS",
@@ -303,7 +304,7 @@ def command_matches(pattern: str, command: str) -> bool:
 
 
 WEB_FETCH = "WebFetch"
-_DOMAIN = re.compile(r"domain:([a-z0-9*?.\-]+|\[[0-9a-f:.]+\])", re.IGNORECASE)
+_DOMAIN = re.compile(r"domain:([\w*?.\-]+|\[[0-9a-f:.]+\])", re.IGNORECASE)
 
 
 def _check_domain_pattern(text: str, pattern: str) -> None:
@@ -316,16 +317,29 @@ def _check_domain_pattern(text: str, pattern: str) -> None:
 
 
 def domain_matches(pattern: str, host: str) -> bool:
-    """Whether ``domain:HOST`` covers ``host`` (a WebFetch call's subject). The host part is
-    a glob, case-insensitive: ``domain:example.com`` is that host only,
-    ``domain:*.example.com`` its subdomains. A malformed pattern matches nothing."""
+    """Whether ``domain:HOST`` covers ``host`` (a WebFetch call's subject, or an address
+    its host resolved to). Both are compared in one spelling
+    (:func:`caliban.util.hosts.canonical_host`): ``domain:127.0.0.1`` covers ``127.1``,
+    ``2130706433``, ``[::ffff:127.0.0.1]``; ``domain:bücher.de`` covers
+    ``xn--bcher-kva.de``; ``domain:localhost`` covers every loopback address. A pattern
+    with ``*`` or ``?`` is a glob on the name, case-insensitive: ``domain:*.example.com``
+    is its subdomains. A malformed pattern matches nothing."""
     match = _DOMAIN.fullmatch(pattern.strip())
     if match is None:
         return False
-    wanted, host = match.group(1).lower(), host.lower().rstrip(".")
-    if wanted.startswith("["):  # an IPv6 address: exact
-        return host.strip("[]") == wanted[1:-1]
-    return fnmatch.fnmatchcase(host, wanted)
+    wanted, host = match.group(1), canonical_host(host)
+    if "*" in wanted or "?" in wanted:
+        return fnmatch.fnmatchcase(host, _canonical_glob(wanted))
+    wanted = canonical_host(wanted)
+    return wanted == host or (wanted == "localhost" and is_loopback(host))
+
+
+def _canonical_glob(pattern: str) -> str:
+    """A host glob in the spelling of :func:`canonical_host`, label by label."""
+    labels = pattern.lower().rstrip(".").split(".")
+    return ".".join(
+        label if "*" in label or "?" in label else ascii_name(label) for label in labels
+    )
 
 
 def suggest_rule(tool_name: str, subject: str | None, project_root: Path) -> str:

@@ -176,7 +176,12 @@ async def open_session(
             memory=not options.bare,
             base=main_agent.system_prompt.strip() if main_agent is not None else None,
         ),
-        env=ToolEnv(cwd=options.cwd, project_root=root, read_denied=policy.read_denial),
+        env=ToolEnv(
+            cwd=options.cwd,
+            project_root=root,
+            read_denied=policy.read_denial,
+            address_denied=policy.address_denial,
+        ),
         builtins=_with_structured_output(
             _agent_tools(chosen.builtins, main_agent), options.json_schema
         ),

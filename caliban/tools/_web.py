@@ -6,12 +6,18 @@ imported on the first fetch, never at start-up. A redirect is followed only whil
 on the same host (``www.`` aside) and port; otherwise the caller gets a :class:`Redirect` to
 report, as Claude Code does. ``http://`` is upgraded to ``https://`` except for loopback
 hosts, where local development servers speak plain HTTP.
+
+Hosts are compared in one spelling (:func:`caliban.util.hosts.canonical_host`): the host a
+``WebFetch(domain:…)`` rule is matched against is the one the HTTP client reads from the URL.
+A fetch resolves each host once, asks the caller whether a deny rule names any of its
+addresses, and connects to those very addresses (TLS still checks the name): a name that
+resolves to a denied address is refused, and cannot resolve to another one in between.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
+import socket
 import time
 import urllib.parse
 from collections import OrderedDict
@@ -21,6 +27,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Final
 
 from caliban import __version__
+from caliban.util.hosts import canonical_host, ip_address, is_loopback
 
 if TYPE_CHECKING:
     import httpx2
@@ -46,6 +53,18 @@ HTML_TYPES: Final = ("text/html", "application/xhtml+xml")
 
 class FetchError(Exception):
     """The page could not be fetched (no such host, refused, timed out, not text)."""
+
+
+class AddressDenied(FetchError):
+    """The host resolved to an address a deny rule names: nothing was sent."""
+
+
+AddressGuard = Callable[[str], str | None]
+"""An address a fetch would connect to → the deny rule naming it (its text), or None."""
+
+
+def no_address_denied(address: str) -> str | None:
+    return None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,16 +108,6 @@ def reason_phrase(status: int) -> str:
         return ""
 
 
-def is_loopback(host: str) -> bool:
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def normalize_url(url: str) -> str:
     """``url`` to fetch: ``http`` upgraded to ``https`` unless the host is loopback.
 
@@ -113,13 +122,20 @@ def normalize_url(url: str) -> str:
 
 
 def host_of(url: str) -> str:
-    """The lower-cased host of ``url`` (what ``WebFetch(domain:…)`` rules match)."""
-    return (urllib.parse.urlsplit(url).hostname or "").lower()
+    """The host ``url`` reaches, as the HTTP client reads it, in the one spelling
+    ``WebFetch(domain:…)`` rules match (``http://127.1/`` → ``127.0.0.1``)."""
+    import httpx2
+
+    try:
+        host = httpx2.URL(url).raw_host.decode("ascii")
+    except httpx2.InvalidURL:  # the fetch fails too; the rules see what the URL says
+        host = urllib.parse.urlsplit(url).hostname or ""
+    return canonical_host(host)
 
 
 def _site(url: str) -> tuple[str, str, int | None]:
     parts = urllib.parse.urlsplit(url)
-    host = (parts.hostname or "").lower().removeprefix("www.")
+    host = canonical_host(parts.hostname or "").removeprefix("www.")
     default = {"http": 80, "https": 443}.get(parts.scheme.lower())
     return parts.scheme.lower(), host, parts.port or default
 
@@ -136,15 +152,21 @@ def same_site(origin: str, target: str) -> bool:
     return host_a == host_b and port_a == port_b
 
 
-async def fetch(url: str, *, timeout_s: float = TIMEOUT_S) -> Page | Redirect:
+async def fetch(
+    url: str,
+    *,
+    timeout_s: float = TIMEOUT_S,
+    address_denied: AddressGuard = no_address_denied,
+) -> Page | Redirect:
     """GET ``url`` (already normalized), following same-site redirects; raises
-    :class:`FetchError` when there is no answer or it is not text.
+    :class:`FetchError` when there is no answer or it is not text, and
+    :class:`AddressDenied` when a host resolves to an address ``address_denied`` names.
 
     ``timeout_s`` bounds the whole exchange (every redirect, the whole body), not each read:
     a server that sends one byte at a time is cut off at the deadline."""
     try:
         async with asyncio.timeout(timeout_s):
-            answer = await _get(url, timeout_s)
+            answer = await _get(url, timeout_s, address_denied)
     except TimeoutError:
         raise FetchError(f"no complete answer within {timeout_s:g} s") from None
     if isinstance(answer, Redirect):
@@ -165,7 +187,7 @@ class _Answer:
     """The body was cut at :data:`MAX_BYTES`."""
 
 
-async def _get(url: str, timeout_s: float) -> _Answer | Redirect:
+async def _get(url: str, timeout_s: float, address_denied: AddressGuard) -> _Answer | Redirect:
     import httpx2
 
     current = url
@@ -174,6 +196,8 @@ async def _get(url: str, timeout_s: float) -> _Answer | Redirect:
             follow_redirects=False,
             timeout=timeout_s,
             headers={"User-Agent": USER_AGENT, "Accept": ACCEPT},
+            # Direct connections only: a proxy from the environment resolves names itself.
+            transport=_pinned_transport(address_denied),
         ) as client:
             for _ in range(MAX_REDIRECTS + 1):
                 async with client.stream("GET", current) as response:
@@ -189,6 +213,60 @@ async def _get(url: str, timeout_s: float) -> _Answer | Redirect:
         detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise FetchError(detail) from None
     raise FetchError(f"more than {MAX_REDIRECTS} redirects")
+
+
+def _pinned_transport(address_denied: AddressGuard) -> httpx2.AsyncBaseTransport:
+    """An HTTP transport that connects only to addresses it checked (see the module
+    docstring)."""
+    import httpx2
+
+    class Pinned(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self._inner = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            url = request.url
+            host = url.raw_host.decode("ascii")
+            addresses = await _addresses(host, url.port or (443 if url.scheme == "https" else 80))
+            for address in addresses:
+                if (rule := address_denied(canonical_host(address))) is not None:
+                    raise AddressDenied(
+                        f"{host} resolves to {address}, and the permission rule {rule!r} denies it"
+                    )
+            extensions = dict(request.extensions)
+            if url.scheme == "https" and ip_address(host) is None:
+                extensions["sni_hostname"] = host  # the certificate must name the host
+            failure: httpx2.ConnectError | None = None
+            for address in addresses:
+                pinned = httpx2.Request(
+                    request.method,
+                    url.copy_with(host=address),
+                    headers=request.headers,  # Host: the name, as the client set it
+                    stream=request.stream,
+                    extensions=extensions,
+                )
+                try:
+                    return await self._inner.handle_async_request(pinned)
+                except httpx2.ConnectError as exc:
+                    failure = exc
+            assert failure is not None  # getaddrinfo answers at least one address
+            raise failure
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    return Pinned()
+
+
+async def _addresses(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to, in the resolver's order."""
+    import httpx2
+
+    try:
+        found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise httpx2.ConnectError(str(exc)) from None
+    return list(dict.fromkeys(str(info[4][0]) for info in found))
 
 
 async def _read(url: str, response: httpx2.Response) -> _Answer:

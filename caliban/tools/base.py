@@ -48,6 +48,16 @@ def nothing_denied(tool_name: str, path: Path) -> str | None:
     return None
 
 
+AddressGuard = Callable[[str, str], str | None]
+"""``(tool name, address)`` → the deny rule forbidding that tool to reach the address (its
+text), or None. WebFetch asks it about every address its host resolves to, as it connects."""
+
+
+def no_address_denied(tool_name: str, address: str) -> str | None:
+    """The :data:`AddressGuard` of an environment without deny rules."""
+    return None
+
+
 @dataclass(kw_only=True)
 class ToolEnv:
     """Mutable per-agent state the tools share: the working directory and what was read.
@@ -55,13 +65,16 @@ class ToolEnv:
     ``file_reads`` maps a resolved path to its ``st_mtime_ns`` when this session last read
     or wrote it; Write and Edit refuse to touch a file the session has not seen, or one that
     changed on disk since. ``read_denied`` is the permission policy's answer to "may this
-    file be read?", for tools whose results span files the call's subject did not name.
+    file be read?", for tools whose results span files the call's subject did not name;
+    ``address_denied`` to "may this address be reached?", for a host that resolves to
+    addresses its name did not show.
     """
 
     cwd: Path
     project_root: Path
     file_reads: dict[Path, int] = field(default_factory=dict)
     read_denied: ReadGuard = nothing_denied
+    address_denied: AddressGuard = no_address_denied
     state: dict[str, Any] = field(default_factory=dict)
     """Per-agent state of tools, by tool name (TodoWrite's list); a sub-agent starts empty."""
 
@@ -77,6 +90,7 @@ class ToolEnv:
             project_root=self.project_root,
             file_reads=dict(self.file_reads),
             read_denied=self.read_denied,
+            address_denied=self.address_denied,
         )
 
 
@@ -317,6 +331,7 @@ class BuiltinTool(abc.ABC, Generic[InputT]):
 
 __all__ = [
     "BUILTIN",
+    "AddressGuard",
     "AskModel",
     "BuiltinInvocation",
     "BuiltinOrigin",
@@ -333,5 +348,6 @@ __all__ = [
     "call_tool",
     "cap_preview",
     "json_preview",
+    "no_address_denied",
     "nothing_denied",
 ]

@@ -113,7 +113,12 @@ class WebFetch(BuiltinTool[WebFetchInput]):
         page = self.cache.get(url)
         if page is None:
             try:
-                fetched = await _web.fetch(url)
+                fetched = await _web.fetch(
+                    url,
+                    address_denied=lambda address: ctx.env.address_denied(self.name, address),
+                )
+            except _web.AddressDenied as exc:
+                return ToolOutput.error(f"WebFetch did not fetch {url}: {exc}")
             except _web.FetchError as exc:
                 return ToolOutput.error(f"WebFetch could not fetch {url}: {exc}")
             if isinstance(fetched, _web.Redirect):
