@@ -635,8 +635,11 @@ def parse_input_line(line: str) -> tuple[str, Any]:
         )
     parts: list[Part] = []
     for block in blocks:
-        if not isinstance(block, dict) or block.get("type") not in ("text", "image", "tool_use"):
-            continue  # other block types (tool results, documents) are not taken as input
+        # Tool calls and their results enter the history only from the loop: a tool_use
+        # from the input has no result, and every later request would carry it (the API
+        # rejects that). Documents and other types are not taken as input either.
+        if not isinstance(block, dict) or block.get("type") not in ("text", "image"):
+            continue
         try:
             parts.append(part_from_json(block))
         except (KeyError, ValueError, TypeError, AttributeError):  # a field of the wrong type
