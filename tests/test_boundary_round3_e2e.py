@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +212,49 @@ def test_tool_use_in_stream_json_input_never_leaves_an_orphan(
     for request in fake_model_server.requests:
         assert _unanswered(request.body["messages"]) == []
     assert "toolu_u" not in sent(fake_model_server) and not marker.exists()
+
+
+# ---------------------------------------------------------------------------- 10. trust store
+
+_TRUST_LOOP = """
+import sys
+from pathlib import Path
+from caliban.permissions.trust import revoke, trust
+
+for op in sys.argv[1:]:
+    verb, folder = op.split(" ", 1)
+    (trust if verb == "trust" else revoke)(Path(folder))
+"""
+
+
+def test_trust_and_revoke_racing_lose_nothing(tmp_path: Path) -> None:
+    """Processes trusting folders B… (what ``caliban trust B`` does) while another trusts
+    and revokes A, revoking it last: every change survives. The store is read, changed and
+    written by each; without a lock, a write based on an older read undid the others'."""
+    folders = tmp_path / "folders"
+    revoked = folders / "a"
+    revoked.mkdir(parents=True)
+    workers: list[list[str]] = []
+    added: list[Path] = []
+    for worker in range(3):
+        workers.append([])
+        for index in range(100):
+            (folder := folders / f"b{worker}-{index}").mkdir()
+            added.append(folder)
+            workers[-1].append(f"trust {folder}")
+    workers.append([f"trust {revoked}", f"revoke {revoked}"] * 50)
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _TRUST_LOOP, *ops], stderr=subprocess.PIPE, text=True
+        )
+        for ops in workers
+    ]
+    for process in processes:
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr
+    listed = subprocess.run(
+        [sys.executable, "-m", "caliban", "trust", "--list"], capture_output=True, text=True
+    )
+    trusted = {Path(line) for line in listed.stdout.splitlines()}
+    assert revoked.resolve() not in trusted
+    assert {folder.resolve() for folder in added} <= trusted

@@ -344,3 +344,28 @@ def test_a_broken_config_does_not_stop_trusting(project: Path) -> None:
     code, out, err = cli(str(project))
     assert code == 0 and out.startswith(f"Trusted {project}")
     assert "invalid TOML" in err and is_trusted(project)
+
+
+def test_a_store_held_by_another_process_is_waited_for_then_a_clear_error(
+    tmp_path: Path,
+) -> None:
+    import fcntl
+
+    from caliban.errors import ConfigError
+    from caliban.util.fsutil import updating
+
+    path = tmp_path / "store" / "file.json"
+    with updating(path):  # the directory is created and locked
+        pass
+    held = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # what another process's update holds
+        with (
+            pytest.raises(ConfigError, match="another process has kept it locked"),
+            updating(path, wait_s=0.05),
+        ):
+            pass
+    finally:
+        os.close(held)
+    with updating(path, wait_s=0.05):
+        path.write_text("ok")  # released: the next update goes ahead

@@ -434,25 +434,25 @@ def unset_value(path: Path, key: str) -> bool:
 def _edit(path: Path, key: str, value: Any) -> None:
     """Change one key of the file, in place (tomlkit keeps comments and layout), after
     checking that the result is valid; atomic."""
-    from caliban.config.toml_edit import load_document, remove_key, save_document, set_key
+    from caliban.config.toml_edit import edited, remove_key, set_key
 
     try:
         _model_for(key)
     except KeyError:
         raise ConfigError(_unknown_key_message(key)) from None
-    document = load_document(path)
-    parts = key.split(".")
-    if value is _MISSING:
-        remove_key(document, parts)
-    else:
-        set_key(document, parts, value)
-    expected = document.unwrap()
-    try:
-        Settings.model_validate(_strip_keys(expected, list(_walk_unknown(expected, Settings, ""))))
-    except ValidationError as exc:
-        message = _validation_message(None, exc)
-        raise ConfigError(f"not written: {message}") from None
-    save_document(path, document)
+    with edited(path) as document:
+        parts = key.split(".")
+        if value is _MISSING:
+            remove_key(document, parts)
+        else:
+            set_key(document, parts, value)
+        expected = document.unwrap()
+        known = _strip_keys(expected, list(_walk_unknown(expected, Settings, "")))
+        try:
+            Settings.model_validate(known)
+        except ValidationError as exc:
+            message = _validation_message(None, exc)
+            raise ConfigError(f"not written: {message}") from None
 
 
 def toml_value(value: Any) -> str:

@@ -6,20 +6,34 @@ when a file is edited, never at start-up.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from caliban.errors import ConfigError
-from caliban.util.fsutil import atomic_write_text
+from caliban.util.fsutil import atomic_write_text, updating
 
 if TYPE_CHECKING:
     from tomlkit import TOMLDocument
 
-__all__ = ["load_document", "remove_key", "save_document", "set_key", "toml_value"]
+__all__ = ["edited", "remove_key", "set_key", "toml_value"]
 
 
-def load_document(path: Path) -> TOMLDocument:
+@contextlib.contextmanager
+def edited(path: Path) -> Iterator[TOMLDocument]:
+    """The file as an editable document, written back (atomically, when it changed) if the
+    block ends without an exception. Another process editing the same file waits: neither
+    loses the other's change (:func:`caliban.util.fsutil.updating`)."""
+    with updating(path):
+        document = _load_document(path)
+        before = document.as_string()
+        yield document
+        if document.as_string() != before:
+            _save_document(path, document)
+
+
+def _load_document(path: Path) -> TOMLDocument:
     """The file as an editable document (empty when the file does not exist)."""
     import tomlkit
     from tomlkit.exceptions import ParseError
@@ -36,7 +50,7 @@ def load_document(path: Path) -> TOMLDocument:
         raise ConfigError(f"{path}: invalid TOML: line {exc.line}, column {exc.col}") from None
 
 
-def save_document(path: Path, document: TOMLDocument) -> None:
+def _save_document(path: Path, document: TOMLDocument) -> None:
     """Write ``document`` to ``path`` atomically (blank lines a removal left at the end go)."""
     text = document.as_string()
     atomic_write_text(path, text.rstrip("\n") + "\n" if text.strip() else "")

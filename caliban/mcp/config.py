@@ -619,7 +619,7 @@ def add_server(path: Path, name: str, entry: Mapping[str, Any]) -> bool:
     True when an entry was replaced. Raises :class:`ConfigError` for an invalid name or
     entry, or a file whose ``server`` key is not a table.
     """
-    from caliban.config.toml_edit import load_document, save_document, set_key
+    from caliban.config.toml_edit import edited, set_key
 
     if not valid_name(name):
         raise ConfigError(_name_problem(str(path), name))
@@ -629,27 +629,23 @@ def add_server(path: Path, name: str, entry: Mapping[str, Any]) -> bool:
         raise ConfigError(
             "; ".join(f"server {name!r}: {msg}" for _, msg in _entry_errors(exc))
         ) from None
-    document = load_document(path)
-    servers = document.get("server", {})
-    if not isinstance(servers, Mapping):
-        raise ConfigError(f"{path}: 'server' must be a table of [server.NAME] tables")
-    replaced = name in servers
-    set_key(document, ["server", name], dict(entry))
-    save_document(path, document)
+    with edited(path) as document:
+        servers = document.get("server", {})
+        if not isinstance(servers, Mapping):
+            raise ConfigError(f"{path}: 'server' must be a table of [server.NAME] tables")
+        replaced = name in servers
+        set_key(document, ["server", name], dict(entry))
     return replaced
 
 
 def remove_server(path: Path, name: str) -> bool:
     """Remove ``[server.NAME]`` from the file at ``path``; False when it was not there."""
-    from caliban.config.toml_edit import load_document, remove_key, save_document
+    from caliban.config.toml_edit import edited, remove_key
 
     if not path.exists():
         return False
-    document = load_document(path)
-    if not remove_key(document, ["server", name]):
-        return False
-    save_document(path, document)
-    return True
+    with edited(path) as document:
+        return remove_key(document, ["server", name])
 
 
 def entry_from_options(

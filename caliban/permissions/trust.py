@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from caliban.config import paths
-from caliban.util.fsutil import atomic_write_text
+from caliban.util.fsutil import atomic_write_text, updating
 
 __all__ = [
     "GATED_KEYS",
@@ -76,23 +76,26 @@ def is_trusted(folder: Path) -> bool:
 def trust(folder: Path) -> Path:
     """Trust ``folder`` (and everything below it); returns the path as stored."""
     target = _normal(folder)
-    folders = trusted_folders()
-    if target not in folders:
-        _write([*folders, target])
+    with updating(trust_file()):
+        folders = trusted_folders()
+        if target not in folders:
+            _write([*folders, target])
     return target
 
 
 def revoke(folder: Path) -> bool:
     """Stop trusting ``folder`` itself; False when it was not trusted by name."""
     target = _normal(folder)
-    folders = trusted_folders()
-    if target not in folders:
-        return False
-    _write([f for f in folders if f != target])
+    with updating(trust_file()):
+        folders = trusted_folders()
+        if target not in folders:
+            return False
+        _write([f for f in folders if f != target])
     return True
 
 
 def _write(folders: list[Path]) -> None:
+    """Store ``folders``; call it inside :func:`updating` with what was read there."""
     text = json.dumps({"folders": [str(f) for f in folders]}, indent=2) + "\n"
     atomic_write_text(trust_file(), text)
 

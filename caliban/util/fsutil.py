@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import re
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+from caliban.errors import ConfigError
 
 STALE_TEMP_S = 60.0
 """A temporary file of this module older than this was left by a write that was killed."""
+LOCK_WAIT_S = 10.0
+"""How long :func:`updating` waits for another process's read-modify-write to end."""
 
 
 def resolved(path: Path) -> Path:
@@ -91,3 +98,38 @@ def prune_oldest(directory: Path, pattern: str, keep: int) -> None:
     files.sort(key=lambda f: f.stat().st_mtime)
     for f in files[: len(files) - keep]:
         f.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def updating(path: Path, *, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+    """Hold the lock for a read-modify-write of ``path`` while the block runs: read it,
+    change it, :func:`atomic_write_bytes` it, and no other process doing the same loses or
+    undoes the change (``caliban trust B`` racing ``caliban trust --revoke A``).
+
+    The lock is an ``flock`` on ``path``'s directory (created if missing): not on the file,
+    which an atomic write replaces, and not on a lock file, which would be left in the
+    project. Raises :class:`ConfigError` after ``wait_s`` seconds of another holder; where
+    the file system cannot lock at all, the block runs unlocked.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ConfigError(
+                        f"{path}: another process has kept it locked for {wait_s:g} s; "
+                        "try again when it is done"
+                    ) from None
+                time.sleep(0.01)  # no event to wait on: a lock is released silently
+            except OSError as exc:
+                if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                break  # a file system without locks
+        yield
+    finally:
+        os.close(fd)  # releases the lock
