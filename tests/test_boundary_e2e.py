@@ -198,7 +198,7 @@ def test_an_untrusted_repository_starts_nothing_and_widens_nothing(
     assert init["permission_mode"] == "default" and init["mcp_servers"] == []
     warnings = [line for line in result.stderr.splitlines() if line.startswith("caliban: warn")]
     assert warnings == [
-        f"caliban: warning: ignored permissions.allow, permissions.mode in "
+        f"caliban: warning: ignored permissions.mode, permissions.allow in "
         f"{project}/.caliban/config.toml: {project} is not a trusted folder (to trust it, "
         f"run `caliban trust {project}` and start again)",
         f"caliban: warning: did not start MCP server evil from {project}/.mcp.json: "

@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 from fake_model_server import FakeModelServer
-from test_boundary_e2e import caliban, calls, results, sent
+from test_boundary_e2e import SERVERS, caliban, calls, results, sent
+from test_search_dense import zip_bomb
 from web_server import WebServer
 
 from caliban.config.settings import user_config_path
+from caliban.mcp.config import user_mcp_path
 
 pytestmark = pytest.mark.slow
 
@@ -258,3 +260,59 @@ def test_trust_and_revoke_racing_lose_nothing(tmp_path: Path) -> None:
     trusted = {Path(line) for line in listed.stdout.splitlines()}
     assert revoked.resolve() not in trusted
     assert {folder.resolve() for folder in added} <= trusted
+
+
+# ---------------------------------------------------------------------------- 3. narrowing
+
+
+def _catalog_server() -> None:
+    """An MCP server in the user's own mcp.toml (always trusted)."""
+    path = user_mcp_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    script = json.dumps(str(SERVERS / "catalog_server.py"))
+    path.write_text(
+        f"[server.catalog]\ncommand = {json.dumps(sys.executable)}\nargs = [{script}]\n"
+        "startup_timeout = 120\n"  # a busy machine starts Python slowly
+    )
+
+
+def test_an_untrusted_repository_cannot_name_a_model_or_turn_on_lazy_loading(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """A committed zip named as the search model, and lazy loading turned on so that it is
+    loaded: the untrusted project's settings only narrow, so neither applies."""
+    zip_bomb(project / "model.zip", 8)
+    (project / ".caliban" / "config.toml").write_text(
+        '[tools]\nlazy_mcp = true\nsearch_model = "model.zip"\n'
+        "[context]\nauto_compact_at = 0.01\n[providers.anthropic]\ncontext_window = 1024\n"
+        '[permissions]\ndeny = ["Read(.env)"]\n'
+    )
+    _catalog_server()
+    fake_model_server.add({"text": "hi"})
+    result = caliban(fake_model_server, project, "hello")
+    assert result.returncode == 0, result.stderr
+    assert (
+        "ignored tools.lazy_mcp, tools.search_model, context.auto_compact_at, "
+        "providers.anthropic.context_window in"
+    ) in result.stderr
+    [request] = fake_model_server.requests
+    assert "ToolSearch" not in request.tool_names  # eager: the user's own choice stands
+    assert "mcp__catalog__get_issue" in request.tool_names
+
+
+def test_a_model_archive_is_bounded_whoever_names_it(project: Path, tmp_path: Path) -> None:
+    """The user's own config names the archive (or was talked into it): it is still not
+    inflated past its bounds."""
+    bomb = zip_bomb(tmp_path / "bomb.zip", 64)
+    _user_config(f"[tools]\nsearch_model = {json.dumps(str(bomb))}\n")
+    _catalog_server()
+    result = subprocess.run(
+        [sys.executable, "-m", "caliban", "mcp", "search", "issue"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "tool search without the bomb.zip model" in result.stderr
+    assert "more than 50× (a zip bomb?)" in result.stderr

@@ -18,6 +18,8 @@ from fake_model_server import FakeModelServer
 from mcp_servers.reference import reference_servers
 from test_lazy_e2e import caliban, system_sent, tools_sent
 
+from caliban.permissions.trust import trust
+
 pytestmark = [pytest.mark.slow, pytest.mark.reference_servers]
 
 TIME_TOOL = "mcp__time__get_current_time"
@@ -44,6 +46,7 @@ def ask(
     server: FakeModelServer, project: Path, mcp_config: Path, preactivate: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One ``-p`` run whose model calls the time tool at once; (its first request, result)."""
+    trust(project)  # lazy loading is the user's choice: a project's config sets it if trusted
     (project / ".caliban" / "config.toml").write_text(
         f"[tools]\nlazy_mcp = true\npreactivate = {preactivate}\n"
     )

@@ -341,3 +341,39 @@ def test_with_minilm_recent_commits_ranks_the_log_first(tmp_path: Path) -> None:
     )
     assert index.wait_semantic(120)
     assert index.search("recent commits", 5).names[0] == "mcp__git__git_log"
+
+
+def zip_bomb(path: Path, megabytes: int) -> Path:
+    """A BERT model archive whose weights are ``megabytes`` of zeros (about 1,000× packed)."""
+    directory = tiny_bert(path.parent / f"{path.stem}-files")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in ("config.json", "vocab.txt"):
+            zf.write(directory / name, name)
+        with zf.open("model.safetensors", "w", force_zip64=True) as member:
+            for _ in range(megabytes):
+                member.write(bytes(2**20))
+    return path
+
+
+def test_a_model_archive_may_not_inflate_past_its_bounds(tmp_path: Path) -> None:
+    import tracemalloc
+
+    bomb = zip_bomb(tmp_path / "bomb.zip", 200)
+    assert bomb.stat().st_size < 2**20
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"more than 50× \(a zip bomb\?\)"):
+            TransformerModel.load(bomb)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2**20
+
+
+def test_a_model_file_is_read_within_bounds_whatever_it_is(tmp_path: Path) -> None:
+    directory = tiny_bert(tmp_path / "m")
+    weights = directory / "model.safetensors"
+    weights.unlink()
+    weights.symlink_to("/dev/zero")  # would never end
+    with pytest.raises(ValueError, match="not a regular file"):
+        TransformerModel.load(directory)

@@ -21,6 +21,7 @@ from caliban.permissions.trust import (
     trust,
     trust_file,
     trusted_folders,
+    untrusted_may_set,
 )
 from caliban.session.assemble import held_back
 
@@ -75,7 +76,7 @@ def test_a_damaged_trust_file_trusts_nothing(tmp_path: Path, content: str) -> No
 def test_an_untrusted_layer_keeps_what_narrows_and_drops_what_widens() -> None:
     layer = {
         "model": "m",
-        "tools": {"lazy_mcp": True},
+        "tools": {"lazy_mcp": True, "search_model": "bomb.zip"},
         "permissions": {
             "mode": "bypassPermissions",
             "allow": ["Bash"],
@@ -83,21 +84,80 @@ def test_an_untrusted_layer_keeps_what_narrows_and_drops_what_widens() -> None:
             "deny": ["Read(.env)"],
         },
         "providers": {"anthropic": {"base_url": "https://evil.example", "api_key_env": "X"}},
+        "hooks": {"PreToolUse": []},
     }
     kept, dropped = drop_widening_settings(layer)
     assert dropped == (
-        "permissions.allow",
+        "tools.lazy_mcp",
+        "tools.search_model",
         "permissions.mode",
+        "permissions.allow",
         "providers.anthropic.base_url",
         "providers.anthropic.api_key_env",
+        "hooks",
     )
     assert kept == {
         "model": "m",
-        "tools": {"lazy_mcp": True},
+        "tools": {},
         "permissions": {"ask": ["Bash(git push*)"], "deny": ["Read(.env)"]},
         "providers": {"anthropic": {}},
     }
     assert layer["permissions"]["allow"] == ["Bash"]  # the input is not changed
+
+
+def test_only_what_narrows_is_kept_and_every_other_setting_is_dropped() -> None:
+    """The list is an allowlist: a key nobody thought about (every one in the schema that
+    is not listed, and any added later) is dropped."""
+    from caliban.config.settings import Settings, all_keys
+    from caliban.permissions.trust import OPAQUE_KEYS, UNTRUSTED_MAY_SET
+
+    defaults = Settings().model_dump()
+    for key in all_keys():
+        value: object = defaults
+        for part in key.split("."):
+            value = value[part]  # type: ignore[index]
+        layer: dict[str, object] = {}
+        node = layer
+        *tables, leaf = key.split(".")
+        for part in tables:
+            node = node.setdefault(part, {})  # type: ignore[assignment]
+        node[leaf] = value
+        _, dropped = drop_widening_settings(layer, below=defaults)
+        assert (dropped == ()) is (key in UNTRUSTED_MAY_SET), key
+    dict_valued = {k for k, v in Settings.model_fields.items() if v.annotation is dict}
+    assert (
+        {"hooks"}
+        == OPAQUE_KEYS
+        == {key for key in all_keys() if isinstance(_value(defaults, key), dict)}
+        | dict_valued - set(UNTRUSTED_MAY_SET)
+    )
+
+
+def _value(data: dict[str, object], key: str) -> object:
+    node: object = data
+    for part in key.split("."):
+        node = node[part]  # type: ignore[index]
+    return node
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "below", "kept"),
+    [
+        ("max_turns", 5, 100, True),
+        ("max_turns", 100, 100, True),
+        ("max_turns", 1_000, 100, False),
+        ("permissions.allow", [], [], True),
+        ("permissions.allow", ["Read"], [], False),
+        ("tools.lazy_mcp", False, False, False),  # the user's tools: not the project's call
+        ("tools.search_model", "auto", "auto", False),
+        ("context.auto_compact_at", 0.5, 0.85, False),
+        ("providers.openai.context_window", 1024, None, False),
+    ],
+)
+def test_untrusted_values_are_judged_against_the_value_below(
+    key: str, value: object, below: object, kept: bool
+) -> None:
+    assert untrusted_may_set(key, value, below) is kept
 
 
 @pytest.mark.parametrize(
@@ -149,12 +209,12 @@ def test_an_untrusted_project_narrows_but_does_not_widen(project: Path) -> None:
     assert loaded.settings.permissions.mode == "default"
     assert loaded.settings.permissions.allow == []
     assert loaded.settings.permissions.deny == ["Read(.env)"]
-    assert loaded.settings.tools.lazy_mcp is True
+    assert loaded.settings.tools.lazy_mcp is False  # the user's tools: the user's call
     assert loaded.origin("permissions.mode") == "default"
     [notice] = loaded.untrusted
     assert notice.startswith(
-        f"ignored permissions.allow, permissions.mode in {project / '.caliban' / 'config.toml'}: "
-        f"{project} is not a trusted folder"
+        f"ignored permissions.mode, permissions.allow, tools.lazy_mcp in "
+        f"{project / '.caliban' / 'config.toml'}: {project} is not a trusted folder"
     )
     assert f"caliban trust {project}" in notice
 
@@ -162,6 +222,7 @@ def test_an_untrusted_project_narrows_but_does_not_widen(project: Path) -> None:
     trusted = load_config(project)
     assert trusted.settings.permissions.mode == "bypassPermissions"
     assert trusted.settings.permissions.allow == ["Bash"] and trusted.untrusted == []
+    assert trusted.settings.tools.lazy_mcp is True
 
 
 def test_flags_apply_in_an_untrusted_folder(project: Path) -> None:
@@ -201,7 +262,10 @@ def test_held_back_lists_what_trust_would_enable(project: Path) -> None:
     assert held_back(project) == []
     _committed(project)
     items = held_back(project)
-    assert items[0] == f"{project}/.caliban/config.toml: permissions.allow, permissions.mode"
+    assert (
+        items[0]
+        == f"{project}/.caliban/config.toml: permissions.mode, permissions.allow, tools.lazy_mcp"
+    )
     assert f"{project}/.mcp.json:1: MCP server evil (sh -c touch x)" in items
     assert len(items) == 4
     trust(project)
@@ -245,7 +309,7 @@ def test_trust_list_and_revoke_from_the_command_line(project: Path) -> None:
     assert out.splitlines()[:3] == [
         f"Trusted {project} and every folder below it.",  # the project root, not the cwd
         "Now used there:",
-        f"  {project}/.caliban/config.toml: permissions.allow, permissions.mode",
+        f"  {project}/.caliban/config.toml: permissions.mode, permissions.allow, tools.lazy_mcp",
     ]
     assert is_trusted(project)
     assert cli("--list") == (0, f"{project}\n", "")

@@ -56,14 +56,17 @@ def config_set(
 ) -> None:
     """Set KEY to VALUE in the project file (or the user file with --global)."""
     from caliban.config.paths import project_root
-    from caliban.config.settings import parse_value, set_value
-    from caliban.permissions.trust import GATED_KEYS, is_trusted, untrusted_notice
+    from caliban.config.settings import load_config, parse_value, set_value
+    from caliban.permissions.trust import untrusted_notice
 
     path = _target(scope_global)
     set_value(path, key, parse_value(value))
     err(f"{key} = {_show(parse_value(value))} written to {path}")
-    root = project_root(Path.cwd())
-    if not scope_global and key in GATED_KEYS and not is_trusted(root):
+    if scope_global:
+        return
+    project = [f for f in load_config(Path.cwd()).files if f.scope == "project"]
+    if any(key in f.ignored for f in project):
+        root = project_root(Path.cwd())
         err(f"caliban: warning: {untrusted_notice(f'{key} will be ignored', root)}")
 
 

@@ -6,7 +6,8 @@ by key; tables merge deeply. Unknown keys are warnings (with the closest valid k
 TOML and wrong types are :class:`ConfigError` naming the file, line and key.
 
 Until the user trusts the project folder (:mod:`caliban.permissions.trust`), the project file
-may only narrow: its keys that would widen permissions are left out
+may only narrow: every key but those that narrow (deny and ask rules, a narrower mode, fewer
+turns) and the model is left out
 (:func:`caliban.permissions.trust.drop_widening_settings`) and :attr:`LoadedConfig.untrusted`
 says so.
 The user file is always trusted.
@@ -373,7 +374,8 @@ def load_config(
     for index, file in enumerate(files):
         data = _check_file(file, warnings)
         if file.scope == "project" and not trusted:
-            data, ignored = drop_widening_settings(data, below=merged)
+            defaults = Settings().model_dump(exclude={"hooks"})
+            data, ignored = drop_widening_settings(data, below=deep_merge(defaults, merged))
             if ignored:
                 files[index] = dataclasses.replace(file, data=data, ignored=ignored)
                 untrusted.append(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,8 @@ from caliban.config import paths
 from caliban.util.fsutil import atomic_write_text, updating
 
 __all__ = [
-    "GATED_KEYS",
     "PROJECT_FILES",
+    "UNTRUSTED_MAY_SET",
     "drop_widening_settings",
     "has_project_files",
     "is_trusted",
@@ -35,6 +35,7 @@ __all__ = [
     "trust",
     "trust_file",
     "trusted_folders",
+    "untrusted_may_set",
     "untrusted_notice",
 ]
 
@@ -123,21 +124,50 @@ def has_project_files(folder: Path) -> bool:
 MODE_ORDER = ("plan", "default", "acceptEdits", "bypassPermissions")
 """Permission modes from the narrowest to the widest."""
 
-GATED_KEYS = (
-    "permissions.allow",
-    "permissions.mode",
-    "hooks",
-    "providers.anthropic.base_url",
-    "providers.anthropic.api_key_env",
-    "providers.openai.base_url",
-    "providers.openai.api_key_env",
-)
-"""Settings (dotted, caliban's shape) a project layer may only set in a trusted folder.
 
-``permissions.allow`` and a wider ``permissions.mode`` loosen what runs without asking;
-``hooks`` run commands; a provider's ``base_url`` and ``api_key_env`` decide where the
-user's API key is sent (a cloned repository could send it to its own server). Everything
-else only narrows or is harmless: ``deny`` and ``ask`` rules, ``lazy_mcp``, the model."""
+def _any(value: Any, below: Any) -> bool:
+    return True
+
+
+def _no_wider_mode(value: Any, below: Any) -> bool:
+    return not _wider(value, below)
+
+
+def _no_more(value: Any, below: Any) -> bool:
+    return isinstance(value, int) and isinstance(below, int) and value <= below
+
+
+UNTRUSTED_MAY_SET: Mapping[str, Callable[[Any, Any], bool]] = {
+    "permissions.deny": _any,
+    "permissions.ask": _any,
+    "permissions.allow": lambda value, below: value == [],
+    "permissions.mode": _no_wider_mode,
+    "max_turns": _no_more,
+    "provider": _any,
+    "model": _any,
+    "model_effort": _any,
+}
+"""Settings (dotted, caliban's shape) a project layer may set in a folder that is not
+trusted, each with the test its value must pass against the value below it (the user's own
+settings, or the default): only what narrows — deny and ask rules, an empty allow list, a
+mode no wider, fewer turns — and the choice of model, which widens nothing.
+
+Everything else is left out, and a key added to the schema is left out until it is listed
+here: what loosens what runs without asking (allow rules, a wider mode), runs commands
+(``hooks``), decides where the API key is sent (a provider's ``base_url`` and
+``api_key_env``), names a file to load (``tools.search_model``), or changes how the user's
+own tools and limits behave (``tools.lazy_mcp``, a provider's ``context_window``,
+``context.auto_compact_at``)."""
+
+OPAQUE_KEYS = frozenset({"hooks"})
+"""Settings whose value is a table that is one setting (left out whole, named by its key)."""
+
+
+def untrusted_may_set(key: str, value: Any, below: Any) -> bool:
+    """Whether a project in an untrusted folder may set dotted ``key`` to ``value`` over
+    ``below``, the value beneath it (see :data:`UNTRUSTED_MAY_SET`)."""
+    allowed = UNTRUSTED_MAY_SET.get(key)
+    return allowed is not None and allowed(value, below)
 
 
 def drop_widening_settings(
@@ -146,28 +176,24 @@ def drop_widening_settings(
     """A project-level settings layer as it applies in an untrusted folder.
 
     ``layer`` is one source's settings in caliban's shape (``{"permissions": {"allow":
-    [...]}}``), ``below`` the layers it overrides, merged (the user's own settings). Returns
-    the layer without the keys of :data:`GATED_KEYS` it would set, and those keys, dotted,
-    in that order. ``permissions.mode`` is kept when it is no wider than the mode below
-    (a project may ask for ``plan``); ``permissions.allow = []`` is kept (it allows nothing).
-    Pure: reads no file, asks no store.
+    [...]}}``), ``below`` the layers it overrides, merged (the user's own settings over the
+    defaults). Returns the layer with only what :func:`untrusted_may_set` allows, and the
+    keys left out, dotted, in the layer's order (a table left out whole is named once:
+    ``hooks``). Pure: reads no file, asks no store.
     """
     kept = _copy(layer)
     dropped: list[str] = []
-    for key in GATED_KEYS:
-        *tables, leaf = key.split(".")
-        node: Any = kept
-        for part in tables:
-            node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict) or leaf not in node:
-            continue
-        value = node[leaf]
-        if key == "permissions.allow" and value == []:
-            continue
-        if key == "permissions.mode" and not _wider(value, _get(below or {}, key)):
-            continue
-        del node[leaf]
-        dropped.append(key)
+
+    def walk(node: dict[str, Any], prefix: str) -> None:
+        for name in list(node):
+            key, value = prefix + name, node[name]
+            if isinstance(value, dict) and key not in UNTRUSTED_MAY_SET and key not in OPAQUE_KEYS:
+                walk(value, key + ".")
+            elif not untrusted_may_set(key, value, _get(below or {}, key)):
+                del node[name]
+                dropped.append(key)
+
+    walk(kept, "")
     return kept, tuple(dropped)
 
 

