@@ -21,6 +21,7 @@ from test_search_dense import zip_bomb
 from web_server import WebServer
 
 from caliban.config.settings import user_config_path
+from caliban.mcp.client import log_path
 from caliban.mcp.config import user_mcp_path
 
 pytestmark = pytest.mark.slow
@@ -316,3 +317,31 @@ def test_a_model_archive_is_bounded_whoever_names_it(project: Path, tmp_path: Pa
     assert result.returncode == 0, result.stderr
     assert "tool search without the bomb.zip model" in result.stderr
     assert "more than 50× (a zip bomb?)" in result.stderr
+
+
+# ---------------------------------------------------------------------------- 11. MCP logs
+
+
+def test_a_server_flooding_stdout_grows_its_log_by_a_bounded_amount(project: Path) -> None:
+    """Each line that is not JSON-RPC was noted in the server's log: 100,000 lines were
+    about 9 MB of notes in one run."""
+    path = user_mcp_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    script = json.dumps(str(SERVERS / "flood_stdout.py"))
+    path.write_text(
+        f"[server.flood]\ncommand = {json.dumps(sys.executable)}\nargs = [{script}]\n"
+        "startup_timeout = 300\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "caliban", "mcp", "list"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=360,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "connected" in result.stdout
+    log = log_path("flood").read_text()
+    assert len(log) < 100_000
+    assert "ignored a line on stdout that is not JSON-RPC: loading shard 0 " in log
+    assert "ignored a line on stdout that is not JSON-RPC: 99,900 more in this run" in log

@@ -92,6 +92,11 @@ MAX_MESSAGE_CHARS = 64 * 2**20
 """The longest JSON-RPC message read from a stdio server; a server that writes more without
 a newline is stopped (its result could never be shown whole, and the buffer would grow
 without bound)."""
+NOTED_LINES = 100
+"""Lines on a server's stdout that are not JSON-RPC noted in its log, one by one, per run;
+the rest are counted in one note (a server printing a line at a time must not grow its log
+without bound)."""
+IGNORED_LINE = "ignored a line on stdout that is not JSON-RPC"
 MAX_ERROR_CHARS = 2_000
 """How much of a server's JSON-RPC error message reaches the model."""
 REFRESH_QUIET_S = 0.25
@@ -388,6 +393,7 @@ async def _stdio_transport(
         pending: list[str] = []  # the unfinished line, in pieces: joined once, not per chunk
         size = 0
         delivering = True
+        ignored = 0
         try:
             async for chunk in TextReceiveStream(process.stdout, errors="replace"):
                 *lines, rest = chunk.split("\n")
@@ -411,9 +417,9 @@ async def _stdio_transport(
                             line, by_name=False
                         )
                     except ValueError:
-                        _note(
-                            errlog, f"ignored a line on stdout that is not JSON-RPC: {line[:200]}"
-                        )
+                        ignored += 1
+                        if ignored <= NOTED_LINES:
+                            _note(errlog, f"{IGNORED_LINE}: {line[:200]}")
                         message = _error_for_malformed_answer(line)
                         if message is None:
                             continue
@@ -424,6 +430,8 @@ async def _stdio_transport(
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
         finally:
+            if ignored > NOTED_LINES:
+                _note(errlog, f"{IGNORED_LINE}: {ignored - NOTED_LINES:,} more in this run")
             if not proc.stopping:
                 proc.exited = True
                 on_exit()
