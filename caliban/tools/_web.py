@@ -59,11 +59,11 @@ class AddressDenied(FetchError):
     """The host resolved to an address a deny rule names: nothing was sent."""
 
 
-AddressGuard = Callable[[str], str | None]
+AddressDenial = Callable[[str], str | None]
 """An address a fetch would connect to → the deny rule naming it (its text), or None."""
 
 
-def no_address_denied(address: str) -> str | None:
+def _none_denied(address: str) -> str | None:
     return None
 
 
@@ -156,7 +156,7 @@ async def fetch(
     url: str,
     *,
     timeout_s: float = TIMEOUT_S,
-    address_denied: AddressGuard = no_address_denied,
+    address_denied: AddressDenial = _none_denied,
 ) -> Page | Redirect:
     """GET ``url`` (already normalized), following same-site redirects; raises
     :class:`FetchError` when there is no answer or it is not text, and
@@ -187,7 +187,7 @@ class _Answer:
     """The body was cut at :data:`MAX_BYTES`."""
 
 
-async def _get(url: str, timeout_s: float, address_denied: AddressGuard) -> _Answer | Redirect:
+async def _get(url: str, timeout_s: float, address_denied: AddressDenial) -> _Answer | Redirect:
     import httpx2
 
     current = url
@@ -215,7 +215,7 @@ async def _get(url: str, timeout_s: float, address_denied: AddressGuard) -> _Ans
     raise FetchError(f"more than {MAX_REDIRECTS} redirects")
 
 
-def _pinned_transport(address_denied: AddressGuard) -> httpx2.AsyncBaseTransport:
+def _pinned_transport(address_denied: AddressDenial) -> httpx2.AsyncBaseTransport:
     """An HTTP transport that connects only to addresses it checked (see the module
     docstring)."""
     import httpx2
