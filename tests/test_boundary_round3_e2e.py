@@ -11,6 +11,7 @@ import json
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,32 +101,40 @@ SPELLINGS = (
 )
 
 
-def test_a_denied_address_is_denied_in_every_spelling(
-    fake_model_server: FakeModelServer, project: Path
-) -> None:
+def _fetch_with_a_deny_rule(
+    server: FakeModelServer, project: Path, hosts: Sequence[str], deny: str
+) -> list[tuple[bool, str]]:
+    """The results of fetching a local page through each of ``hosts`` in parallel, WebFetch
+    allowed but for ``WebFetch(domain:DENY)``; the page is never served."""
     with WebServer() as web:
         port = web.url.rsplit(":", 1)[1]
-        fake_model_server.add(
+        server.add(
             calls(
                 *(
                     ("WebFetch", {"url": f"http://{host}:{port}/page", "prompt": "read it"})
-                    for host in SPELLINGS
+                    for host in hosts
                 )
             ),
             {"text": "done"},
         )
         result = caliban(
-            fake_model_server,
+            server,
             project,
             "--allowed-tools",
             "WebFetch",
             "--disallowed-tools",
-            "WebFetch(domain:127.0.0.1)",
+            f"WebFetch(domain:{deny})",
             "go",
         )
         assert web.hits == []
     assert result.returncode == 0, result.stderr
-    answers = results(result.stdout)
+    return results(result.stdout)
+
+
+def test_a_denied_address_is_denied_in_every_spelling(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    answers = _fetch_with_a_deny_rule(fake_model_server, project, SPELLINGS, "127.0.0.1")
     assert len(answers) == len(SPELLINGS)
     for (denied, why), host in zip(answers, SPELLINGS, strict=True):
         assert denied and "'WebFetch(domain:127.0.0.1)' denies it" in why, host
@@ -141,23 +150,8 @@ def test_a_name_that_resolves_to_a_denied_address_is_denied(
         address = socket.getaddrinfo(name, 80, type=socket.SOCK_STREAM)[0][4][0]
     except OSError:
         pytest.skip(f"{name} does not resolve here")
-    with WebServer() as web:
-        port = web.url.rsplit(":", 1)[1]
-        fake_model_server.add(
-            calls(("WebFetch", {"url": f"http://{name}:{port}/page", "prompt": "read it"})),
-            {"text": "done"},
-        )
-        result = caliban(
-            fake_model_server,
-            project,
-            "--allowed-tools",
-            "WebFetch",
-            "--disallowed-tools",
-            f"WebFetch(domain:[{address}])" if ":" in address else f"WebFetch(domain:{address})",
-            "go",
-        )
-        assert web.hits == []
-    [(denied, why)] = results(result.stdout)
+    deny = f"[{address}]" if ":" in address else address
+    [(denied, why)] = _fetch_with_a_deny_rule(fake_model_server, project, [name], deny)
     assert denied and f"{name.lower()} resolves to {address}, and the permission rule" in why
 
 
