@@ -6,10 +6,13 @@ folder, caliban leaves those out and says so. Trust is per folder and covers eve
 below it; it is kept in the user's state directory (``trusted-folders.json``), never in the
 project, so a project cannot trust itself.
 
-This module stores and answers, and says which settings an untrusted folder may not set
-(:func:`drop_widening_settings`, the one filter every project-level settings source goes
+This module stores and answers, and says which settings an untrusted folder may set: only
+those on an allowlist that narrow (:data:`UNTRUSTED_MAY_SET`, applied by
+:func:`drop_widening_settings`, the one filter every project-level settings source goes
 through). Each reader of a project file applies it and reports what it skipped
-(:func:`untrusted_notice`).
+(:func:`untrusted_notice`). The store is changed under a lock
+(:func:`caliban.util.fsutil.updating`): two ``caliban trust`` commands never undo each
+other.
 """
 
 from __future__ import annotations
