@@ -27,6 +27,7 @@ from caliban.config import paths
 from caliban.util.fsutil import atomic_write_text, updating
 
 __all__ = [
+    "OPAQUE_KEYS",
     "PROJECT_FILES",
     "UNTRUSTED_MAY_SET",
     "drop_widening_settings",
