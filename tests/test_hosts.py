@@ -38,6 +38,8 @@ from caliban.util.hosts import canonical_host, is_loopback
         ("1.2.3.256", "1.2.3.256"),
         ("08.1.1.1", "08.1.1.1"),
         ("4294967296", "4294967296"),
+        ("1" * 5000, "1" * 5000),  # past Python's int() digit limit: a name, not a crash
+        ("0x" + "0" * 40 + "7f000001", "127.0.0.1"),
     ],
 )
 def test_every_spelling_of_a_host_has_one_canonical_form(spelling: str, canonical: str) -> None:

@@ -22,8 +22,9 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
 """The well-known NAT64 prefix: its addresses reach the IPv4 address in their last 32 bits."""
-_PART: Final = re.compile(r"0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*")
-"""One part of an ``inet_aton`` address: hexadecimal, octal (a leading 0) or decimal."""
+_PART: Final = re.compile(r"0[xX]0*[0-9a-fA-F]{0,8}|0+[0-7]{0,11}|[1-9][0-9]{0,9}")
+"""One part of an ``inet_aton`` address: hexadecimal, octal (a leading 0) or decimal, any
+leading zeros and at most 32 bits' worth of digits (longer is no address: a name)."""
 
 
 def canonical_host(host: str) -> str:
