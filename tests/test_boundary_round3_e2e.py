@@ -339,3 +339,24 @@ def test_a_server_flooding_stdout_grows_its_log_by_a_bounded_amount(project: Pat
     assert len(log) < 100_000
     assert "ignored a line on stdout that is not JSON-RPC: loading shard 0 " in log
     assert "ignored a line on stdout that is not JSON-RPC: 99,900 more in this run" in log
+
+
+# ---------------------------------------------------------------------------- 3. rule lists
+
+
+def test_a_project_cannot_erase_the_users_deny_rules_with_an_empty_list(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """A committed ``deny = []`` replaced the user's deny list (TOML layers replaced lists),
+    in an untrusted folder too: the user's ``Bash(rm *)`` was gone and bypassPermissions ran
+    the command. Rule lists add up across files, as Claude Code's settings layers do."""
+    _user_config('[permissions]\ndeny = ["Bash(rm *)"]\n')
+    (project / ".caliban" / "config.toml").write_text("[permissions]\ndeny = []\n")
+    victim = project / "keep.txt"
+    victim.write_text("precious")
+    fake_model_server.add(calls(("Bash", {"command": "rm keep.txt"})), {"text": "done"})
+    result = caliban(fake_model_server, project, "--permission-mode", "bypassPermissions", "go")
+    assert result.returncode == 0, result.stderr
+    assert victim.exists()
+    [(is_error, text)] = results(result.stdout)
+    assert is_error and "Bash(rm *)" in text

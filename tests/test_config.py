@@ -219,3 +219,23 @@ def test_a_listing_piped_to_a_reader_that_has_gone_is_quiet(project: Path) -> No
     finally:
         os.close(write)
     assert (result.returncode, result.stderr) == (0, "")
+
+
+def test_permission_rule_lists_add_up_across_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project's rule lists join the user's (each rule once, the user's first): a project's
+    ``deny = []`` cannot erase the user's deny rules, trusted or not."""
+    project = tmp_path / "repo"
+    (project / ".caliban").mkdir(parents=True)
+    user = user_config_path()
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_text('[permissions]\ndeny = ["Bash(rm *)"]\nallow = ["Read"]\n')
+    (project / ".caliban" / "config.toml").write_text(
+        '[permissions]\ndeny = []\nallow = ["Read", "Bash(ls)"]\nask = ["Edit"]\n'
+    )
+    for trusted in (False, True):
+        permissions = load_config(project, trusted=trusted).settings.permissions
+        assert permissions.deny == ["Bash(rm *)"]
+        assert permissions.ask == ["Edit"]
+        assert permissions.allow == (["Read", "Bash(ls)"] if trusted else ["Read"])

@@ -304,6 +304,25 @@ def _expected_type(key: str) -> str:
     return f"; expected {text}"
 
 
+JOINED_LISTS = ("allow", "ask", "deny")
+"""``[permissions]`` lists that add up across files instead of the project's replacing the
+user's, as Claude Code joins its settings layers' rules: a project's ``deny = []`` cannot
+erase the user's deny rules."""
+
+
+def _join_rule_lists(below: Mapping[str, Any], merged: dict[str, Any]) -> dict[str, Any]:
+    """``merged`` with each :data:`JOINED_LISTS` list the union of ``below``'s and its own
+    (``below``'s rules first, each rule once)."""
+    before, after = below.get("permissions"), merged.get("permissions")
+    if not isinstance(before, Mapping) or not isinstance(after, dict):
+        return merged
+    for key in JOINED_LISTS:
+        old, new = before.get(key), after.get(key)
+        if isinstance(old, list) and isinstance(new, list) and new is not old:
+            after[key] = list(dict.fromkeys([*old, *new]))
+    return merged
+
+
 @dataclass(kw_only=True)
 class LoadedConfig:
     """Effective settings, the files they came from, and the warnings raised reading them."""
@@ -381,7 +400,7 @@ def load_config(
                 untrusted.append(
                     untrusted_notice(f"ignored {', '.join(ignored)} in {file.path}", root)
                 )
-        merged = deep_merge(merged, data)
+        merged = _join_rule_lists(merged, deep_merge(merged, data))
     if overrides:
         merged = deep_merge(merged, overrides)
     try:

@@ -153,8 +153,9 @@ UNTRUSTED_MAY_SET: Mapping[str, Callable[[Any, Any], bool]] = {
 }
 """Settings (dotted, caliban's shape) a project layer may set in a folder that is not
 trusted, each with the test its value must pass against the value below it (the user's own
-settings, or the default): only what narrows — deny and ask rules, an empty allow list, a
-mode no wider, fewer turns — and the choice of model, which widens nothing.
+settings, or the default): only what narrows — deny and ask rules (they add to the user's:
+rule lists join across files), an empty allow list (a no-op, accepted quietly), a mode no
+wider, fewer turns — and the choice of model, which widens nothing.
 
 Everything else is left out, and a key added to the schema is left out until it is listed
 here: what loosens what runs without asking (allow rules, a wider mode), runs commands
