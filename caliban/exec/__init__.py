@@ -1,0 +1,56 @@
+"""The one door for child processes: every process caliban starts (Bash commands and
+background tasks, hooks, ripgrep, git, MCP stdio servers) starts and stops here.
+
+- :func:`spawn` starts a :class:`Command` on asyncio in a new session (its own process
+  group), optionally confined by a :class:`SandboxProfile` through a :class:`Sandbox`
+  backend (:mod:`caliban.exec.sandbox`: where bubblewrap, Landlock and macOS's
+  ``sandbox-exec`` plug in; :class:`NoSandbox` is the only one so far).
+- :func:`stop_group` stops a child's whole group: SIGTERM, a grace period for its live
+  members, SIGKILL for the rest, safe against a second cancellation.
+- :func:`run` runs a quick helper synchronously, bounded in time and output.
+
+``tests/test_architecture.py`` fails when anything outside this package starts a process.
+"""
+
+from caliban.exec.command import (
+    AllNetwork,
+    Command,
+    Network,
+    NoNetwork,
+    ProxyNetwork,
+    SandboxProfile,
+)
+from caliban.exec.process import (
+    DEVNULL,
+    PIPE,
+    STDOUT,
+    Child,
+    Stdio,
+    group_alive,
+    spawn,
+    stop_group,
+)
+from caliban.exec.run import RunResult, run
+from caliban.exec.sandbox import Availability, NoSandbox, Sandbox
+
+__all__ = [
+    "DEVNULL",
+    "PIPE",
+    "STDOUT",
+    "AllNetwork",
+    "Availability",
+    "Child",
+    "Command",
+    "Network",
+    "NoNetwork",
+    "NoSandbox",
+    "ProxyNetwork",
+    "RunResult",
+    "Sandbox",
+    "SandboxProfile",
+    "Stdio",
+    "group_alive",
+    "run",
+    "spawn",
+    "stop_group",
+]

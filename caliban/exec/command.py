@@ -1,0 +1,100 @@
+"""What a child process is started as (:class:`Command`) and what a sandbox lets it do
+(:class:`SandboxProfile`): frozen values, built by the caller and read by a
+:class:`~caliban.exec.sandbox.Sandbox` backend."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+__all__ = [
+    "AllNetwork",
+    "Command",
+    "Network",
+    "NoNetwork",
+    "ProxyNetwork",
+    "SandboxProfile",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Command:
+    """A program to start: ``argv[0]`` is looked up on ``PATH`` (of ``env`` when given)."""
+
+    argv: tuple[str, ...]
+    cwd: Path | None = None
+    """Where it starts; None: caliban's working directory."""
+    env: Mapping[str, str] | None = None
+    """Its whole environment (copied, read-only); None: caliban's own."""
+    pass_fds: tuple[int, ...] = ()
+    """File descriptors kept open in the child besides stdin, stdout and stderr (a sandbox
+    launcher reading its profile from a pipe, say); every other one is closed."""
+
+    def __post_init__(self) -> None:
+        if not self.argv:
+            raise ValueError("a Command needs at least a program name")
+        object.__setattr__(self, "argv", tuple(self.argv))
+        if self.env is not None:
+            object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+
+    def environment(self) -> dict[str, str]:
+        """The environment it starts with, as a new dict (a backend adding variables starts
+        from this)."""
+        return dict(os.environ if self.env is None else self.env)
+
+
+@dataclass(frozen=True, slots=True)
+class NoNetwork:
+    """No network at all (loopback included): the sandbox's default."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProxyNetwork:
+    """Only the filtering proxy on ``127.0.0.1:port`` (HTTP and HTTPS ``CONNECT``), which
+    lets through the domains the rules allow; the backend points ``HTTP(S)_PROXY`` at it."""
+
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class AllNetwork:
+    """The host's network, unfiltered."""
+
+
+Network = NoNetwork | ProxyNetwork | AllNetwork
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SandboxProfile:
+    """What a sandboxed command may touch (issue 24). Everything not granted is denied: the
+    default profile reads the file system, writes nowhere, and reaches no network.
+
+    Paths are absolute; a backend resolves symbolic links itself, at the time it wraps a
+    command, since a path that is a link now may not be one when the command runs.
+    """
+
+    writable: tuple[Path, ...] = ()
+    """Directories the command may write under: the project, ``--add-dir`` folders, a
+    private temporary directory."""
+    read_only: tuple[Path, ...] = ()
+    """Paths inside ``writable`` that stay read-only: the protected files and directories
+    (``.git/config`` and ``.git/hooks``, ``.caliban/``, ``.claude/``, ``.mcp.json``, shell
+    rc files, …), which would widen permissions or run code later."""
+    unreadable: tuple[Path, ...] = ()
+    """Paths the command may not read at all (those a ``Read`` deny rule covers, such as
+    ``~/.ssh``); a directory hides everything under it."""
+    network: Network = field(default_factory=NoNetwork)
+    unix_sockets: tuple[Path, ...] = ()
+    """Unix socket paths the command may connect to; creating or connecting to any other
+    unix socket is blocked (the Docker socket is the classic way out of a sandbox)."""
+
+    def __post_init__(self) -> None:
+        for name in ("writable", "read_only", "unreadable", "unix_sockets"):
+            paths = tuple(Path(p) for p in getattr(self, name))
+            relative = [str(p) for p in paths if not p.is_absolute()]
+            if relative:
+                raise ValueError(f"SandboxProfile.{name} needs absolute paths: {relative}")
+            object.__setattr__(self, name, paths)
