@@ -29,12 +29,12 @@ import json
 import os
 import re
 import shlex
-import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
+from caliban.exec import PIPE, Child, Command, spawn, stop_group
 from caliban.util.text import encodable
 
 __all__ = [
@@ -383,29 +383,22 @@ class HookRunner:
             # Exec form: placeholders are replaced in each word as plain text, no shell.
             project = str(self.project_dir)
             argv = [w.replace("${CLAUDE_PROJECT_DIR}", project) for w in (hook.command, *hook.args)]
+        command = Command(argv=tuple(argv), cwd=self.project_dir, env=env)
         try:
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=self.project_dir,
-                env=env,
-                start_new_session=True,  # a timeout kills its whole process group
-            )
+            process = await spawn(command, stdin=PIPE, stdout=PIPE, stderr=PIPE)
         except OSError as exc:
             return _Ran(hook=hook, exit_code=None, stdout="", stderr=str(exc))
         try:
             out, err = await asyncio.wait_for(_communicate(process, payload), hook.timeout)
         except (TimeoutError, asyncio.CancelledError) as exc:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
+            await stop_group(process, grace=0)  # its whole process group, at once
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return _Ran(
                 hook=hook, exit_code=None, stdout="", stderr=f"timed out after {hook.timeout:g} s"
             )
+        finally:
+            process.close()
         return _Ran(hook=hook, exit_code=process.returncode, stdout=out, stderr=err)
 
     # -- the LoopHooks seam
@@ -510,7 +503,7 @@ class HookRunner:
         await self.run("Notification", kind, message=message, notification_type=kind)
 
 
-async def _communicate(process: asyncio.subprocess.Process, payload: str) -> tuple[str, str]:
+async def _communicate(process: Child, payload: str) -> tuple[str, str]:
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
         process.stdin.write(payload.encode())

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import functools
 import os
-import subprocess
 from pathlib import Path, PurePosixPath
 
 from caliban.config import paths
+from caliban.exec import Command, run
 
 __all__ = ["protected_reason"]
 
@@ -120,17 +120,12 @@ def _in_hooks_path(path: Path) -> bool:
 def _hooks_dir(root: Path) -> Path | None:
     """``core.hooksPath`` for the repository at ``root``, absolute and resolved; read once
     (changing it means writing a git config file, which is protected)."""
+    command = Command(argv=("git", "-C", str(root), "config", "--get", "core.hooksPath"))
     try:
-        found = subprocess.run(
-            ["git", "-C", str(root), "config", "--get", "core.hooksPath"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
+        found = run(command, timeout=5, max_output=64 * 1024)
+    except OSError:
         return None
-    value = found.stdout.strip()
-    if found.returncode != 0 or not value:
+    value = os.fsdecode(found.stdout).strip()
+    if not found.ok or not value:
         return None
     return Path(os.path.realpath(root / os.path.expanduser(value)))

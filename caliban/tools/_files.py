@@ -8,7 +8,6 @@ import contextlib
 import difflib
 import os
 import shutil
-import signal
 import stat
 import sys
 import tempfile
@@ -16,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from caliban.exec import PIPE, Command, spawn, stop_group
 from caliban.tools.base import ToolEnv
 
 SAMPLE_BYTES = 64 * 1024
@@ -437,15 +437,7 @@ async def run_rg(
     Output past ``keep`` records is counted, not stored. The process is killed on timeout
     or cancellation.
     """
-    proc = await asyncio.create_subprocess_exec(
-        find_rg(),
-        *args,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
+    proc = await spawn(Command(argv=(find_rg(), *args), cwd=cwd), stdout=PIPE, stderr=PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     kept: list[str] = []
     total = dropped = 0
@@ -482,12 +474,12 @@ async def run_rg(
     except TimeoutError:
         timed_out = True
         stderr = b""
-        _kill(proc.pid)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), 5)
+        await stop_group(proc, grace=0)
     except asyncio.CancelledError:
-        _kill(proc.pid)
+        await stop_group(proc, grace=0)
         raise
+    finally:
+        proc.close()
     return RgResult(
         lines=kept,
         total_lines=total,
@@ -496,11 +488,6 @@ async def run_rg(
         timed_out=timed_out,
         dropped=dropped,
     )
-
-
-def _kill(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 # ---------------------------------------------------------------------------- freshness

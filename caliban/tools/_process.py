@@ -1,18 +1,15 @@
-"""Shell commands in their own process group: started by Bash (in the foreground or as a
-background task) and stopped as one group, children included."""
+"""How a Bash command line becomes a child process: ``bash -c`` in an environment without
+pagers or prompts, started through :mod:`caliban.exec` (its own process group, stopped as
+one with :func:`caliban.exec.stop_group`)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import shutil
-import signal
 from pathlib import Path
 from typing import IO
 
-KILL_GRACE_S = 2.0
-"""How long a process group gets between SIGTERM and SIGKILL."""
+from caliban.exec import DEVNULL, Child, Command, spawn
 
 
 def shell() -> str:
@@ -30,40 +27,16 @@ def shell_environment() -> dict[str, str]:
     return env
 
 
-async def spawn_shell(
-    command: str, *, cwd: Path, output: int | IO[bytes]
-) -> asyncio.subprocess.Process:
+async def spawn_shell(command: str, *, cwd: Path, output: int | IO[bytes]) -> Child:
     """Start ``shell -c command`` in a new process group, stdin from /dev/null, stdout and
     stderr both into ``output`` (a file descriptor or a binary file); raises OSError."""
-    return await asyncio.create_subprocess_exec(
-        shell(),
-        "-c",
-        command,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
+    argv = (shell(), "-c", command)
+    return await spawn(
+        Command(argv=argv, cwd=cwd, env=shell_environment()),
+        stdin=DEVNULL,
         stdout=output,
         stderr=output,
-        start_new_session=True,  # its own process group, stopped as one
-        env=shell_environment(),
     )
 
 
-async def stop_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM ``proc``'s process group, give it :data:`KILL_GRACE_S`, then SIGKILL whatever
-    is left of the group (children that ignored SIGTERM or outlived the shell)."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return
-    try:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_S)
-    finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        # A second cancellation (Ctrl-C again) must not leave the group half-stopped.
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_S)
-
-
-__all__ = ["KILL_GRACE_S", "shell", "shell_environment", "spawn_shell", "stop_group"]
+__all__ = ["shell", "shell_environment", "spawn_shell"]

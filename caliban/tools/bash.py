@@ -4,7 +4,7 @@ Each call is a fresh ``bash -c``; an EXIT trap writes the final ``pwd`` to a tem
 file, so a ``cd`` carries over to the next call as in a terminal session. stdout and stderr
 share one pipe, so they arrive interleaved as a user would see them. On timeout or
 cancellation the whole process group is sent SIGTERM, then SIGKILL
-(:func:`caliban.tools._process.stop_group`).
+(:func:`caliban.exec.stop_group`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from caliban.exec import stop_group
 from caliban.messages import TextPart
 from caliban.tools import _files
-from caliban.tools._process import spawn_shell, stop_group
+from caliban.tools._process import spawn_shell
 from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput, cap_preview
 from caliban.util.text import plural
 

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from caliban.events import BackgroundTaskUpdate
-from caliban.tools._process import spawn_shell, stop_group
+from caliban.exec import Child, stop_group
+from caliban.tools._process import spawn_shell
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class BackgroundTask:
     description: str
     output_path: Path
     tool_use_id: str
-    process: asyncio.subprocess.Process
+    process: Child
     emit: Callable[[AgentEvent], None]
     status: TaskStatus = "running"
     exit_code: int | None = None
