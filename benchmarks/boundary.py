@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import caliban.mcp.client as client
+from caliban.mcp.client import Limits, McpManager
 from caliban.mcp.config import ServerConfig
 from caliban.tools import _files
 from caliban.tools.base import CallContext, ToolEnv
@@ -47,7 +47,6 @@ async def edit_large(directory: Path) -> None:
 
 
 async def flood(directory: Path, quiet: float) -> int:
-    client.REFRESH_QUIET_S = quiet
     count = directory / f"lists-{quiet}"
     server = ServerConfig(
         name="changing",
@@ -55,7 +54,7 @@ async def flood(directory: Path, quiet: float) -> int:
         command=sys.executable,
         args=(str(SERVER), "--count", str(count)),
     )
-    async with client.McpManager([server]) as manager:
+    async with McpManager([server], limits=Limits(refresh_quiet_s=quiet)) as manager:
         await manager.wait_ready()
         await manager.call_tool("changing", "flood", {"count": 5000})
         await asyncio.sleep(1)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "caliban"
 MAX_MODULE_LINES = 1_000
-OVERSIZE_TODAY = {"permissions/shell.py", "mcp/client.py"}
+OVERSIZE_TODAY = {"permissions/shell.py"}
 """Modules still over the limit; each is being split (and leaves this set)."""
 
 

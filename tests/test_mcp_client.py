@@ -18,17 +18,20 @@ import mcp_types as types
 import pytest
 from mcp.server.mcpserver import Context, MCPServer
 
-from caliban.mcp.client import REFRESH_QUIET_S, McpManager, log_path
+from caliban.mcp.client import Limits, McpManager, log_path
 from caliban.mcp.config import ServerConfig
+from caliban.mcp.logs import TAIL_BYTES, MemoryLog
+from caliban.mcp.sdk import SdkLoader
 from caliban.mcp.tools import (
     McpTool,
+    call_output,
     convert_result,
     image_placeholder,
     max_output_tokens,
     unmark,
 )
 from caliban.messages import ImagePart, TextPart
-from caliban.tools.base import CallContext, ToolEnv
+from caliban.tools.base import CallContext, ToolEnv, ToolOutput
 
 pytestmark = pytest.mark.anyio
 
@@ -71,6 +74,12 @@ def call_ctx() -> CallContext:
 
 def tool(manager: McpManager, wire: str) -> McpTool:
     return next(t for t in manager.tools() if t.name == wire)
+
+
+async def call(manager: McpManager, server: str, name: str, args: dict[str, Any]) -> ToolOutput:
+    """``manager.call_tool`` as the model sees its outcome."""
+    outcome = await manager.call_tool(server, name, args)
+    return call_output(outcome, server=server, tool=name)
 
 
 # ---------------------------------------------------------------------------- in-process
@@ -138,18 +147,18 @@ async def test_in_process_server_lists_calls_and_follows_tool_changes(mode: Any)
             await manager.wait_for_change(version)
         assert manager.tools()[-1].name == "mcp__notes__share_note"
         assert changes and changes[-1] == manager.version
-        shared = await manager.call_tool("notes", "share_note", {"note_id": 7, "email": "a@b.c"})
+        shared = await call(manager, "notes", "share_note", {"note_id": 7, "email": "a@b.c"})
         assert unmark(shared.as_text) == "shared 7 with a@b.c"
 
 
 async def test_protocol_errors_and_unknown_servers_become_error_results() -> None:
     async with McpManager(in_process={"notes": make_inproc()}) as manager:
         await manager.wait_ready(10)
-        missing = await manager.call_tool("notes", "no_such_tool", {})
+        missing = await call(manager, "notes", "no_such_tool", {})
         assert missing.is_error and "no_such_tool" in missing.as_text
-        bad_args = await manager.call_tool("notes", "search_notes", {"limit": "x"})
+        bad_args = await call(manager, "notes", "search_notes", {"limit": "x"})
         assert bad_args.is_error
-        unknown = await manager.call_tool("elsewhere", "x", {})
+        unknown = await call(manager, "elsewhere", "x", {})
         assert unknown.is_error and "Unknown MCP server 'elsewhere'" in unknown.as_text
 
 
@@ -162,7 +171,7 @@ async def test_start_does_not_wait_and_disabled_servers_stay_down() -> None:
         with anyio.fail_after(10):
             statuses = await manager.wait_ready()
         assert [s.state for s in statuses] == ["disabled", "connected"]
-        result = await manager.call_tool("off", "list_buckets", {})
+        result = await call(manager, "off", "list_buckets", {})
         assert result.is_error and "disabled" in result.as_text
         assert not log_path("off").exists()
     finally:
@@ -291,15 +300,15 @@ async def test_stdio_catalog_servers_connect_list_and_call() -> None:
 
         issue = await tool(manager, "mcp__catalog__get_issue").call({"issue": "PLAT-1"}, call_ctx())
         assert '"arguments": {"issue": "PLAT-1"}' in issue.as_text and not issue.is_error
-        chart = await manager.call_tool("catalog", "render_chart", {"values": [1, 2]})
+        chart = await call(manager, "catalog", "render_chart", {"values": [1, 2]})
         assert isinstance(chart.content[1], ImagePart)
-        page = await manager.call_tool("catalog", "get_doc_page", {"page": "runbook"})
+        page = await call(manager, "catalog", "get_doc_page", {"page": "runbook"})
         assert unmark(page.as_text) == "# runbook\n\nBody."
-        failed = await manager.call_tool("catalog", "fail_validation", {"reason": "bad date"})
+        failed = await call(manager, "catalog", "fail_validation", {"reason": "bad date"})
         assert failed.is_error and unmark(failed.as_text) == "bad date"
         slow = await tool(manager, "mcp__catalog__wait_seconds").call({"seconds": 30}, call_ctx())
         assert slow.is_error and "timed out after 0.5s" in slow.as_text
-        gh = await manager.call_tool("github", "list_issues", {"owner": "o", "repo": "r"})
+        gh = await call(manager, "github", "list_issues", {"owner": "o", "repo": "r"})
         assert '"server": "github"' in gh.as_text
 
 
@@ -329,7 +338,7 @@ async def test_failing_servers_are_reported_and_the_others_start(
         assert hung.error == "did not finish starting within 1s"
         assert hung.stderr_tail[-1] == "loading a very large index..."
         assert missing.state == "failed" and "command not found" in (missing.error or "")
-        result = await manager.call_tool("broken", "anything", {})
+        result = await call(manager, "broken", "anything", {})
         assert result.is_error and "EXAMPLE_API_TOKEN" in result.as_text
     finally:
         with anyio.fail_after(10):
@@ -352,14 +361,11 @@ async def test_no_server_process_or_child_survives_aclose() -> None:
 
 
 @pytest.mark.slow
-async def test_a_server_launched_before_the_sdk_is_imported_is_stopped_too(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_a_server_launched_before_the_sdk_is_imported_is_stopped_too() -> None:
     """The process starts first and waits for the MCP SDK; closing meanwhile leaves nothing."""
-    import caliban.mcp.client as client
-
-    monkeypatch.setattr(client, "_SDK", client._SdkLoader())  # a fresh loader, never started
-    manager = McpManager([stdio("catalog", "catalog_server.py", "--spawn-child")])
+    never_started = SdkLoader()
+    server = stdio("catalog", "catalog_server.py", "--spawn-child")
+    manager = McpManager([server], sdk=never_started)
     manager.start(import_sdk=False)
 
     def child_started() -> bool:
@@ -382,9 +388,9 @@ async def test_a_server_that_crashes_mid_call_is_restarted_on_the_next_call() ->
     async with McpManager([stdio("crashy", "crash_mid_call.py")]) as manager:
         with anyio.fail_after(10):
             await manager.wait_ready()
-        first_pid = int(unmark((await manager.call_tool("crashy", "whoami", {})).as_text))
+        first_pid = int(unmark((await call(manager, "crashy", "whoami", {})).as_text))
         with anyio.fail_after(10):
-            crashed = await manager.call_tool("crashy", "crash", {})
+            crashed = await call(manager, "crashy", "crash", {})
         assert crashed.is_error and "closed the connection" in crashed.as_text
         assert "restart it on the next call" in crashed.as_text
         with anyio.fail_after(10):
@@ -406,7 +412,7 @@ async def test_stdio_tool_list_changes_refresh_the_tools() -> None:
             await manager.wait_ready()
         assert [t.tool_name for t in manager.tools()] == ["status", "unlock", "flood"]
         version = manager.version
-        await manager.call_tool("changing", "unlock", {})
+        await call(manager, "changing", "unlock", {})
         with anyio.fail_after(5):
             await manager.wait_for_change(version)
         assert [t.tool_name for t in manager.tools()] == [
@@ -415,7 +421,7 @@ async def test_stdio_tool_list_changes_refresh_the_tools() -> None:
             "flood",
             "deploy_preview",
         ]
-        deployed = await manager.call_tool("changing", "deploy_preview", {"branch": "feat-x"})
+        deployed = await call(manager, "changing", "deploy_preview", {"branch": "feat-x"})
         assert unmark(deployed.as_text) == "preview of feat-x deployed"
 
 
@@ -428,15 +434,15 @@ async def test_a_flood_of_list_changed_notices_is_debounced(tmp_path: Path) -> N
             await manager.wait_ready()
         started = time.monotonic()
         with anyio.fail_after(30):
-            flooded = await manager.call_tool("changing", "flood", {"count": 5000})
+            flooded = await call(manager, "changing", "flood", {"count": 5000})
             assert unmark(flooded.as_text) == "sent 5000 notices"
-            status = await manager.call_tool("changing", "status", {})
+            status = await call(manager, "changing", "status", {})
         assert unmark(status.as_text) == "locked"  # still answering
-        await anyio.sleep(2 * REFRESH_QUIET_S)
+        await anyio.sleep(2 * Limits().refresh_quiet_s)
         elapsed = time.monotonic() - started
     lists = len(count.read_text().splitlines())
     # One listing at start, then at most one per quiet period while the flood lasts.
-    assert 1 < lists <= 2 + elapsed / REFRESH_QUIET_S, (lists, elapsed)
+    assert 1 < lists <= 2 + elapsed / Limits().refresh_quiet_s, (lists, elapsed)
     assert lists < 50
 
 
@@ -489,7 +495,7 @@ async def test_streamable_http_server_with_configured_headers(http_server: str) 
             docs, noauth = await manager.wait_ready()
         assert docs.state == "connected" and docs.tool_count == 40
         assert noauth.state == "failed" and noauth.error
-        result = await manager.call_tool("docs", "search_docs", {"query": "on-call"})
+        result = await call(manager, "docs", "search_docs", {"query": "on-call"})
         assert '"tool": "search_docs"' in result.as_text
 
 
@@ -504,7 +510,7 @@ async def test_a_servers_own_error_is_bounded_marked_and_keeps_the_connection() 
         with anyio.fail_after(10):
             [status] = await manager.wait_ready()
         with anyio.fail_after(10):
-            failed = await manager.call_tool("mis", "fail", {"code": -32000, "size": 300_000})
+            failed = await call(manager, "mis", "fail", {"code": -32000, "size": 300_000})
         assert failed.is_error and len(failed.as_text) < 2_500
         assert failed.as_text.startswith(
             "MCP server 'mis' rejected 'fail' (error -32000):\n"
@@ -512,7 +518,7 @@ async def test_a_servers_own_error_is_bounded_marked_and_keeps_the_connection() 
         )
         assert "298,000 more characters cut]\n</mcp-data>" in failed.as_text
         with anyio.fail_after(10):
-            echoed = await manager.call_tool("mis", "echo", {"text": "still here"})
+            echoed = await call(manager, "mis", "echo", {"text": "still here"})
         assert unmark(echoed.as_text) == "still here"
         assert manager.status("mis").pid == status.pid  # not restarted
 
@@ -533,18 +539,14 @@ async def test_a_huge_tool_description_is_cut_before_it_goes_to_the_model() -> N
 
 
 @pytest.mark.slow
-async def test_a_message_that_never_ends_stops_the_server_and_the_call_says_why(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from caliban.mcp import client
-
-    monkeypatch.setattr(client, "MAX_MESSAGE_CHARS", 2 * 2**20)
-    async with McpManager([stdio("mis", "misbehaving.py", tool_timeout=60)]) as manager:
+async def test_a_message_that_never_ends_stops_the_server_and_the_call_says_why() -> None:
+    server = stdio("mis", "misbehaving.py", tool_timeout=60)
+    async with McpManager([server], limits=Limits(max_message_chars=2 * 2**20)) as manager:
         with anyio.fail_after(10):
             [status] = await manager.wait_ready()
         assert status.pid is not None
         with anyio.fail_after(10):  # not the 60 s tool timeout
-            cut = await manager.call_tool("mis", "long_line", {"megabytes": 3})
+            cut = await call(manager, "mis", "long_line", {"megabytes": 3})
         assert cut.is_error and cut.as_text == (
             "MCP server 'mis' sent a message over 2 MB on stdout during the call to "
             "'long_line'; caliban stopped it and will restart it on the next call."
@@ -553,7 +555,7 @@ async def test_a_message_that_never_ends_stops_the_server_and_the_call_says_why(
             failed = await manager.wait_for_state("mis", "failed")
         assert failed.error == "sent a message over 2 MB on stdout"
         with anyio.fail_after(20):
-            echoed = await manager.call_tool("mis", "echo", {"text": "back"})
+            echoed = await call(manager, "mis", "echo", {"text": "back"})
         assert unmark(echoed.as_text) == "back"
         assert not running(status.pid)
 
@@ -564,7 +566,7 @@ async def test_a_result_of_many_images_sends_twenty_and_counts_the_rest() -> Non
         with anyio.fail_after(10):
             await manager.wait_ready()
         with anyio.fail_after(20):
-            result = await manager.call_tool("mis", "images", {"count": 1000})
+            result = await call(manager, "mis", "images", {"count": 1000})
     assert sum(isinstance(p, ImagePart) for p in result.content) == 20
     assert "[980 more images not shown: one result carries at most 20 images and 10.0 MB" in (
         result.as_text
@@ -596,22 +598,18 @@ async def test_tools_with_invalid_definitions_are_left_out_and_named_the_rest_wo
         )
         assert len(status_rows([status])[0].detail) == 4
         with anyio.fail_after(10):
-            ran = await manager.call_tool("sloppy", "fine", {})
+            ran = await call(manager, "sloppy", "fine", {})
         assert unmark(ran.as_text) == "fine ran" and not ran.is_error
 
 
 @pytest.mark.slow
-async def test_a_stderr_flood_keeps_the_log_bounded_and_the_last_words(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from caliban.mcp import client
-
-    monkeypatch.setattr(client, "STDERR_RUN_BYTES", 2**20)
-    async with McpManager([stdio("mis", "misbehaving.py")]) as manager:
+async def test_a_stderr_flood_keeps_the_log_bounded_and_the_last_words() -> None:
+    limits = Limits(stderr_run_bytes=2**20)
+    async with McpManager([stdio("mis", "misbehaving.py")], limits=limits) as manager:
         with anyio.fail_after(10):
             await manager.wait_ready()
         with anyio.fail_after(30):
-            crashed = await manager.call_tool("mis", "flood_stderr", {"megabytes": 20})
+            crashed = await call(manager, "mis", "flood_stderr", {"megabytes": 20})
         assert crashed.is_error
         with anyio.fail_after(10):
             status = await manager.wait_for_state("mis", "failed")
@@ -622,34 +620,39 @@ async def test_a_stderr_flood_keeps_the_log_bounded_and_the_last_words(
 
 
 @pytest.mark.slow
-async def test_without_a_writable_log_a_stderr_flood_is_kept_in_bounded_memory(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from caliban.mcp import client
-
-    monkeypatch.setattr(client, "STDERR_RUN_BYTES", 2**20)
+async def test_without_a_writable_log_a_stderr_flood_is_kept_in_bounded_memory() -> None:
     log_path("mis").parent.parent.mkdir(parents=True, exist_ok=True)
     log_path("mis").parent.write_text("in the way")  # mcp-logs cannot be a directory
     warnings: list[str] = []
-    async with McpManager([stdio("mis", "misbehaving.py")]) as manager:
+    limits = Limits(stderr_run_bytes=2**20)
+    async with McpManager([stdio("mis", "misbehaving.py")], limits=limits) as manager:
         manager.on_warning(warnings.append)
         with anyio.fail_after(10):
             [ready] = await manager.wait_ready()
         assert ready.state == "connected" and ready.log_path is None
         with anyio.fail_after(30):
-            crashed = await manager.call_tool("mis", "flood_stderr", {"megabytes": 20})
+            crashed = await call(manager, "mis", "flood_stderr", {"megabytes": 20})
         assert crashed.is_error
         with anyio.fail_after(10):
             status = await manager.wait_for_state("mis", "failed")
-        memory = manager._conns["mis"].log
-        assert isinstance(memory, client._MemoryLog)
-        assert len(memory.getvalue()) <= 2 * client._TAIL_BYTES
     assert status.error == "exited with code 3" and status.stderr_tail[-1] == "last words"
     assert status.log_path is None  # no "log:" line pointing at a file that is not there
     assert warnings == [
         f"cannot write MCP server logs in {log_path('mis').parent} (File exists); servers "
         "run without a log file and only their last stderr lines are kept"
     ]
+
+
+def test_a_log_in_memory_keeps_only_the_latest_bytes() -> None:
+    """What stands in for a log file that cannot be written stays bounded, however much a
+    server writes to stderr, and keeps its last words."""
+    memory = MemoryLog()
+    for _ in range(20 * 16):
+        memory.write(b"x" * 65535 + b"\n")
+        assert len(memory.getvalue()) <= 2 * TAIL_BYTES
+    memory.write(b"last words\n")
+    memory.close()  # kept open: the run's tail is read after it ends
+    assert memory.getvalue().endswith(b"x\nlast words\n")
 
 
 @pytest.fixture(params=["--json", "--events", "--sse"])
@@ -684,18 +687,15 @@ def misbehaving_http(request: pytest.FixtureRequest) -> Iterator[ServerConfig]:
 
 @pytest.mark.slow
 async def test_an_http_answer_over_the_limit_is_an_error_not_read_whole(
-    misbehaving_http: ServerConfig, monkeypatch: pytest.MonkeyPatch
+    misbehaving_http: ServerConfig,
 ) -> None:
-    from caliban.mcp import client
-
-    monkeypatch.setattr(client, "MAX_MESSAGE_CHARS", 2**20)
-    async with McpManager([misbehaving_http]) as manager:
+    async with McpManager([misbehaving_http], limits=Limits(max_message_chars=2**20)) as manager:
         with anyio.fail_after(15):
             await manager.wait_ready()
         with anyio.fail_after(15):
-            small = await manager.call_tool("web", "text", {"size": 90_000})
-            big = await manager.call_tool("web", "text", {"size": 3_000_000})
-            after = await manager.call_tool("web", "echo", {"text": "after"})
+            small = await call(manager, "web", "text", {"size": 90_000})
+            big = await call(manager, "web", "text", {"size": 3_000_000})
+            after = await call(manager, "web", "echo", {"text": "after"})
     assert not small.is_error and unmark(small.as_text) == "y" * 90_000
     assert big.is_error and (
         "the server's answer is over 1 MB" in big.as_text  # that request failed
@@ -725,9 +725,9 @@ async def test_answers_that_are_not_valid_fail_at_once_in_one_line() -> None:
             garbled.error,
         )
         with anyio.fail_after(10):
-            not_rpc = await manager.call_tool("sloppy", "garbled", {})
-            bad = await manager.call_tool("sloppy", "badcontent", {})
-            fine = await manager.call_tool("sloppy", "fine", {})
+            not_rpc = await call(manager, "sloppy", "garbled", {})
+            bad = await call(manager, "sloppy", "badcontent", {})
+            fine = await call(manager, "sloppy", "fine", {})
     assert not_rpc.is_error and "the server's answer is not valid JSON-RPC" in not_rpc.as_text
     assert bad.is_error and bad.as_text == (
         "Calling 'badcontent' on MCP server 'sloppy' failed: invalid CallToolResult from the "

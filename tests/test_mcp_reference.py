@@ -10,14 +10,16 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from mcp_servers.reference import reference_servers
 
 from caliban.mcp.client import McpManager
-from caliban.mcp.tools import unmark
+from caliban.mcp.tools import call_output, unmark
 from caliban.messages import ImagePart
+from caliban.tools.base import ToolOutput
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.reference_servers]
 
@@ -43,6 +45,12 @@ def prefix() -> Path:
     missing = [str(p) for p in expected if not p.exists()]
     assert not missing, f"{ENV_VAR}={root} lacks {missing}; run .ci/install-reference-servers"
     return root
+
+
+async def call(manager: McpManager, server: str, name: str, args: dict[str, Any]) -> ToolOutput:
+    """``manager.call_tool`` as the model sees its outcome."""
+    outcome = await manager.call_tool(server, name, args)
+    return call_output(outcome, server=server, tool=name)
 
 
 def running(pid: int) -> bool:
@@ -88,23 +96,23 @@ async def test_all_reference_servers_connect_list_and_answer_a_call(
         ):
             assert wire in names
 
-        echo = await manager.call_tool("everything", "echo", {"message": "hello caliban"})
+        echo = await call(manager, "everything", "echo", {"message": "hello caliban"})
         assert unmark(echo.as_text) == "Echo: hello caliban" and not echo.is_error
 
-        listing = await manager.call_tool("filesystem", "list_directory", {"path": str(work)})
+        listing = await call(manager, "filesystem", "list_directory", {"path": str(work)})
         assert "[FILE] notes.txt" in listing.as_text
-        outside = await manager.call_tool("filesystem", "read_text_file", {"path": "/etc/hostname"})
+        outside = await call(manager, "filesystem", "read_text_file", {"path": "/etc/hostname"})
         assert outside.is_error  # the server's own sandbox error comes back as a result
 
         entity = {"name": "caliban", "entityType": "agent", "observations": ["uses MCP"]}
-        await manager.call_tool("memory", "create_entities", {"entities": [entity]})
-        graph = await manager.call_tool("memory", "read_graph", {})
+        await call(manager, "memory", "create_entities", {"entities": [entity]})
+        graph = await call(manager, "memory", "read_graph", {})
         assert json.loads(unmark(graph.as_text))["entities"][0]["name"] == "caliban"
 
-        now = await manager.call_tool("time", "get_current_time", {"timezone": "UTC"})
+        now = await call(manager, "time", "get_current_time", {"timezone": "UTC"})
         assert json.loads(unmark(now.as_text))["timezone"] == "UTC"
 
-        status = await manager.call_tool("git", "git_status", {"repo_path": str(repo)})
+        status = await call(manager, "git", "git_status", {"repo_path": str(repo)})
         assert "new.txt" in status.as_text and not status.is_error
 
         pids = [s.pid for s in statuses if s.pid is not None]
@@ -119,17 +127,23 @@ async def test_reference_content_types_and_annotations(prefix: Path, tmp_path: P
             await manager.wait_ready()
         by_name = {t.tool_name: t for t in manager.tools()}
         assert by_name["echo"].read_only and not by_name["toggle-simulated-logging"].read_only
-        image = await manager.call_tool("everything", "get-tiny-image", {})
+        image = await call(manager, "everything", "get-tiny-image", {})
         assert any(isinstance(p, ImagePart) and p.media_type == "image/png" for p in image.content)
-        structured = await manager.call_tool(
-            "everything", "get-structured-content", {"location": "New York"}
+        structured = await call(
+            manager, "everything", "get-structured-content", {"location": "New York"}
         )
         assert "temperature" in json.loads(unmark(structured.as_text))
-        reference = await manager.call_tool(
-            "everything", "get-resource-reference", {"resourceType": "Text", "resourceId": 1}
+        reference = await call(
+            manager,
+            "everything",
+            "get-resource-reference",
+            {"resourceType": "Text", "resourceId": 1},
         )
         assert "Resource 1" in reference.as_text
-        blob = await manager.call_tool(
-            "everything", "get-resource-reference", {"resourceType": "Blob", "resourceId": 2}
+        blob = await call(
+            manager,
+            "everything",
+            "get-resource-reference",
+            {"resourceType": "Blob", "resourceId": 2},
         )
         assert "Resource 2: This is a base64 blob created at" in blob.as_text  # text/plain, read

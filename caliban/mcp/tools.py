@@ -31,8 +31,20 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, assert_never
 
+from caliban.mcp.results import (
+    CALL_FAILURES,
+    CallFailed,
+    CallFailure,
+    CallOutcome,
+    CallTimedOut,
+    ConnectionLost,
+    ServerDisabled,
+    ServerError,
+    ServerUnavailable,
+    UnknownServer,
+)
 from caliban.messages import ImagePart, ResultPart, TextPart, ToolSpec
 from caliban.tools.base import (
     CallContext,
@@ -42,6 +54,7 @@ from caliban.tools.base import (
     ToolOutput,
     json_preview,
 )
+from caliban.util.text import clipped
 from caliban.util.tokens import CHARS_PER_TOKEN_TEXT
 
 if TYPE_CHECKING:
@@ -113,7 +126,7 @@ class McpDispatcher(Protocol):
         tool: str,
         arguments: Mapping[str, Any],
         timeout: float | None = None,  # noqa: ASYNC109 - the server's tool_timeout
-    ) -> ToolOutput: ...
+    ) -> CallOutcome: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,9 +200,10 @@ class McpInvocation:
         tool = self.tool
         if tool.dispatcher is None:
             return ToolOutput.error(f"{tool.name}: not connected to MCP server {tool.server!r}")
-        return await tool.dispatcher.call_tool(
+        outcome = await tool.dispatcher.call_tool(
             tool.server, tool.tool_name, self.arguments, timeout=tool.timeout
         )
+        return call_output(outcome, server=tool.server, tool=tool.tool_name)
 
 
 def tool_from_sdk(
@@ -407,6 +421,64 @@ def convert_result(
     )
 
 
+MAX_ERROR_CHARS = 2_000
+"""How much of a server's JSON-RPC error message (or of why a call failed) reaches the model."""
+
+
+def call_output(outcome: CallOutcome, *, server: str, tool: str) -> ToolOutput:
+    """The model's tool result for a call's outcome: the server's result converted
+    (:func:`convert_result`), or an error saying why there is none (:func:`failure_text`)."""
+    if isinstance(outcome, CALL_FAILURES):
+        return ToolOutput.error(failure_text(outcome))
+    return convert_result(outcome, server=server, tool=tool)
+
+
+def failure_text(failure: CallFailure) -> str:
+    """Why a call has no result, for the model: what happened and what happens next."""
+    match failure:
+        case UnknownServer(server=server):
+            return f"Unknown MCP server {server!r}."
+        case ServerDisabled(server=server):
+            return f"MCP server {server!r} is disabled in its configuration."
+        case ServerUnavailable(server=server, reason=reason, stderr_tail=tail):
+            lines = [f"MCP server {server!r} is not available: {reason}."]
+            if tail:
+                lines.append("Its last stderr lines:")
+                lines.extend(f"  {line}" for line in tail[-5:])
+            return "\n".join(lines)
+        case CallTimedOut(server=server, tool=tool, seconds=seconds):
+            return (
+                f"Tool {tool!r} on MCP server {server!r} timed out after {seconds:g}s; "
+                "it may still be running on the server (the limit is tool_timeout in mcp.toml)."
+            )
+        case ConnectionLost(server=server, tool=tool, violation=None):
+            return (
+                f"MCP server {server!r} closed the connection during the call to {tool!r} "
+                "(it may have crashed); caliban will restart it on the next call."
+            )
+        case ConnectionLost(server=server, tool=tool, violation=violation):
+            how = (
+                "stopped it and will restart it"
+                if failure.restarts_process
+                else "closed the connection and will open it again"
+            )
+            return (
+                f"MCP server {server!r} {violation} during the call to {tool!r}; "
+                f"caliban {how} on the next call."
+            )
+        case ServerError(server=server, tool=tool, code=code, message=message):
+            # The message is the server's words: bounded, and marked as its data.
+            return f"MCP server {server!r} rejected {tool!r} (error {code}):\n" + mark_data(
+                clipped(message, MAX_ERROR_CHARS), server=server, tool=tool
+            )
+        case CallFailed(server=server, tool=tool, detail=detail):
+            return f"Calling {tool!r} on MCP server {server!r} failed: " + clipped(
+                detail, MAX_ERROR_CHARS
+            )
+        case _:
+            assert_never(failure)
+
+
 def _checked_image(part: ResultPart) -> ResultPart:
     if not isinstance(part, ImagePart):
         return part
@@ -481,11 +553,14 @@ def _summary(parts: list[ResultPart]) -> str | None:
 
 __all__ = [
     "ALWAYS_LOAD_META",
+    "MAX_ERROR_CHARS",
     "MAX_NAME",
     "McpDispatcher",
     "McpInvocation",
     "McpTool",
+    "call_output",
     "convert_result",
+    "failure_text",
     "hashed_name",
     "image_placeholder",
     "mark_data",

@@ -35,3 +35,10 @@ def _escape(match: re.Match[str]) -> str:
 def plural(count: int, word: str, many: str | None = None) -> str:
     """``1 line``, ``3 lines``, ``1,200 tools``; ``many`` for irregular plurals (``matches``)."""
     return f"{count:,} {word if count == 1 else many or word + 's'}"
+
+
+def clipped(text: str, limit: int) -> str:
+    """``text`` cut after ``limit`` characters, with a note of how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters cut]"
