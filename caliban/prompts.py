@@ -65,7 +65,7 @@ class MemoryFile:
 
 
 def git_branch(root: Path) -> str | None:
-    """The checked-out branch read from ``.git/HEAD`` (no git subprocess on start-up)."""
+    """The checked-out branch read from ``.git/HEAD`` (git is not run on start-up)."""
     git = root / ".git"
     if git.is_file():  # a worktree: "gitdir: <path>"
         target = git.read_text(encoding="utf-8", errors="replace").partition("gitdir:")[2].strip()

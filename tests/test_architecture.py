@@ -1,8 +1,10 @@
-"""The shape of the code: no import cycles, no module too long to read."""
+"""The shape of the code: no import cycles, no module too long to read, one door for child
+processes."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +12,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "caliban"
 MAX_MODULE_LINES = 1_000
 OVERSIZE_TODAY = {"permissions/shell.py"}
 """Modules still over the limit; each is being split (and leaves this set)."""
+DOOR = PACKAGE / "exec"
+"""The one package that may start a process (:mod:`caliban.exec`)."""
+SPAWNING = re.compile(
+    r"subprocess|create_subprocess_|open_process|stdio_client|Popen|posix_spawn|forkpty"
+    r"|multiprocessing|ProcessPool"
+    r"|\bos\.(fork|exec\w*|spawn\w*|system|popen)\b|\bpty\.spawn"
+)
+"""Every way Python (asyncio, anyio, the MCP SDK) starts a process, as written in code."""
 
 
 def _modules() -> dict[str, Path]:
@@ -96,3 +106,41 @@ def test_no_module_is_too_long_to_read() -> None:
         if len(path.read_text(encoding="utf-8").splitlines()) > MAX_MODULE_LINES
     }
     assert long <= OVERSIZE_TODAY, f"over {MAX_MODULE_LINES} lines: {sorted(long - OVERSIZE_TODAY)}"
+
+
+def _spawn_sites(text: str) -> list[int]:
+    return [n for n, line in enumerate(text.splitlines(), 1) if SPAWNING.search(line)]
+
+
+def test_every_child_process_starts_through_caliban_exec() -> None:
+    """Nothing outside ``caliban/exec/`` starts a process (or names a way to, in a comment):
+    a sandbox wraps every command there, and stop_group stops them all."""
+    found = [
+        f"{path.relative_to(PACKAGE)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if DOOR not in path.parents
+        for line in _spawn_sites(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+def test_the_spawn_finder_finds_each_way_in() -> None:
+    ways = [
+        "import subprocess",
+        "await asyncio.create_subprocess_exec(*argv)",
+        "await asyncio.create_subprocess_shell(line)",
+        "await anyio.open_process(argv)",
+        "from mcp.client.stdio import stdio_client",
+        "pid = os.fork()",
+        "os.execvp(argv[0], argv)",
+        "os.spawnlp(os.P_WAIT, 'ls')",
+        "os.system('ls')",
+        "os.popen('ls')",
+        "os.posix_spawn(path, argv, env)",
+        "pty.spawn(argv)",
+        "loop.subprocess_exec(factory, *argv)",
+        "multiprocessing.Process(target=work).start()",
+        "ProcessPoolExecutor().submit(work)",
+    ]
+    assert _spawn_sites("\n".join(ways)) == list(range(1, len(ways) + 1))
+    assert _spawn_sites("session.env.fork()\nos.path.exists(p)\nfork_session()") == []
