@@ -13,7 +13,7 @@ import time
 from typing import IO, Any
 
 from caliban.exec.command import Command, SandboxProfile
-from caliban.exec.sandbox import NoSandbox, Sandbox
+from caliban.exec.sandbox import Sandbox, confine
 
 __all__ = [
     "DEVNULL",
@@ -111,16 +111,13 @@ async def spawn(
     """Start ``command`` in a new session, so that it leads a process group of its own
     which :func:`stop_group` stops as one, children included.
 
-    With a ``profile`` it starts as ``sandbox`` wraps it (:class:`NoSandbox` when none is
-    given); a ``sandbox`` without a profile is an error, not an unconfined start. ``limit``
-    bounds one buffered line of a piped stdout or stderr (asyncio's ``StreamReader``).
+    With a ``profile`` it starts as ``sandbox`` wraps it (:func:`~caliban.exec.sandbox.confine`).
+    ``limit`` bounds one buffered line of a piped stdout or stderr (asyncio's
+    ``StreamReader``).
     Raises OSError when the command cannot start (not found, not executable, a missing
     ``cwd``).
     """
-    if profile is not None:
-        command = (sandbox or NoSandbox()).wrap(command, profile)
-    elif sandbox is not None:
-        raise ValueError("a sandbox confines a command by a profile: pass profile= too")
+    command = confine(command, profile, sandbox)
     loop = asyncio.get_running_loop()
     transport, protocol = await loop.subprocess_exec(
         lambda: _ExitAware(limit, loop),

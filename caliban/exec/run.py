@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from caliban.exec.command import Command, SandboxProfile
 from caliban.exec.process import REAP_WAIT_S, group_alive, wait_gone
-from caliban.exec.sandbox import NoSandbox, Sandbox
+from caliban.exec.sandbox import Sandbox, confine
 
 __all__ = ["RunResult", "run"]
 
@@ -55,10 +55,7 @@ def run(
     ``profile`` and ``sandbox`` confine it as in :func:`caliban.exec.spawn`. Raises OSError
     when the command cannot start. Blocks the calling thread: for quick helpers only.
     """
-    if profile is not None:
-        command = (sandbox or NoSandbox()).wrap(command, profile)
-    elif sandbox is not None:
-        raise ValueError("a sandbox confines a command by a profile: pass profile= too")
+    command = confine(command, profile, sandbox)
     deadline = time.monotonic() + timeout
     popen = subprocess.Popen(
         command.argv,

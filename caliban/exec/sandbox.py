@@ -25,7 +25,7 @@ from typing import Protocol
 
 from caliban.exec.command import Command, SandboxProfile
 
-__all__ = ["Availability", "NoSandbox", "Sandbox"]
+__all__ = ["Availability", "NoSandbox", "Sandbox", "confine"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -66,3 +66,14 @@ class NoSandbox:
 
     def wrap(self, command: Command, profile: SandboxProfile) -> Command:
         return command
+
+
+def confine(command: Command, profile: SandboxProfile | None, sandbox: Sandbox | None) -> Command:
+    """What to start for ``command``: wrapped by ``sandbox`` (:class:`NoSandbox` when None)
+    under ``profile``, or as it is without a profile. A sandbox without a profile is an
+    error, not an unconfined start."""
+    if profile is not None:
+        return (sandbox or NoSandbox()).wrap(command, profile)
+    if sandbox is not None:
+        raise ValueError("a sandbox confines a command by a profile: pass profile= too")
+    return command
