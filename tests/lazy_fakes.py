@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import mcp_types
 from pydantic import BaseModel
 
 from caliban.config.settings import Settings
@@ -16,6 +17,7 @@ from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.mcp.lazy.policy import LazyPolicy
 from caliban.mcp.lazy.tool_search import SearchOutcome
 from caliban.mcp.lazy.toolset import LazyMcpToolset
+from caliban.mcp.results import CallOutcome, ServerError
 from caliban.mcp.tools import McpTool, wire_name
 from caliban.mcp.toolset import McpCatalog, McpToolset
 from caliban.providers.base import Provider
@@ -62,11 +64,13 @@ class Dispatcher:
         tool: str,
         arguments: Mapping[str, Any],
         timeout: float | None = None,  # noqa: ASYNC109
-    ) -> ToolOutput:
+    ) -> CallOutcome:
         self.calls.append((server, tool, dict(arguments)))
         if "q" not in arguments:
-            return ToolOutput.error(f"{tool}: missing required argument 'q'")
-        return ToolOutput.text(f"{server}.{tool}({json.dumps(dict(arguments))})")
+            message = f"{tool}: missing required argument 'q'"
+            return ServerError(server=server, tool=tool, code=-32602, message=message)
+        text = f"{server}.{tool}({json.dumps(dict(arguments))})"
+        return mcp_types.CallToolResult(content=[mcp_types.TextContent(text=text)])
 
 
 def schema(tool: str) -> dict[str, Any]:

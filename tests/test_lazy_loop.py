@@ -16,6 +16,7 @@ from lazy_fakes import CATALOG, Echo, FakeMcp, Note, lazy_settings, make_session
 from caliban.agent import Agent
 from caliban.config.settings import Settings
 from caliban.events import ActivationChanged, AgentEvent
+from caliban.mcp.tools import unmark
 from caliban.messages import ToolResult
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
 from caliban.session.context import context_report
@@ -76,7 +77,7 @@ async def test_search_then_use_a_found_tool(tmp_path: Path) -> None:
     # The activation is announced in the result; the system prompt is byte-identical.
     assert provider.requests[1].system == provider.requests[0].system
     [used] = results(provider, 2)
-    assert used.text == 'gitlab.list_pipelines({"q": "main"})' and not used.is_error
+    assert unmark(used.text) == 'gitlab.list_pipelines({"q": "main"})' and not used.is_error
     assert provider.offered[2] == provider.offered[1]  # nothing new: same list, cache holds
     assert provider.requests[2].system == provider.requests[1].system
     assert mcp.dispatcher.calls == [("gitlab", "list_pipelines", {"q": "main"})]
@@ -123,7 +124,7 @@ async def test_direct_call_of_a_deferred_tool_runs_and_activates_it(tmp_path: Pa
     session = make_session(provider, tmp_path, mcp=mcp, events=events)
     await run(session)
     [result] = results(provider, 1)
-    assert not result.is_error and result.text == (
+    assert not result.is_error and unmark(result.text) == (
         f'github.search_issues({{"q": "crash"}})\n({GH_SEARCH} is now loaded: it is in your '
         "tool list.)"
     )
@@ -333,7 +334,8 @@ async def test_a_bare_tool_name_runs_the_one_tool_it_names_and_says_its_full_nam
     session = make_session(provider, tmp_path, mcp=mcp, events=events)
     await run(session)
     [result] = results(provider, 1)
-    assert not result.is_error and result.text.startswith('time.get_current_time({"q": "Tokyo"})')
+    assert not result.is_error
+    assert unmark(result.text).startswith('time.get_current_time({"q": "Tokyo"})')
     assert f"this ran {TIME_NOW}. Call it by that full name." in result.text
     assert mcp.dispatcher.calls == [("time", "get_current_time", {"q": "Tokyo"})]
     assert TIME_NOW in provider.offered[1]  # activated like any direct call

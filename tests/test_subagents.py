@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import anyio
+import mcp_types
 import pytest
 from lazy_fakes import EchoInput, Note
 
@@ -32,6 +33,7 @@ from caliban.events import (
 )
 from caliban.mcp.lazy.activation import McpActivationSet
 from caliban.mcp.lazy.toolset import LazyMcpToolset
+from caliban.mcp.results import CallOutcome
 from caliban.mcp.tools import McpTool, wire_name
 from caliban.messages import ToolResult, Usage
 from caliban.providers.base import ProviderEvent, ProviderRequest, TextDelta
@@ -130,9 +132,10 @@ class FakeDispatcher:
         tool: str,
         arguments: Mapping[str, Any],
         timeout: float | None = None,  # noqa: ASYNC109
-    ) -> ToolOutput:
+    ) -> CallOutcome:
         self.calls.append((server, tool))
-        return ToolOutput.text(f"{server}.{tool}({json.dumps(dict(arguments))})")
+        text = f"{server}.{tool}({json.dumps(dict(arguments))})"
+        return mcp_types.CallToolResult(content=[mcp_types.TextContent(text=text)])
 
 
 class FakeMcp:

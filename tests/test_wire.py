@@ -25,7 +25,7 @@ from caliban.events import ActivationChanged
 from caliban.mcp.lazy.manifest import MANIFEST_BUDGET_TOKENS, deferred_paragraph, group_by_server
 from caliban.mcp.lazy.policy import LazyPolicy, decide, resolve_policy
 from caliban.mcp.lazy.toolset import DeferredTool
-from caliban.mcp.tools import McpTool
+from caliban.mcp.tools import McpTool, unmark
 from caliban.providers.scripted import ScriptedProvider
 from caliban.tools.base import CallContext, McpOrigin, ToolEnv, call_tool
 from caliban.toolsets.base import Toolset
@@ -181,7 +181,7 @@ async def test_deferred_tool_is_found_wrapped_and_adds_its_schema_on_error() -> 
     assert isinstance(tool, DeferredTool) and tool.name == GH_CREATE
     assert tool.origin == McpOrigin(server="github", tool="create_issue")
     ok = await call_tool(tool, {"q": "bug"}, ctx())
-    assert not ok.is_error and ok.as_text == (
+    assert not ok.is_error and unmark(ok.as_text) == (
         'github.create_issue({"q": "bug"})\n'
         f"({GH_CREATE} is now loaded: it is in your tool list.)"
     )

@@ -489,16 +489,17 @@ class McpManager:
         config = spec.config
         assert config is not None
         limit = self._limits.max_message_chars
+        violation = attempt.record_violation
         match config.transport:
             case "stdio":
                 assert attempt.stdio is not None
                 return attempt.stdio.transport(
-                    max_message=limit, on_exit=attempt.lose, on_violation=attempt.report
+                    max_message=limit, on_exit=attempt.lose, on_violation=violation
                 )
             case "http":
-                return http_transport(config, max_message=limit, on_violation=attempt.report)
+                return http_transport(config, max_message=limit, on_violation=violation)
             case "sse":
-                return sse_transport(config, max_message=limit, on_violation=attempt.report)
+                return sse_transport(config, max_message=limit, on_violation=violation)
             case _:
                 assert_never(config.transport)
 

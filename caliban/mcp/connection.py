@@ -183,10 +183,13 @@ class Attempt:
         """How the server broke the protocol so badly that caliban cut the connection."""
 
     def lose(self) -> None:
+        """The server went away: end this attempt (the next call starts another)."""
         self.lost = True
         self.wake.set()
 
-    def report(self, violation: str) -> None:
+    def record_violation(self, violation: str) -> None:
+        """A transport cut the server off for breaking the protocol (said in calls and
+        the status)."""
         self.violation = violation
 
 
