@@ -23,7 +23,6 @@ from caliban.exec.command import (
 from caliban.exec.process import (
     DEVNULL,
     PIPE,
-    STDOUT,
     Child,
     Stdio,
     group_alive,
@@ -36,7 +35,6 @@ from caliban.exec.sandbox import Availability, NoSandbox, Sandbox
 __all__ = [
     "DEVNULL",
     "PIPE",
-    "STDOUT",
     "AllNetwork",
     "Availability",
     "Child",

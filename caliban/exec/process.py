@@ -19,7 +19,6 @@ __all__ = [
     "DEVNULL",
     "KILL_GRACE_S",
     "PIPE",
-    "STDOUT",
     "Child",
     "Stdio",
     "group_alive",
@@ -29,8 +28,6 @@ __all__ = [
 
 PIPE = subprocess.PIPE
 DEVNULL = subprocess.DEVNULL
-STDOUT = subprocess.STDOUT
-"""For ``stderr``: into the same place as stdout."""
 Stdio = int | IO[Any] | None
 """What a child's stdin, stdout or stderr is: :data:`PIPE`, :data:`DEVNULL`, a file
 descriptor, a binary file, or None (caliban's own)."""

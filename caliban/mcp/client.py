@@ -117,7 +117,8 @@ class McpManager:
     ``in_process`` maps server names to SDK server objects (``MCPServer`` or a lowlevel
     ``Server``) connected in-process, for tests and embedded servers. With ``catalog_cache``,
     each configured server's last tool list is served until the server lists its own.
-    ``sdk`` is the loader of the MCP SDK (the process's own by default).
+    ``limits`` bounds what servers may send; ``sdk`` is the loader of the MCP SDK (the
+    process's own by default).
     """
 
     def __init__(

@@ -210,6 +210,7 @@ class Connection:
         return self.spec.name
 
     def status(self) -> ServerStatus:
+        """A snapshot for ``/mcp`` and ``caliban mcp list``."""
         spec, phase, listing, attempt = self.spec, self.phase, self.listing, self.attempt
         in_memory = attempt is not None and attempt.log is not None and attempt.log.in_memory
         return ServerStatus(
