@@ -29,8 +29,8 @@ from caliban.exec.process import (
     spawn,
     stop_group,
 )
-from caliban.exec.run import RunResult, run
 from caliban.exec.sandbox import Availability, NoSandbox, Sandbox
+from caliban.exec.sync import RunResult, run
 
 __all__ = [
     "DEVNULL",
