@@ -107,8 +107,8 @@ Role = Literal["user", "assistant"]
 # One random UUID per process, its last 48 bits counted up from: an id costs a counter step
 # and a format, not a call to os.urandom (messages are made on every turn). The 74 random
 # bits of the prefix keep the ids of different processes apart. (No at-fork reseeding: a
-# handler would run in every child that subprocess forks with a preexec_fn, before its
-# exec, and caliban's children never make messages.)
+# handler would run in every child forked with a preexec_fn, before its exec, and
+# caliban's children never make messages.)
 _seed = uuid.uuid4().hex
 _id_prefix = f"{_seed[:8]}-{_seed[8:12]}-{_seed[12:16]}-{_seed[16:20]}-"
 _id_counter = itertools.count(int(_seed[20:], 16))
