@@ -57,6 +57,10 @@ class ProxyNetwork:
     lets through the domains the rules allow; the backend points ``HTTP(S)_PROXY`` at it."""
 
     port: int
+    socket: Path | None = None
+    """The same proxy on a unix socket, for a backend whose command has a network of its
+    own (bubblewrap's namespace has no route to the host's ``127.0.0.1``): a bridge inside
+    forwards ``127.0.0.1:port`` there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +93,11 @@ class SandboxProfile:
     network: Network = field(default_factory=NoNetwork)
     unix_sockets: tuple[Path, ...] = ()
     """Unix socket paths the command may connect to; creating or connecting to any other
-    unix socket is blocked (the Docker socket is the classic way out of a sandbox)."""
+    unix socket is blocked (the Docker socket is the classic way out of a sandbox). Only
+    macOS can tell one socket from another: on Linux, seccomp cannot read a path, so these
+    are not reachable there unless ``all_unix_sockets``."""
+    all_unix_sockets: bool = False
+    """Unix sockets are not blocked at all (Claude Code's ``allowAllUnixSockets``)."""
 
     def __post_init__(self) -> None:
         for name in ("writable", "read_only", "unreadable", "unix_sockets"):

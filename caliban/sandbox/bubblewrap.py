@@ -1,0 +1,186 @@
+"""The bubblewrap backend (Linux): a command sees the file system read-only but for its
+writable roots, protected paths inside them bound read-only again, hidden paths covered,
+and a network namespace of its own.
+
+The argv, in order (later mounts cover earlier ones)::
+
+    bwrap --die-with-parent --unshare-pid --unshare-ipc [--unshare-net]
+          --ro-bind / /  --bind ROOT ROOT …  --ro-bind PROTECTED PROTECTED …
+          --tmpfs HIDDEN_DIR --remount-ro HIDDEN_DIR …  --ro-bind /dev/null HIDDEN_FILE …
+          --dev /dev --proc /proc [--chdir CWD]
+          -- python -I -S …/launch.py [--bridge PORT:SOCKET] -- COMMAND…
+
+The launcher (:mod:`caliban.sandbox.launch`) starts the proxy bridge when the network is
+the proxy, then installs the seccomp filter (no new unix sockets) and ``exec``s the command.
+A read-only bind mount of a protected file also stops a hard link to it (``ln`` across
+mounts fails with ``EXDEV``), and hard links made to it earlier are found by identity
+and bound read-only too (:func:`hard_links`). The command stays in its launcher's process
+group, and the PID namespace ends with bubblewrap, so :func:`caliban.exec.stop_group`
+stops everything.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from caliban.exec import (
+    AllNetwork,
+    Availability,
+    Command,
+    NoNetwork,
+    ProxyNetwork,
+    SandboxProfile,
+)
+from caliban.sandbox import launch
+
+__all__ = ["BubblewrapSandbox", "hard_links"]
+
+PROBE_TIMEOUT_S = 10.0
+HARD_LINK_SCAN_LIMIT = 50_000
+"""Directory entries looked at, at most, to find the other names of a protected file that
+has several (beyond that the file's other names are not known: see :func:`hard_links`)."""
+_SKIP_DIRS = frozenset({"node_modules", ".venv", "__pycache__"})
+
+
+class BubblewrapSandbox:
+    """Commands confined by ``bwrap`` (found on ``PATH``, or given)."""
+
+    name = "bubblewrap"
+
+    def __init__(self, executable: str | None = None) -> None:
+        self.executable = executable or shutil.which("bwrap")
+        self._availability: Availability | None = None
+
+    def available(self) -> Availability:
+        """Whether ``bwrap`` is installed and can make namespaces here (Ubuntu 24.04's
+        AppArmor forbids it to unprivileged users by default): a probe runs ``true``
+        through the whole wrap once, and the answer is kept."""
+        if self._availability is None:
+            self._availability = self._probe()
+        return self._availability
+
+    def _probe(self) -> Availability:
+        if self.executable is None:
+            return Availability(usable=False, detail="bwrap is not installed")
+        from caliban.exec import run
+
+        probe = Command(argv=("true",), cwd=Path("/"))
+        profile = SandboxProfile(writable=(), network=NoNetwork())
+        try:
+            result = run(self.wrap(probe, profile), timeout=PROBE_TIMEOUT_S)
+        except OSError as exc:
+            return Availability(usable=False, detail=f"bwrap cannot start: {exc}")
+        if not result.ok:
+            said = result.stderr.decode(errors="replace").strip().splitlines()
+            why = said[-1] if said else f"exit status {result.returncode}"
+            return Availability(usable=False, detail=f"bwrap does not work here: {why}")
+        return Availability(usable=True, detail=f"bubblewrap ({self.executable})")
+
+    def wrap(self, command: Command, profile: SandboxProfile) -> Command:
+        assert self.executable is not None, "wrap() called on an unavailable sandbox"
+        argv = [self.executable, "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
+        network = profile.network
+        if not isinstance(network, AllNetwork):
+            argv.append("--unshare-net")
+        argv += mounts(profile)
+        argv += ["--dev", "/dev", "--proc", "/proc"]
+        if command.cwd is not None:
+            argv += ["--chdir", str(command.cwd)]
+        bridge = None
+        env = command.environment()
+        if isinstance(network, ProxyNetwork):
+            if network.socket is None:
+                raise ValueError("bubblewrap reaches the proxy through its unix socket: none")
+            bridge = (network.port, str(network.socket))
+            env.update(proxy_environment(network.port))
+        argv.append("--")
+        argv += launch.invocation(unix=profile.all_unix_sockets, bridge=bridge)
+        return Command(
+            argv=(*argv, *command.argv), cwd=command.cwd, env=env, pass_fds=command.pass_fds
+        )
+
+
+def mounts(profile: SandboxProfile) -> list[str]:
+    """The mount arguments for ``profile``: read-only root, writable roots, protected
+    paths (and their other hard links) read-only again, hidden paths covered. Paths are
+    resolved here, when the command starts; one that does not exist is left out."""
+    args = ["--ro-bind", "/", "/"]
+    writable = _existing(profile.writable)
+    for root in sorted(writable, key=lambda p: len(p.parts)):
+        args += ["--bind", str(root), str(root)]
+    protected = [p for p in _existing(profile.read_only) if _under_any(p, writable)]
+    for path in sorted({*protected, *hard_links(protected, writable)}, key=_depth):
+        args += ["--ro-bind", str(path), str(path)]
+    for path in sorted(_existing(profile.unreadable), key=_depth):
+        if path.is_dir():
+            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        else:
+            args += ["--ro-bind", "/dev/null", str(path)]
+    return args
+
+
+def proxy_environment(port: int) -> dict[str, str]:
+    """What points HTTP clients (curl, pip, npm, git, Python, Node) at the proxy. Nothing
+    is exempt: ``localhost`` goes through it too, so the rules decide."""
+    url = f"http://127.0.0.1:{port}"
+    env = {}
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        env[name] = env[name.lower()] = url
+    env["NO_PROXY"] = env["no_proxy"] = ""
+    return env
+
+
+def hard_links(protected: Sequence[Path], roots: Iterable[Path]) -> list[Path]:
+    """Other names, under ``roots``, of the protected files that have more than one: a
+    hard link made earlier is the same file, and writing it writes the protected one. The
+    search looks at up to :data:`HARD_LINK_SCAN_LIMIT` entries (not in ``.git/objects`` or
+    ``node_modules``) and only when some protected file has a second name."""
+    wanted: dict[tuple[int, int], Path] = {}
+    for path in protected:
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            wanted[(info.st_dev, info.st_ino)] = path
+    if not wanted:
+        return []
+    found: list[Path] = []
+    budget = HARD_LINK_SCAN_LIMIT
+    for root in roots:
+        for directory, dirs, files in os.walk(root):
+            in_git = os.path.basename(directory) == ".git"
+            dirs[:] = [d for d in dirs if d not in _SKIP_DIRS and not (in_git and d == "objects")]
+            budget -= len(dirs) + len(files)
+            for name in files:
+                path = Path(directory, name)
+                try:
+                    info = path.lstat()
+                except OSError:
+                    continue
+                if (info.st_dev, info.st_ino) in wanted and path not in protected:
+                    found.append(path)
+            if budget <= 0:
+                return found
+    return found
+
+
+def _existing(paths: Iterable[Path]) -> list[Path]:
+    resolved = []
+    for path in paths:
+        real = Path(os.path.realpath(path))
+        if os.path.lexists(real):
+            resolved.append(real)
+    return list(dict.fromkeys(resolved))
+
+
+def _under_any(path: Path, roots: Iterable[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+def _depth(path: Path) -> int:
+    return len(path.parts)
