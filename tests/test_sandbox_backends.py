@@ -1,0 +1,341 @@
+"""The Linux sandbox backends, run for real: bubblewrap and Landlock+seccomp (each skipped
+with the reason where it cannot run), the launcher, the seccomp filter, and both backends
+as an unprivileged user. Every command goes through caliban.exec.run, which reaps its
+whole process group."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sandbox_helpers import Unprivileged, backend, http_server, sh, text, unprivileged_user
+
+from caliban.exec import (
+    AllNetwork,
+    Command,
+    NoNetwork,
+    ProxyNetwork,
+    SandboxProfile,
+    group_alive,
+    run,
+    spawn,
+    stop_group,
+)
+from caliban.sandbox import launch, seccomp
+from caliban.sandbox.proxy import DomainPolicy, DomainProxy
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+BACKENDS = ["bubblewrap", "landlock"]
+
+
+@pytest.fixture
+def place(tmp_path: Path) -> dict[str, Path]:
+    """A project with a git directory, a folder beside it, and a secret folder."""
+    project = tmp_path / "proj"
+    (project / ".git" / "hooks").mkdir(parents=True)
+    (project / ".git" / "config").write_text("[core]\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = tmp_path / "home" / ".ssh"
+    secret.mkdir(parents=True)
+    (secret / "id_ed25519").write_text("PRIVATE KEY\n")
+    return {"project": project, "outside": outside, "secret": secret}
+
+
+def _profile(place: dict[str, Path], **changes: object) -> SandboxProfile:
+    project = place["project"]
+    values: dict[str, object] = {
+        "writable": (project,),
+        "read_only": (project / ".git" / "config", project / ".git" / "hooks"),
+        "unreadable": (place["secret"],),
+        "network": NoNetwork(),
+    }
+    values.update(changes)
+    return SandboxProfile(**values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_writes_inside_the_project_only(name: str, place: dict[str, Path]) -> None:
+    sandbox = backend(name)
+    project, outside = place["project"], place["outside"]
+    script = f"echo in > made.txt && mkdir -p sub && echo deep > sub/f; echo out > {outside}/x"
+    result = sh(sandbox, _profile(place), script, project)
+    assert (project / "made.txt").read_text() == "in\n"
+    assert (project / "sub" / "f").read_text() == "deep\n"
+    assert not (outside / "x").exists()
+    assert "Read-only file system" in text(result) or "Permission denied" in text(result)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_tmp_is_not_writable_but_a_private_tmpdir_is(name: str, place: dict[str, Path]) -> None:
+    sandbox = backend(name)
+    private = place["project"].parent / "private-tmp"
+    private.mkdir()
+    profile = _profile(place, writable=(place["project"], private))
+    marker = f"/tmp/caliban-sandbox-test-{os.getpid()}-{name}"
+    result = sh(sandbox, profile, f"echo x > {marker}; echo y > {private}/ok", place["project"])
+    assert not os.path.exists(marker), text(result)
+    assert (private / "ok").read_text() == "y\n"
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_unreadable_paths_cannot_be_read(name: str, place: dict[str, Path]) -> None:
+    sandbox = backend(name)
+    result = sh(sandbox, _profile(place), f"cat {place['secret']}/id_ed25519", place["project"])
+    assert result.returncode != 0
+    assert "PRIVATE KEY" not in text(result)
+
+
+def test_bubblewrap_keeps_protected_paths_read_only(place: dict[str, Path]) -> None:
+    sandbox = backend("bubblewrap")
+    project = place["project"]
+    script = (
+        "echo '[core] fsmonitor = touch pwned' >> .git/config; "
+        "printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/pre-commit; "
+        "ln .git/config cfg; mv .git/config x"
+    )
+    result = sh(sandbox, _profile(place), script, project)
+    assert (project / ".git" / "config").read_text() == "[core]\n"
+    assert not (project / ".git" / "hooks" / "pre-commit").exists()
+    assert not (project / "cfg").exists()
+    assert "Read-only file system" in text(result)
+    assert "cross-device" in text(result)  # the hard link
+
+
+def test_bubblewrap_protects_a_hard_link_made_earlier(place: dict[str, Path]) -> None:
+    sandbox = backend("bubblewrap")
+    project = place["project"]
+    os.link(project / ".git" / "config", project / "cfg")  # made outside the sandbox
+    result = sh(sandbox, _profile(place), "echo '[alias] x = !id' >> cfg", project)
+    assert (project / ".git" / "config").read_text() == "[core]\n", text(result)
+
+
+def test_landlock_says_what_it_does_not_enforce(place: dict[str, Path]) -> None:
+    from caliban.sandbox.landlocked import LandlockSandbox
+
+    notes = LandlockSandbox().limits(_profile(place, unreadable=(place["project"] / ".env",)))
+    assert "not kept read-only" in notes[0] and ".git/config" in notes[0]
+    assert "readable under Landlock" in notes[1]
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_no_network_reaches_no_local_server(name: str, place: dict[str, Path]) -> None:
+    sandbox = backend(name)
+    with http_server() as port:
+        script = f"curl -s -m 5 http://127.0.0.1:{port}/ || echo unreachable"
+        result = sh(sandbox, _profile(place), script, place["project"])
+    assert "hello" not in text(result)
+    assert "unreachable" in text(result)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_the_proxy_lets_allowed_domains_through_only(name: str, place: dict[str, Path]) -> None:
+    sandbox = backend(name)
+    proxy = DomainProxy(
+        DomainPolicy(allowed=("localhost",)).refusal,
+        socket_path=place["project"].parent / "proxy.sock",
+    )
+    proxy.start()
+    try:
+        network = ProxyNetwork(port=proxy.port, socket=proxy.socket_path)
+        mark = proxy.mark()
+        with http_server() as port:
+            script = (
+                f"curl -s -m 10 http://localhost:{port}/; "
+                f"curl -s -m 10 http://127.0.0.1:{port}/; "
+                f"curl -s -m 5 --noproxy '*' http://localhost:{port}/ || echo direct-failed"
+            )
+            result = sh(sandbox, _profile(place, network=network), script, place["project"])
+        said = text(result)
+        assert said.count("hello from the test server") == 1, said
+        assert "blocked by caliban's sandbox: 127.0.0.1 is not in" in said
+        assert "direct-failed" in said
+        assert proxy.blocked_since(mark) == ["127.0.0.1 is not in the sandbox's allowed domains"]
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_all_network_is_unfiltered(name: str, place: dict[str, Path]) -> None:
+    sandbox = backend(name)
+    with http_server() as port:
+        script = f"curl -s -m 10 http://127.0.0.1:{port}/"
+        result = sh(sandbox, _profile(place, network=AllNetwork()), script, place["project"])
+    assert "hello from the test server" in text(result)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_new_unix_sockets_are_refused(name: str, place: dict[str, Path]) -> None:
+    sandbox = backend(name)
+    code = (
+        "import socket\n"
+        "a, b = socket.socketpair(); print('pair ok')\n"
+        "try:\n    socket.socket(socket.AF_UNIX)\n"
+        "except OSError as e:\n    print('unix', e.strerror)\n"
+    )
+    argv = (sys.executable, "-I", "-c", code)
+    for allowed in (False, True):
+        profile = _profile(place, network=AllNetwork(), all_unix_sockets=allowed)
+        result = run(
+            Command(argv=argv, cwd=place["project"]), timeout=60, profile=profile, sandbox=sandbox
+        )
+        assert "pair ok" in text(result)
+        assert ("unix Operation not permitted" in text(result)) is not allowed
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_stop_group_stops_a_sandboxed_command_and_its_children(
+    name: str, place: dict[str, Path]
+) -> None:
+    import asyncio
+
+    sandbox = backend(name)
+
+    async def scenario() -> int:
+        child = await spawn(
+            Command(argv=("sh", "-c", "trap '' TERM; sleep 300 & sleep 300"), cwd=place["project"]),
+            profile=_profile(place),
+            sandbox=sandbox,
+        )
+        await asyncio.sleep(0.2)
+        await stop_group(child, grace=0.5)
+        return child.pid
+
+    pid = asyncio.run(scenario())
+    assert not group_alive(pid)
+
+
+def test_the_launcher_fails_closed(place: dict[str, Path]) -> None:
+    prefix = launch.invocation()[:-1]  # without its "--"
+    bad = run(Command(argv=(*prefix, "--net", "sideways", "--", "true")), timeout=60)
+    assert bad.returncode == launch.EXIT_SETUP_FAILED
+    assert bad.stderr.startswith(b"caliban sandbox: bad arguments")
+    missing = run(Command(argv=(*launch.invocation(), "no-such-program-xyz")), timeout=60)
+    assert missing.returncode == launch.EXIT_NOT_FOUND
+
+
+def test_seccomp_program_shape() -> None:
+    for machine in ("x86_64", "aarch64"):
+        for inet in ("all", "tcp", "none"):
+            code = seccomp.program(inet=inet, machine=machine)  # type: ignore[arg-type]
+            assert len(code) % 8 == 0 and 8 < len(code) < 8 * 64
+    with pytest.raises(ValueError, match="no seccomp filter"):
+        seccomp.program(machine="riscv64")
+
+
+@pytest.mark.parametrize(
+    ("inet", "expected"),
+    [
+        ("all", "unix:denied tcp:ok udp:ok"),
+        ("tcp", "unix:denied tcp:ok udp:denied"),
+        ("none", "unix:denied tcp:denied udp:denied"),
+    ],
+)
+def test_seccomp_filter_in_a_child(inet: str, expected: str) -> None:
+    if not seccomp.supported():
+        pytest.skip(f"no filter for {os.uname().machine}")
+    code = (
+        "import socket, sys\n"
+        "from caliban.sandbox import seccomp\n"
+        f"seccomp.install(seccomp.program(inet={inet!r}))\n"
+        "def t(*a):\n"
+        "    try:\n        socket.socket(*a).close(); return 'ok'\n"
+        "    except OSError:\n        return 'denied'\n"
+        "print(f'unix:{t(socket.AF_UNIX)} tcp:{t(socket.AF_INET)} "
+        "udp:{t(socket.AF_INET, socket.SOCK_DGRAM)}')\n"
+    )
+    result = run(Command(argv=(sys.executable, "-c", code)), timeout=60)
+    assert result.stdout.decode().strip() == expected, result.stderr
+
+
+# ---------------------------------------------------------------------------- unprivileged
+
+
+@pytest.fixture(scope="module")
+def user() -> Iterator[Unprivileged]:
+    yield from unprivileged_user()
+
+
+@pytest.fixture
+def user_tmp() -> Iterator[Path]:
+    """A folder the test user can reach (pytest's tmp_path is private to root)."""
+    place = Path(tempfile.mkdtemp(prefix="caliban-sbx-user-"))
+    place.chmod(0o755)
+    yield place
+    shutil.rmtree(place, ignore_errors=True)
+
+
+def _user_place(user: Unprivileged, tmp_path: Path) -> dict[str, Path]:
+    project = tmp_path / "proj"
+    project.mkdir()
+    user.own(project)
+    (project / ".git").mkdir()
+    (project / ".git" / "config").write_text("[core]\n")
+    for path in (project / ".git", project / ".git" / "config"):
+        user.own(path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    user.own(outside)
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "key").write_text("PRIVATE KEY\n")
+    for path in (secret, secret / "key"):
+        user.own(path)
+    return {"project": project, "outside": outside, "secret": secret}
+
+
+def test_landlock_without_root(user: Unprivileged, user_tmp: Path) -> None:
+    from caliban.sandbox import landlock
+
+    if landlock.abi() < 4:
+        pytest.skip(f"Landlock ABI {landlock.abi()} (needs 4)")
+    place = _user_place(user, user_tmp)
+    script = (
+        f"id -u; echo in > made.txt; echo out > {place['outside']}/x; "
+        f"cat {place['secret']}/key || echo secret-hidden"
+    )
+    argv = user.argv(
+        user.python, "-I", "-S", str(user.launcher), "--landlock",
+        "--write", str(place["project"]), "--hide", str(place["secret"]), "--net", "none",
+        "--", "sh", "-c", script,
+    )  # fmt: skip
+    result = run(Command(argv=argv, cwd=place["project"]), timeout=60)
+    said = text(result)
+    assert said.splitlines()[0] == str(user.uid)
+    assert (place["project"] / "made.txt").exists()
+    assert not (place["outside"] / "x").exists()
+    assert "secret-hidden" in said and "PRIVATE KEY" not in said
+
+
+def test_bubblewrap_without_root(user: Unprivileged, user_tmp: Path) -> None:
+    from caliban.sandbox.bubblewrap import BubblewrapSandbox
+
+    sandbox = BubblewrapSandbox()
+    if sandbox.executable is None:
+        pytest.skip("bwrap is not installed")
+    place = _user_place(user, user_tmp)
+    profile = SandboxProfile(
+        writable=(place["project"],),
+        read_only=(place["project"] / ".git" / "config",),
+        unreadable=(place["secret"],),
+    )
+    script = (
+        f"id -u; echo in > made.txt; echo out > {place['outside']}/x; "
+        f"echo x >> .git/config; cat {place['secret']}/key || echo secret-hidden"
+    )
+    wrapped = sandbox.wrap(Command(argv=("sh", "-c", script), cwd=place["project"]), profile)
+    result = run(Command(argv=user.relaunch(wrapped.argv), cwd=place["project"]), timeout=60)
+    said = text(result)
+    if "setting up uid map" in said or "No permissions to creat" in said:
+        pytest.skip(f"unprivileged user namespaces are not allowed here: {said.strip()}")
+    assert said.splitlines()[0] == str(user.uid), said
+    assert (place["project"] / "made.txt").exists()
+    assert not (place["outside"] / "x").exists()
+    assert (place["project"] / ".git" / "config").read_text() == "[core]\n"
+    assert "secret-hidden" in said and "PRIVATE KEY" not in said
