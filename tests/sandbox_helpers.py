@@ -96,7 +96,7 @@ class Unprivileged:
     def relaunch(self, argv: tuple[str, ...]) -> tuple[str, ...]:
         """``argv`` of a wrapped command with caliban's launcher and Python replaced by the
         copies the user can run."""
-        from caliban.sandbox import launch
+        from caliban.exec import launch
 
         mine = os.path.abspath(launch.__file__)
         swapped = (
@@ -130,17 +130,17 @@ def unprivileged_user() -> Iterator[Unprivileged]:
     try:
         place.chmod(0o755)
         package = place / "caliban"
-        (package / "sandbox").mkdir(parents=True)
         source = Path(__file__).resolve().parent.parent / "caliban"
-        shutil.copy(source / "__init__.py", package)
-        for name in ("__init__.py", "launch.py", "landlock.py", "seccomp.py"):
-            shutil.copy(source / "sandbox" / name, package / "sandbox")
-        for path in [package, package / "sandbox", *package.rglob("*.py")]:
+        for name in ("__init__.py", "exec/launch.py", "sandbox/__init__.py",
+                     "sandbox/landlock.py", "sandbox/seccomp.py"):  # fmt: skip
+            (package / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source / name, package / name)
+        for path in [package, *package.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
         python = _python_for(entry.pw_uid, gid)
         if python is None:
             pytest.skip(f"no Python that {TEST_USER} may run (caliban's is under a private home)")
-        yield Unprivileged(entry.pw_uid, gid, python, package / "sandbox" / "launch.py")
+        yield Unprivileged(entry.pw_uid, gid, python, package / "exec" / "launch.py")
     finally:
         shutil.rmtree(place, ignore_errors=True)
 

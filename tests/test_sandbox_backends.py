@@ -22,11 +22,12 @@ from caliban.exec import (
     ProxyNetwork,
     SandboxProfile,
     group_alive,
+    launch,
     run,
     spawn,
     stop_group,
 )
-from caliban.sandbox import launch, seccomp
+from caliban.sandbox import seccomp
 from caliban.sandbox.proxy import DomainPolicy, DomainProxy
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")

@@ -213,8 +213,9 @@ def untrusted_filter(layer: SettingsLayer) -> tuple[SettingsLayer, tuple[str, ..
             **({"mode": mode} if mode not in (None, "dontAsk") else {}),
         },
         **({"hooks": data["hooks"]} if "hooks" in data else {}),
+        **({"sandbox": data["sandbox"]} if isinstance(data.get("sandbox"), Mapping) else {}),
     }
-    _, gated = drop_widening_settings(shared)
+    narrowed, gated = drop_widening_settings(shared)
     dropped: list[str] = []
     if "permissions.allow" in gated:
         allow = permissions.pop("allow")
@@ -226,6 +227,9 @@ def untrusted_filter(layer: SettingsLayer) -> tuple[SettingsLayer, tuple[str, ..
     if "hooks" in gated:
         del data["hooks"]
         dropped.append("hooks")
+    if sandbox_keys := [key for key in gated if key.startswith("sandbox.")]:
+        data["sandbox"] = narrowed["sandbox"]
+        dropped += sandbox_keys
     if permissions.pop("additionalDirectories", None):
         dropped.append("permissions.additionalDirectories")
     if "permissions" in data:

@@ -97,6 +97,64 @@ class PermissionsSettings(_Section):
         return rules
 
 
+class SandboxNetworkSettings(_Section):
+    """Claude Code's ``sandbox.network`` (the same keys and shapes)."""
+
+    allowedDomains: list[str] = Field(default_factory=list)
+    """Hosts sandboxed commands may reach through the proxy: ``example.com``, or
+    ``*.example.com`` for its subdomains. ``WebFetch(domain:…)`` allow rules count too."""
+    deniedDomains: list[str] = Field(default_factory=list)
+    """Hosts never reached, even when allowed (``WebFetch(domain:…)`` deny rules too)."""
+    allowUnixSockets: list[str] = Field(default_factory=list)
+    """Unix sockets sandboxed commands may connect to (macOS only: on Linux a filter
+    cannot tell one socket from another; see allowAllUnixSockets)."""
+    allowAllUnixSockets: bool | None = None
+    """Do not block unix sockets at all (the Docker socket is a way out of the sandbox)."""
+    allowLocalBinding: bool | None = None
+    """Let sandboxed commands listen on local ports (Landlock and macOS)."""
+
+
+class SandboxFilesystemSettings(_Section):
+    """Claude Code's ``sandbox.filesystem`` (the same keys and shapes)."""
+
+    allowWrite: list[str] = Field(default_factory=list)
+    """Folders sandboxed commands may write besides the project and ``--add-dir``."""
+    denyWrite: list[str] = Field(default_factory=list)
+    """Paths kept read-only inside the writable folders (besides the protected paths)."""
+    denyRead: list[str] = Field(default_factory=list)
+    """Paths sandboxed commands may not read (besides those Read deny rules name)."""
+    allowRead: list[str] = Field(default_factory=list)
+    """Paths readable again inside denyRead."""
+
+
+SandboxMode = Literal["off", "read-only", "workspace-write"]
+
+
+class SandboxSettings(_Section):
+    """The OS sandbox under Bash commands, in Claude Code's ``sandbox`` keys (see
+    docs/security.md); ``mode`` is caliban's, as Codex's ``--sandbox``."""
+
+    enabled: bool | None = None
+    """Run Bash commands in the OS sandbox (workspace-write)."""
+    mode: SandboxMode | None = None
+    """off, read-only (writes only to a private temporary folder) or workspace-write (the
+    project, --add-dir folders and allowWrite too); beats ``enabled``."""
+    failIfUnavailable: bool | None = None
+    """Refuse to run commands when no sandbox works here, instead of running them unconfined."""
+    autoAllowBashIfSandboxed: bool | None = None
+    """Sandboxed Bash commands run without asking (deny and ask rules still apply); unset:
+    true, except in a folder that is not trusted."""
+    allowUnsandboxedCommands: bool | None = None
+    """Let a command that failed in the sandbox be retried outside it (dangerouslyDisableSandbox),
+    with the user's approval; default true."""
+    excludedCommands: list[str] = Field(default_factory=list)
+    """Commands that always run outside the sandbox, as Bash rule patterns (``docker:*``)."""
+    network: SandboxNetworkSettings = Field(default_factory=SandboxNetworkSettings)
+    """Where sandboxed commands may connect: nowhere, unless a domain is allowed."""
+    filesystem: SandboxFilesystemSettings = Field(default_factory=SandboxFilesystemSettings)
+    """Extra writable, read-only and unreadable paths."""
+
+
 class ContextSettings(_Section):
     auto_compact_at: float = Field(default=0.85, ge=0, le=1)
     """Compact the conversation when the latest request read this share of the context
@@ -124,6 +182,8 @@ class Settings(_Section):
     hooks: dict[str, Any] = Field(default_factory=dict)
     """Commands run at points of a session, in Claude Code's format (see docs/hooks.md);
     a project file's hooks run only in a trusted folder."""
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    """The OS sandbox under Bash commands (Claude Code's ``sandbox`` keys)."""
 
 
 # ---------------------------------------------------------------------------- key paths

@@ -162,7 +162,12 @@ here: what loosens what runs without asking (allow rules, a wider mode), runs co
 (``hooks``), decides where the API key is sent (a provider's ``base_url`` and
 ``api_key_env``), names a file to load (``tools.search_model``), or changes how the user's
 own tools and limits behave (``tools.lazy_mcp``, a provider's ``context_window``,
-``context.auto_compact_at``)."""
+``context.auto_compact_at``).
+
+The ``sandbox`` table is checked key by key instead: what would widen the sandbox below it is
+left out (:func:`caliban.sandbox.settings.widening_keys`: turning it off, auto-allow, excluded
+commands, allowed domains and paths), what narrows it (turning it on, ``failIfUnavailable``)
+is kept."""
 
 OPAQUE_KEYS = frozenset({"hooks"})
 """Settings whose value is a table that is one setting (left out whole, named by its key)."""
@@ -192,6 +197,8 @@ def drop_widening_settings(
     def walk(node: dict[str, Any], prefix: str) -> None:
         for name in list(node):
             key, value = prefix + name, node[name]
+            if key == "sandbox":
+                continue  # checked key by key against the sandbox below it
             if isinstance(value, dict) and key not in UNTRUSTED_MAY_SET and key not in OPAQUE_KEYS:
                 walk(value, key + ".")
             elif not untrusted_may_set(key, value, _get(below or {}, key)):
@@ -199,7 +206,30 @@ def drop_widening_settings(
                 dropped.append(key)
 
     walk(kept, "")
+    dropped += _drop_widening_sandbox(kept, below)
     return kept, tuple(dropped)
+
+
+def _drop_widening_sandbox(layer: dict[str, Any], below: Mapping[str, Any] | None) -> list[str]:
+    """Take from ``layer``'s ``sandbox`` table what would widen the sandbox below it
+    (:func:`caliban.sandbox.settings.widening_keys`; ``below`` None: not known, so whatever
+    could widen); the dotted keys taken."""
+    table = layer.get("sandbox")
+    if not isinstance(table, dict):
+        return []
+    from caliban.sandbox.settings import widening_keys
+
+    under = None if below is None else _get(below, "sandbox")
+    dropped = []
+    known = under if isinstance(under, Mapping) else None if below is None else {}
+    for key in widening_keys(table, known):
+        *tables, leaf = key.split(".")
+        node = table
+        for part in tables:
+            node = node[part]
+        del node[leaf]
+        dropped.append(f"sandbox.{key}")
+    return dropped
 
 
 def _wider(mode: Any, base: Any) -> bool:

@@ -3,7 +3,7 @@
 
 - :mod:`~caliban.sandbox.bubblewrap`: Linux, ``bwrap`` (mount and network namespaces).
 - :mod:`~caliban.sandbox.landlock` and :mod:`~caliban.sandbox.seccomp`, applied in the
-  child by :mod:`~caliban.sandbox.launch`: Linux without bubblewrap (no root, no namespaces).
+  child by :mod:`~caliban.exec.launch`: Linux without bubblewrap (no root, no namespaces).
 - :mod:`~caliban.sandbox.seatbelt`: macOS ``sandbox-exec`` with a generated profile.
 - :mod:`~caliban.sandbox.proxy`: the HTTP/``CONNECT`` proxy that lets allowed domains through.
 - :mod:`~caliban.sandbox.settings`: Claude Code's ``sandbox`` settings and ``--sandbox``.

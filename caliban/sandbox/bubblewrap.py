@@ -10,7 +10,7 @@ The argv, in order (later mounts cover earlier ones)::
           --dev /dev --proc /proc [--chdir CWD]
           -- python -I -S …/launch.py [--bridge PORT:SOCKET] -- COMMAND…
 
-The launcher (:mod:`caliban.sandbox.launch`) starts the proxy bridge when the network is
+The launcher (:mod:`caliban.exec.launch`) starts the proxy bridge when the network is
 the proxy, then installs the seccomp filter (no new unix sockets) and ``exec``s the command.
 A read-only bind mount of a protected file also stops a hard link to it (``ln`` across
 mounts fails with ``EXDEV``), and hard links made to it earlier are found by identity
@@ -34,8 +34,8 @@ from caliban.exec import (
     NoNetwork,
     ProxyNetwork,
     SandboxProfile,
+    launch,
 )
-from caliban.sandbox import launch
 
 __all__ = ["BubblewrapSandbox", "hard_links"]
 

@@ -1,5 +1,5 @@
 """The Landlock backend (Linux, no bubblewrap): the command starts under the launcher
-(:mod:`caliban.sandbox.launch`), which restricts itself with Landlock and seccomp and then
+(:mod:`caliban.exec.launch`), which restricts itself with Landlock and seccomp and then
 ``exec``s it, in the same process and process group.
 
 What it enforces: writes only under the writable roots (and ``/dev/null``); reads
@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from caliban.exec import Availability, Command, NoNetwork, ProxyNetwork, SandboxProfile
-from caliban.sandbox import landlock, launch, seccomp
+from caliban.exec import Availability, Command, NoNetwork, ProxyNetwork, SandboxProfile, launch
+from caliban.sandbox import landlock, seccomp
 from caliban.sandbox.bubblewrap import proxy_environment
 
 __all__ = ["LandlockSandbox"]

@@ -2,12 +2,13 @@
 
     python -I -S /…/caliban/sandbox/launch.py [OPTIONS] -- PROGRAM [ARG…]
 
-Run by :class:`~caliban.sandbox.landlock_backend.LandlockSandbox` (Landlock and seccomp) and
+Run by :class:`~caliban.sandbox.landlocked.LandlockSandbox` (Landlock and seccomp) and
 inside bubblewrap by :class:`~caliban.sandbox.bubblewrap.BubblewrapSandbox` (the proxy
-bridge and seccomp). Doing this in a process of its own is what keeps it out of caliban,
-which has threads: nothing runs between ``fork`` and ``exec`` there (no ``preexec_fn``).
-``-I -S`` skips site-packages, so it starts in a few milliseconds; it imports only the
-standard library and its two sibling modules.
+bridge and seccomp): the child's side of the one door. Doing this in a process of its own
+keeps it out of caliban, which has threads: nothing runs between ``fork`` and ``exec``
+there (no ``preexec_fn``). ``-I -S`` skips site-packages, so it starts in a few
+milliseconds; it imports only the standard library and :mod:`caliban.sandbox.landlock` and
+:mod:`caliban.sandbox.seccomp` (never :mod:`caliban.exec`'s own ``__init__``).
 
 Options, each at most once unless said:
 
