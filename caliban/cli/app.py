@@ -24,6 +24,7 @@ from caliban.cli.options import (
     InputFormat,
     OutputFormat,
     PermissionModeName,
+    SandboxModeName,
 )
 from caliban.cli.output import err
 from caliban.cli.sessions_cmd import sessions_app
@@ -154,6 +155,15 @@ def root(
             "rules still apply). Only in a throwaway sandbox.",
         ),
     ] = False,
+    sandbox: Annotated[
+        SandboxModeName | None,
+        typer.Option(
+            "--sandbox",
+            metavar="MODE",
+            help="Run Bash commands in an OS sandbox: workspace-write (write the project "
+            "only), read-only, or off (beats the sandbox settings).",
+        ),
+    ] = None,
     allowed_tools: Annotated[
         list[str] | None,
         typer.Option(
@@ -413,6 +423,7 @@ def root(
         max_turns=max_turns,
         effort=effort,
         permission_mode="bypassPermissions" if dangerously_skip_permissions else permission_mode,
+        sandbox=sandbox,
         allowed_tools=_split_rules(allowed_tools),
         disallowed_tools=_split_rules(disallowed_tools),
         continue_session=continue_session,

@@ -23,6 +23,8 @@ PermissionModeName = Literal[
 """Claude Code's modes. ``dontAsk`` is ``default`` without asking (what would ask is denied);
 ``auto`` (Claude Code's classifier) is not implemented and runs as ``default``."""
 EffortName = Literal["low", "medium", "high"]
+SandboxModeName = Literal["off", "read-only", "workspace-write"]
+"""``--sandbox``, as Codex's: where sandboxed commands may write (``off``: no sandbox)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +83,8 @@ class CliOptions:
     permission_prompt_tool: str | None = None
     """``--permission-prompt-tool``: ``stdio`` (with stream-json input) asks the Agent SDK;
     anything else is accepted and what would ask is denied."""
+    sandbox: SandboxModeName | None = None
+    """``--sandbox``: the OS sandbox's mode, beating the ``sandbox`` settings."""
     json_schema: Mapping[str, Any] | None = None
     """``--json-schema``: the main agent answers through a StructuredOutput tool with this
     input schema (:mod:`caliban.tools.structured_output`)."""
