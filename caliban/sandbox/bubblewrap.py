@@ -4,14 +4,18 @@ and a network namespace of its own.
 
 The argv, in order (later mounts cover earlier ones)::
 
-    bwrap --die-with-parent --unshare-pid --unshare-ipc [--unshare-net]
+    sh -c 'exec "$@" 3<"$0"' FILTER
+    bwrap --die-with-parent --unshare-pid --unshare-ipc [--unshare-net] --seccomp 3
           --ro-bind / /  --bind ROOT ROOT …  --ro-bind PROTECTED PROTECTED …
           --tmpfs HIDDEN_DIR --remount-ro HIDDEN_DIR …  --ro-bind /dev/null HIDDEN_FILE …
-          --dev /dev --proc /proc [--chdir CWD]
-          -- python -I -S …/launch.py [--bridge PORT:SOCKET] -- COMMAND…
+          --dev /dev --proc /proc [--chdir CWD] -- COMMAND…
 
-The launcher (:mod:`caliban.exec.launch`) starts the proxy bridge when the network is
-the proxy, then installs the seccomp filter (no new unix sockets) and ``exec``s the command.
+The seccomp filter (no new unix sockets, :mod:`caliban.sandbox.seccomp`) is loaded by
+bubblewrap itself from a file this backend writes once (``sh -c 'exec "$@" 3<FILTER'``
+opens it as descriptor 3 and becomes bubblewrap): no Python starts, so a command costs
+bubblewrap's few milliseconds. With the proxy network the command starts under the
+launcher (:mod:`caliban.exec.launch`) instead, which starts the bridge to the proxy first
+(it needs a unix socket), then installs the same filter and ``exec``s the command.
 A read-only bind mount of a protected file also stops a hard link to it (``ln`` across
 mounts fails with ``EXDEV``), and hard links made to it earlier are found by identity
 and bound read-only too (:func:`hard_links`). The command stays in its launcher's process
@@ -24,6 +28,9 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import tempfile
+import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -54,6 +61,8 @@ class BubblewrapSandbox:
     def __init__(self, executable: str | None = None) -> None:
         self.executable = executable or shutil.which("bwrap")
         self._availability: Availability | None = None
+        self._filters: dict[tuple[bool, str], Path] = {}
+        self._lock = threading.Lock()
 
     def available(self) -> Availability:
         """Whether ``bwrap`` is installed and can make namespaces here (Ubuntu 24.04's
@@ -86,25 +95,47 @@ class BubblewrapSandbox:
         network = profile.network
         if not isinstance(network, AllNetwork):
             argv.append("--unshare-net")
-        argv += mounts(profile)
-        argv += ["--dev", "/dev", "--proc", "/proc"]
-        if command.cwd is not None:
-            argv += ["--chdir", str(command.cwd)]
-        bridge = None
         env = command.environment()
+        inner: list[str] = []
+        filter_file = None
         if isinstance(network, ProxyNetwork):
             if network.socket is None:
                 raise ValueError("bubblewrap reaches the proxy through its unix socket: none")
-            bridge = (network.port, str(network.socket))
             env.update(proxy_environment(network.port))
-        argv.append("--")
-        argv += launch.invocation(unix=profile.all_unix_sockets, bridge=bridge)
-        return Command(
-            argv=(*argv, *command.argv), cwd=command.cwd, env=env, pass_fds=command.pass_fds
-        )
+            # The bridge needs a unix socket, so the filter comes after it: the launcher.
+            bridge = (network.port, str(network.socket))
+            inner = launch.invocation(unix=profile.all_unix_sockets, bridge=bridge)
+        elif not profile.all_unix_sockets:
+            filter_file = self._filter(block_unix=True)
+            argv += ["--seccomp", "3"]
+        argv += mounts(profile, also_read_only=() if filter_file is None else (filter_file,))
+        argv += ["--dev", "/dev", "--proc", "/proc"]
+        if command.cwd is not None:
+            argv += ["--chdir", str(command.cwd)]
+        argv += ["--", *inner, *command.argv]
+        if filter_file is not None:
+            argv = ["/bin/sh", "-c", 'exec "$@" 3<"$0"', str(filter_file), *argv]
+        return Command(argv=tuple(argv), cwd=command.cwd, env=env, pass_fds=command.pass_fds)
+
+    def _filter(self, *, block_unix: bool) -> Path:
+        """The seccomp program as a file, written once per backend in a folder of its own
+        (removed when the backend is)."""
+        from caliban.sandbox import seccomp
+
+        key = (block_unix, "all")
+        with self._lock:
+            if key not in self._filters:
+                if not self._filters:
+                    folder = tempfile.mkdtemp(prefix="caliban-seccomp-")
+                    weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+                    self._folder = Path(folder)
+                path = self._folder / f"filter-{'unix' if block_unix else 'none'}.bpf"
+                path.write_bytes(seccomp.program(block_unix=block_unix))
+                self._filters[key] = path
+            return self._filters[key]
 
 
-def mounts(profile: SandboxProfile) -> list[str]:
+def mounts(profile: SandboxProfile, *, also_read_only: Sequence[Path] = ()) -> list[str]:
     """The mount arguments for ``profile``: read-only root, writable roots, protected
     paths (and their other hard links) read-only again, hidden paths covered. Paths are
     resolved here, when the command starts; one that does not exist is left out."""
@@ -112,7 +143,8 @@ def mounts(profile: SandboxProfile) -> list[str]:
     writable = _existing(profile.writable)
     for root in sorted(writable, key=lambda p: len(p.parts)):
         args += ["--bind", str(root), str(root)]
-    protected = [p for p in _existing(profile.read_only) if _under_any(p, writable)]
+    kept = _existing([*profile.read_only, *also_read_only])
+    protected = [p for p in kept if _under_any(p, writable)]
     for path in sorted({*protected, *hard_links(protected, writable)}, key=_depth):
         args += ["--ro-bind", str(path), str(path)]
     for path in sorted(_existing(profile.unreadable), key=_depth):
@@ -170,11 +202,12 @@ def hard_links(protected: Sequence[Path], roots: Iterable[Path]) -> list[Path]:
 
 
 def _existing(paths: Iterable[Path]) -> list[Path]:
+    """The paths that exist, symbolic links resolved (most protected names do not exist:
+    one ``lstat`` each tells)."""
     resolved = []
     for path in paths:
-        real = Path(os.path.realpath(path))
-        if os.path.lexists(real):
-            resolved.append(real)
+        if os.path.lexists(path) and os.path.lexists(real := os.path.realpath(path)):
+            resolved.append(Path(real))
     return list(dict.fromkeys(resolved))
 
 

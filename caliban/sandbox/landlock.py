@@ -18,7 +18,10 @@ import ctypes
 import errno
 import os
 import stat
-from collections.abc import Iterable, Sequence
+
+TYPE_CHECKING = False  # not typing's: the launcher imports this module and no more
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 __all__ = ["abi", "grants_except", "restrict"]
 

@@ -18,7 +18,7 @@ What it refuses, on x86-64 and AArch64:
 - the x32 ABI's system calls, and on x86-64 the 32-bit ``socketcall``/``socket`` (their
   arguments cannot be read by a filter).
 
-Imports only the standard library's ``ctypes`` and ``struct`` (the launcher imports it).
+Imports only ``ctypes``, ``errno``, ``os`` and ``struct`` (the launcher imports it).
 """
 
 from __future__ import annotations
@@ -27,12 +27,15 @@ import ctypes
 import errno
 import os
 import struct
-from collections.abc import Iterable
-from typing import Literal
 
-__all__ = ["Inet", "install", "program", "supported"]
+TYPE_CHECKING = False  # not typing's: importing typing would double the launcher's start-up
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Literal
 
-Inet = Literal["all", "tcp", "none"]
+    Inet = Literal["all", "tcp", "none"]
+
+__all__ = ["install", "program", "supported"]
 
 # classic BPF opcodes
 _LD_W_ABS = 0x20
@@ -152,7 +155,7 @@ def program(*, block_unix: bool = True, inet: Inet = "all", machine: str | None 
     return a.bytes()
 
 
-def _compat_refused(compat: _Arch) -> Iterable[int]:
+def _compat_refused(compat: _Arch) -> Iterator[int]:
     yield compat.socket
     yield compat.io_uring_setup
     if compat is _I386:
