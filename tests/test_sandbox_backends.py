@@ -33,6 +33,7 @@ from caliban.sandbox.proxy import DomainPolicy, DomainProxy
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
 BACKENDS = ["bubblewrap", "landlock"]
+needs_curl = pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
 
 
 @pytest.fixture
@@ -125,6 +126,7 @@ def test_landlock_says_what_it_does_not_enforce(place: dict[str, Path]) -> None:
     assert "readable under Landlock" in notes[1]
 
 
+@needs_curl
 @pytest.mark.parametrize("name", BACKENDS)
 def test_no_network_reaches_no_local_server(name: str, place: dict[str, Path]) -> None:
     sandbox = backend(name)
@@ -135,6 +137,7 @@ def test_no_network_reaches_no_local_server(name: str, place: dict[str, Path]) -
     assert "unreachable" in text(result)
 
 
+@needs_curl
 @pytest.mark.parametrize("name", BACKENDS)
 def test_the_proxy_lets_allowed_domains_through_only(name: str, place: dict[str, Path]) -> None:
     sandbox = backend(name)
@@ -162,6 +165,7 @@ def test_the_proxy_lets_allowed_domains_through_only(name: str, place: dict[str,
         proxy.close()
 
 
+@needs_curl
 @pytest.mark.parametrize("name", BACKENDS)
 def test_all_network_is_unfiltered(name: str, place: dict[str, Path]) -> None:
     sandbox = backend(name)
