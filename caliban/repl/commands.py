@@ -446,6 +446,24 @@ async def _resume(ctx: CommandContext, arg: str) -> None:
         ctx.replay(session.conversation.messages)
 
 
+@command("sandbox", "Show the OS sandbox: mode, backend, what commands may write and reach")
+async def _sandbox(ctx: CommandContext, arg: str) -> None:
+    import asyncio
+
+    runtime = ctx.session.sandbox
+    if runtime is None:
+        lines = ["Sandbox: off (turn it on with --sandbox workspace-write or sandbox.enabled)"]
+    else:
+        lines = await asyncio.to_thread(runtime.describe)  # the first call probes the backend
+    for line in lines:
+        head, sep, rest = line.partition(": ")
+        text = Text(head + sep, style="bold") if sep else Text()
+        text.append_text(outside_text(rest if sep else head))
+        ctx.console.print(text)
+    ctx.console.print(_dim("Settings: sandbox.* in config.toml or .claude/settings.json "
+                           "(see docs/sandbox.md)."))  # fmt: skip
+
+
 @command("exit", "Leave caliban", aliases=("quit",))
 async def _exit(ctx: CommandContext, arg: str) -> None:
     raise ExitRepl

@@ -23,8 +23,9 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from caliban.exec import (
     AllNetwork,
@@ -38,9 +39,22 @@ from caliban.exec import (
 )
 from caliban.permissions.protected import SHELL_STARTUP
 from caliban.sandbox.proxy import DomainPolicy, DomainProxy
-from caliban.sandbox.settings import SandboxConfig
+from caliban.sandbox.settings import Mode, SandboxConfig, SandboxLayer, resolve
 
-__all__ = ["SandboxRuntime", "Unavailable", "choose_backend", "protected_paths", "rule_paths"]
+if TYPE_CHECKING:
+    from caliban.claude_code.settings import ClaudeSettings
+    from caliban.config.settings import LoadedConfig
+    from caliban.permissions.policy import PermissionPolicy
+    from caliban.permissions.rules import Rule
+
+__all__ = [
+    "SandboxRuntime",
+    "Unavailable",
+    "choose_backend",
+    "protected_paths",
+    "rule_paths",
+    "session_config",
+]
 
 PROJECT_PROTECTED = (
     ".git/config",
@@ -55,6 +69,26 @@ PROJECT_PROTECTED = (
 """Paths under each writable folder kept read-only in the sandbox: what git, caliban or
 Claude Code run or obey later (:mod:`caliban.permissions.protected` has the full list the
 permission check uses)."""
+
+
+def session_config(
+    loaded: LoadedConfig, claude: ClaudeSettings, *, flag: Mode | None, trusted: bool
+) -> SandboxConfig:
+    """A session's :class:`SandboxConfig`: Claude Code's settings layers, then caliban's
+    config files, then ``--sandbox``."""
+    from caliban.claude_code.settings import PROJECT_SCOPES
+
+    layers = [
+        SandboxLayer(source=layer.source, table=table, project=layer.scope in PROJECT_SCOPES)
+        for layer in claude.layers
+        if isinstance(table := layer.data.get("sandbox"), Mapping)
+    ]
+    layers += [
+        SandboxLayer(source=str(file.path), table=table, project=file.scope == "project")
+        for file in loaded.files
+        if isinstance(table := file.data.get("sandbox"), Mapping)
+    ]
+    return resolve(layers, flag=flag, trusted=trusted)
 
 
 class Unavailable:
@@ -120,6 +154,33 @@ class SandboxRuntime:
         self._lock = threading.Lock()
         self._place: Path | None = None
         self._proxy: DomainProxy | None = None
+
+    @classmethod
+    def for_session(
+        cls,
+        config: SandboxConfig,
+        policy: PermissionPolicy,
+        *,
+        add_dirs: Sequence[Path] = (),
+    ) -> SandboxRuntime:
+        """The runtime of a session whose permissions are ``policy``: its ``Read`` deny
+        rules hide paths, its ``WebFetch(domain:…)`` rules (session ones included, read at
+        each use) allow and deny hosts."""
+
+        def read_denied() -> list[str]:
+            return [r.pattern for r in policy.rules.deny if r.tool == "Read" and r.pattern]
+
+        def domains() -> tuple[list[str], list[str]]:
+            allow = [*policy.rules.allow, *policy.session_rules]
+            return _domains_of(allow), _domains_of(policy.rules.deny)
+
+        return cls(
+            config,
+            project_root=policy.project_root,
+            add_dirs=add_dirs,
+            read_deny_patterns=read_denied,
+            domain_rules=domains,
+        )
 
     # ------------------------------------------------------------------ backend
 
@@ -371,6 +432,15 @@ class SandboxRuntime:
             proxy.close()
         if place is not None:
             shutil.rmtree(place, ignore_errors=True)
+
+
+def _domains_of(rules: Iterable[Rule]) -> list[str]:
+    """The hosts of ``WebFetch(domain:…)`` rules."""
+    return [
+        r.pattern.strip()[len("domain:") :]
+        for r in rules
+        if r.tool == "WebFetch" and r.pattern and r.pattern.strip().startswith("domain:")
+    ]
 
 
 # ---------------------------------------------------------------------------- paths

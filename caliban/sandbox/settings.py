@@ -21,20 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from caliban.claude_code.settings import ClaudeSettings
-    from caliban.config.settings import LoadedConfig
-
-__all__ = [
-    "MODES",
-    "SandboxConfig",
-    "SandboxLayer",
-    "resolve",
-    "session_config",
-    "widening_keys",
-]
+__all__ = ["MODES", "SandboxConfig", "SandboxLayer", "resolve", "widening_keys"]
 
 Mode = Literal["off", "read-only", "workspace-write"]
 MODES: tuple[Mode, ...] = ("off", "workspace-write", "read-only")
@@ -162,26 +151,6 @@ def resolve(
         allow_read=joined("filesystem.allowRead"),
         sources=(mode_source,) if mode_source else (),
     )
-
-
-def session_config(
-    loaded: LoadedConfig, claude: ClaudeSettings, *, flag: Mode | None, trusted: bool
-) -> SandboxConfig:
-    """A session's :class:`SandboxConfig`: Claude Code's settings layers, then caliban's
-    config files, then ``--sandbox``."""
-    from caliban.claude_code.settings import PROJECT_SCOPES
-
-    layers = [
-        SandboxLayer(source=layer.source, table=table, project=layer.scope in PROJECT_SCOPES)
-        for layer in claude.layers
-        if isinstance(table := layer.data.get("sandbox"), Mapping)
-    ]
-    layers += [
-        SandboxLayer(source=str(file.path), table=table, project=file.scope == "project")
-        for file in loaded.files
-        if isinstance(table := file.data.get("sandbox"), Mapping)
-    ]
-    return resolve(layers, flag=flag, trusted=trusted)
 
 
 def widening_keys(table: Mapping[str, Any], below: Mapping[str, Any] | None) -> list[str]:

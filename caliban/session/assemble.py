@@ -31,12 +31,15 @@ from caliban.tools.base import ToolEnv
 from caliban.util.background import start_in_daemon_thread
 
 if TYPE_CHECKING:
+    from caliban.claude_code.compat import SessionSetup
     from caliban.config.settings import LoadedConfig
     from caliban.hooks import HookRunner
     from caliban.mcp.client import McpManager
     from caliban.mcp.config import ServerConfig
     from caliban.permissions.approval import Approver, PermissionAnswer, PermissionRequest
+    from caliban.permissions.policy import PermissionPolicy
     from caliban.providers.select import ProviderChoice
+    from caliban.sandbox.runtime import SandboxRuntime
     from caliban.subagents import AgentDefinition
     from caliban.tools.base import Tool
 
@@ -149,6 +152,10 @@ async def open_session(
         disallowed=[*options.disallowed_tools, *chosen.deny],
         working_dirs=setup.add_dirs,
     )
+    sandbox = _sandbox(options, loaded, setup, policy, trusted)
+    probe = (
+        asyncio.ensure_future(asyncio.to_thread(sandbox.unavailable_notice)) if sandbox else None
+    )
     late: asyncio.Task[None] | None = None
     timers: list[asyncio.TimerHandle] = []
     catalog = load_catalog(options.cwd)
@@ -198,6 +205,7 @@ async def open_session(
         id=options.session_id or new_session_id(),
         fallback_models=fallbacks,
         main_agent=main_agent,
+        sandbox=sandbox,
     )
     skip_hooks = options.bare or setup.claude.disable_all_hooks
     hooks = None if skip_hooks else _hooks(loaded, setup.claude.hooks, session, root)
@@ -252,6 +260,8 @@ async def open_session(
             lazy = session.lazy_policy
             if manager is not None and lazy is not None and lazy.mode == "auto":
                 await window  # "auto" weighs the tools against it; a short timeout bounds it
+        if probe is not None and (unavailable := await probe) is not None:
+            session.emit(Notice(level="warning", text=unavailable))
         if hooks is not None:
             source = (
                 "resume" if options.continue_session or options.resume is not None else "startup"
@@ -265,6 +275,10 @@ async def open_session(
                 await hooks.session_ended("other")
         close_transcript(session)
         await tasks.aclose()
+        if probe is not None:
+            probe.cancel()
+        if sandbox is not None:
+            sandbox.close()
         for timer in timers:  # a session closed before its background work began
             timer.cancel()
         if late is not None:
@@ -274,6 +288,22 @@ async def open_session(
         if manager is not None:
             await manager.aclose()
         await provider.aclose()
+
+
+def _sandbox(
+    options: CliOptions,
+    loaded: LoadedConfig,
+    setup: SessionSetup,
+    policy: PermissionPolicy,
+    trusted: bool,
+) -> SandboxRuntime | None:
+    """The session's OS sandbox (:mod:`caliban.sandbox`), when it is on."""
+    from caliban.sandbox.runtime import SandboxRuntime, session_config
+
+    config = session_config(loaded, setup.claude, flag=options.sandbox, trusted=trusted)
+    if not config.enabled:
+        return None
+    return SandboxRuntime.for_session(config, policy, add_dirs=setup.add_dirs)
 
 
 def held_back(cwd: Path) -> list[str]:

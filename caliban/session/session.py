@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from caliban.mcp.lazy.toolset import LazyMcpToolset
     from caliban.permissions.policy import PermissionPolicy
     from caliban.permissions.rules import Rule
+    from caliban.sandbox.runtime import SandboxRuntime
     from caliban.skills.catalog import Skill
     from caliban.subagents import AgentDefinition
 
@@ -100,6 +101,8 @@ class Session:
     over_budget: Callable[[], str | None] | None = None
     """Asked after each of the main agent's responses: why the turn must stop
     (``--max-budget-usd``); ``None``: no budget."""
+    sandbox: SandboxRuntime | None = None
+    """The OS sandbox under Bash commands (:mod:`caliban.sandbox`); ``None``: none."""
     toolset: Toolset = field(init=False)
     """Every tool the session's agent may call, composed once (see :mod:`caliban.toolsets`)."""
     _lazy: LazyMcpToolset | None = field(default=None, init=False, repr=False)
