@@ -13,7 +13,7 @@ import pytest
 from caliban.claude_code.settings import load_claude_settings
 from caliban.config.settings import SandboxSettings, load_config
 from caliban.errors import ConfigError
-from caliban.sandbox.runtime import session_config
+from caliban.sandbox.session import session_config
 from caliban.sandbox.settings import SandboxLayer, resolve, widening_keys
 
 FIXTURE = Path(__file__).parent / "fixtures" / "claude_code" / "sandbox_settings_keys.json"

@@ -23,9 +23,9 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Literal
 
 from caliban.exec import (
     AllNetwork,
@@ -39,21 +39,15 @@ from caliban.exec import (
 )
 from caliban.permissions.protected import SHELL_STARTUP
 from caliban.sandbox.proxy import DomainPolicy, DomainProxy
-from caliban.sandbox.settings import Mode, SandboxConfig, SandboxLayer, resolve
-
-if TYPE_CHECKING:
-    from caliban.claude_code.settings import ClaudeSettings
-    from caliban.config.settings import LoadedConfig
-    from caliban.permissions.policy import PermissionPolicy
-    from caliban.permissions.rules import Rule
+from caliban.sandbox.settings import SandboxConfig
 
 __all__ = [
+    "Placement",
     "SandboxRuntime",
     "Unavailable",
     "choose_backend",
     "protected_paths",
     "rule_paths",
-    "session_config",
 ]
 
 PROJECT_PROTECTED = (
@@ -71,24 +65,11 @@ Claude Code run or obey later (:mod:`caliban.permissions.protected` has the full
 permission check uses)."""
 
 
-def session_config(
-    loaded: LoadedConfig, claude: ClaudeSettings, *, flag: Mode | None, trusted: bool
-) -> SandboxConfig:
-    """A session's :class:`SandboxConfig`: Claude Code's settings layers, then caliban's
-    config files, then ``--sandbox``."""
-    from caliban.claude_code.settings import PROJECT_SCOPES
-
-    layers = [
-        SandboxLayer(source=layer.source, table=table, project=layer.scope in PROJECT_SCOPES)
-        for layer in claude.layers
-        if isinstance(table := layer.data.get("sandbox"), Mapping)
-    ]
-    layers += [
-        SandboxLayer(source=str(file.path), table=table, project=file.scope == "project")
-        for file in loaded.files
-        if isinstance(table := file.data.get("sandbox"), Mapping)
-    ]
-    return resolve(layers, flag=flag, trusted=trusted)
+Placement = Literal["off", "sandbox", "excluded", "outside", "unconfined", "refused"]
+"""Where a Bash call runs: ``sandbox``; outside it because it is ``off``, the command is
+``excluded`` (``excludedCommands``), a retry ``outside`` was asked for
+(``dangerouslyDisableSandbox``, honoured while ``allowUnsandboxedCommands``), or no backend
+works (``unconfined``); or not at all (``refused``: ``failIfUnavailable``)."""
 
 
 class Unavailable:
@@ -155,33 +136,6 @@ class SandboxRuntime:
         self._place: Path | None = None
         self._proxy: DomainProxy | None = None
 
-    @classmethod
-    def for_session(
-        cls,
-        config: SandboxConfig,
-        policy: PermissionPolicy,
-        *,
-        add_dirs: Sequence[Path] = (),
-    ) -> SandboxRuntime:
-        """The runtime of a session whose permissions are ``policy``: its ``Read`` deny
-        rules hide paths, its ``WebFetch(domain:…)`` rules (session ones included, read at
-        each use) allow and deny hosts."""
-
-        def read_denied() -> list[str]:
-            return [r.pattern for r in policy.rules.deny if r.tool == "Read" and r.pattern]
-
-        def domains() -> tuple[list[str], list[str]]:
-            allow = [*policy.rules.allow, *policy.session_rules]
-            return _domains_of(allow), _domains_of(policy.rules.deny)
-
-        return cls(
-            config,
-            project_root=policy.project_root,
-            add_dirs=add_dirs,
-            read_deny_patterns=read_denied,
-            domain_rules=domains,
-        )
-
     # ------------------------------------------------------------------ backend
 
     @property
@@ -234,15 +188,22 @@ class SandboxRuntime:
                 return pattern
         return None
 
+    def placement(self, command_line: str, *, outside_requested: bool = False) -> Placement:
+        """Where this Bash call runs (:data:`Placement`)."""
+        if not self.config.enabled:
+            return "off"
+        outside = outside_requested and self.config.allow_unsandboxed
+        if not outside and self.excluded(command_line) is not None:
+            return "excluded"
+        if outside:
+            return "outside"
+        if self.availability.usable:
+            return "sandbox"
+        return "refused" if self.config.fail_if_unavailable else "unconfined"
+
     def confines(self, command_line: str, *, outside_requested: bool = False) -> bool:
-        """Whether this Bash call runs in the sandbox: it is active, the command is not
-        excluded, and no retry outside it was asked for (``dangerouslyDisableSandbox``,
-        honoured only while ``allowUnsandboxedCommands``)."""
-        if not self.active:
-            return False
-        if outside_requested and self.config.allow_unsandboxed:
-            return False
-        return self.excluded(command_line) is None
+        """Whether this Bash call runs in the sandbox."""
+        return self.placement(command_line, outside_requested=outside_requested) == "sandbox"
 
     @property
     def tmpdir(self) -> Path:
@@ -432,15 +393,6 @@ class SandboxRuntime:
             proxy.close()
         if place is not None:
             shutil.rmtree(place, ignore_errors=True)
-
-
-def _domains_of(rules: Iterable[Rule]) -> list[str]:
-    """The hosts of ``WebFetch(domain:…)`` rules."""
-    return [
-        r.pattern.strip()[len("domain:") :]
-        for r in rules
-        if r.tool == "WebFetch" and r.pattern and r.pattern.strip().startswith("domain:")
-    ]
 
 
 # ---------------------------------------------------------------------------- paths

@@ -188,6 +188,7 @@ async def open_session(
             project_root=root,
             read_denied=policy.read_denial,
             address_denied=policy.address_denial,
+            sandbox=sandbox,
         ),
         builtins=_with_structured_output(
             _agent_tools(chosen.builtins, main_agent), options.json_schema
@@ -298,12 +299,12 @@ def _sandbox(
     trusted: bool,
 ) -> SandboxRuntime | None:
     """The session's OS sandbox (:mod:`caliban.sandbox`), when it is on."""
-    from caliban.sandbox.runtime import SandboxRuntime, session_config
+    from caliban.sandbox.session import open_sandbox, session_config
 
     config = session_config(loaded, setup.claude, flag=options.sandbox, trusted=trusted)
     if not config.enabled:
         return None
-    return SandboxRuntime.for_session(config, policy, add_dirs=setup.add_dirs)
+    return open_sandbox(config, policy, add_dirs=setup.add_dirs)
 
 
 def held_back(cwd: Path) -> list[str]:

@@ -7,9 +7,12 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from caliban.exec import DEVNULL, Child, Command, spawn
+
+if TYPE_CHECKING:
+    from caliban.sandbox.runtime import SandboxRuntime
 
 
 def shell() -> str:
@@ -27,15 +30,30 @@ def shell_environment() -> dict[str, str]:
     return env
 
 
-async def spawn_shell(command: str, *, cwd: Path, output: int | IO[bytes]) -> Child:
+async def spawn_shell(
+    command: str,
+    *,
+    cwd: Path,
+    output: int | IO[bytes],
+    sandbox: SandboxRuntime | None = None,
+) -> Child:
     """Start ``shell -c command`` in a new process group, stdin from /dev/null, stdout and
-    stderr both into ``output`` (a file descriptor or a binary file); raises OSError."""
+    stderr both into ``output`` (a file descriptor or a binary file), confined by
+    ``sandbox`` when given (its profile as of now, its temporary folder as ``TMPDIR``);
+    raises OSError."""
     argv = (shell(), "-c", command)
+    env = shell_environment()
+    if sandbox is None:
+        return await spawn(
+            Command(argv=argv, cwd=cwd, env=env), stdin=DEVNULL, stdout=output, stderr=output
+        )
     return await spawn(
-        Command(argv=argv, cwd=cwd, env=shell_environment()),
+        Command(argv=argv, cwd=cwd, env=sandbox.environment(env)),
         stdin=DEVNULL,
         stdout=output,
         stderr=output,
+        profile=sandbox.profile(),
+        sandbox=sandbox.backend,
     )
 
 

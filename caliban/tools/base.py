@@ -30,6 +30,7 @@ from caliban.tools.origin import BUILTIN, BuiltinOrigin, McpOrigin, ToolOrigin
 
 if TYPE_CHECKING:
     from caliban.events import AgentEvent
+    from caliban.sandbox.runtime import SandboxRuntime
 
 
 Preview = FileChange | str
@@ -77,6 +78,8 @@ class ToolEnv:
     address_denied: AddressGuard = no_address_denied
     state: dict[str, Any] = field(default_factory=dict)
     """Per-agent state of tools, by tool name (TodoWrite's list); a sub-agent starts empty."""
+    sandbox: SandboxRuntime | None = None
+    """The session's OS sandbox, under which Bash runs its commands (None: no sandbox)."""
 
     def resolve(self, path: str) -> Path:
         """``path`` made absolute against the working directory (``~`` expanded)."""
@@ -91,6 +94,7 @@ class ToolEnv:
             file_reads=dict(self.file_reads),
             read_denied=self.read_denied,
             address_denied=self.address_denied,
+            sandbox=self.sandbox,
         )
 
 

@@ -30,6 +30,7 @@ from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolO
 from caliban.util.text import plural
 
 if TYPE_CHECKING:
+    from caliban.sandbox.runtime import SandboxRuntime
     from caliban.tools.tasks import BackgroundTasks
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -85,8 +86,9 @@ class BashInput(BaseModel):
     )
     dangerouslyDisableSandbox: bool = Field(
         default=False,
-        description="Accepted for compatibility with Claude Code; caliban runs no sandbox, "
-        "so it changes nothing.",
+        description="Set to true to run this command outside the OS sandbox, only after it "
+        "failed because of the sandbox (its result says so); the user is asked first. "
+        "Default to running commands in the sandbox.",
     )
 
 
@@ -187,26 +189,35 @@ class Bash(BuiltinTool[BashInput]):
     async def run(self, args: BashInput, ctx: CallContext) -> ToolOutput:
         notes: list[str] = []
         start_dir = _start_dir(ctx.env, notes)
+        sandbox, refusal = _confinement(args, ctx.env.sandbox, notes)
+        if refusal is not None:
+            return ToolOutput.error(refusal)
         if args.run_in_background:
-            return await self._start_background(args, start_dir, ctx)
-        fd, cwd_file = tempfile.mkstemp(prefix="caliban-cwd-", suffix=".txt")
+            return await self._start_background(args, start_dir, ctx, sandbox)
+        # The shell reports where it ended up in a file it can write, sandboxed or not.
+        fd, cwd_file = tempfile.mkstemp(
+            prefix="caliban-cwd-", suffix=".txt", dir=sandbox.tmpdir if sandbox else None
+        )
         os.close(fd)
         trap = f"pwd -P >| {shlex.quote(cwd_file)}"
         script = f"trap {shlex.quote(trap)} EXIT; {args.command}"
         timeout_s = (args.timeout or DEFAULT_TIMEOUT_MS) / 1000
+        mark = sandbox.mark() if sandbox else 0
         try:
-            finished = await _execute(script, cwd=start_dir, timeout_s=timeout_s)
+            finished = await _execute(script, cwd=start_dir, timeout_s=timeout_s, sandbox=sandbox)
             new_dir = _final_dir(cwd_file)
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(cwd_file)
+        if sandbox is not None:
+            notes += _blocked(sandbox, finished.output.render(), start_dir, mark)
         if new_dir is not None and new_dir != start_dir.resolve():
             ctx.env.cwd = new_dir
             notes.append(f"[working directory is now {new_dir}]")
         return _result(finished, timeout_s, notes)
 
     async def _start_background(
-        self, args: BashInput, start_dir: Path, ctx: CallContext
+        self, args: BashInput, start_dir: Path, ctx: CallContext, sandbox: SandboxRuntime | None
     ) -> ToolOutput:
         if self.tasks is None:
             return ToolOutput.error(
@@ -219,6 +230,7 @@ class Bash(BuiltinTool[BashInput]):
                 cwd=start_dir,
                 description=args.description or args.command,
                 ctx=ctx,
+                sandbox=sandbox,
             )
         except OSError as exc:
             return ToolOutput.error(f"Could not start the command: {exc}")
@@ -236,6 +248,44 @@ class Bash(BuiltinTool[BashInput]):
                 "backgroundTaskId": task.id,
             },
         )
+
+
+def _confinement(
+    args: BashInput, runtime: SandboxRuntime | None, notes: list[str]
+) -> tuple[SandboxRuntime | None, str | None]:
+    """The sandbox this call runs in (None: none), or why it may not run at all."""
+    if runtime is None:
+        return None, None
+    placement = runtime.placement(args.command, outside_requested=args.dangerouslyDisableSandbox)
+    if placement == "refused":
+        return None, (
+            "Not run: the sandbox is required here (sandbox.failIfUnavailable) but cannot "
+            f"work on this machine: {runtime.availability.detail}."
+        )
+    if args.dangerouslyDisableSandbox and placement == "sandbox":
+        notes.append(
+            "[dangerouslyDisableSandbox was ignored: running outside the sandbox is turned "
+            "off (sandbox.allowUnsandboxedCommands = false), so the command ran in it]"
+        )
+    return (runtime if placement == "sandbox" else None), None
+
+
+def _blocked(sandbox: SandboxRuntime, output: str, cwd: Path, mark: int) -> list[str]:
+    """A note saying what the sandbox refused the command, if its output shows any."""
+    why = sandbox.explain(output, cwd=cwd, since=mark)
+    if why is None:
+        return []
+    if sandbox.config.allow_unsandboxed:
+        then = (
+            "If the command needs this, run it again with dangerouslyDisableSandbox: true; "
+            "the user will be asked"
+        )
+    else:
+        then = (
+            "Commands may not run outside the sandbox here (sandbox.allowUnsandboxedCommands "
+            "= false): tell the user what the command needs (/sandbox shows the settings)"
+        )
+    return [f"[blocked by the sandbox: {why}. {then}.]"]
 
 
 def _final_dir(cwd_file: str) -> Path | None:
@@ -257,12 +307,14 @@ def _start_dir(env: ToolEnv, notes: list[str]) -> Path:
     return fallback
 
 
-async def _execute(script: str, *, cwd: Path, timeout_s: float) -> _Finished:
+async def _execute(
+    script: str, *, cwd: Path, timeout_s: float, sandbox: SandboxRuntime | None
+) -> _Finished:
     loop = asyncio.get_running_loop()
     output = _Output()
     read_fd, write_fd = os.pipe()
     try:
-        proc = await spawn_shell(script, cwd=cwd, output=write_fd)
+        proc = await spawn_shell(script, cwd=cwd, output=write_fd, sandbox=sandbox)
     except BaseException:
         os.close(read_fd)
         raise

@@ -33,6 +33,7 @@ from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 
 if TYPE_CHECKING:
     from caliban.events import AgentEvent
+    from caliban.sandbox.runtime import SandboxRuntime
 
 TaskStatus = Literal["running", "completed", "failed", "killed"]
 MAX_OUTPUT_CHARS: Final = 30_000
@@ -99,15 +100,22 @@ class BackgroundTasks:
         return self._tasks.get(task_id)
 
     async def start(
-        self, command: str, *, cwd: Path, description: str, ctx: CallContext
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        description: str,
+        ctx: CallContext,
+        sandbox: SandboxRuntime | None = None,
     ) -> BackgroundTask:
-        """Start ``command`` (a ``bash -c`` script) detached from the call; raises OSError."""
+        """Start ``command`` (a ``bash -c`` script) detached from the call, confined by
+        ``sandbox`` when given; raises OSError."""
         task_id = _new_id()
         directory = output_dir()
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{task_id}.output"
         with path.open("wb") as out:
-            process = await spawn_shell(command, cwd=cwd, output=out)
+            process = await spawn_shell(command, cwd=cwd, output=out, sandbox=sandbox)
         task = BackgroundTask(
             id=task_id,
             command=command,
