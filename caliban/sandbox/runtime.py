@@ -87,16 +87,33 @@ class Unavailable:
         raise RuntimeError(f"no sandbox backend works here: {self.detail}")
 
 
+BACKEND_ENV = "CALIBAN_SANDBOX_BACKEND"
+"""Names the one backend to use (``bubblewrap``, ``landlock``, ``seatbelt``; ``none``: no
+backend works): for trying one out, and for tests."""
+
+
 def choose_backend() -> Sandbox:
     """The best backend that works on this machine: bubblewrap, then Landlock (Linux), or
-    Seatbelt (macOS); otherwise one whose :meth:`available` says why none does. Probing
-    runs a command once per backend tried: call it off the event loop."""
+    Seatbelt (macOS), or the one ``$CALIBAN_SANDBOX_BACKEND`` names; otherwise one whose
+    :meth:`available` says why none does. Probing runs a command once per backend tried:
+    call it off the event loop."""
     from caliban.sandbox.bubblewrap import BubblewrapSandbox
     from caliban.sandbox.landlocked import LandlockSandbox
     from caliban.sandbox.seatbelt import SeatbeltSandbox
 
+    every: dict[str, Callable[[], Sandbox]] = {
+        "bubblewrap": BubblewrapSandbox,
+        "landlock": LandlockSandbox,
+        "seatbelt": SeatbeltSandbox,
+    }
     candidates: list[Sandbox]
-    if sys.platform == "darwin":
+    if wanted := os.environ.get(BACKEND_ENV):
+        if wanted == "none":
+            return Unavailable(f"{BACKEND_ENV}=none")
+        if wanted not in every:
+            return Unavailable(f"{BACKEND_ENV}={wanted} (expected one of {', '.join(every)})")
+        candidates = [every[wanted]()]
+    elif sys.platform == "darwin":
         candidates = [SeatbeltSandbox()]
     elif sys.platform.startswith("linux"):
         candidates = [BubblewrapSandbox(), LandlockSandbox()]
