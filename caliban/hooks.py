@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
-from caliban.exec import PIPE, Child, Command, spawn, stop_group
+from caliban.exec import PIPE, Child, Command, Confinement, spawn, stop_group
 from caliban.util.text import encodable
 
 __all__ = [
@@ -83,6 +83,9 @@ class HookCommand:
     """Claude Code's exec form: ``command`` is an executable run with these arguments,
     no shell; ``None``: ``command`` is a shell command line."""
     timeout: float = DEFAULT_TIMEOUT_S
+    sandbox: bool = False
+    """``"sandbox": true``: it runs in the OS sandbox (docs/sandbox.md), and not at all
+    where none works."""
     source: str = ""
     """Where it is configured (a file), for messages."""
 
@@ -177,6 +180,10 @@ def _matcher(
             # Run as a shell line instead, it would be another command than the one written.
             warnings.append(f"{where}: hook {command!r}: args must be a list of strings; skipped")
             continue
+        sandboxed = hook.get("sandbox", False)
+        if not isinstance(sandboxed, bool):
+            warnings.append(f"{where}: hook {command!r}: sandbox must be true or false; skipped")
+            continue
         timeout = hook.get("timeout", DEFAULT_TIMEOUT_S)
         seconds = (
             float(timeout)
@@ -188,6 +195,7 @@ def _matcher(
                 command=command,
                 args=tuple(args) if args is not None else None,
                 timeout=seconds,
+                sandbox=sandboxed,
                 source=where,
             )
         )
@@ -332,8 +340,11 @@ class HookRunner:
         transcript_path: Callable[[], Path | None] = lambda: None,
         permission_mode: str = "default",
         notice: Callable[[str], None] | None = None,
+        sandbox: Confinement | None = None,
     ) -> None:
         self.config = config
+        self.sandbox = sandbox
+        """Where a hook with ``"sandbox": true`` gets its confinement."""
         self.project_dir = project_dir
         self.session_id = session_id
         self.transcript_path = transcript_path
@@ -383,9 +394,18 @@ class HookRunner:
             # Exec form: placeholders are replaced in each word as plain text, no shell.
             project = str(self.project_dir)
             argv = [w.replace("${CLAUDE_PROJECT_DIR}", project) for w in (hook.command, *hook.args)]
-        command = Command(argv=tuple(argv), cwd=self.project_dir, env=env)
         try:
-            process = await spawn(command, stdin=PIPE, stdout=PIPE, stderr=PIPE)
+            profile = backend = None
+            if hook.sandbox:
+                if self.sandbox is None:
+                    raise OSError("it asks for the sandbox, and this session has none")
+                # The first use probes the backend (it runs a command): not on the event loop.
+                profile, backend = await asyncio.to_thread(self.sandbox.confinement)
+                env = self.sandbox.environment(env)
+            command = Command(argv=tuple(argv), cwd=self.project_dir, env=env)
+            process = await spawn(
+                command, stdin=PIPE, stdout=PIPE, stderr=PIPE, profile=profile, sandbox=backend
+            )
         except OSError as exc:
             return _Ran(hook=hook, exit_code=None, stdout="", stderr=str(exc))
         try:

@@ -29,7 +29,7 @@ from caliban.exec.process import (
     spawn,
     stop_group,
 )
-from caliban.exec.sandbox import Availability, NoSandbox, Sandbox
+from caliban.exec.sandbox import Availability, Confinement, NoSandbox, Sandbox
 from caliban.exec.sync import RunResult, run
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "Availability",
     "Child",
     "Command",
+    "Confinement",
     "Network",
     "NoNetwork",
     "NoSandbox",

@@ -25,7 +25,7 @@ from typing import Protocol
 
 from caliban.exec.command import Command, SandboxProfile
 
-__all__ = ["Availability", "NoSandbox", "Sandbox", "confine"]
+__all__ = ["Availability", "Confinement", "NoSandbox", "Sandbox", "confine"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,6 +52,21 @@ class Sandbox(Protocol):
 
     def wrap(self, command: Command, profile: SandboxProfile) -> Command:
         """The command to start so that ``command`` runs confined by ``profile``."""
+        ...
+
+
+class Confinement(Protocol):
+    """Where a process that asks to be sandboxed (an MCP server or a hook with ``sandbox =
+    true``) gets its confinement: the session's sandbox
+    (:class:`caliban.sandbox.runtime.SandboxRuntime`)."""
+
+    def confinement(self) -> tuple[SandboxProfile, Sandbox]:
+        """The profile and the backend to start it under; raises OSError when no backend
+        works here (it then does not start: it asked not to run unconfined)."""
+        ...
+
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` for a sandboxed process (its temporary folder)."""
         ...
 
 

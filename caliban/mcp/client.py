@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal, assert_never
 import anyio
 
 from caliban import __version__
+from caliban.exec import Confinement
 from caliban.mcp import listing
 from caliban.mcp.config import ServerConfig
 from caliban.mcp.connection import (
@@ -118,7 +119,8 @@ class McpManager:
     ``Server``) connected in-process, for tests and embedded servers. With ``catalog_cache``,
     each configured server's last tool list is served until the server lists its own.
     ``limits`` bounds what servers may send; ``sdk`` is the loader of the MCP SDK (the
-    process's own by default).
+    process's own by default); ``sandbox`` confines the stdio servers whose entry says
+    ``sandbox = true``.
     """
 
     def __init__(
@@ -130,8 +132,10 @@ class McpManager:
         catalog_cache: CatalogCache | None = None,
         limits: Limits | None = None,
         sdk: SdkLoader | None = None,
+        sandbox: Confinement | None = None,
     ) -> None:
         self._mode = connect_mode
+        self._sandbox = sandbox
         self._cache = catalog_cache
         self._limits = limits or Limits()
         self._sdk = sdk or SDK
@@ -389,7 +393,10 @@ class McpManager:
                         assert spec.config is not None and attempt.log is not None
                         # The server boots while the SDK is imported.
                         attempt.stdio = await StdioServer.start(
-                            spec.config, attempt.log, stderr_run_bytes=self._limits.stderr_run_bytes
+                            spec.config,
+                            attempt.log,
+                            stderr_run_bytes=self._limits.stderr_run_bytes,
+                            sandbox=self._sandbox,
                         )
                         stack.push_async_callback(attempt.stdio.stop)
                     await self._sdk.wait(start=not self._hold_sdk)

@@ -115,6 +115,10 @@ class ServerEntry(BaseModel):
     """Seconds the server has to connect and list its tools."""
     tool_timeout: float = Field(default_factory=default_tool_timeout, gt=0)
     """Seconds one tool call may take before it fails with a timeout result."""
+    sandbox: bool = False
+    """true runs this stdio server in the OS sandbox (docs/sandbox.md): it writes only the
+    project and a temporary folder and reaches only the allowed domains; where no sandbox
+    works it does not start."""
 
     @model_validator(mode="after")
     def _check_shape(self) -> ServerEntry:
@@ -130,7 +134,7 @@ class ServerEntry(BaseModel):
         else:
             if self.transport == "stdio":
                 raise ValueError('transport = "stdio" needs `command`, not `url`')
-            for key in ("args", "env", "cwd"):
+            for key in ("args", "env", "cwd", "sandbox"):
                 if getattr(self, key):
                     raise ValueError(f"`{key}` applies to stdio servers only (this one has `url`)")
         return self
@@ -155,6 +159,8 @@ class ServerConfig:
     disabled: bool = False
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
+    sandbox: bool = False
+    """A stdio server that runs in the OS sandbox (``sandbox = true``)."""
     source: Path | None = None
     """The file this entry came from (None for servers built in code)."""
     scope: Scope | None = None
@@ -515,6 +521,7 @@ def _build(
         disabled=entry.disabled,
         startup_timeout=entry.startup_timeout,
         tool_timeout=entry.tool_timeout,
+        sandbox=entry.sandbox,
         source=raw.source,
         scope=raw.scope,
         line=raw.line,

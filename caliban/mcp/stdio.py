@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from caliban.exec import PIPE, Child, Command, spawn, stop_group
+from caliban.exec import PIPE, Child, Command, Confinement, spawn, stop_group
 from caliban.mcp.config import ServerConfig
 from caliban.mcp.logs import STDERR_RUN_BYTES, ServerLog, drain_stderr
 from caliban.util.text import clipped
@@ -76,13 +76,28 @@ class StdioServer:
 
     @classmethod
     async def start(
-        cls, config: ServerConfig, log: ServerLog, *, stderr_run_bytes: int = STDERR_RUN_BYTES
+        cls,
+        config: ServerConfig,
+        log: ServerLog,
+        *,
+        stderr_run_bytes: int = STDERR_RUN_BYTES,
+        sandbox: Confinement | None = None,
     ) -> StdioServer:
-        """Start the server's command, its stderr copied to ``log``; raises OSError."""
-        command = Command(
-            argv=(config.command or "", *config.args), cwd=config.cwd, env=server_env(config)
+        """Start the server's command, its stderr copied to ``log``, confined by ``sandbox``
+        when its entry says ``sandbox = true``; raises OSError (also when it asks for a
+        sandbox and none works here)."""
+        env = server_env(config)
+        profile = backend = None
+        if config.sandbox:
+            if sandbox is None:
+                raise OSError("sandbox = true, but this session has no sandbox")
+            # The first use probes the backend (it runs a command): not on the event loop.
+            profile, backend = await asyncio.to_thread(sandbox.confinement)
+            env = sandbox.environment(env)
+        command = Command(argv=(config.command or "", *config.args), cwd=config.cwd, env=env)
+        child = await spawn(
+            command, stdin=PIPE, stdout=PIPE, stderr=PIPE, profile=profile, sandbox=backend
         )
-        child = await spawn(command, stdin=PIPE, stdout=PIPE, stderr=PIPE)
         return cls(child, log, stderr_run_bytes=stderr_run_bytes)
 
     @property

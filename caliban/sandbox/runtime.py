@@ -39,7 +39,7 @@ from caliban.exec import (
 )
 from caliban.permissions.protected import SHELL_STARTUP
 from caliban.sandbox.proxy import DomainPolicy, DomainProxy
-from caliban.sandbox.settings import SandboxConfig
+from caliban.sandbox.settings import Mode, SandboxConfig
 
 __all__ = [
     "Placement",
@@ -240,9 +240,21 @@ class SandboxRuntime:
         tmp = str(self.tmpdir)
         return {**env, "TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
 
-    def profile(self) -> SandboxProfile:
-        """What a command starting now may touch."""
-        if self.config.mode == "read-only":
+    def confinement(self) -> tuple[SandboxProfile, Sandbox]:
+        """The profile and backend for a process that asked for the sandbox itself (an MCP
+        server or a hook with ``sandbox = true``): the session's, ``workspace-write`` when the
+        sandbox is off for Bash. Raises OSError when no backend works here: such a process
+        does not start unconfined."""
+        if not self.availability.usable:
+            raise OSError(
+                f"it asks for the sandbox, and none works here: {self.availability.detail}"
+            )
+        mode = "workspace-write" if self.config.mode == "off" else self.config.mode
+        return self.profile(mode), self.backend
+
+    def profile(self, mode: Mode | None = None) -> SandboxProfile:
+        """What a command starting now may touch (in ``mode``; the session's by default)."""
+        if (mode or self.config.mode) == "read-only":
             writable = [self.tmpdir]
         else:
             extra = [

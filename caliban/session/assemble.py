@@ -137,7 +137,6 @@ async def open_session(
         mcp_json_allows=setup.claude.allows_mcpjson_server,
         trusted=trusted,
     )
-    manager = start_mcp(mcp_config.servers)
 
     tasks = BackgroundTasks()
     chosen = select_builtins(
@@ -153,8 +152,12 @@ async def open_session(
         working_dirs=setup.add_dirs,
     )
     sandbox = _sandbox(options, loaded, setup, policy, trusted)
-    probe = (
-        asyncio.ensure_future(asyncio.to_thread(sandbox.unavailable_notice)) if sandbox else None
+    manager = start_mcp(mcp_config.servers, sandbox=sandbox)
+    # On for Bash: find (and probe) the backend while the rest starts, to warn once.
+    probe = asyncio.ensure_future(
+        asyncio.to_thread(sandbox.unavailable_notice)
+        if sandbox.config.enabled
+        else asyncio.sleep(0, result=None)
     )
     late: asyncio.Task[None] | None = None
     timers: list[asyncio.TimerHandle] = []
@@ -261,7 +264,7 @@ async def open_session(
             lazy = session.lazy_policy
             if manager is not None and lazy is not None and lazy.mode == "auto":
                 await window  # "auto" weighs the tools against it; a short timeout bounds it
-        if probe is not None and (unavailable := await probe) is not None:
+        if (unavailable := await probe) is not None:
             session.emit(Notice(level="warning", text=unavailable))
         if hooks is not None:
             source = (
@@ -276,10 +279,8 @@ async def open_session(
                 await hooks.session_ended("other")
         close_transcript(session)
         await tasks.aclose()
-        if probe is not None:
-            probe.cancel()
-        if sandbox is not None:
-            sandbox.close()
+        probe.cancel()
+        sandbox.close()
         for timer in timers:  # a session closed before its background work began
             timer.cancel()
         if late is not None:
@@ -297,13 +298,12 @@ def _sandbox(
     setup: SessionSetup,
     policy: PermissionPolicy,
     trusted: bool,
-) -> SandboxRuntime | None:
-    """The session's OS sandbox (:mod:`caliban.sandbox`), when it is on."""
+) -> SandboxRuntime:
+    """The session's OS sandbox (:mod:`caliban.sandbox`): under Bash when it is on, and
+    under the MCP servers and hooks that ask for it; it probes nothing until one needs it."""
     from caliban.sandbox.session import open_sandbox, session_config
 
     config = session_config(loaded, setup.claude, flag=options.sandbox, trusted=trusted)
-    if not config.enabled:
-        return None
     return open_sandbox(config, policy, add_dirs=setup.add_dirs)
 
 
@@ -398,7 +398,9 @@ thread that holds the interpreter lock. Negligible beside a model's latency, whi
 background work then overlaps."""
 
 
-def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:
+def start_mcp(
+    servers: Sequence[ServerConfig], *, sandbox: SandboxRuntime | None = None
+) -> McpManager | None:
     """Start ``servers`` in the background, their last tool lists read from the user's cache;
     ``None`` when there are none.
 
@@ -406,14 +408,15 @@ def start_mcp(servers: Sequence[ServerConfig]) -> McpManager | None:
     launched at once and the MCP SDK (about 0.6 s to import) imported meanwhile. When every
     tool is known from the cache, the first request needs no server: they are launched once
     the provider SDK is in (:func:`_warm_in_background`), so booting them does not slow the
-    first request on a small machine. With no servers the MCP SDK is never loaded.
+    first request on a small machine. With no servers the MCP SDK is never loaded. Servers
+    with ``sandbox = true`` run confined by ``sandbox``.
     """
     if not servers:
         return None
     from caliban.mcp.catalog_cache import user_cache
     from caliban.mcp.client import McpManager
 
-    manager = McpManager(servers, catalog_cache=user_cache())
+    manager = McpManager(servers, catalog_cache=user_cache(), sandbox=sandbox)
     if manager.unlisted():
         manager.start()
     return manager
