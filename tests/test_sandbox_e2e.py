@@ -99,13 +99,34 @@ def _task_output(request: CapturedRequest) -> dict[str, Any]:
 
 
 @needs_curl
-def test_auto_allowed_commands_are_confined(
-    project: Path, home: Path, outside: Path, box: str, tmp_path: Path
+@pytest.mark.parametrize(
+    "permissions",
+    [
+        pytest.param(
+            (),
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="auto-allow is applied by the call pipeline's authorize stage (issue 23, "
+                "branch calls), not on main yet: the default mode still asks, headless denies",
+            ),
+            id="auto-allow",
+        ),
+        pytest.param(("--permission-mode", "bypassPermissions"), id="bypass"),
+    ],
+)
+def test_sandboxed_commands_are_confined(
+    project: Path,
+    home: Path,
+    outside: Path,
+    box: str,
+    tmp_path: Path,
+    permissions: tuple[str, ...],
 ) -> None:
-    """With autoAllowBashIfSandboxed and no allow rule, in the default mode: a command
-    writes inside the project, not outside it nor under /tmp, also from a background task;
-    it cannot read ~/.ssh under a Read deny rule, nor reach a server on 127.0.0.1 whose
-    domain is not allowed; an allowed one works through the proxy."""
+    """With autoAllowBashIfSandboxed and no allow rule, in the default mode (or with the
+    parser allowing everything): a command writes inside the project, not outside it nor
+    under /tmp, also from a background task; it cannot read ~/.ssh under a Read deny rule,
+    nor reach a server on 127.0.0.1 whose domain is not allowed; an allowed one works
+    through the proxy."""
     marker = Path(f"/tmp/caliban-e2e-{tmp_path.name}-{box}")
     with http_server() as port:
         fetch = f"curl -sS -m 10 http://127.0.0.1:{port}/"
@@ -123,7 +144,7 @@ def test_auto_allowed_commands_are_confined(
                 bash("cat ~/.ssh/id_ed25519"),
                 bash(fetch),
             ]
-            done = _run(steps, project, home, box)
+            done = _run(steps, project, home, box, *permissions)
             writes, _, _, secret, reached = (text for _, text in results(done.stdout))
             assert (project / "in.txt").read_text() == "in\n"
             assert (project / "bg.txt").read_text() == "bg\n"
