@@ -21,6 +21,7 @@ import pytest
 from fake_model_server import CapturedRequest, FakeModelServer
 from sandbox_helpers import backend, http_server
 from test_boundary_e2e import caliban, calls, results
+from test_boundary_e2e import repo as _git_repo  # noqa: F401 (the "repo" fixture)
 
 from caliban.permissions.trust import trust
 
@@ -51,16 +52,6 @@ def outside(tmp_path: Path) -> Path:
     path = tmp_path / "outside"
     path.mkdir()
     return path
-
-
-@pytest.fixture
-def repo(project: Path) -> Path:
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
-    subprocess.run([*git, "init", "-q"], cwd=project, check=True)
-    (project / "README.md").write_text("hello\n")
-    subprocess.run([*git, "add", "README.md"], cwd=project, check=True)
-    subprocess.run([*git, "commit", "-qm", "init"], cwd=project, check=True)
-    return project
 
 
 def _settings(project: Path, sandbox: dict[str, Any], **more: Any) -> None:

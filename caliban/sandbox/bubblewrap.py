@@ -38,7 +38,6 @@ from caliban.exec import (
     AllNetwork,
     Availability,
     Command,
-    NoNetwork,
     ProxyNetwork,
     SandboxProfile,
     launch,
@@ -46,7 +45,6 @@ from caliban.exec import (
 
 __all__ = ["BubblewrapSandbox", "hard_links"]
 
-PROBE_TIMEOUT_S = 10.0
 HARD_LINK_SCAN_LIMIT = 50_000
 """Directory entries looked at, at most, to find the other names of a protected file that
 has several (beyond that the file's other names are not known: see :func:`hard_links`)."""
@@ -75,18 +73,10 @@ class BubblewrapSandbox:
     def _probe(self) -> Availability:
         if self.executable is None:
             return Availability(usable=False, detail="bwrap is not installed")
-        from caliban.exec import run
+        from caliban.sandbox.probe import failure
 
-        probe = Command(argv=("true",), cwd=Path("/"))
-        profile = SandboxProfile(writable=(), network=NoNetwork())
-        try:
-            result = run(self.wrap(probe, profile), timeout=PROBE_TIMEOUT_S)
-        except OSError as exc:
-            return Availability(usable=False, detail=f"bwrap cannot start: {exc}")
-        if not result.ok:
-            said = result.stderr.decode(errors="replace").strip().splitlines()
-            why = said[-1] if said else f"exit status {result.returncode}"
-            return Availability(usable=False, detail=f"bwrap does not work here: {why}")
+        if (broken := failure(self, "bwrap")) is not None:
+            return broken
         return Availability(usable=True, detail=f"bubblewrap ({self.executable})")
 
     def wrap(self, command: Command, profile: SandboxProfile) -> Command:

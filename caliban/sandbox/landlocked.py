@@ -25,8 +25,6 @@ from caliban.sandbox.bubblewrap import proxy_environment
 
 __all__ = ["LandlockSandbox"]
 
-PROBE_TIMEOUT_S = 10.0
-
 
 class LandlockSandbox:
     """Commands confined by Landlock and seccomp, applied by the launcher."""
@@ -54,17 +52,10 @@ class LandlockSandbox:
             )
         if not seccomp.supported():
             return Availability(usable=False, detail=f"no seccomp filter for {os.uname().machine}")
-        from caliban.exec import run
+        from caliban.sandbox.probe import failure
 
-        probe = self.wrap(Command(argv=("true",), cwd=Path("/")), SandboxProfile())
-        try:
-            result = run(probe, timeout=PROBE_TIMEOUT_S)
-        except OSError as exc:
-            return Availability(usable=False, detail=f"the launcher cannot start: {exc}")
-        if not result.ok:
-            said = result.stderr.decode(errors="replace").strip().splitlines()
-            why = said[-1] if said else f"exit status {result.returncode}"
-            return Availability(usable=False, detail=f"Landlock does not work here: {why}")
+        if (broken := failure(self, "Landlock")) is not None:
+            return broken
         return Availability(usable=True, detail=f"Landlock ABI {version} and seccomp")
 
     def limits(self, profile: SandboxProfile) -> list[str]:
