@@ -223,3 +223,21 @@ def test_describe_says_mode_backend_and_what_is_not_enforced(tmp_path: Path) -> 
         runtime.close()
     off = SandboxRuntime(SandboxConfig(), project_root=tmp_path).describe()
     assert off[0].startswith("Sandbox: off")
+
+
+@pytest.mark.anyio
+async def test_the_sandbox_command_in_the_repl(tmp_path: Path) -> None:
+    from test_repl import CTRL_D, ENTER, harness
+
+    runtime = _runtime(tmp_path, auto_allow_bash=True)
+    try:
+        async with harness([], tmp_path, sandbox=runtime) as h:
+            await h.run("/sandbox" + ENTER + CTRL_D)
+    finally:
+        runtime.close()
+    assert "Sandbox: workspace-write" in h.lines
+    assert any(line.startswith("Backend: test") for line in h.lines)
+    assert any(line.startswith("Writable: ") for line in h.lines)
+    async with harness([], tmp_path) as h:
+        await h.run("/sandbox" + ENTER + CTRL_D)
+    assert any(line.startswith("Sandbox: off") for line in h.lines)
