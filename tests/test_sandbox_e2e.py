@@ -21,7 +21,7 @@ import pytest
 from fake_model_server import CapturedRequest, FakeModelServer
 from sandbox_helpers import backend, http_server
 from test_boundary_e2e import caliban, calls, results
-from test_boundary_e2e import repo as _git_repo  # noqa: F401 (the "repo" fixture)
+from test_boundary_e2e import repo as git_repository  # noqa: F401 (a fixture: a git project)
 
 from caliban.permissions.trust import trust
 
@@ -162,12 +162,16 @@ CD_TRICKS = [
 
 
 def test_the_attacks_that_passed_the_parser_are_stopped(
-    repo: Path, home: Path, outside: Path, box: str
+    git_repository: Path,  # noqa: F811 (the fixture imported above)
+    home: Path,
+    outside: Path,
+    box: str,
 ) -> None:
     """The parser allows everything (bypassPermissions): only the sandbox stands. Writes
     after a cd that did or did not happen stay in the project; .git/config cannot change,
     directly, through git config, or through a hard link made to it; a planted repository's
     core.fsmonitor runs, but inside the sandbox."""
+    repo = git_repository
     (repo / "sub").mkdir()
     before = (repo / ".git" / "config").read_text()
     hook = f'\\n[core]\\n\\tfsmonitor = "touch {outside}/PWNED; false"\\n'  # for printf
