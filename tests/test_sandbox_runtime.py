@@ -137,21 +137,20 @@ def test_rule_paths(tmp_path: Path, pattern: str, expected: list[str], exact: bo
 
 def test_which_commands_are_confined(tmp_path: Path) -> None:
     runtime = _runtime(tmp_path, excluded_commands=("docker:*",))
-    assert runtime.confines("ls -la")
-    assert not runtime.confines("docker ps")
-    assert runtime.confines("docker ps && rm -rf ~")  # every command must be excluded
-    assert not runtime.confines("ls", outside_requested=True)
+    assert runtime.placement("ls -la") == "sandbox"
+    assert runtime.placement("docker ps") == "excluded"
+    assert runtime.placement("docker ps && rm -rf ~") == "sandbox"  # all must be excluded
+    assert runtime.placement("ls", outside_requested=True) == "outside"
     strict = _runtime(tmp_path, allow_unsandboxed=False)
-    assert strict.confines("ls", outside_requested=True)  # the retry is ignored
-    off = _runtime(tmp_path, mode="off")
-    assert not off.confines("ls")
+    assert strict.placement("ls", outside_requested=True) == "sandbox"  # the retry is ignored
+    assert _runtime(tmp_path, mode="off").placement("ls") == "off"
 
 
 def test_unavailable_is_said_once_and_refuses_with_fail_if_unavailable(tmp_path: Path) -> None:
     runtime = SandboxRuntime(
         SandboxConfig(mode="workspace-write"), project_root=tmp_path, backend=_Broken()
     )
-    assert not runtime.active and not runtime.refuses
+    assert runtime.placement("ls") == "unconfined"
     assert "bwrap is not installed" in (runtime.unavailable_notice() or "")
     assert "run without it" in (runtime.unavailable_notice() or "")
     strict = SandboxRuntime(
@@ -159,7 +158,8 @@ def test_unavailable_is_said_once_and_refuses_with_fail_if_unavailable(tmp_path:
         project_root=tmp_path,
         backend=_Broken(),
     )
-    assert strict.refuses and "will not run" in (strict.unavailable_notice() or "")
+    assert "will not run" in (strict.unavailable_notice() or "")
+    assert strict.placement("ls") == "refused"
     assert SandboxRuntime(SandboxConfig(), project_root=tmp_path).unavailable_notice() is None
 
 

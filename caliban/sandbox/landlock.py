@@ -91,7 +91,7 @@ def abi() -> int:
     return max(int(version), 0)
 
 
-def handled_fs(version: int) -> int:
+def _handled_fs(version: int) -> int:
     """Every file-system right the kernel of ``version`` knows (all of them are handled:
     what is not granted is denied)."""
     rights = (MAKE_SYM << 1) - 1
@@ -156,7 +156,7 @@ def restrict(
         raise OSError(errno.ENOSYS, "Landlock is not available in this kernel")
     if connect_ports is not None and version < 4:
         raise OSError(errno.ENOSYS, f"Landlock ABI {version} cannot restrict TCP (needs 4)")
-    handled = handled_fs(version)
+    handled = _handled_fs(version)
     attr = _RulesetAttr(handled_access_fs=handled)
     if connect_ports is not None:
         attr.handled_access_net = NET_CONNECT_TCP | (0 if bind else NET_BIND_TCP)

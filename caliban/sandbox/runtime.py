@@ -6,8 +6,8 @@ project, the ``--add-dir`` folders and the permission policy (whose ``Read`` den
 become unreadable paths and whose ``WebFetch(domain:…)`` rules join the allowed and
 denied domains, read live, so a "don't ask again" answer counts at once). It answers:
 
-- :meth:`~SandboxRuntime.confines`: does this Bash call run in the sandbox (or is it an
-  excluded command, or an approved retry outside it)?
+- :meth:`~SandboxRuntime.placement`: where this Bash call runs: in the sandbox, or
+  outside it (an excluded command, a retry outside, no backend), or not at all?
 - :meth:`~SandboxRuntime.profile`: what the command may touch, built when it starts
   (protected paths that appeared since are covered);
 - :meth:`~SandboxRuntime.explain`: why a failed command most likely failed because of the
@@ -167,16 +167,6 @@ class SandboxRuntime:
     def availability(self) -> Availability:
         return self.backend.available()
 
-    @property
-    def active(self) -> bool:
-        """Commands run sandboxed: it is on and a backend works."""
-        return self.config.enabled and self.availability.usable
-
-    @property
-    def refuses(self) -> bool:
-        """It is on, no backend works, and ``failIfUnavailable``: commands do not run."""
-        return self.config.enabled and self.config.fail_if_unavailable and not self.active
-
     def unavailable_notice(self) -> str | None:
         """The one warning when the sandbox is on but cannot work here; None otherwise."""
         if not self.config.enabled or self.availability.usable:
@@ -217,10 +207,6 @@ class SandboxRuntime:
         if self.availability.usable:
             return "sandbox"
         return "refused" if self.config.fail_if_unavailable else "unconfined"
-
-    def confines(self, command_line: str, *, outside_requested: bool = False) -> bool:
-        """Whether this Bash call runs in the sandbox."""
-        return self.placement(command_line, outside_requested=outside_requested) == "sandbox"
 
     @property
     def tmpdir(self) -> Path:
