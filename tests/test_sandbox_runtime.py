@@ -177,6 +177,8 @@ def test_unavailable_is_said_once_and_refuses_with_fail_if_unavailable(tmp_path:
             "hard link to PROJ/.git/config",
         ),
         ("cat: HOME/.ssh/id_rsa: Permission denied", "read of HOME/.ssh/id_rsa"),
+        ("cat: HOME/.ssh/id_rsa: No such file or directory", "read of HOME/.ssh/id_rsa"),
+        ("cat: notes.txt: No such file or directory", None),
         (
             "PermissionError: [Errno 13] Permission denied: '/tmp/x/data.json'",
             "write outside the project",

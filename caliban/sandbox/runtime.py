@@ -498,7 +498,9 @@ def _under(path: Path, root: Path) -> bool:
 # ---------------------------------------------------------------------------- explaining
 
 _PROBLEMS = ("Read-only file system", "Permission denied", "Operation not permitted",
-             "Invalid cross-device link")  # fmt: skip
+             "Invalid cross-device link", "No such file or directory")  # fmt: skip
+"""Errors the sandbox causes (bubblewrap hides an unreadable folder under an empty one:
+what was in it is not there)."""
 _QUOTED = re.compile(r"['\"‘’“”`]([^'\"‘’“”`\n]+)['\"‘’“”`]")
 _NETWORK = re.compile(
     r"Could not resolve host|Temporary failure in name resolution|Network is unreachable|"
@@ -534,6 +536,8 @@ def _classify(path: Path, problem: str, profile: SandboxProfile, mode: str) -> s
     """Why the sandbox refused ``path``, or None when it was not the sandbox."""
     if any(_under(path, hidden) for hidden in profile.unreadable):
         return f"read of {path}, which a Read deny rule (or sandbox.filesystem.denyRead) hides"
+    if problem == "No such file or directory":
+        return None
     if any(_under(path, kept) for kept in profile.read_only):
         verb = "hard link to" if "cross-device" in problem else "write to"
         return f"{verb} {path}, a protected path (read-only in the sandbox)"
