@@ -124,6 +124,10 @@ def main(args: list[str]) -> int:
         return _fail(f"bad arguments: {exc}")
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     try:
+        # Imported before the bridge forks (ctypes with it), so the bridge sets its death
+        # signal at once: it must not keep bubblewrap waiting after a quick command.
+        from caliban.sandbox import seccomp
+
         if options.bridge is not None:
             _start_bridge(*options.bridge)
         if options.landlock:
@@ -136,8 +140,6 @@ def main(args: list[str]) -> int:
                 write=options.write,
                 connect_ports=options.ports if options.net != "all" else None,
             )
-        from caliban.sandbox import seccomp
-
         if not options.unix or options.net != "all":
             seccomp.install(seccomp.program(block_unix=not options.unix, inet=options.net))  # type: ignore[arg-type]
     except (OSError, ValueError) as exc:
