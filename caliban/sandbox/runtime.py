@@ -367,7 +367,7 @@ class SandboxRuntime:
         lines.append(
             "Bash commands: "
             + (
-                "run without asking when sandboxed"
+                "autoAllowBashIfSandboxed on (applied once the call pipeline lands)"
                 if config.auto_allow_bash
                 else "asked about as usual"
             )
