@@ -142,7 +142,7 @@ def test_no_network_reaches_no_local_server(name: str, place: dict[str, Path]) -
 def test_the_proxy_lets_allowed_domains_through_only(name: str, place: dict[str, Path]) -> None:
     sandbox = backend(name)
     proxy = DomainProxy(
-        DomainPolicy(allowed=("localhost",)).refusal,
+        DomainPolicy(allowed=("127.0.0.1",)).refusal,
         socket_path=place["project"].parent / "proxy.sock",
     )
     proxy.start()
@@ -151,16 +151,16 @@ def test_the_proxy_lets_allowed_domains_through_only(name: str, place: dict[str,
         mark = proxy.mark()
         with http_server() as port:
             script = (
-                f"curl -s -m 10 http://localhost:{port}/; "
                 f"curl -s -m 10 http://127.0.0.1:{port}/; "
-                f"curl -s -m 5 --noproxy '*' http://localhost:{port}/ || echo direct-failed"
+                f"curl -s -m 10 http://localhost:{port}/; "
+                f"curl -s -m 5 --noproxy '*' http://127.0.0.1:{port}/ || echo direct-failed"
             )
             result = sh(sandbox, _profile(place, network=network), script, place["project"])
         said = text(result)
         assert said.count("hello from the test server") == 1, said
-        assert "blocked by caliban's sandbox: 127.0.0.1 is not in" in said
+        assert "blocked by caliban's sandbox: localhost is not in" in said
         assert "direct-failed" in said
-        assert proxy.blocked_since(mark) == ["127.0.0.1 is not in the sandbox's allowed domains"]
+        assert proxy.blocked_since(mark) == ["localhost is not in the sandbox's allowed domains"]
     finally:
         proxy.close()
 

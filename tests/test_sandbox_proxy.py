@@ -57,10 +57,10 @@ def test_plain_http_to_an_allowed_host(proxy: DomainProxy) -> None:
 def test_other_hosts_get_403_and_are_remembered(proxy: DomainProxy) -> None:
     mark = proxy.mark()
     with http_server() as port:
-        answer = _exchange(proxy, f"GET http://127.0.0.1:{port}/ HTTP/1.1\r\n\r\n".encode())
+        answer = _exchange(proxy, f"GET http://192.0.2.1:{port}/ HTTP/1.1\r\n\r\n".encode())
     assert answer.startswith(b"HTTP/1.1 403 Forbidden")
-    assert b"blocked by caliban's sandbox: 127.0.0.1 is not in the sandbox's allowed" in answer
-    assert proxy.blocked_since(mark) == ["127.0.0.1 is not in the sandbox's allowed domains"]
+    assert b"blocked by caliban's sandbox: 192.0.2.1 is not in the sandbox's allowed" in answer
+    assert proxy.blocked_since(mark) == ["192.0.2.1 is not in the sandbox's allowed domains"]
     assert proxy.blocked_since(proxy.mark()) == []
 
 
@@ -151,7 +151,8 @@ def test_close_stops_listening_and_removes_the_socket(tmp_path: Path) -> None:
         ("example.test", True),  # *.x covers subdomains, not x itself (Claude Code's rule)
         ("bad.example.test", True),  # denied beats allowed
         ("localhost.evil", True),
-        ("127.0.0.1", True),
+        ("127.0.0.1", False),  # localhost covers every loopback address, as in WebFetch rules
+        ("192.0.2.1", True),
     ],
 )
 def test_domain_policy(host: str, refused: bool) -> None:
