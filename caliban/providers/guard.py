@@ -1,9 +1,11 @@
-"""Bounds on what a model server may stream to us, checked before the SDK parses it.
+"""Bounds on what a model server may stream to us, checked before anything parses it.
 
-The SDKs decode server-sent events "without imposing a line or event size limit" and raise
-a bare ``UnicodeDecodeError`` on bytes that are not UTF-8. :class:`GuardedSSEDecoder` wraps
-an SDK's own decoder (the SDK asks its client for one per stream, through
-``_make_sse_decoder``) and checks the raw bytes first:
+:class:`ByteCheck` checks the raw bytes of a response stream as they arrive; the Anthropic
+provider's decoder (:mod:`caliban.providers.sse`) reads only what it passed. The ``openai``
+SDK decodes server-sent events "without imposing a line or event size limit" and raises a
+bare ``UnicodeDecodeError`` on bytes that are not UTF-8, so :class:`GuardedSSEDecoder` wraps
+its decoder (the SDK asks its client for one per stream, through ``_make_sse_decoder``) and
+puts the same checks first:
 
 - they must be UTF-8, else :class:`StreamRejected` ("not valid UTF-8 at byte N");
 - one event may hold at most :attr:`StreamLimits.max_event_bytes`, a whole response at most
@@ -73,8 +75,8 @@ class _SdkDecoder(Protocol[EventT_co]):
     def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[EventT_co]: ...
 
 
-class _ByteCheck:
-    """The checks on raw bytes, fed chunk by chunk."""
+class ByteCheck:
+    """The checks on raw bytes, fed chunk by chunk; :meth:`feed` returns them decoded."""
 
     def __init__(self, limits: StreamLimits) -> None:
         self.limits = limits
@@ -83,9 +85,10 @@ class _ByteCheck:
         self.tail = b""
         self.utf8 = codecs.getincrementaldecoder("utf-8")()
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes) -> str:
+        """The text of ``chunk`` (a character cut at its end waits for the next chunk)."""
         try:
-            self.utf8.decode(chunk)
+            text = self.utf8.decode(chunk)
         except UnicodeDecodeError as exc:
             raise self._not_utf8(self.total + exc.start) from None
         self.total += len(chunk)
@@ -104,6 +107,7 @@ class _ByteCheck:
                 f"the response was discarded: one server-sent event grew past "
                 f"{self.limits.max_event_bytes:,} bytes"
             )
+        return text
 
     def finish(self) -> None:
         try:
@@ -142,7 +146,7 @@ class GuardedSSEDecoder(Generic[EventT]):
         self.limits = limits
 
     def iter_bytes(self, iterator: Iterator[bytes]) -> Iterator[EventT]:
-        check = _ByteCheck(self.limits)
+        check = ByteCheck(self.limits)
 
         def checked() -> Iterator[bytes]:
             for chunk in iterator:
@@ -157,7 +161,7 @@ class GuardedSSEDecoder(Generic[EventT]):
         self._check_done(done)
 
     async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[EventT]:
-        check = _ByteCheck(self.limits)
+        check = ByteCheck(self.limits)
 
         async def checked() -> AsyncIterator[bytes]:
             async for chunk in iterator:
