@@ -36,7 +36,9 @@ Python a step may also be a callable taking the :class:`CapturedRequest` and ret
 ``{"status": 429, "retry_after": 0, "message": "slow down", "error_type": "..."}``
     An HTTP error with the API's error body; optional ``retry_after`` (seconds) and
     ``retry_after_ms`` headers. ``"body": {...}`` sends exactly that JSON instead (a real
-    server's error, recorded).
+    server's error, recorded), ``"body_text": "..."`` that text (a proxy's HTML page).
+``"headers": {"request-id": "req_1"}``
+    Extra response headers (any step that answers).
 ``"delay": 0.5``
     Wait this long before answering (any step). ``"chunk_delay": 0.05`` waits between events.
 ``{"hang": true, "text": "partial"}``
@@ -109,6 +111,8 @@ class CapturedRequest:
     """``time.time()`` when the request arrived (for start-up benchmarks)."""
     text: str = ""
     """The body as sent (UTF-8 decoded), for assertions on the exact bytes."""
+    peer: str = ""
+    """The client's ``host:port``: requests on one kept-alive connection share it."""
 
     @property
     def api(self) -> str:
@@ -459,6 +463,7 @@ class _Handler(BaseHTTPRequestHandler):
             body=body,
             received_at=time.time(),
             text=raw.decode("utf-8", "replace"),
+            peer=f"{self.client_address[0]}:{self.client_address[1]}",
         )
 
     def _endpoint(self, request: CapturedRequest) -> None:
@@ -502,9 +507,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream(step, request, is_openai)
 
     def _json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
+        self._body(status, json.dumps(payload).encode(), "application/json", headers)
+
+    def _body(
+        self, status: int, data: bytes, content_type: str, headers: Mapping[str, str] | None
+    ) -> None:
         self.send_response(status)
-        self.send_header("content-type", "application/json")
+        self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(data)))
         for key, value in (headers or {}).items():
             self.send_header(key, value)
@@ -514,11 +523,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, step: Mapping[str, Any], is_openai: bool) -> None:
         error_type = step.get("error_type") or ERROR_TYPES.get(status, "api_error")
         message = step.get("message") or f"fake {error_type}"
-        headers = {}
+        headers = dict(step.get("headers", {}))
         if "retry_after" in step:
             headers["retry-after"] = str(step["retry_after"])
         if "retry_after_ms" in step:
             headers["retry-after-ms"] = str(step["retry_after_ms"])
+        if "body_text" in step:
+            self._body(status, str(step["body_text"]).encode(), "text/html", headers)
+            return
         make_error = openai_error if is_openai else anthropic_error
         body = step["body"] if "body" in step else make_error(status, error_type, message)
         self._json(status, body, headers)
@@ -549,6 +561,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
+        for key, value in step.get("headers", {}).items():
+            self.send_header(key, value)
         self.end_headers()
         pause = float(step.get("chunk_delay", 0))
         try:

@@ -142,18 +142,19 @@ def test_effort_and_the_window_override_reach_the_provider() -> None:
 
 
 @pytest.mark.slow
-def test_create_provider_imports_no_sdk_until_warm_up() -> None:
+def test_create_provider_imports_no_client_until_warm_up_and_never_the_anthropic_sdk() -> None:
     code = """
 import sys
 from caliban.config.settings import Settings
 from caliban.providers.select import create_provider, resolve_provider
-for name in ("anthropic", "openai"):
+for name, client in (("anthropic", "httpx2"), ("openai", "openai")):
     choice = resolve_provider(Settings(provider=name), provider=None, model=None,
                               environ={"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"})
     provider = create_provider(choice)
-    assert name not in sys.modules, name
+    assert client not in sys.modules, name
     provider.warm_up()
-    assert name in sys.modules, name
+    assert client in sys.modules, name
+    assert "anthropic" not in sys.modules, name
 print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

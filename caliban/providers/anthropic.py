@@ -1,8 +1,10 @@
-"""The Anthropic Messages API provider (official ``anthropic`` SDK, streaming).
+"""The Anthropic Messages API provider (streaming), over HTTP without the ``anthropic`` SDK.
 
-The SDK takes about a second to import, so it is imported, and the client created, on the
-first request or when :meth:`AnthropicProvider.warm_up` runs (in a worker thread, while the
-rest of caliban starts).
+This module knows the wire format: it encodes request bodies (:class:`RequestEncoder`) and
+builds the answer from the stream's events (:class:`MessagesStreamAccumulator`);
+:mod:`caliban.providers.anthropic_http` carries them over HTTP. Its client (and ``httpx2``)
+is made on the first request, or earlier by :meth:`AnthropicProvider.warm_up` in a worker
+thread.
 
 Prompt caching: the system prompt and the last content block of the newest message carry
 ``cache_control: {"type": "ephemeral"}``, and so does the last block of the previous user
@@ -25,6 +27,7 @@ import functools
 import json
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, assert_never
 
@@ -40,7 +43,7 @@ from caliban.messages import (
     ToolSpec,
     Usage,
 )
-from caliban.providers._sdk import SdkProvider
+from caliban.providers._lazy import LazyClientProvider
 from caliban.providers.accumulate import parse_arguments
 from caliban.providers.base import (
     Effort,
@@ -71,7 +74,7 @@ from caliban.providers.retry import (
 )
 
 if TYPE_CHECKING:
-    from anthropic import AsyncAnthropic, AsyncStream
+    from caliban.providers.anthropic_http import MessagesClient
 
 DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
 CACHE_CONTROL: Mapping[str, str] = {"type": "ephemeral"}
@@ -108,9 +111,8 @@ class RequestEncoder:
 
     Each history message and each tool definition is translated and encoded once
     (:class:`~caliban.providers.history.EncodedHistory`); a turn encodes only what is new,
-    plus the two messages that carry a cache breakpoint. The body goes to the SDK as bytes
-    (``client.post(content=…)``), which it sends as it is: no per-request copy and
-    re-encoding of the whole history.
+    plus the two messages that carry a cache breakpoint. The body is sent as these bytes:
+    no per-request copy and re-encoding of the whole history.
     """
 
     def __init__(self) -> None:
@@ -442,36 +444,46 @@ class MessagesStreamAccumulator:
 # ---------------------------------------------------------------------------- provider
 
 
-class AnthropicProvider(SdkProvider["AsyncAnthropic"]):
-    """Streams responses from the Anthropic Messages API (or a compatible endpoint)."""
+class AnthropicProvider(LazyClientProvider["MessagesClient"]):
+    """Streams responses from the Anthropic Messages API (or a compatible endpoint), over
+    :class:`~caliban.providers.anthropic_http.MessagesClient`.
+
+    ``auth_token`` (``ANTHROPIC_AUTH_TOKEN``) is sent as a bearer token instead of the key.
+    """
 
     name = "anthropic"
     default_key_env = DEFAULT_KEY_ENV
+
+    def __init__(self, *, auth_token: str | None = None, **options: Any) -> None:
+        super().__init__(**options)
+        self.auth_token = auth_token
 
     @functools.cached_property
     def _styles(self) -> dict[str, ThinkingStyle]:
         """The thinking form each model accepted after a 400 for the other one."""
         return {}
 
-    def _create_client(self) -> AsyncAnthropic:
-        import anthropic
-        from anthropic._streaming import SSEBytesDecoder, SSEDecoder
+    def _create_client(self) -> MessagesClient:
+        import os
 
-        from caliban.providers.guard import GuardedSSEDecoder
-
-        limits = self.limits
-
-        class Client(anthropic.AsyncAnthropic):
-            def _make_sse_decoder(self) -> SSEDecoder | SSEBytesDecoder:
-                return GuardedSSEDecoder(SSEDecoder(), limits=limits)
-
-        client = Client(
-            api_key=self.api_key,
-            base_url=self.base_url,
-            max_retries=0,  # we retry ourselves, with events the user sees
-            timeout=self.timeout,
+        from caliban.providers.anthropic_http import (
+            CUSTOM_HEADERS_ENV,
+            Credential,
+            MessagesClient,
+            custom_headers,
         )
-        return client
+
+        if self.auth_token is not None:
+            credential = Credential(secret=self.auth_token, bearer=True)
+        else:
+            credential = Credential(secret=self.api_key)
+        return MessagesClient(
+            base_url=self.base_url,
+            credential=credential,
+            timeout=self.timeout,
+            limits=self.limits,
+            extra_headers=custom_headers(os.environ.get(CUSTOM_HEADERS_ENV)),
+        )
 
     @functools.cached_property
     def _encoder(self) -> RequestEncoder:
@@ -490,66 +502,58 @@ class AnthropicProvider(SdkProvider["AsyncAnthropic"]):
         return self._learn_window(request.model, events)
 
     async def _attempt(self, request: ProviderRequest) -> AsyncGenerator[ProviderEvent, None]:
-        import anthropic
+        from caliban.providers.anthropic_http import ApiStatusError
 
         model = request.model
         style = None
         if self.effort is not None:
             style = self._styles.get(model) or thinking_style(model)
         accumulator = MessagesStreamAccumulator(model=model, limits=self.limits)
+        client = self.client()
         try:
-            stream = await self._post(request, style)
-        except anthropic.BadRequestError as exc:
-            other = _other_style(style, exc.api_message or exc.message)
+            events = client.events(self._body(request, style))
+            first = await anext(events, None)
+        except ApiStatusError as exc:
+            other = _other_style(style, exc.message or "") if exc.status == 400 else None
             if other is None:
                 raise
             # Once per model: the other thinking form, kept if the model takes it.
-            stream = await self._post(request, other)
+            events = client.events(self._body(request, other))
+            first = await anext(events, None)
             self._styles[model] = other
-        async with stream:
-            async for event in stream:
-                if not isinstance(event, Mapping):
-                    continue  # not an event object: nothing the API sends
+        async with aclosing(events):
+            if first is not None:
+                for shown in accumulator.feed(first):
+                    yield shown
+            async for event in events:
                 for shown in accumulator.feed(event):
                     yield shown
         message, usage, stop = accumulator.finish()
         yield ResponseDone(message=message, usage=usage, stop_reason=stop)
 
-    async def _post(
-        self, request: ProviderRequest, style: ThinkingStyle | None
-    ) -> AsyncStream[object]:
-        """Send the request body, encoded by :class:`RequestEncoder`, through the SDK's
-        documented ``post`` (its auth, headers, timeouts, errors and SSE decoding), with the
-        events left as decoded JSON."""
-        from anthropic import AsyncStream
-
-        body = self._encoder.body(request, effort=self.effort, style=style)
-        return await self.client().post(
-            "/v1/messages",
-            cast_to=object,
-            content=body.encode(),
-            stream=True,
-            stream_cls=AsyncStream[object],  # object: the SDK hands each event on as decoded
-        )
+    def _body(self, request: ProviderRequest, style: ThinkingStyle | None) -> bytes:
+        return self._encoder.body(request, effort=self.effort, style=style).encode()
 
 
 def classify(exc: Exception) -> Failure | None:
-    """An ``anthropic`` SDK (or transport) exception as a :class:`Failure`; None if neither."""
-    import anthropic
+    """A Messages API or transport exception as a :class:`Failure`; None if neither."""
     import httpx2
 
+    from caliban.providers.anthropic_http import ApiStatusError
+
     match exc:
-        case anthropic.APIStatusError():
+        case ApiStatusError():
             return classify_status(
-                exc.status_code,
-                error_type=exc.type,
-                message=exc.api_message or exc.message,
-                headers=exc.response.headers,
+                exc.status,
+                error_type=exc.error_type,
+                message=exc.message,
+                headers=exc.headers,
+                request_id=exc.request_id,
             )
-        case anthropic.APIConnectionError() | httpx2.RequestError() | IncompleteStream():
+        case httpx2.UnsupportedProtocol():
+            return Failure(kind="fatal", summary=f"bad base URL: {exc}")
+        case httpx2.TransportError() | IncompleteStream():
             return connection_failure(exc)
         case json.JSONDecodeError():
             return malformed_failure(exc)
-        case anthropic.APIError():
-            return Failure(kind="fatal", summary=exc.message)
     return None

@@ -48,7 +48,7 @@ from caliban.messages import (
     ToolSpec,
     Usage,
 )
-from caliban.providers._sdk import SdkProvider
+from caliban.providers._lazy import LazyClientProvider
 from caliban.providers.accumulate import ChatStreamAccumulator
 from caliban.providers.base import Effort, ProviderEvent, ProviderRequest, ResponseDone
 from caliban.providers.history import EncodedHistory, EncodedTools, dumps, json_object, normalize
@@ -241,7 +241,7 @@ def estimate_usage(sent_chars: int, message: Message) -> Usage:
 # ---------------------------------------------------------------------------- provider
 
 
-class OpenAIProvider(SdkProvider["AsyncOpenAI"]):
+class OpenAIProvider(LazyClientProvider["AsyncOpenAI"]):
     """Streams responses from OpenAI or an OpenAI-compatible Chat Completions endpoint."""
 
     name = "openai"
@@ -413,6 +413,7 @@ def classify(exc: Exception) -> Failure | None:
                 message=_error_message(exc.body) or exc.message,
                 headers=exc.response.headers,
                 code=exc.code,
+                request_id=exc.request_id,
             )
         case openai.APIConnectionError() | httpx2.RequestError() | IncompleteStream():
             return connection_failure(exc)

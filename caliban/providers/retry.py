@@ -1,6 +1,6 @@
 """Retries with backoff and the error messages users see, shared by the providers.
 
-Each provider turns its SDK's exceptions into a :class:`Failure` (``classify``);
+Each provider turns its transport's exceptions into a :class:`Failure` (``classify``);
 :func:`with_retries` decides what happens next:
 
 - ``auth`` (HTTP 401/403): :class:`ProviderError` naming the environment variable to set.
@@ -184,18 +184,31 @@ def classify_status(
     message: str | None,
     headers: Mapping[str, str] | None = None,
     code: str | None = None,
+    request_id: str | None = None,
 ) -> Failure:
-    """Classify an HTTP error response (or an in-stream error event with ``status`` 200)."""
+    """Classify an HTTP error response (or an in-stream error event with ``status`` 200).
+
+    A server's ``x-should-retry: true`` / ``false`` decides between a retry and a fatal
+    error, as the SDKs obey it. ``request_id`` (the ``request-id`` header) ends the summary:
+    it is what the API's support asks for.
+    """
     if status == 200 and error_type:  # an SSE error event: the HTTP status says nothing
         status = STATUS_OF_ERROR_TYPE.get(error_type, 200)
     detail = " ".join(part for part in (str(status) if status != 200 else "", error_type) if part)
     summary = f"{detail}: {one_line(message)}" if message else detail or "unknown error"
+    if request_id:
+        summary += f" (request id {one_line(request_id, 100)})"
     too_long = prompt_too_long(message, error_type=error_type, code=code)
     if too_long is not None and status in (200, 400, 413):
         tokens, limit = too_long
         return Failure(kind="too_long", summary=summary, status=status, tokens=tokens, limit=limit)
-    if status in (401, 403):
+    should_retry = (headers or {}).get("x-should-retry")
+    if status in (401, 403) and should_retry != "true":
         kind: FailureKind = "auth"
+    elif should_retry == "true":
+        kind = "transient"
+    elif should_retry == "false":
+        kind = "fatal"
     elif status in TRANSIENT_STATUS or status >= 500 or error_type in TRANSIENT_ERROR_TYPES:
         kind = "transient"
     else:
@@ -217,8 +230,11 @@ def connection_failure(exc: BaseException) -> Failure:
     cause = exc.__cause__ or exc.__context__
     if cause is not None and (not text or text in ("Connection error.", "Request timed out.")):
         text = f"{text} ({type(cause).__name__}: {one_line(str(cause))})" if text else str(cause)
-    # httpx's names (the SDKs' transport), matched by name so this module imports no httpx.
-    unreachable = type(cause).__name__ in ("ConnectError", "ConnectTimeout")
+    # httpx2's names (raised as they are, or wrapped by an SDK), matched by name so this
+    # module imports no httpx2.
+    unreachable = any(
+        type(error).__name__ in ("ConnectError", "ConnectTimeout") for error in (exc, cause)
+    )
     return Failure(
         kind="transient", summary=f"connection error: {text or name}", unreachable=unreachable
     )

@@ -9,15 +9,15 @@ picks OpenAI). The endpoint is ``providers.<p>.base_url``, else the SDK's own
 The effort level (``--effort`` / ``model_effort``) and a context window override
 (``providers.<p>.context_window``) are given to the provider when it is created.
 
-This module imports no SDK: :func:`create_provider` is cheap, and the provider imports its
-SDK on the first request or in :meth:`LazyProvider.warm_up`.
+This module imports no HTTP client or SDK: :func:`create_provider` is cheap, and the provider
+imports its own on the first request or in :meth:`LazyProvider.warm_up`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol, assert_never, runtime_checkable
+from typing import Any, Final, Protocol, assert_never, runtime_checkable
 
 from caliban.config.settings import Settings
 from caliban.errors import ConfigError
@@ -33,16 +33,12 @@ from caliban.providers.base import (
 from caliban.providers.retry import DEFAULT_RETRY, RetryPolicy
 from caliban.providers.windows import static_context_window
 
-if TYPE_CHECKING:
-    from caliban.providers.anthropic import AnthropicProvider
-    from caliban.providers.openai import OpenAIProvider
-
-
 AUTH_TOKEN_ENV: Final = "ANTHROPIC_AUTH_TOKEN"
 """Claude Code's other Anthropic credential (a gateway's or a local server's bearer token,
 as Ollama's and LiteLLM's setup guides set it); used when ``ANTHROPIC_API_KEY`` is not."""
 PLACEHOLDER_KEY: Final = "not-needed"
-"""Sent to a custom base URL when no key is set: local servers ignore it, the SDKs need one."""
+"""Sent to a custom base URL when no key is set: local servers ignore it (the OpenAI SDK
+needs one)."""
 
 LOCAL_SERVER_HINT: Final = (
     "For a local OpenAI-compatible server (llama.cpp, vLLM, Ollama, LM Studio):\n"
@@ -60,6 +56,9 @@ class ProviderChoice:
     api_key_env: str
     base_url: str | None
     api_key: str | None
+    auth_token: str | None = None
+    """``ANTHROPIC_AUTH_TOKEN``, sent as ``Authorization: Bearer`` (when no API key is set);
+    ``api_key_env`` then names it."""
     effort: Effort | None = None
     context_window_override: int | None = None
 
@@ -83,10 +82,12 @@ class KnowsContextWindows(Protocol):
 
 
 class LazyProvider(Provider, KnowsContextWindows, Protocol):
-    """A provider whose SDK is imported on first use, or earlier by :meth:`warm_up`."""
+    """A provider whose HTTP client (or SDK) is imported on first use, or earlier by
+    :meth:`warm_up`."""
 
     def warm_up(self) -> None:
-        """Import the SDK and create the client (blocking; run it in a worker thread)."""
+        """Import the HTTP client (or SDK) and create the client (blocking; run it in a
+        worker thread)."""
         ...
 
     async def prepare(self) -> None:
@@ -111,8 +112,11 @@ def resolve_provider(
     section = getattr(settings.providers, name)
     key_env = section.api_key_env or KEY_ENVS[name]
     base_url = section.base_url or environ.get(BASE_URL_ENVS[name]) or None
-    api_key = environ.get(key_env) or _auth_token(name, key_env, environ)
-    if api_key is None:
+    api_key = environ.get(key_env) or None
+    auth_token = None if api_key else _auth_token(name, key_env, environ)
+    if auth_token is not None:
+        key_env = AUTH_TOKEN_ENV
+    elif api_key is None:
         if base_url is None:
             raise ConfigError(_missing_key_message(name, key_env, explicit=section.api_key_env))
         api_key = PLACEHOLDER_KEY
@@ -122,6 +126,7 @@ def resolve_provider(
         api_key_env=key_env,
         base_url=base_url,
         api_key=api_key,
+        auth_token=auth_token,
         effort=settings.model_effort,
         context_window_override=section.context_window,
     )
@@ -171,23 +176,26 @@ def _missing_key_message(name: ProviderName, key_env: str, *, explicit: str | No
 
 
 def create_provider(choice: ProviderChoice, *, retry: RetryPolicy = DEFAULT_RETRY) -> LazyProvider:
-    """The provider for ``choice``. Cheap: the SDK is imported later (see ``warm_up``)."""
-    cls: type[AnthropicProvider] | type[OpenAIProvider]
+    """The provider for ``choice``. Cheap: its client is made later (see ``warm_up``)."""
+    options: dict[str, Any] = {
+        "api_key": choice.api_key or PLACEHOLDER_KEY,
+        "base_url": choice.base_url,
+        "key_env": choice.api_key_env,
+        "retry": retry,
+        "effort": choice.effort,
+        "context_window": choice.context_window_override,
+    }
     match choice.provider:
         case "anthropic":
-            from caliban.providers.anthropic import AnthropicProvider as cls
+            from caliban.providers.anthropic import AnthropicProvider
+
+            return AnthropicProvider(auth_token=choice.auth_token, **options)
         case "openai":
-            from caliban.providers.openai import OpenAIProvider as cls
+            from caliban.providers.openai import OpenAIProvider
+
+            return OpenAIProvider(**options)
         case _:
             assert_never(choice.provider)
-    return cls(
-        api_key=choice.api_key or PLACEHOLDER_KEY,
-        base_url=choice.base_url,
-        key_env=choice.api_key_env,
-        retry=retry,
-        effort=choice.effort,
-        context_window=choice.context_window_override,
-    )
 
 
 def context_window(provider: Provider | str, model: str) -> int:

@@ -1,13 +1,14 @@
-"""What the SDK-backed providers share: a client created on first use, from any thread.
+"""What the providers share: a client created on first use, from any thread.
 
-Importing an SDK takes up to two seconds, so a provider is cheap to construct and creates its
-client lazily — on the first request, or earlier through :meth:`SdkProvider.warm_up` in a
-worker thread while other start-up work (MCP servers) runs.
+Importing an HTTP client or an SDK takes time (``httpx2`` 0.2 s, the ``openai`` SDK about
+half a second), so a provider is cheap to construct and creates its client lazily — on the
+first request, or earlier through :meth:`LazyClientProvider.warm_up` in a worker thread while
+other start-up work (MCP servers) runs.
 
 A provider also knows each model's context window as well as it can:
-:meth:`SdkProvider.context_window` answers at once (the configured override, else what the
+:meth:`LazyClientProvider.context_window` answers at once (the configured override, else what the
 server reported, else the table in :mod:`caliban.providers.windows`), and
-:meth:`SdkProvider.refresh_context_window` asks the server once per model (the OpenAI
+:meth:`LazyClientProvider.refresh_context_window` asks the server once per model (the OpenAI
 provider asks llama.cpp, Ollama and vLLM; see :mod:`caliban.providers.windows`).
 """
 
@@ -32,7 +33,7 @@ class _AsyncClosable(Protocol):
 ClientT = TypeVar("ClientT", bound=_AsyncClosable)
 
 
-class SdkProvider(abc.ABC, Generic[ClientT]):
+class LazyClientProvider(abc.ABC, Generic[ClientT]):
     name: str
     default_key_env: ClassVar[str]
     """The environment variable that normally holds this provider's key (for messages)."""
@@ -68,7 +69,8 @@ class SdkProvider(abc.ABC, Generic[ClientT]):
 
     @abc.abstractmethod
     def _create_client(self) -> ClientT:
-        """Import the SDK and build its async client (called once, under the lock)."""
+        """Import the HTTP client (or SDK) and build the async client (called once, under
+        the lock)."""
 
     def client(self) -> ClientT:
         with self._lock:
@@ -77,7 +79,8 @@ class SdkProvider(abc.ABC, Generic[ClientT]):
             return self._client
 
     def warm_up(self) -> None:
-        """Import the SDK and create the client now (safe to call from a worker thread)."""
+        """Import the HTTP client (or SDK) and create the client now (safe to call from a
+        worker thread)."""
         self.client()
 
     async def prepare(self) -> None:
