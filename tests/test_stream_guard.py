@@ -1,5 +1,5 @@
 """What a model server may send: bytes that are not UTF-8, streams cut short, parts over
-their limits, and "prompt too long" errors (both providers through their real SDKs)."""
+their limits, and "prompt too long" errors (both providers, against the fake server)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ from caliban.providers.base import (
     ResponseDone,
     TextDelta,
 )
-from caliban.providers.guard import GuardedSSEDecoder, StreamLimits
+from caliban.providers.guard import StreamLimits
 from caliban.providers.openai import OpenAIProvider
-from caliban.providers.retry import IncompleteStream, RetryPolicy, StreamRejected, prompt_too_long
+from caliban.providers.retry import RetryPolicy, StreamRejected, prompt_too_long
+from caliban.providers.sse import server_sent_events
 
 pytestmark = pytest.mark.anyio
 
@@ -108,8 +109,6 @@ async def test_bytes_that_are_not_utf8_are_a_clean_error_not_retried(
 
 
 async def test_utf8_split_across_reads_and_events_split_across_chunks_are_fine() -> None:
-    from openai._streaming import SSEDecoder
-
     text = "naïve café — 東京"  # multi-byte characters, cut in the middle by one-byte reads
     chunk = json.dumps(openai_chunk({"content": text}, "stop"), ensure_ascii=False).encode()
     body = sse((None, chunk), (None, b"[DONE]"))
@@ -118,24 +117,21 @@ async def test_utf8_split_across_reads_and_events_split_across_chunks_are_fine()
         for i in range(len(body)):
             yield body[i : i + 1]
 
-    decoder = GuardedSSEDecoder(SSEDecoder(), require_done=True, limits=StreamLimits())
-    events = [event async for event in decoder.aiter_bytes(one_byte_at_a_time())]
+    events = [event async for event in server_sent_events(one_byte_at_a_time())]
     assert json.loads(events[0].data)["choices"][0]["delta"]["content"] == text
     assert events[-1].data == "[DONE]"
 
 
 async def test_one_event_over_the_limit_is_refused_even_when_split_in_small_reads() -> None:
-    from openai._streaming import SSEDecoder
-
     lines = b"".join(b"data: " + b"x" * 50 + b"\n" for _ in range(40))  # one event, 2 KB
 
     async def reads() -> AsyncIterator[bytes]:
         for i in range(0, len(lines), 7):
             yield lines[i : i + 7]
 
-    decoder = GuardedSSEDecoder(SSEDecoder(), limits=StreamLimits(max_event_bytes=1_000))
+    limits = StreamLimits(max_event_bytes=1_000)
     with pytest.raises(StreamRejected, match="one server-sent event grew past 1,000 bytes"):
-        async for _ in decoder.aiter_bytes(reads()):
+        async for _ in server_sent_events(reads(), limits=limits):
             pass
 
 
@@ -297,27 +293,3 @@ def test_prompt_too_long_messages(
     message: str, error_type: str | None, code: str | None, expected: Any
 ) -> None:
     assert prompt_too_long(message, error_type=error_type, code=code) == expected
-
-
-def test_incomplete_stream_is_what_a_missing_done_raises() -> None:
-    decoder = GuardedSSEDecoder(_Lines(), require_done=True)
-    with pytest.raises(IncompleteStream, match=r"\[DONE\]"):
-        list(decoder.iter_bytes(iter([b"data: {}\n\n"])))
-
-
-class _Event:
-    def __init__(self, data: str) -> None:
-        self.data = data
-
-
-class _Lines:
-    """A minimal inner decoder: every ``data:`` line is one event."""
-
-    def iter_bytes(self, iterator: Any) -> Any:
-        for chunk in iterator:
-            for line in chunk.decode().splitlines():
-                if line.startswith("data: "):
-                    yield _Event(line[6:])
-
-    async def aiter_bytes(self, iterator: Any) -> Any:
-        raise NotImplementedError

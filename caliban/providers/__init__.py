@@ -1,1 +1,1 @@
-"""Model providers. Import the concrete ones lazily: their SDKs take seconds to import."""
+"""Model providers. Import the concrete ones lazily (through ``select.create_provider``)."""

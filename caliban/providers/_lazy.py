@@ -1,9 +1,9 @@
 """What the providers share: a client created on first use, from any thread.
 
-Importing an HTTP client or an SDK takes time (``httpx2`` 0.2 s, the ``openai`` SDK about
-half a second), so a provider is cheap to construct and creates its client lazily — on the
-first request, or earlier through :meth:`LazyClientProvider.warm_up` in a worker thread while
-other start-up work (MCP servers) runs.
+Importing the HTTP client takes time (``httpx2``: 0.2 s of CPU), so a provider is cheap to
+construct and creates its client lazily — on the first request, or earlier through
+:meth:`LazyClientProvider.warm_up` in a worker thread while other start-up work (MCP
+servers) runs.
 
 A provider also knows each model's context window as well as it can:
 :meth:`LazyClientProvider.context_window` answers at once (the configured override, else what the
@@ -69,8 +69,8 @@ class LazyClientProvider(abc.ABC, Generic[ClientT]):
 
     @abc.abstractmethod
     def _create_client(self) -> ClientT:
-        """Import the HTTP client (or SDK) and build the async client (called once, under
-        the lock)."""
+        """Import the HTTP client and build the provider's client (called once, under the
+        lock)."""
 
     def client(self) -> ClientT:
         with self._lock:
@@ -79,8 +79,8 @@ class LazyClientProvider(abc.ABC, Generic[ClientT]):
             return self._client
 
     def warm_up(self) -> None:
-        """Import the HTTP client (or SDK) and create the client now (safe to call from a
-        worker thread)."""
+        """Import the HTTP client and create the client now (safe to call from a worker
+        thread)."""
         self.client()
 
     async def prepare(self) -> None:

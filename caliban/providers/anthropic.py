@@ -65,11 +65,7 @@ from caliban.providers.history import (
     normalize,
 )
 from caliban.providers.retry import (
-    Failure,
     IncompleteStream,
-    classify_status,
-    connection_failure,
-    malformed_failure,
     with_retries,
 )
 
@@ -490,6 +486,8 @@ class AnthropicProvider(LazyClientProvider["MessagesClient"]):
         return RequestEncoder()
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        from caliban.providers.http import classify
+
         events = with_retries(
             lambda: self._attempt(request),
             provider=self.name,
@@ -502,7 +500,7 @@ class AnthropicProvider(LazyClientProvider["MessagesClient"]):
         return self._learn_window(request.model, events)
 
     async def _attempt(self, request: ProviderRequest) -> AsyncGenerator[ProviderEvent, None]:
-        from caliban.providers.anthropic_http import ApiStatusError
+        from caliban.providers.http import ApiStatusError
 
         model = request.model
         style = None
@@ -533,27 +531,3 @@ class AnthropicProvider(LazyClientProvider["MessagesClient"]):
 
     def _body(self, request: ProviderRequest, style: ThinkingStyle | None) -> bytes:
         return self._encoder.body(request, effort=self.effort, style=style).encode()
-
-
-def classify(exc: Exception) -> Failure | None:
-    """A Messages API or transport exception as a :class:`Failure`; None if neither."""
-    import httpx2
-
-    from caliban.providers.anthropic_http import ApiStatusError
-
-    match exc:
-        case ApiStatusError():
-            return classify_status(
-                exc.status,
-                error_type=exc.error_type,
-                message=exc.message,
-                headers=exc.headers,
-                request_id=exc.request_id,
-            )
-        case httpx2.UnsupportedProtocol():
-            return Failure(kind="fatal", summary=f"bad base URL: {exc}")
-        case httpx2.TransportError() | IncompleteStream():
-            return connection_failure(exc)
-        case json.JSONDecodeError():
-            return malformed_failure(exc)
-    return None

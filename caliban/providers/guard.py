@@ -1,30 +1,25 @@
 """Bounds on what a model server may stream to us, checked before anything parses it.
 
-:class:`ByteCheck` checks the raw bytes of a response stream as they arrive; the Anthropic
-provider's decoder (:mod:`caliban.providers.sse`) reads only what it passed. The ``openai``
-SDK decodes server-sent events "without imposing a line or event size limit" and raises a
-bare ``UnicodeDecodeError`` on bytes that are not UTF-8, so :class:`GuardedSSEDecoder` wraps
-its decoder (the SDK asks its client for one per stream, through ``_make_sse_decoder``) and
-puts the same checks first:
+:class:`ByteCheck` checks the raw bytes of a response stream as they arrive, and the
+event-stream decoder (:mod:`caliban.providers.sse`) reads only what it passed:
 
 - they must be UTF-8, else :class:`StreamRejected` ("not valid UTF-8 at byte N");
 - one event may hold at most :attr:`StreamLimits.max_event_bytes`, a whole response at most
-  :attr:`StreamLimits.max_stream_bytes`;
-- with ``require_done`` (Chat Completions), a stream that ends without ``data: [DONE]`` is
-  an :class:`IncompleteStream`: the server or a proxy cut it short.
+  :attr:`StreamLimits.max_stream_bytes`.
 
 What the events add up to — a text block, a thinking block, one tool call's arguments — is
 bounded by the accumulators, with :func:`check_part` and :attr:`StreamLimits.max_part_chars`.
+A Chat Completions stream that ends without ``data: [DONE]`` was cut short
+(:mod:`caliban.providers.openai_http` raises
+:class:`~caliban.providers.retry.IncompleteStream`).
 """
 
 from __future__ import annotations
 
 import codecs
-from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
 
-from caliban.providers.retry import IncompleteStream, StreamRejected
+from caliban.providers.retry import StreamRejected
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,21 +53,6 @@ def check_parts(count: int, limits: StreamLimits) -> None:
         raise StreamRejected(
             f"the response was discarded: it has more than {limits.max_parts:,} content blocks"
         )
-
-
-class _Event(Protocol):
-    @property
-    def data(self) -> str: ...
-
-
-EventT = TypeVar("EventT", bound=_Event)
-EventT_co = TypeVar("EventT_co", bound=_Event, covariant=True)
-
-
-class _SdkDecoder(Protocol[EventT_co]):
-    def iter_bytes(self, iterator: Iterator[bytes]) -> Iterator[EventT_co]: ...
-
-    def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[EventT_co]: ...
 
 
 class ByteCheck:
@@ -129,53 +109,3 @@ def _last_boundary(window: bytes) -> int:
         if (at := window.rfind(separator)) >= 0:
             best = max(best, at + len(separator))
     return best
-
-
-class GuardedSSEDecoder(Generic[EventT]):
-    """An SDK's SSE decoder behind the checks above (the SDKs' ``SSEBytesDecoder``)."""
-
-    def __init__(
-        self,
-        inner: _SdkDecoder[EventT],
-        *,
-        require_done: bool = False,
-        limits: StreamLimits = DEFAULT_LIMITS,
-    ) -> None:
-        self.inner = inner
-        self.require_done = require_done
-        self.limits = limits
-
-    def iter_bytes(self, iterator: Iterator[bytes]) -> Iterator[EventT]:
-        check = ByteCheck(self.limits)
-
-        def checked() -> Iterator[bytes]:
-            for chunk in iterator:
-                check.feed(chunk)
-                yield chunk
-            check.finish()
-
-        done = False
-        for event in self.inner.iter_bytes(checked()):
-            done = done or event.data.startswith("[DONE]")
-            yield event
-        self._check_done(done)
-
-    async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[EventT]:
-        check = ByteCheck(self.limits)
-
-        async def checked() -> AsyncIterator[bytes]:
-            async for chunk in iterator:
-                check.feed(chunk)
-                yield chunk
-            check.finish()
-
-        done = False
-        async for event in self.inner.aiter_bytes(checked()):
-            done = done or event.data.startswith("[DONE]")
-            yield event
-        # The SDK stops reading at [DONE]; getting here means the bytes ran out.
-        self._check_done(done)
-
-    def _check_done(self, done: bool) -> None:
-        if self.require_done and not done:
-            raise IncompleteStream("the stream ended without [DONE]")

@@ -1,4 +1,4 @@
-"""The OpenAI Chat Completions provider (official ``openai`` SDK, streaming).
+"""The OpenAI Chat Completions provider (streaming), over HTTP without the ``openai`` SDK.
 
 It speaks to OpenAI or to any OpenAI-compatible server given by base URL (llama.cpp's
 ``llama-server``, vLLM, Ollama, LM Studio, OpenRouter). Stream quirks of those servers are
@@ -35,6 +35,7 @@ import logging
 import math
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -56,8 +57,6 @@ from caliban.providers.retry import (
     Failure,
     IncompleteStream,
     classify_status,
-    connection_failure,
-    malformed_failure,
     one_line,
     with_retries,
 )
@@ -65,7 +64,7 @@ from caliban.util.background import start_in_daemon_thread
 from caliban.util.tokens import CHARS_PER_TOKEN_TEXT, estimate_json_tokens, estimate_tokens
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI, AsyncStream
+    from caliban.providers.openai_http import ChatClient
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 PROBE_TIMEOUT: Final = 3.0
@@ -91,7 +90,7 @@ class RequestEncoder:
     """Chat Completions request bodies for one provider's requests (streaming, with usage).
 
     Each history message and each tool definition is translated and encoded once
-    (:class:`~caliban.providers.history.EncodedHistory`), and the body goes to the SDK as
+    (:class:`~caliban.providers.history.EncodedHistory`), and the body is sent as these
     bytes, so a turn's cost does not grow with the history beyond the bytes sent.
     """
 
@@ -241,7 +240,7 @@ def estimate_usage(sent_chars: int, message: Message) -> Usage:
 # ---------------------------------------------------------------------------- provider
 
 
-class OpenAIProvider(LazyClientProvider["AsyncOpenAI"]):
+class OpenAIProvider(LazyClientProvider["ChatClient"]):
     """Streams responses from OpenAI or an OpenAI-compatible Chat Completions endpoint."""
 
     name = "openai"
@@ -258,25 +257,18 @@ class OpenAIProvider(LazyClientProvider["AsyncOpenAI"]):
         """False once the server rejected ``reasoning_effort``."""
         return self.effort is not None
 
-    def _create_client(self) -> AsyncOpenAI:
-        import openai
-        from openai._streaming import SSEBytesDecoder, SSEDecoder
+    def _create_client(self) -> ChatClient:
+        import os
 
-        from caliban.providers.guard import GuardedSSEDecoder
+        from caliban.providers.openai_http import ChatClient, account_headers
 
-        limits = self.limits
-
-        class Client(openai.AsyncOpenAI):
-            def _make_sse_decoder(self) -> SSEDecoder | SSEBytesDecoder:
-                return GuardedSSEDecoder(SSEDecoder(), require_done=True, limits=limits)
-
-        client = Client(
-            api_key=self.api_key,
+        return ChatClient(
             base_url=self.base_url,
-            max_retries=0,  # we retry ourselves, with events the user sees
+            api_key=self.api_key,
             timeout=self.timeout,
+            limits=self.limits,
+            extra_headers=account_headers(os.environ),
         )
-        return client
 
     @functools.cached_property
     def _encoder(self) -> RequestEncoder:
@@ -295,23 +287,29 @@ class OpenAIProvider(LazyClientProvider["AsyncOpenAI"]):
         return self._learn_window(request.model, events)
 
     async def _attempt(self, request: ProviderRequest) -> AsyncGenerator[ProviderEvent, None]:
-        import openai
+        from caliban.providers.http import ApiStatusError
 
         accumulator = ChatStreamAccumulator(limits=self.limits)
+        client = self.client()
         try:
-            sent, stream = await self._post(request)
-        except openai.BadRequestError as exc:
+            sent, chunks = self._post(client, request)
+            first = await anext(chunks, None)
+        except ApiStatusError as exc:
+            if exc.status != 400:
+                raise
             if self.send_effort and _rejects(exc, "reasoning_effort"):
                 self.send_effort = False
             elif self.token_limit_key == "max_tokens" and _rejects(exc, "max_tokens"):
                 self.token_limit_key = "max_completion_tokens"
             else:
                 raise
-            sent, stream = await self._post(request)
-        async with stream:
-            async for chunk in stream:
-                if not isinstance(chunk, Mapping):
-                    continue  # not a chunk object: nothing the API sends
+            sent, chunks = self._post(client, request)
+            first = await anext(chunks, None)
+        async with aclosing(chunks):
+            if first is not None:
+                for shown in accumulator.feed(first):
+                    yield shown
+            async for chunk in chunks:
                 for shown in accumulator.feed(chunk):
                     yield shown
         if accumulator.chunks == 0:
@@ -321,25 +319,17 @@ class OpenAIProvider(LazyClientProvider["AsyncOpenAI"]):
             message=message, usage=usage or estimate_usage(sent, message), stop_reason=stop
         )
 
-    async def _post(self, request: ProviderRequest) -> tuple[int, AsyncStream[object]]:
-        """Send the request body, encoded by :class:`RequestEncoder`, through the SDK's
-        documented ``post`` (its auth, headers, timeouts, errors and SSE decoding), with the
-        chunks left as decoded JSON; and how many characters of messages and tools it sent."""
-        from openai import AsyncStream
-
+    def _post(
+        self, client: ChatClient, request: ProviderRequest
+    ) -> tuple[int, AsyncGenerator[Mapping[str, Any], None]]:
+        """The request's chunks (sent on the first read), and how many characters of
+        messages and tools it sends."""
         encoded = self._encoder.encode(
             request,
             token_limit_key=self.token_limit_key,
             effort=self.effort if self.send_effort else None,
         )
-        stream = await self.client().post(
-            "/chat/completions",
-            cast_to=object,
-            content=encoded.body.encode(),
-            stream=True,
-            stream_cls=AsyncStream[object],  # object: the SDK hands each event on as decoded
-        )
-        return encoded.sent_chars, stream
+        return encoded.sent_chars, client.chunks(encoded.body.encode())
 
     async def _probe_window(self, model: str) -> int | None:
         from caliban.providers.windows import known_context_window, probe_openai_compatible
@@ -349,15 +339,15 @@ class OpenAIProvider(LazyClientProvider["AsyncOpenAI"]):
         if known_context_window(self.name, model) is not None:
             return None  # Claude or GPT behind a gateway: the table knows, skip the traffic
 
-        # The SDK import (under way in warm_up) is not the server's time: wait for it first,
-        # in a daemon thread so the loop never blocks and exit never waits.
+        # The client (its import under way in warm_up) is not the server's time: wait for it
+        # first, in a daemon thread so the loop never blocks and exit never waits.
         client = self._client
         if client is None:
-            client = await start_in_daemon_thread(self.client, name="caliban-sdk")
+            client = await start_in_daemon_thread(self.client, name="caliban-http")
         ready = client
 
         async def fetch(method: str, url: str, body: Mapping[str, Any] | None) -> Any:
-            return await _fetch_json(ready, method, url, body)
+            return await ready.fetch_json(method, url, body, limit=MAX_PROBE_BYTES)
 
         try:
             async with asyncio.timeout(PROBE_TIMEOUT):
@@ -365,30 +355,6 @@ class OpenAIProvider(LazyClientProvider["AsyncOpenAI"]):
         except TimeoutError:
             log.info("context window of %s: no answer from %s in time", model, self.base_url)
             return None
-
-
-async def _fetch_json(
-    client: AsyncOpenAI, method: str, url: str, body: Mapping[str, Any] | None
-) -> Any:
-    """One short request through the SDK client (its key and TLS settings); the decoded JSON,
-    or ``None`` for any failure (a 404 from a server without that endpoint, ...)."""
-    import httpx2
-    import openai
-
-    options: Any = {"timeout": PROBE_TIMEOUT, "max_retries": 0}
-    try:
-        if method == "POST":
-            response = await client.post(
-                url, body=dict(body or {}), cast_to=httpx2.Response, options=options
-            )
-        else:
-            response = await client.get(url, cast_to=httpx2.Response, options=options)
-        if len(response.content) > MAX_PROBE_BYTES:
-            return None
-        return response.json()
-    except (openai.OpenAIError, httpx2.HTTPError, ValueError) as exc:
-        log.debug("context window probe %s %s: %s", method, url, exc)
-        return None
 
 
 def _rejects(exc: Exception, parameter: str) -> bool:
@@ -401,33 +367,14 @@ def _rejects(exc: Exception, parameter: str) -> bool:
 
 
 def classify(exc: Exception) -> Failure | None:
-    """An ``openai`` SDK (or transport) exception as a :class:`Failure`; None if neither."""
-    import httpx2
-    import openai
+    """A Chat Completions, transport or in-stream exception as a :class:`Failure`; None if
+    none of those."""
+    from caliban.providers.http import classify as classify_http
+    from caliban.providers.openai_http import ChatStreamError
 
-    match exc:
-        case openai.APIStatusError():
-            return classify_status(
-                exc.status_code,
-                error_type=exc.type or exc.code,
-                message=_error_message(exc.body) or exc.message,
-                headers=exc.response.headers,
-                code=exc.code,
-                request_id=exc.request_id,
-            )
-        case openai.APIConnectionError() | httpx2.RequestError() | IncompleteStream():
-            return connection_failure(exc)
-        case json.JSONDecodeError():
-            return malformed_failure(exc)
-        case openai.APIError():  # an error object sent inside the stream
-            return _stream_error(exc.body, exc.message)
-    return None
-
-
-def _error_message(body: object) -> str | None:
-    if isinstance(body, Mapping) and isinstance(message := body.get("message"), str):
-        return message
-    return one_line(body) if isinstance(body, str) and body else None
+    if isinstance(exc, ChatStreamError):
+        return _stream_error(exc.error, exc.message)
+    return classify_http(exc)
 
 
 def _stream_error(body: object, message: str) -> Failure:

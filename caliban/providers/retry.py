@@ -230,8 +230,7 @@ def connection_failure(exc: BaseException) -> Failure:
     cause = exc.__cause__ or exc.__context__
     if cause is not None and (not text or text in ("Connection error.", "Request timed out.")):
         text = f"{text} ({type(cause).__name__}: {one_line(str(cause))})" if text else str(cause)
-    # httpx2's names (raised as they are, or wrapped by an SDK), matched by name so this
-    # module imports no httpx2.
+    # httpx2's names, matched by name so this module imports no httpx2.
     unreachable = any(
         type(error).__name__ in ("ConnectError", "ConnectTimeout") for error in (exc, cause)
     )
@@ -253,7 +252,7 @@ def one_line(text: str, limit: int = 300) -> str:
 
 
 def _unreachable_hint(provider: str, endpoint: str | None) -> str:
-    """What to check when no connection to ``endpoint`` (``None``: the SDK's default) could
+    """What to check when no connection to ``endpoint`` (``None``: the provider's public API) could
     be made."""
     if endpoint is None:
         return "; check your network connection"
@@ -286,7 +285,7 @@ async def with_retries(
 
     ``classify`` maps an exception to a :class:`Failure`, or ``None`` for one that is not an
     API error (a bug), which propagates unchanged. ``endpoint`` is the configured base URL
-    (``None``: the SDK's default), named when it cannot be reached.
+    (``None``: the provider's public API), named when it cannot be reached.
     """
     for number in range(1, policy.max_attempts + 1):
         started_output = False

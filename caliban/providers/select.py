@@ -2,15 +2,15 @@
 
 Precedence: ``--provider`` / ``--model`` beat the config files (``provider``, ``model``),
 which beat the environment (``ANTHROPIC_API_KEY`` picks Anthropic, else ``OPENAI_API_KEY``
-picks OpenAI). The endpoint is ``providers.<p>.base_url``, else the SDK's own
+picks OpenAI). The endpoint is ``providers.<p>.base_url``, else the SDKs'
 ``ANTHROPIC_BASE_URL`` / ``OPENAI_BASE_URL``. The key is read from the variable named by
 ``providers.<p>.api_key_env`` (default ``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY``).
 
 The effort level (``--effort`` / ``model_effort``) and a context window override
 (``providers.<p>.context_window``) are given to the provider when it is created.
 
-This module imports no HTTP client or SDK: :func:`create_provider` is cheap, and the provider
-imports its own on the first request or in :meth:`LazyProvider.warm_up`.
+This module imports no HTTP client: :func:`create_provider` is cheap, and the provider
+imports it on the first request or in :meth:`LazyProvider.warm_up`.
 """
 
 from __future__ import annotations
@@ -37,8 +37,7 @@ AUTH_TOKEN_ENV: Final = "ANTHROPIC_AUTH_TOKEN"
 """Claude Code's other Anthropic credential (a gateway's or a local server's bearer token,
 as Ollama's and LiteLLM's setup guides set it); used when ``ANTHROPIC_API_KEY`` is not."""
 PLACEHOLDER_KEY: Final = "not-needed"
-"""Sent to a custom base URL when no key is set: local servers ignore it (the OpenAI SDK
-needs one)."""
+"""Sent to a custom base URL when no key is set: local servers ignore it."""
 
 LOCAL_SERVER_HINT: Final = (
     "For a local OpenAI-compatible server (llama.cpp, vLLM, Ollama, LM Studio):\n"
@@ -82,12 +81,11 @@ class KnowsContextWindows(Protocol):
 
 
 class LazyProvider(Provider, KnowsContextWindows, Protocol):
-    """A provider whose HTTP client (or SDK) is imported on first use, or earlier by
-    :meth:`warm_up`."""
+    """A provider whose HTTP client is imported on first use, or earlier by :meth:`warm_up`."""
 
     def warm_up(self) -> None:
-        """Import the HTTP client (or SDK) and create the client (blocking; run it in a
-        worker thread)."""
+        """Import the HTTP client and create the client (blocking; run it in a worker
+        thread)."""
         ...
 
     async def prepare(self) -> None:

@@ -13,8 +13,8 @@ answers (each parser below documents the response it reads):
    one; else ``GET {root}/api/ps``, the ``context_length`` the loaded model runs with; else
    the model's own ``<arch>.context_length`` (an upper bound: Ollama may run it smaller).
 
-``{root}`` is the base URL without its ``/v1``. Requests go through the provider's SDK
-client (same key, same TLS settings) with a short timeout; a server that answers none of
+``{root}`` is the base URL without its ``/v1``. Requests go through the provider's
+client (same key, same proxies and TLS settings) with a short timeout; a server that answers none of
 them keeps the table's value, and ``providers.<name>.context_window`` overrides everything.
 Models the table knows (Claude, OpenAI's families, also behind a gateway) are not asked about.
 """
