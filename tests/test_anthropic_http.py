@@ -415,3 +415,9 @@ async def test_the_real_sdk_reads_the_fake_servers_stream(
     for header in ("anthropic-version", "content-type", "accept"):
         assert ours.headers[header] == sdk.headers[header], header
     assert ours.body["stream"] is sdk.body["stream"] is True
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8080", "http://localhost:port"])
+async def test_a_base_url_httpx2_cannot_use_is_one_clear_error(url: str) -> None:
+    with pytest.raises(ProviderError, match="bad base URL"):
+        await collect(provider_at(url))

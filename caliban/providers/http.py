@@ -76,7 +76,7 @@ def classify(exc: Exception) -> Failure | None:
                 code=exc.code,
                 request_id=exc.request_id,
             )
-        case httpx2.UnsupportedProtocol():
+        case httpx2.UnsupportedProtocol() | httpx2.InvalidURL():
             return Failure(kind="fatal", summary=f"bad base URL: {exc}")
         case httpx2.TransportError() | IncompleteStream():
             return connection_failure(exc)

@@ -119,6 +119,6 @@ class ChatClient(StreamingClient):
             finally:
                 await response.aclose()
             return json.loads(data) if len(data) <= limit else None
-        except (httpx2.HTTPError, ValueError) as exc:
+        except (httpx2.HTTPError, httpx2.InvalidURL, ValueError) as exc:
             log.debug("%s %s: %s", method, url, exc)
             return None
