@@ -11,7 +11,8 @@ repository)::
 
 Both run headless against one local fake Anthropic endpoint (tests/fake_model_server.py,
 answering "ok" to everything), each in a home of its own, for: ``--version``; ``--help``;
-``-p "say ok"`` with no MCP server; with the five public reference servers
+``-p "say ok"`` with no MCP server (also with caliban on its OpenAI provider, the same fake
+server answering Chat Completions); with the five public reference servers
 (``$CALIBAN_REFERENCE_SERVERS``, see tests/mcp_servers/reference.py) *cold* (caliban's
 tool-list cache empty) and *warm* (filled by an earlier run); and with one server of 1,000
 and of 10,000 tools (benchmarks/_static_mcp_server.py, which answers at once, so the
@@ -70,6 +71,8 @@ class Scenario:
     mcp: str | None = None
     """``ref5``, or a tool count for the static server; ``None``: no MCP."""
     warm: bool = True
+    provider: str = "anthropic"
+    """caliban's provider (both speak to the same fake server); Claude Code's is Anthropic."""
     samples: dict[str, list[Sample]] = field(default_factory=lambda: {"caliban": [], "claude": []})
 
 
@@ -77,6 +80,7 @@ SCENARIOS = [
     Scenario(name="--version", args=["--version"]),
     Scenario(name="--help", args=["--help"]),
     Scenario(name="-p no MCP", args=["-p", PROMPT]),
+    Scenario(name="-p no MCP openai", args=["-p", PROMPT], provider="openai"),
     Scenario(name="-p 5 servers cold", args=["-p", PROMPT], mcp="ref5", warm=False),
     Scenario(name="-p 5 servers warm", args=["-p", PROMPT], mcp="ref5"),
     Scenario(name="-p 1000 tools", args=["-p", PROMPT], mcp="1000"),
@@ -171,6 +175,9 @@ class Bench:
             CALIBAN_CACHE_DIR=str(cache),
             CLAUDE_CONFIG_DIR=str(home / ".claude"),
         )
+        if scenario.provider == "openai":
+            env.update(OPENAI_API_KEY="bench", OPENAI_BASE_URL=f"{self.server.url}/v1")
+            args += ["--provider", "openai"]
         return [str(self.caliban), *args], env
 
     def run(self, who: str, scenario: Scenario) -> Sample:
