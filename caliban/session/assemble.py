@@ -125,7 +125,7 @@ async def open_session(
     choice, model_warning = resolve_model(choice, DEFAULT_MODELS[choice.provider])
     retry = retry_policy()
     provider = create_provider(choice, **({"retry": retry} if retry else {}))
-    warm_up = start_in_daemon_thread(provider.warm_up, name="caliban-sdk-import")
+    warm_up = start_in_daemon_thread(provider.warm_up, name="caliban-http-client")
     # The server's real context window (a local model's is rarely 128k), asked off the
     # critical path; /context and lazy_mcp = "auto" read it once known.
     window = asyncio.ensure_future(provider.refresh_context_window(choice.model))
