@@ -314,7 +314,7 @@ class ToolIndex(Generic[D]):
         self._dense = dense
         self._dense_encoder = dense.encoder if dense is not None else None
         self._ranking = ranking
-        self._name_terms: list[frozenset[str]] | None = None
+        self._name_terms: list[frozenset[str] | None] = [None] * len(self._docs)
         self._by_name: dict[str, int] = {}
         self._by_tool: dict[str, list[int]] = defaultdict(list)
         self._by_tool_lower: dict[str, list[int]] = defaultdict(list)
@@ -464,10 +464,12 @@ class ToolIndex(Generic[D]):
         return len(self._docs)
 
     def _names(self, i: int) -> frozenset[str]:
-        """The terms of tool ``i``'s name and server (computed on the first need)."""
-        if self._name_terms is None:
-            self._name_terms = [_name_terms(d) for d in self._docs]
-        return self._name_terms[i]
+        """The terms of tool ``i``'s name and server (computed on the first need: a search
+        needs them for its few hits, and an index read from the disk cache has none)."""
+        names = self._name_terms[i]
+        if names is None:
+            names = self._name_terms[i] = _name_terms(self._docs[i])
+        return names
 
     def lookup(self, name: str) -> tuple[D, ...]:
         """Tools called ``name``: a full wire name, else a bare tool name on any server.
