@@ -1,0 +1,380 @@
+"""Ranking ideas measured against the default on every set (issue 29, round 2; none kept).
+
+Run: ``python benchmarks/search_fusion_probe.py`` (first run: ~25 CPU-minutes, most of it
+MiniLM embedding the catalogs' tools in four other wordings; cached afterwards).
+
+Each query of every set of ``search_quality.py`` is scored once into its parts — BM25 over
+the index's postings (and over postings with one field changed), the static model's and
+MiniLM's cosines, MiniLM's cosines with the tools embedded in other words, and each
+``;``-separated part of a query scored alone — and every variant recombines those parts the
+way ``ToolIndex`` does (z-score fusion, the same candidate rule and exact-name bonus), with
+one thing changed. The first row reproduces the default (it matches ``search_quality.py``);
+the other rows print their change against it, per set, hit@1 / hit@5 / recall@10, and
+whether the variant is at or above the default on every cell ("all-ok"). The benchmark sets
+plus two more for query splitting: ``joined* toollens`` and ``joined* github`` join *every*
+short query written for a request, those no tool answers included (what a model does when
+it cannot know which parts the catalog covers); ``joined toollens`` joins only answered ones.
+"""
+
+from __future__ import annotations
+
+# isort: off
+import caliban.search  # noqa: F401 - first: it loads numpy with one BLAS thread, as caliban does
+
+# isort: on
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from _catalogs import SHORT_QUERIES, Query, eval_dir_or_exit, load_github_catalog, load_toollens
+from search_quality import QuerySet, encoder, query_sets
+
+from caliban.search import index as ix
+from caliban.search.bm25 import VOCABULARY, Postings, term_ids
+from caliban.search.index import SearchDoc, ToolIndex
+from caliban.search.models import MINILM_DIR
+from caliban.search.semantic import load_embedder
+from caliban.search.text import STOP_WORDS, stem, tokenize, words
+
+Vector = npt.NDArray[np.float64]
+
+
+def _with_name_twice(doc: SearchDoc) -> npt.NDArray[np.int64]:
+    return np.concatenate([term_ids(doc.tool), ix._doc_term_ids(doc)])
+
+
+def _with_name_and_server_twice(doc: SearchDoc) -> npt.NDArray[np.int64]:
+    server = term_ids(doc.server, keep_stop_words=True)
+    return np.concatenate([term_ids(doc.tool), server, ix._doc_term_ids(doc)])
+
+
+def _without_params(doc: SearchDoc) -> npt.NDArray[np.int64]:
+    server = term_ids(doc.server, keep_stop_words=True)
+    return np.concatenate([term_ids(doc.tool), server, term_ids(doc.description)])
+
+
+FIELD_VARIANTS: dict[str, Callable[[SearchDoc], npt.NDArray[np.int64]]] = {
+    "name x2": _with_name_twice,
+    "name, server x2": _with_name_and_server_twice,
+    "no parameters": _without_params,
+}
+"""BM25 with one field changed (the index counts each field once)."""
+
+
+def _name(d: SearchDoc) -> str:
+    return " ".join(words(d.tool))
+
+
+WORDINGS: dict[str, Callable[[SearchDoc], str]] = {
+    "name: description": lambda d: f"{_name(d)}: {d.description}",
+    "description": lambda d: d.description or _name(d),
+    "server name: description": lambda d: (
+        f"{' '.join(words(d.server))} {_name(d)}: {d.description}"
+    ),
+    "name": _name,
+}
+"""A tool's text for MiniLM other than ``index.tool_text`` (name: description Parameters)."""
+
+EXPANSIONS = ((0.6, 0.5), (0.7, 0.5), (0.7, 1.0), (0.8, 0.5))
+"""(cosine floor, weight): each query word adds the tool-name word nearest to it under the
+static model, when that close, to BM25 with that weight."""
+
+
+@dataclass(kw_only=True)
+class Parts:
+    """What the fusion combines, for one query or one ``;``-part of it."""
+
+    lexical: dict[str, Vector]
+    static: Vector | None
+    dense: Vector | None
+    wordings: dict[str, Vector] = field(default_factory=dict)
+    exact: list[int] = field(default_factory=list)
+    terms: tuple[str, ...] = ()
+    parts: list[Parts] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scored:
+    name: str
+    docs: Sequence[SearchDoc]
+    queries: Sequence[Query]
+    parts: Sequence[Parts]
+
+
+def _bm25(postings: Postings, terms: Sequence[str], n: int) -> Vector:
+    out = np.zeros(n)
+    for term in dict.fromkeys(terms):
+        term_id = VOCABULARY.get(term)
+        if term_id is not None:
+            postings.add_to(out, term_id)
+    return out
+
+
+def score_set(qs: QuerySet, *, rich: bool) -> Scored:
+    """Every query's parts; ``rich``: also the other fields, wordings and expansions."""
+    docs = list(qs.docs)
+    n = len(docs)
+    static = load_embedder()
+    index = ToolIndex.build(docs, embedder=static, dense=encoder(MINILM_DIR))
+    if not index.wait_semantic(7200):
+        raise SystemExit("MiniLM's tool embeddings did not become ready")
+    postings = {"default": index._postings}
+    wordings = {}
+    if rich:
+        for label, fn in FIELD_VARIANTS.items():
+            postings[label] = Postings.build([fn(d) for d in docs])
+        alt = encoder(MINILM_DIR)
+        for label, wording in WORDINGS.items():
+            catalog = alt.catalog(ix._server_groups(docs, [wording(d) for d in docs]))
+            if not catalog.wait(7200):
+                raise SystemExit("MiniLM's tool embeddings did not become ready")
+            wordings[label] = catalog
+        name_words = sorted(
+            {w for d in docs for w in words(d.tool) if len(w) > 2 and w.isalpha()} - STOP_WORDS
+        )
+        name_vectors = static.model.embed(name_words)
+
+    def parts(text: str, *, whole: bool) -> Parts:
+        _, ranked, identifiers = ix._parse(text)
+        meaningful = tokenize(ranked)
+        terms = meaningful or tokenize(ranked, keep_stop_words=True)
+        p = Parts(
+            lexical={label: _bm25(post, terms, n) for label, post in postings.items()},
+            static=index._embeddings.similarities(ranked) if meaningful else None,
+            dense=index._dense.similarities(ranked) if meaningful else None,
+            wordings={k: c.similarities(ranked) for k, c in wordings.items()} if meaningful else {},
+            exact=[i for w in identifiers for i in index._by_tool_lower.get(w, ())],
+            terms=tuple(terms),
+        )
+        if rich and whole:
+            _expand(p, ranked, static.model, name_words, name_vectors, index._postings, n)
+        pieces = [s.strip() for s in text.split(";") if s.strip()]
+        if whole and len(pieces) > 1:
+            p.parts = [parts(piece, whole=False) for piece in pieces]
+        return p
+
+    return Scored(
+        name=qs.name,
+        docs=docs,
+        queries=qs.queries,
+        parts=[parts(q.text, whole=True) for q in qs.queries],
+    )
+
+
+def _expand(
+    p: Parts,
+    ranked: str,
+    model: Any,
+    name_words: list[str],
+    vectors: Any,
+    postings: Postings,
+    n: int,
+) -> None:
+    query_words = [w for w in words(ranked) if len(w) > 1 and w not in STOP_WORDS]
+    if not query_words:
+        return
+    sims = model.embed(query_words) @ vectors.T
+    for floor, weight in EXPANSIONS:
+        lexical = p.lexical["default"].copy()
+        added: set[str] = set()
+        for row in sims:
+            best = int(row.argmax())
+            term = stem(name_words[best])
+            if row[best] >= floor and term not in p.terms and term not in added:
+                added.add(term)
+                lexical += weight * _bm25(postings, [term], n)
+        p.lexical[f"expand {floor} x{weight}"] = lexical
+
+
+# --- the fusion, as ToolIndex._keywords does it, with knobs -----------------------------------
+
+
+def _z(x: Vector) -> Vector:
+    std = float(x.std())
+    return (x - x.mean()) / std if std > 0 else np.zeros(len(x))
+
+
+Fusion = Callable[[Parts], tuple[Vector, npt.NDArray[np.bool_]]]
+
+
+def fuse(
+    *,
+    lexical: str = "default",
+    dense: Callable[[Parts], Vector | None] = lambda p: p.dense,
+    weight: float | Callable[[Parts], float] = 1.2,
+    transform: Callable[[Vector], Vector] | None = None,
+    rrf: bool = False,
+    static_weight: float = 0.0,
+) -> Fusion:
+    def run(p: Parts) -> tuple[Vector, npt.NDArray[np.bool_]]:
+        lex = p.lexical.get(lexical, p.lexical["default"])
+        cos = dense(p)
+        candidates = lex > 0
+        for cosines, floor in ((p.static, ix._MIN_COSINE), (cos, ix._MIN_DENSE_COSINE)):
+            if cosines is not None:
+                candidates = candidates | (cosines >= max(float(cosines.mean()), floor))
+        shaped = transform(lex) if transform else lex
+        w = weight(p) if callable(weight) else weight
+        if cos is not None and rrf:
+            order = np.empty(len(lex))
+            order[np.argsort(-lex, kind="stable")] = np.arange(len(lex))
+            by_cos = np.empty(len(lex))
+            by_cos[np.argsort(-cos, kind="stable")] = np.arange(len(lex))
+            scores = (lex > 0) / (60 + order) + w / (60 + by_cos)
+        elif cos is not None:
+            scores = _z(shaped) + w * _z(cos)
+            if static_weight and p.static is not None:
+                scores = scores + static_weight * _z(p.static)
+        elif p.static is not None:
+            scores = _z(shaped) + 0.5 * _z(p.static)
+        else:
+            scores = shaped.astype(float)
+        for i in p.exact:
+            scores[i] += ix._EXACT_NAME_BONUS
+            candidates[i] = True
+        return scores, candidates
+
+    return run
+
+
+def split(merge: str, *, floor: float = 0.0) -> Fusion:
+    """The whole query's fused score merged with its ``;``-parts' (each fused alone)."""
+    whole = fuse()
+
+    def run(p: Parts) -> tuple[Vector, npt.NDArray[np.bool_]]:
+        scores, candidates = whole(p)
+        kept = [q for q in p.parts if q.dense is not None and float(q.dense.max()) >= floor]
+        if not kept:
+            return scores, candidates
+        each = [whole(q) for q in kept]
+        stacked = np.stack([s for s, _ in each])
+        candidates = candidates | np.any(np.stack([c for _, c in each]), axis=0)
+        merged = {
+            "sum": scores + stacked.sum(0),
+            "max": stacked.max(0),
+            "whole + max": scores + stacked.max(0),
+            "whole + mean": scores + stacked.mean(0),
+        }[merge]
+        return merged, candidates
+
+    return run
+
+
+def in_turns(p: Parts) -> tuple[Vector, npt.NDArray[np.bool_]]:
+    """Round 1's split: each part's hits taken in turns."""
+    scores, candidates = fuse()(p)
+    if not p.parts:
+        return scores, candidates
+    orders = [_top(*fuse()(q)) for q in p.parts]
+    picked: list[int] = []
+    for rank in range(10):
+        for order in orders:
+            if rank < len(order) and order[rank] not in picked:
+                picked.append(int(order[rank]))
+    out = np.full(len(scores), -1e9)
+    chosen = np.zeros(len(scores), dtype=bool)
+    for i, doc in enumerate(picked[:10]):
+        out[doc] = 100.0 - i
+        chosen[doc] = True
+    return out, chosen
+
+
+def _top(scores: Vector, candidates: npt.NDArray[np.bool_], k: int = 10) -> npt.NDArray[np.intp]:
+    ids = np.flatnonzero(candidates)
+    return ids[np.argsort(-scores[ids], kind="stable")][:k]
+
+
+def measure(scored: Scored, fusion: Fusion) -> Vector:
+    totals = np.zeros(3)
+    for q, p in zip(scored.queries, scored.parts, strict=True):
+        found = [scored.docs[i] for i in _top(*fusion(p))]
+        flags = [q.is_relevant(d) for d in found]
+        names = {x for d, ok in zip(found, flags, strict=True) if ok for x in (d.tool, d.name)}
+        totals += (any(flags[:1]), any(flags[:5]), len(q.relevant & names) / len(q.relevant))
+    return totals / len(scored.queries)
+
+
+def joined_all(catalog: str) -> list[Query]:
+    """Every short query written for a request joined with ``;`` (unanswered ones too)."""
+    rows = [json.loads(line) for line in SHORT_QUERIES.open() if line.strip() and line[0] != "#"]
+    by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if row["set"] == catalog:
+            by_source[str(row["source"])].append(row)
+    return [
+        Query(
+            text="; ".join(r["query"] for r in group),
+            relevant=frozenset(g for r in group for g in r["gold"]),
+            source=f"joined* {catalog}",
+        )
+        for group in by_source.values()
+        if len(group) > 1 and any(r["gold"] for r in group)
+    ]
+
+
+def _max_with(p: Parts, wording: str) -> Vector | None:
+    """Each tool's better cosine of its default text and ``wording``."""
+    if p.dense is None:
+        return None
+    return np.maximum(p.dense, p.wordings.get(wording, p.dense))
+
+
+def variants() -> dict[str, Fusion]:
+    out: dict[str, Fusion] = {"default (BM25 + MiniLM 1.2, z-scores)": fuse()}
+    for w in (1.0, 1.4, 1.6, 2.0):
+        out[f"MiniLM weight {w}"] = fuse(weight=w)
+    out["MiniLM weight 1.6 for queries of <= 3 words"] = fuse(
+        weight=lambda p: 1.6 if len(set(p.terms)) <= 3 else 1.2
+    )
+    out["+ static model 0.2"] = fuse(static_weight=0.2)
+    out["reciprocal rank fusion (k 60)"] = fuse(rrf=True, weight=1.0)
+    out["BM25 as log(1 + score)"] = fuse(transform=np.log1p)
+    out["BM25 as sqrt(score)"] = fuse(transform=np.sqrt)
+    for label in FIELD_VARIANTS:
+        out[f"BM25 fields: {label}"] = fuse(lexical=label)
+    for label in WORDINGS:
+        out[f"MiniLM on '{label}'"] = fuse(dense=lambda p, k=label: p.wordings.get(k, p.dense))
+        out[f"MiniLM: max(default, '{label}')"] = fuse(dense=lambda p, k=label: _max_with(p, k))
+    for floor, weight in EXPANSIONS:
+        out[f"expand: nearest name word, cos >= {floor}, x{weight}"] = fuse(
+            lexical=f"expand {floor} x{weight}"
+        )
+    out["split at ';': parts in turns (round 1)"] = in_turns
+    for merge in ("sum", "max", "whole + max", "whole + mean"):
+        out[f"split at ';': {merge}"] = split(merge)
+    out["split at ';': whole + max of parts with cos >= 0.5"] = split("whole + max", floor=0.5)
+    return out
+
+
+def main() -> None:
+    eval_dir = eval_dir_or_exit()
+    sets = [score_set(qs, rich=True) for qs in query_sets()]
+    for name, docs in (
+        ("toollens", load_toollens(eval_dir)[0]),
+        ("github", load_github_catalog(eval_dir)),
+    ):
+        qs = QuerySet(name=f"joined* {name}", docs=docs, queries=joined_all(name))
+        sets.append(score_set(qs, rich=False))
+    rows = variants()
+    base = {s.name: measure(s, next(iter(rows.values()))) for s in sets}
+    print("| variant | " + " | ".join(s.name for s in sets) + " | all-ok |")
+    print("|---|" + "---|" * (len(sets) + 1))
+    for i, (label, fusion) in enumerate(rows.items()):
+        cells, ok = [], True
+        for s in sets:
+            if i == 0:
+                cells.append("/".join(f"{x:.3f}" for x in base[s.name]))
+                continue
+            delta = measure(s, fusion) - base[s.name]
+            ok &= bool((delta > -1e-9).all())
+            cells.append("/".join(f"{x:+.3f}" if abs(x) > 1e-9 else "0" for x in delta))
+        print(f"| {label} | " + " | ".join(cells) + f" | {'yes' if ok else ''} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
