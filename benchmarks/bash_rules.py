@@ -21,9 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from caliban.permissions import shell as shell_analysis
 from caliban.permissions.policy import decide
 from caliban.permissions.rules import PermissionRules
+from caliban.shell import analysis as shell_analysis
 from caliban.tools.base import BUILTIN
 
 BUDGET_S = 0.001

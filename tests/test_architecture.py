@@ -10,7 +10,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "caliban"
 MAX_MODULE_LINES = 1_000
-OVERSIZE_TODAY = {"permissions/shell.py"}
+OVERSIZE_TODAY: set[str] = set()
 """Modules still over the limit; each is being split (and leaves this set)."""
 DOOR = PACKAGE / "exec"
 """The one package that may start a process (:mod:`caliban.exec`)."""

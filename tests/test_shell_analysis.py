@@ -1,4 +1,4 @@
-"""Bash command lines as permission rules see them (caliban/permissions/shell.py).
+"""Bash command lines as permission rules see them (caliban/shell/, permissions/bash_rules.py).
 
 The attacks of issue 14 are replayed through ``decide`` and through the real executable;
 understood lines are checked against what real bash runs (differential tests at the end).
@@ -17,21 +17,18 @@ from pathlib import Path
 import pytest
 
 from caliban.config.settings import PermissionMode
+from caliban.permissions.bash_rules import allows, deny_matches, pattern_matches, suggest_rule
 from caliban.permissions.policy import Decision, decide
 from caliban.permissions.rules import PermissionRules
-from caliban.permissions.shell import (
+from caliban.shell import (
     MAX_COMMAND_CHARS,
     NotUnderstood,
     Redirect,
     SimpleCommand,
     Understood,
-    allows,
     analyze,
-    deny_matches,
-    pattern_matches,
     read_paths,
     render,
-    suggest_rule,
     written_paths,
 )
 from caliban.tools.base import BUILTIN
@@ -589,7 +586,7 @@ def test_allow_matching_helpers() -> None:
     ],
 )
 def test_suggested_rules(command: str, expected: str | None) -> None:
-    suggestion = suggest_rule(command)
+    suggestion = suggest_rule(analyze(command))
     assert suggestion == expected
     if suggestion is not None:  # once allowed, it covers the command it was made for
         first = command.split(" &&")[0]
@@ -629,9 +626,9 @@ def test_written_paths_follow_symlinks(tmp_path: Path) -> None:
 
 def test_tree_sitter_loads_only_when_a_command_is_checked() -> None:
     code = (
-        "import sys, caliban.cli, caliban.permissions, caliban.permissions.shell; "
+        "import sys, caliban.cli, caliban.permissions.policy, caliban.shell; "
         "assert 'tree_sitter' not in sys.modules; "
-        "caliban.permissions.shell.analyze('ls'); assert 'tree_sitter' in sys.modules"
+        "caliban.shell.analyze('ls'); assert 'tree_sitter' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

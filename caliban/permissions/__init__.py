@@ -1,7 +1,8 @@
 """Permissions: which tool calls run, which ask the user, which are refused.
 
 - :mod:`~caliban.permissions.rules`: the rule grammar and what a rule matches;
-- :mod:`~caliban.permissions.shell`: shell command lines as rules see them;
+- :mod:`~caliban.permissions.bash_rules`: Bash rules matched on an analysed command line
+  (what the line does is :mod:`caliban.shell`'s);
 - :mod:`~caliban.permissions.policy`: the pure decision and a session's permission state;
 - :mod:`~caliban.permissions.approval`: asking the user, and the loop's ``authorize`` seam.
 """

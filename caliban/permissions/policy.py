@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, assert_never
 
+from caliban import shell
 from caliban.config.settings import ConfigError, PermissionMode, PermissionsSettings
-from caliban.permissions import shell
+from caliban.permissions import bash_rules
 from caliban.permissions.protected import protected_reason
 from caliban.permissions.rules import (
     EDIT_TOOLS,
@@ -94,7 +95,7 @@ def _find_bash(
     rules: Sequence[Rule], command: str, project_root: Path, *, allowing: bool
 ) -> Rule | None:
     """The first Bash rule covering ``command``, matched on the parsed command line
-    (:mod:`caliban.permissions.shell`), never on its text alone.
+    (:mod:`caliban.shell`, :mod:`caliban.permissions.bash_rules`), never on its text alone.
 
     Deny and ask rules match any part of the line (every simple command, what wrappers and
     ``bash -c`` run, substitutions), understood or not. An allow rule for all of Bash allows
@@ -106,7 +107,7 @@ def _find_bash(
     analysis = shell.analyze(command)
     if not allowing:
         return next(
-            (r for r in bash if r.pattern is None or shell.deny_matches(r.pattern, analysis)),
+            (r for r in bash if r.pattern is None or bash_rules.deny_matches(r.pattern, analysis)),
             None,
         )
     if whole := next((rule for rule in bash if rule.pattern is None), None):
@@ -114,7 +115,7 @@ def _find_bash(
     if not isinstance(analysis, shell.Understood) or not analysis.commands:
         return None
     found = [
-        next((r for r in bash if r.pattern and shell.allows(r.pattern, one)), None)
+        next((r for r in bash if r.pattern and bash_rules.allows(r.pattern, one)), None)
         for one in analysis.commands
     ]
     return found[0] if all(found) else None

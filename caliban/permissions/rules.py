@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from caliban.permissions.shell import pattern_matches
-from caliban.permissions.shell import suggest_rule as shell_suggestion
+from caliban.permissions.bash_rules import pattern_matches
+from caliban.permissions.bash_rules import suggest_rule as bash_suggestion
+from caliban.shell import analyze
 from caliban.util.hosts import ascii_name, canonical_host, is_loopback
 
 __all__ = [
@@ -299,7 +300,7 @@ def command_matches(pattern: str, command: str) -> bool:
     """Whether a command-style rule pattern covers ``command`` (runs of whitespace count as
     one space): ``*`` matches anything, ``prefix:*`` Claude Code's prefix form, the rest is
     literal. Bash rules are matched on the parsed command line instead
-    (:mod:`caliban.permissions.shell`)."""
+    (:mod:`caliban.permissions.bash_rules`)."""
     return pattern_matches(pattern, " ".join(command.split()))
 
 
@@ -351,7 +352,7 @@ def suggest_rule(tool_name: str, subject: str | None, project_root: Path) -> str
         return f"{WEB_FETCH}(domain:{subject})"
     if tool_name == "Bash":
         # "" when no rule could allow the line (not understood): nothing to offer.
-        return shell_suggestion(subject) or ""
+        return bash_suggestion(analyze(subject)) or ""
     if tool_name in PATH_TOOLS:
         family = "Edit" if tool_name in EDIT_TOOLS else tool_name
         path = Path(os.path.normpath(subject))

@@ -183,7 +183,8 @@ class SandboxRuntime:
     def excluded(self, command_line: str) -> str | None:
         """The ``excludedCommands`` pattern that takes ``command_line`` out of the sandbox,
         matched as an allow rule is (every command of the line covered), or None."""
-        from caliban.permissions import shell
+        from caliban import shell
+        from caliban.permissions.bash_rules import allows
 
         if not self.config.excluded_commands:
             return None
@@ -191,7 +192,7 @@ class SandboxRuntime:
         if not isinstance(analysis, shell.Understood) or not analysis.commands:
             return None
         for pattern in self.config.excluded_commands:
-            if all(shell.allows(pattern, one) for one in analysis.commands):
+            if all(allows(pattern, one) for one in analysis.commands):
                 return pattern
         return None
 
