@@ -2,11 +2,13 @@
 
     python benchmarks/bash_rules.py [--runs 2000]
 
-Measures, each with the analysis cache bypassed (every decision parses afresh):
+Measures, each decision parsing its line afresh (as a Bash call is bound, then decided):
 
 1. the first decision in a fresh interpreter (imports tree-sitter and loads the grammar);
-2. per typical command: ``caliban.permissions.decide`` for Bash with a realistic rule set
-   (allow, ask and deny rules), median and 95th percentile — the budget is 1 ms;
+2. per typical command: the line's effects (``caliban.calls.effects.command_effects``: the
+   analysis, the files its redirections touch) and ``caliban.permissions.decide`` for Bash
+   with a realistic rule set (allow, ask and deny rules), median and 95th percentile — the
+   budget is 1 ms;
 3. bounded worst cases (very long and deeply nested lines): one decision each.
 
 Exits non-zero when a typical command's median is over budget.
@@ -21,9 +23,10 @@ import sys
 import time
 from pathlib import Path
 
+from caliban.calls.effects import command_effects
 from caliban.permissions.policy import decide
 from caliban.permissions.rules import PermissionRules
-from caliban.shell import analysis as shell_analysis
+from caliban.shell import analyze
 from caliban.tools.base import BUILTIN
 
 BUDGET_S = 0.001
@@ -66,12 +69,12 @@ def decide_bash(command: str) -> str:
     decision = decide(
         "Bash",
         command,
+        command_effects(analyze(command), ROOT),
         read_only=False,
         origin=BUILTIN,
         mode="default",
         rules=RULES,
         project_root=ROOT,
-        writes_path=None,
     )
     return decision.behavior
 
@@ -79,7 +82,6 @@ def decide_bash(command: str) -> str:
 def timed(command: str, runs: int) -> list[float]:
     times = []
     for _ in range(runs):
-        shell_analysis._analyze.cache_clear()  # measure the parse, not the cache
         started = time.perf_counter()
         decide_bash(command)
         times.append(time.perf_counter() - started)
@@ -90,12 +92,15 @@ def first_decision() -> float:
     """Seconds for the first Bash decision in a fresh interpreter (lazy imports included)."""
     code = (
         "import time; from pathlib import Path; "
+        "from caliban.calls.effects import command_effects; "
         "from caliban.permissions.policy import decide; "
         "from caliban.permissions.rules import PermissionRules; "
+        "from caliban.shell import analyze; "
         "from caliban.tools.base import BUILTIN; "
         "r = PermissionRules.parse(allow=['Bash(git status*)']); t = time.perf_counter(); "
-        "decide('Bash', 'git status', read_only=False, origin=BUILTIN, mode='default', "
-        "rules=r, project_root=Path('/p'), writes_path=None); "
+        "e = command_effects(analyze('git status'), Path('/p')); "
+        "decide('Bash', 'git status', e, read_only=False, origin=BUILTIN, mode='default', "
+        "rules=r, project_root=Path('/p')); "
         "print(time.perf_counter() - t)"
     )
     result = subprocess.run(

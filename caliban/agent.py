@@ -1,21 +1,23 @@
 """The agent loop: build the request, stream the response, run the tools, repeat.
 
 Everything else is a collaborator: the provider talks to the model, the toolset decides
-which tools are offered, ``authorize`` applies the permission policy, and ``emit`` lets the
-UI, headless output and transcript follow along. The loop imports none of them.
+which tools are offered, each tool call goes through its stages in
+:class:`~caliban.calls.pipeline.CallPipeline` (where the ``authorizer`` applies the permission
+policy), and ``emit`` lets the UI, headless output and transcript follow along. The loop
+imports none of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import difflib
-import json
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
+from caliban.calls.pipeline import CallPipeline
+from caliban.calls.resolve import RepeatGuard
+from caliban.calls.verdict import ALLOW_ALL, Authorizer
 from caliban.compaction import CompactionFailed, CompactionPolicy, Trigger
 from caliban.events import (
     AgentEvent,
@@ -27,9 +29,7 @@ from caliban.events import (
     HistoryAppended,
     ModelFallback,
     Notice,
-    ToolFinished,
     ToolResultsMessage,
-    ToolStarted,
     UserPrompt,
 )
 from caliban.hooks import NO_HOOKS, STOP_BLOCK_CAP, LoopHooks
@@ -47,20 +47,8 @@ from caliban.providers.base import (
     ToolCallStarted,
 )
 from caliban.session.ledger import UsageLedger
-from caliban.tools.base import (
-    CallContext,
-    ChangedInput,
-    Invocation,
-    McpOrigin,
-    Tool,
-    ToolEnv,
-    ToolOutput,
-)
+from caliban.tools.base import ToolEnv
 from caliban.toolsets.base import PromptTools, Toolset
-
-Authorize = Callable[[Tool, Invocation, CallContext], Awaitable[str | ChangedInput | None]]
-"""Returns ``None`` to let a call run, the reason it was denied (shown to the model), or a
-:class:`ChangedInput` to run with the input an approver gave instead."""
 
 OVERLOADED = 529
 """Anthropic's status for an overloaded model: what ``--fallback-model`` falls back on."""
@@ -74,14 +62,8 @@ CONTINUE_PROMPT = (
 )
 INTERRUPTED = "The user interrupted this tool call before it finished."
 NOT_RUN_OVER_BUDGET = "Not run: the spending limit (--max-budget-usd) was reached."
-REPEAT_LIMIT = 3
-"""Turns in a row that repeat a read-only call before the run stops (small models loop)."""
 SIDE_SYSTEM = "You answer one request about the text you are given, briefly and accurately."
 SIDE_MAX_TOKENS = 4_096
-
-
-async def allow_all(tool: Tool, invocation: Invocation, ctx: CallContext) -> str | None:
-    return None
 
 
 @dataclass(kw_only=True)
@@ -92,38 +74,6 @@ class Conversation:
     messages: list[Message] = field(default_factory=list)
     last_usage: Usage | None = None
     """Usage of the latest request: how full the context window is now."""
-
-
-@dataclass(kw_only=True)
-class RepeatGuard:
-    """Notices a read-only call repeated with the same arguments in consecutive turns.
-
-    Its result is already in the history, so the repeat is answered with a note instead of
-    running again; after :data:`REPEAT_LIMIT` such turns in a row the run stops. Calls that
-    change something (Bash, Write, MCP tools not marked read-only) are never held back: their
-    result may differ the second time.
-    """
-
-    limit: int = REPEAT_LIMIT
-    turns: int = 0
-    """Consecutive turns that repeated a call."""
-    _previous: frozenset[str] = frozenset()
-    _current: set[str] = field(default_factory=set)
-    _repeated: bool = False
-
-    def repeats(self, call: ToolCall) -> bool:
-        """Whether ``call`` repeats one of the previous turn's read-only calls."""
-        key = f"{call.name}\0{json.dumps(call.arguments, sort_keys=True, default=str)}"
-        self._current.add(key)
-        if key in self._previous:
-            self._repeated = True
-        return key in self._previous
-
-    def end_turn(self) -> bool:
-        """Close a turn; True when the run has repeated itself too often and must stop."""
-        self.turns = self.turns + 1 if self._repeated else 0
-        self._previous, self._current, self._repeated = frozenset(self._current), set(), False
-        return self.turns >= self.limit
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -152,7 +102,7 @@ class Agent:
         env: ToolEnv,
         conversation: Conversation | None = None,
         ledger: UsageLedger | None = None,
-        authorize: Authorize = allow_all,
+        authorizer: Authorizer = ALLOW_ALL,
         emit: Callable[[AgentEvent], None] = lambda event: None,
         max_turns: int = 100,
         max_tokens: int = DEFAULT_MAX_TOKENS,
@@ -173,7 +123,7 @@ class Agent:
         self.ledger = ledger if ledger is not None else UsageLedger()
         """Where every request's usage is recorded, under the model that served it (the
         session's, shared with its sub-agents)."""
-        self.authorize = authorize
+        self.authorizer = authorizer
         self.emit = emit
         self.max_turns = max_turns
         self.max_tokens = max_tokens
@@ -447,15 +397,26 @@ class Agent:
         raise RuntimeError(f"provider {self.provider.name} ended the stream without a response")
 
     async def _dispatch(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
-        tasks = [asyncio.ensure_future(self._run_tool(call)) for call in calls]
+        """Run the calls concurrently, each through the pipeline; results in call order."""
+        pipeline = CallPipeline(
+            toolset=self.toolset,
+            env=self.env,
+            authorizer=self.authorizer,
+            hooks=self.hooks,
+            repeat_guard=self.repeat_guard,
+            emit=self._emit_own,
+            ask_model=self.ask_model,
+        )
+        tasks = [asyncio.ensure_future(pipeline.run(call)) for call in calls]
         try:
-            return list(await asyncio.gather(*tasks))
+            outcomes = list(await asyncio.gather(*tasks))
         except asyncio.CancelledError:
             for task in tasks:
                 task.cancel()
             # Every tool_use needs a tool_result, or the next request is malformed.
             finished = [
-                task.result() if task.done() and not task.cancelled() else None for task in tasks
+                task.result().result if task.done() and not task.cancelled() else None
+                for task in tasks
             ]
             results = tuple(
                 result or _error_result(call.id, INTERRUPTED)
@@ -463,99 +424,12 @@ class Agent:
             )
             self._append(Message(role="user", parts=results))
             raise
-
-    async def _run_tool(self, call: ToolCall) -> ToolResult:
-        tool = self.toolset.find(call.name)
-        origin = tool.origin if tool is not None else None
-        self.emit(ToolStarted(call=call, origin=origin, parent_tool_use_id=self.parent_id))
-        started = time.perf_counter()
-        output, denied = await self._call_tool(call, tool)
-        result = ToolResult(tool_call_id=call.id, content=output.content, is_error=output.is_error)
-        self.emit(
-            ToolFinished(
-                call=call,
-                result=result,
-                origin=origin,
-                summary=output.summary,
-                change=output.change,
-                data=output.data,
-                duration_ms=int((time.perf_counter() - started) * 1000),
-                parent_tool_use_id=self.parent_id,
-                denied=denied,
-            )
-        )
-        return result
-
-    async def _call_tool(self, call: ToolCall, tool: Tool | None) -> tuple[ToolOutput, bool]:
-        """The call's output, and whether it was refused (a permission or a hook said no)."""
-        if tool is None:
-            return ToolOutput.error(_unknown_tool(call.name, self.toolset)), False
-        if (raw := call.invalid_arguments) is not None:
-            return ToolOutput.error(
-                f"{call.name} did not run: its arguments were not a valid JSON object "
-                f"({raw[:500]!r}). Call it again with a JSON object matching its schema."
-            ), False
-        if tool.read_only and self.repeat_guard.repeats(call):
-            return ToolOutput.error(
-                f"{call.name} was not run again: you made this exact call (same arguments) in "
-                "your previous turn and its result is above. Use that result, or call it with "
-                "different arguments."
-            ), False
-        bound = tool.bind(call.arguments)
-        if isinstance(bound, str):
-            return ToolOutput.error(bound), False
-        verdict = await self.hooks.before_tool(tool.name, call.arguments, call.id)
-        if verdict.blocked is not None:
-            return ToolOutput.error(verdict.blocked), True
-        if verdict.updated_input is not None:
-            bound = tool.bind(verdict.updated_input)
-            if isinstance(bound, str):
-                return ToolOutput.error(f"A PreToolUse hook changed the input: {bound}"), False
-        if verdict.stop is not None:
-            self._stop = verdict.stop
-        arguments = verdict.updated_input if verdict.updated_input is not None else call.arguments
-        ctx = CallContext(
-            env=self.env,
-            call_id=call.id,
-            emit=self._emit_own,
-            ask_model=self.ask_model,
-            hook_decision=verdict.decision,
-            arguments=arguments,
-        )
-        cwd = self.env.cwd
-        approved = call.arguments  # what PostToolUse hooks see (as before: the model's input)
-        reason = await self.authorize(tool, bound, ctx)
-        # A call running beside this one (Bash's `cd`) may have moved the working directory
-        # while this one was decided or its question was on screen: a relative path now
-        # names another file, so decide again. Nothing awaits between this and the run.
-        while not isinstance(reason, str):
-            if isinstance(reason, ChangedInput):  # the approver allowed a different input
-                bound, approved = reason.invocation, reason.arguments
-                ctx = dataclasses.replace(ctx, arguments=approved)
-            if self.env.cwd == cwd:
-                break
-            cwd = self.env.cwd
-            reason = await self.authorize(tool, bound, ctx)
-        if isinstance(reason, str):
-            return ToolOutput.error(f"Permission denied for {call.name}: {reason}"), True
-        output = await self._run_bound(tool, bound, ctx)
-        if output.ends_turn and not output.is_error:
-            self._ended = True
-        response = output.data if output.data is not None else output.as_text
-        note = await self.hooks.after_tool(
-            tool.name, approved, call.id, response, failed=output.is_error
-        )
-        return (output.with_note(note) if note else output), False
-
-    async def _run_bound(self, tool: Tool, bound: Invocation, ctx: CallContext) -> ToolOutput:
-        if (event := self.toolset.note_call(tool.name)) is not None:
-            self._emit_own(event)
-        try:
-            return await bound.run(ctx)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a tool failure is a result the model reads
-            return ToolOutput.error(f"{tool.name} failed: {type(exc).__name__}: {exc}")
+        for outcome in outcomes:
+            if outcome.stop is not None:
+                self._stop = outcome.stop
+            if outcome.ends_turn:
+                self._ended = True
+        return [outcome.result for outcome in outcomes]
 
     async def ask_model(self, prompt: str) -> str:
         """A side request to this agent's provider and model: no tools, no history, nothing
@@ -579,52 +453,6 @@ class Agent:
         if self.parent_id is not None and event.parent_tool_use_id is None:
             event = dataclasses.replace(event, parent_tool_use_id=self.parent_id)
         self.emit(event)
-
-
-_MAX_NAMED_TOOLS = 50
-"""Past this many offered tools, an unknown-tool error names the built-ins and the closest
-MCP names instead of every tool (5,000 MCP tools sent eagerly would make a 130 KB error)."""
-_MAX_SCHEMA_CHARS = 2_000
-
-
-def _unknown_tool(name: str, toolset: Toolset) -> str:
-    tools = toolset.offered()
-    offered = [tool.name for tool in tools]
-    if len(offered) <= _MAX_NAMED_TOOLS:
-        text = f"Unknown tool '{name}'. Available tools: {', '.join(sorted(offered))}"
-    else:
-        builtin = sorted(t.name for t in tools if not isinstance(t.origin, McpOrigin))
-        mcp = [t.name for t in tools if isinstance(t.origin, McpOrigin)]
-        text = (
-            f"Unknown tool '{name}'. Available tools: {', '.join(builtin)}, "
-            f"and {len(mcp):,} MCP tools"
-        )
-        if close := difflib.get_close_matches(name, mcp, n=5):
-            text += f" (closest names: {', '.join(close)})"
-    # Lazy MCP loading keeps most tools off the wire; naming them all could cost thousands
-    # of tokens, so only the count and the closest names.
-    if hidden := sorted(set(toolset.names()) - set(offered)):
-        text += f". {len(hidden)} more tools are not loaded (ToolSearch finds them)"
-        if close := difflib.get_close_matches(name, hidden, n=3):
-            text += f"; closest names: {', '.join(close)}"
-            # With their schemas, a model that guessed a name can call the right one next.
-            for candidate in close:
-                if (tool := toolset.find(candidate)) is not None:
-                    schema = _ends(
-                        json.dumps(tool.spec.input_schema, separators=(",", ":")),
-                        head=_MAX_SCHEMA_CHARS,
-                    )
-                    text += f"\n{candidate}: {_ends(tool.spec.description.strip())}"
-                    text += f" Input schema: {schema}"
-    return text
-
-
-def _ends(text: str, head: int = 160, tail: int = 60) -> str:
-    """``text`` shortened to its start and its end, so a description wrapped in tags
-    (an MCP server's, marked as its data) keeps its closing tag."""
-    if len(text) <= head + tail + 3:
-        return text
-    return f"{text[:head]} … {text[-tail:]}"
 
 
 def _with_part(message: Message, part: TextPart) -> Message:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from authorizers import Refusing
 from pydantic import BaseModel
 
 from caliban.agent import Agent, RunResult
+from caliban.calls.bound import BoundCall
+from caliban.calls.verdict import ALLOW, Ask, Decided, Deny, Settled
 from caliban.events import AgentEvent, Notice, ToolFinished, ToolStarted
 from caliban.messages import ToolResult
 from caliban.providers.scripted import (
@@ -131,11 +133,8 @@ async def test_tool_failures_and_unknown_tools_become_error_results() -> None:
 
 
 async def test_denied_call_tells_the_model_why() -> None:
-    async def deny(tool: Any, arguments: Mapping[str, Any], ctx: CallContext) -> str | None:
-        return "plan mode is read-only"
-
     provider = ScriptedProvider([reply(tool_call("Echo", {"text": "x"})), "ok"])
-    await make_agent(provider, authorize=deny).run("go")
+    await make_agent(provider, authorizer=Refusing(lambda call: "plan mode is read-only")).run("go")
     [denied] = results_of(provider, 1)
     assert denied.is_error and "plan mode is read-only" in denied.text
 
@@ -247,16 +246,20 @@ async def test_a_call_is_decided_again_when_a_parallel_cd_moved_it(tmp_path: Pat
     outside.mkdir()
     shown: list[Path] = []
 
-    async def authorize(tool: Any, bound: Any, ctx: CallContext) -> str | None:
-        if tool.name != "Write":
-            return None
-        target = ctx.env.resolve("notes.txt")  # what the question shows
-        shown.append(target)
-        if len(shown) == 1:  # the user takes a moment; the cd finishes meanwhile
-            with anyio.fail_after(5):
-                while ctx.env.cwd == project:  # noqa: ASYNC110
-                    await asyncio.sleep(0.01)
-        return None if is_within(target, project) else "it writes outside the project"
+    class AsksAboutWrites:
+        def decide(self, call: BoundCall) -> Decided:
+            return Ask(reason="it writes") if call.effects.writes else ALLOW
+
+        async def ask(self, call: BoundCall, question: Ask) -> Settled:
+            [target] = call.effects.writes  # what the question shows
+            shown.append(target)
+            if len(shown) == 1:  # the user takes a moment; the cd finishes meanwhile
+                with anyio.fail_after(5):
+                    while call.env.cwd == project:  # noqa: ASYNC110
+                        await asyncio.sleep(0.01)
+            if is_within(target, project.resolve()):
+                return ALLOW
+            return Deny(reason="it writes outside the project", by="user")
 
     provider = ScriptedProvider(
         [
@@ -274,10 +277,10 @@ async def test_a_call_is_decided_again_when_a_parallel_cd_moved_it(tmp_path: Pat
         toolset=ToolList([Bash(), Write()]),
         env=ToolEnv(cwd=project, project_root=project),
         emit=[].append,
-        authorize=authorize,
+        authorizer=AsksAboutWrites(),
     )
     await agent.run("go")
     _, write = results_of(provider, 1)
     assert write.is_error and "outside the project" in write.text
-    assert shown == [project / "notes.txt", outside / "notes.txt"]
+    assert shown == [project.resolve() / "notes.txt", outside.resolve() / "notes.txt"]
     assert not (outside / "notes.txt").exists()

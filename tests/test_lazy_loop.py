@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+from authorizers import Refusing
 from lazy_fakes import CATALOG, Echo, FakeMcp, Note, lazy_settings, make_session
 
 from caliban.agent import Agent
@@ -22,7 +23,7 @@ from caliban.providers.scripted import ScriptedProvider, reply, tool_call
 from caliban.session.context import context_report
 from caliban.session.session import Session
 from caliban.subagents import AgentDefinition
-from caliban.tools.base import CallContext, Invocation, McpOrigin, Tool
+from caliban.tools.base import McpOrigin
 from caliban.toolsets.tool_list import ToolList
 
 pytestmark = pytest.mark.anyio
@@ -156,12 +157,12 @@ async def test_rejected_arguments_of_a_deferred_tool_come_back_with_its_schema(
 
 
 async def test_a_denied_direct_call_neither_runs_nor_activates(tmp_path: Path) -> None:
-    async def deny_mcp(tool: Tool, call: Invocation, ctx: CallContext) -> str | None:
-        return "MCP is off limits" if isinstance(tool.origin, McpOrigin) else None
-
+    deny_mcp = Refusing(
+        lambda call: "MCP is off limits" if isinstance(call.tool.origin, McpOrigin) else None
+    )
     provider = ScriptedProvider([reply(tool_call(GH_SEARCH, {"q": "x"})), "ok"])
     mcp = FakeMcp(CATALOG)
-    session = make_session(provider, tmp_path, mcp=mcp, authorize=deny_mcp)
+    session = make_session(provider, tmp_path, mcp=mcp, authorizer=deny_mcp)
     await run(session)
     [result] = results(provider, 1)
     assert result.is_error and "MCP is off limits" in result.text

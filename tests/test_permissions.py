@@ -10,14 +10,18 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from caliban.agent import Agent, Authorize
+from caliban import shell
+from caliban.agent import Agent
+from caliban.calls.bound import bind
+from caliban.calls.effects import Effects, command_effects
+from caliban.calls.verdict import Allow, AllowWith, Authorizer, Deny, authorize
 from caliban.config.settings import ConfigError, PermissionMode, PermissionsSettings
 from caliban.messages import ToolResult
 from caliban.permissions.approval import (
     PermissionAnswer,
     PermissionRequest,
+    PolicyAuthorizer,
     deny_approver,
-    make_authorize,
     user_denial,
 )
 from caliban.permissions.policy import PLAN_MODE_REASON, Decision, PermissionPolicy, decide
@@ -186,17 +190,25 @@ def _decide(
     read_only: bool = False,
     origin: ToolOrigin = BUILTIN,
 ) -> Decision:
-    writes = Path(subject) if tool in ("Write", "Edit") and subject else None
     return decide(
         tool,
         subject,
+        effects_of(tool, subject),
         read_only=read_only,
         origin=origin,
         mode=mode,
         rules=rules,
         project_root=ROOT,
-        writes_path=writes,
     )
+
+
+def effects_of(tool: str, subject: str | None, cwd: Path = ROOT) -> Effects:
+    """What the built-in ``tool`` does with ``subject`` (as its invocation would say)."""
+    if tool == "Bash" and subject is not None:
+        return command_effects(shell.analyze(subject), cwd)
+    if tool in ("Write", "Edit") and subject:
+        return Effects(writes=(Path(subject),))
+    return Effects()
 
 
 GH = McpOrigin(server="gh", tool="x")
@@ -369,7 +381,13 @@ def test_policy_from_settings_and_flags(tmp_path: Path) -> None:
     assert [r.text for r in policy.rules.allow] == ["Read", "Bash(npm test*)"]
     assert [r.text for r in policy.rules.deny] == ["Bash(curl*)", "mcp__slack"]
     assert (
-        policy.decide("Bash", "npm test -- -k x", read_only=False, origin=BUILTIN).behavior
+        policy.decide(
+            "Bash",
+            "npm test -- -k x",
+            effects_of("Bash", "npm test -- -k x"),
+            read_only=False,
+            origin=BUILTIN,
+        ).behavior
         == "allow"
     )
     assert policy.decide("mcp__slack__post", None, read_only=False, origin=GH).behavior == "deny"
@@ -433,12 +451,17 @@ def _ctx(root: Path) -> CallContext:
 
 
 async def check(
-    authorize: Authorize, tool: Tool, arguments: dict[str, Any], ctx: CallContext
+    authorizer: Authorizer, tool: Tool, arguments: dict[str, Any], ctx: CallContext
 ) -> str | None:
-    """What ``authorize`` says about one call with valid arguments (as the loop asks it)."""
-    bound = tool.bind(arguments)
+    """Why ``authorizer`` refuses one call with valid arguments (as the pipeline's
+    authorize stage asks it), or None when it may run."""
+    bound = bind(call_id=ctx.call_id, tool=tool, arguments=arguments, env=ctx.env)
     assert not isinstance(bound, str), bound
-    return await authorize(tool, bound, ctx)
+    match await authorize(authorizer, bound):
+        case Allow() | AllowWith():
+            return None
+        case Deny(reason=reason):
+            return reason
 
 
 async def test_allow_for_session_stops_asking_for_that_pattern(tmp_path: Path) -> None:
@@ -446,25 +469,28 @@ async def test_allow_for_session_stops_asking_for_that_pattern(tmp_path: Path) -
     approver = Recorder(
         PermissionAnswer.allow_session(), PermissionAnswer.allow_once(), PermissionAnswer.deny()
     )
-    authorize = make_authorize(policy, approver)
+    authorizer = PolicyAuthorizer(policy, approver)
     ctx = _ctx(tmp_path)
-    assert await check(authorize, Bash(), {"command": "git commit -m one"}, ctx) is None
+    assert await check(authorizer, Bash(), {"command": "git commit -m one"}, ctx) is None
     assert approver.requests[0].suggestion == "Bash(git commit:*)"
     assert [r.text for r in policy.session_rules] == ["Bash(git commit:*)"]
-    assert await check(authorize, Bash(), {"command": "git commit -m two"}, ctx) is None
+    assert await check(authorizer, Bash(), {"command": "git commit -m two"}, ctx) is None
     assert len(approver.requests) == 1  # not asked again
-    assert await check(authorize, Bash(), {"command": "git push"}, ctx) is None  # allow once
+    assert await check(authorizer, Bash(), {"command": "git push"}, ctx) is None  # allow once
     assert policy.session_rules == [Rule.parse("Bash(git commit:*)")]
-    denied = await check(authorize, Bash(), {"command": "rm -rf build"}, ctx)
+    denied = await check(authorizer, Bash(), {"command": "rm -rf build"}, ctx)
     assert denied is not None and "the user declined this Bash call" in denied
     assert len(approver.requests) == 3
 
 
 async def test_session_pattern_chosen_by_the_user(tmp_path: Path) -> None:
     policy = PermissionPolicy(project_root=tmp_path)
-    authorize = make_authorize(policy, Recorder(PermissionAnswer.allow_session("Bash(git *)")))
-    assert await check(authorize, Bash(), {"command": "git status"}, _ctx(tmp_path)) is None
-    assert policy.decide("Bash", "git log", read_only=False, origin=BUILTIN).behavior == "allow"
+    authorizer = PolicyAuthorizer(policy, Recorder(PermissionAnswer.allow_session("Bash(git *)")))
+    assert await check(authorizer, Bash(), {"command": "git status"}, _ctx(tmp_path)) is None
+    git_log = effects_of("Bash", "git log", tmp_path)
+    assert policy.decide("Bash", "git log", git_log, read_only=False, origin=BUILTIN).behavior == (
+        "allow"
+    )
 
 
 async def test_allow_session_without_a_usable_rule_allows_that_call_only(
@@ -475,40 +501,40 @@ async def test_allow_session_without_a_usable_rule_allows_that_call_only(
     approver = Recorder(
         PermissionAnswer.allow_session(), PermissionAnswer.allow_session("Bash(git status")
     )
-    authorize = make_authorize(policy, approver)
+    authorizer = PolicyAuthorizer(policy, approver)
     ctx = _ctx(tmp_path)
-    assert await check(authorize, Bash(), {"command": "echo $(date)"}, ctx) is None
+    assert await check(authorizer, Bash(), {"command": "echo $(date)"}, ctx) is None
     assert approver.requests[0].suggestion == ""
-    assert await check(authorize, Bash(), {"command": "git status"}, ctx) is None
+    assert await check(authorizer, Bash(), {"command": "git status"}, ctx) is None
     assert policy.session_rules == []  # nothing wider than what the user said was added
 
 
 async def test_user_denial_reason_goes_to_the_model(tmp_path: Path) -> None:
     said = user_denial("Bash", "use pytest -x instead")
-    authorize = make_authorize(
+    authorizer = PolicyAuthorizer(
         PermissionPolicy(project_root=tmp_path), Recorder(PermissionAnswer.deny(said))
     )
-    reason = await check(authorize, Bash(), {"command": "pytest"}, _ctx(tmp_path))
+    reason = await check(authorizer, Bash(), {"command": "pytest"}, _ctx(tmp_path))
     assert reason is not None and reason.endswith("The user said: use pytest -x instead")
 
 
 async def test_concurrent_asks_are_serialised_and_rechecked(tmp_path: Path) -> None:
     policy = PermissionPolicy(project_root=tmp_path)
     approver = Recorder(PermissionAnswer.allow_session())
-    authorize = make_authorize(policy, approver)
+    authorizer = PolicyAuthorizer(policy, approver)
     ctx = _ctx(tmp_path)
     with anyio.fail_after(5):
         results = await asyncio.gather(
-            check(authorize, Bash(), {"command": "npm test"}, ctx),
-            check(authorize, Bash(), {"command": "npm test -- -k fast"}, ctx),
+            check(authorizer, Bash(), {"command": "npm test"}, ctx),
+            check(authorizer, Bash(), {"command": "npm test -- -k fast"}, ctx),
         )
     assert results == [None, None]
     assert len(approver.requests) == 1
 
 
 async def test_headless_denial_says_how_to_allow(tmp_path: Path) -> None:
-    authorize = make_authorize(PermissionPolicy(project_root=tmp_path), deny_approver)
-    reason = await check(authorize, Bash(), {"command": "npm test"}, _ctx(tmp_path))
+    authorizer = PolicyAuthorizer(PermissionPolicy(project_root=tmp_path), deny_approver)
+    reason = await check(authorizer, Bash(), {"command": "npm test"}, _ctx(tmp_path))
     assert reason == (
         "Running `npm test` requires approval (default mode asks before Bash runs); caliban is "
         "running headless (-p). Allow it with --allowed-tools 'Bash(npm test:*)' or a "
@@ -516,7 +542,7 @@ async def test_headless_denial_says_how_to_allow(tmp_path: Path) -> None:
     )
     (tmp_path / "a.py").write_text("x\n")
     reason = await check(
-        authorize, Write(), {"file_path": "a.py", "content": "y\n"}, _ctx(tmp_path)
+        authorizer, Write(), {"file_path": "a.py", "content": "y\n"}, _ctx(tmp_path)
     )
     assert reason is not None and "--allowed-tools 'Edit(./*)'" in reason
 
@@ -525,9 +551,9 @@ async def test_headless_allows_what_rules_allow(tmp_path: Path) -> None:
     policy = PermissionPolicy.from_settings(
         PermissionsSettings(), project_root=tmp_path, allowed=["Bash(npm test*)"]
     )
-    authorize = make_authorize(policy, deny_approver)
-    assert await check(authorize, Bash(), {"command": "npm test"}, _ctx(tmp_path)) is None
-    assert await check(authorize, Read(), {"file_path": "x"}, _ctx(tmp_path)) is None
+    authorizer = PolicyAuthorizer(policy, deny_approver)
+    assert await check(authorizer, Bash(), {"command": "npm test"}, _ctx(tmp_path)) is None
+    assert await check(authorizer, Read(), {"file_path": "x"}, _ctx(tmp_path)) is None
 
 
 async def test_relative_paths_are_resolved_against_the_working_directory(tmp_path: Path) -> None:
@@ -535,13 +561,13 @@ async def test_relative_paths_are_resolved_against_the_working_directory(tmp_pat
     policy = PermissionPolicy.from_settings(
         PermissionsSettings(deny=["Edit(sub/secret.txt)"]), project_root=tmp_path
     )
-    authorize = make_authorize(policy, deny_approver)
+    authorizer = PolicyAuthorizer(policy, deny_approver)
     ctx = CallContext(env=ToolEnv(cwd=tmp_path / "sub", project_root=tmp_path), call_id="c")
     reason = await check(
-        authorize, Edit(), {"file_path": "secret.txt", "old_string": "a", "new_string": "b"}, ctx
+        authorizer, Edit(), {"file_path": "secret.txt", "old_string": "a", "new_string": "b"}, ctx
     )
     assert reason is not None and "'Edit(sub/secret.txt)' denies it" in reason
-    outside = await check(authorize, Write(), {"file_path": "../../x.txt", "content": ""}, ctx)
+    outside = await check(authorizer, Write(), {"file_path": "../../x.txt", "content": ""}, ctx)
     assert outside is not None and "outside the project root" in outside
 
 
@@ -554,7 +580,7 @@ async def test_invalid_input_is_left_to_the_tool(tmp_path: Path) -> None:
         system_prompt="s",
         toolset=ToolList([Bash()]),
         env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
-        authorize=make_authorize(PermissionPolicy(project_root=tmp_path), approver),
+        authorizer=PolicyAuthorizer(PermissionPolicy(project_root=tmp_path), approver),
     )
     with anyio.fail_after(5):
         await agent.run("list")
@@ -591,7 +617,7 @@ async def test_headless_loop_tells_the_model_and_runs_nothing(tmp_path: Path) ->
         system_prompt="s",
         toolset=ToolList([TouchTool()]),
         env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
-        authorize=make_authorize(PermissionPolicy(project_root=tmp_path), deny_approver),
+        authorizer=PolicyAuthorizer(PermissionPolicy(project_root=tmp_path), deny_approver),
     )
     with anyio.fail_after(5):
         await agent.run("make it")
@@ -608,9 +634,9 @@ async def test_headless_loop_tells_the_model_and_runs_nothing(tmp_path: Path) ->
 async def test_ask_request_carries_the_file_change(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("one\ntwo\nthree\n")
     approver = Recorder(PermissionAnswer.deny())
-    authorize = make_authorize(PermissionPolicy(project_root=tmp_path), approver)
+    authorizer = PolicyAuthorizer(PermissionPolicy(project_root=tmp_path), approver)
     args = {"file_path": "a.py", "old_string": "two", "new_string": "TWO"}
-    await check(authorize, Edit(), args, _ctx(tmp_path))
+    await check(authorizer, Edit(), args, _ctx(tmp_path))
     [request] = approver.requests
     assert request.tool_name == "Edit" and request.origin == BUILTIN
     assert request.subject == str(tmp_path / "a.py")
@@ -631,9 +657,9 @@ async def test_headless_denial_never_builds_a_preview(tmp_path: Path) -> None:
             reads.append(big)
             return super().preview(args, env)
 
-    authorize = make_authorize(PermissionPolicy(project_root=tmp_path), deny_approver)
+    authorizer = PolicyAuthorizer(PermissionPolicy(project_root=tmp_path), deny_approver)
     args = {"file_path": "big.txt", "old_string": "x", "new_string": "y"}
-    assert await check(authorize, Spy(), args, _ctx(tmp_path)) is not None
+    assert await check(authorizer, Spy(), args, _ctx(tmp_path)) is not None
     assert reads == []
 
 
@@ -747,16 +773,16 @@ async def test_headless_names_the_rule_that_would_allow_a_protected_write(tmp_pa
     policy = PermissionPolicy.from_settings(
         PermissionsSettings(), project_root=tmp_path, mode="acceptEdits", allowed=["Edit"]
     )
-    authorize = make_authorize(policy, deny_approver)
+    authorizer = PolicyAuthorizer(policy, deny_approver)
     (tmp_path / ".git").mkdir()
     reason = await check(
-        authorize, Write(), {"file_path": ".git/config", "content": "x"}, _ctx(tmp_path)
+        authorizer, Write(), {"file_path": ".git/config", "content": "x"}, _ctx(tmp_path)
     )
     assert reason is not None
     assert "is protected: it is git's configuration" in reason
     assert "--allowed-tools 'Edit(./.git/config)'" in reason
     assert (
-        await check(authorize, Write(), {"file_path": "a.py", "content": "x"}, _ctx(tmp_path))
+        await check(authorizer, Write(), {"file_path": "a.py", "content": "x"}, _ctx(tmp_path))
         is None
     )
 
@@ -766,9 +792,9 @@ async def test_a_symlink_to_a_protected_file_is_protected(tmp_path: Path) -> Non
     (tmp_path / ".git" / "config").write_text("[core]\n")
     (tmp_path / "innocent.txt").symlink_to(tmp_path / ".git" / "config")
     policy = PermissionPolicy(project_root=tmp_path, mode="acceptEdits")
-    authorize = make_authorize(policy, deny_approver)
+    authorizer = PolicyAuthorizer(policy, deny_approver)
     reason = await check(
-        authorize, Write(), {"file_path": "innocent.txt", "content": "x"}, _ctx(tmp_path)
+        authorizer, Write(), {"file_path": "innocent.txt", "content": "x"}, _ctx(tmp_path)
     )
     assert reason is not None and "is protected" in reason
 
@@ -798,19 +824,25 @@ async def test_a_symlink_loop_is_decided_not_raised(tmp_path: Path) -> None:
     (tmp_path / "a").symlink_to(tmp_path / "b")
     (tmp_path / "b").symlink_to(tmp_path / "a")
     policy = PermissionPolicy(project_root=tmp_path, mode="acceptEdits")
-    authorize = make_authorize(policy, deny_approver)
+    authorizer = PolicyAuthorizer(policy, deny_approver)
     ctx = _ctx(tmp_path)
-    assert await check(authorize, Write(), {"file_path": "a", "content": "x"}, ctx) is None
-    assert await check(authorize, Bash(), {"command": "echo x > a"}, ctx) is not None
+    assert await check(authorizer, Write(), {"file_path": "a", "content": "x"}, ctx) is None
+    assert await check(authorizer, Bash(), {"command": "echo x > a"}, ctx) is not None
     allowed = PermissionPolicy(project_root=tmp_path, mode="acceptEdits")
     allowed.allow_for_session("Bash(echo:*)")
-    decision = allowed.decide("Bash", "echo x > a", read_only=False, origin=BUILTIN, cwd=tmp_path)
+    decision = allowed.decide(
+        "Bash",
+        "echo x > a",
+        effects_of("Bash", "echo x > a", tmp_path),
+        read_only=False,
+        origin=BUILTIN,
+    )
     assert decision.behavior == "allow"
 
 
 async def test_a_line_no_rule_can_check_says_why_and_what_would_allow_it(tmp_path: Path) -> None:
-    authorize = make_authorize(PermissionPolicy(project_root=tmp_path), deny_approver)
-    reason = await check(authorize, Bash(), {"command": "echo $(date)"}, _ctx(tmp_path))
+    authorizer = PolicyAuthorizer(PermissionPolicy(project_root=tmp_path), deny_approver)
+    reason = await check(authorizer, Bash(), {"command": "echo $(date)"}, _ctx(tmp_path))
     assert reason is not None
     assert "no rule can vouch for this command line (command substitution" in reason
     assert "--allowed-tools 'Bash'" in reason and "--allowed-tools ''" not in reason
@@ -823,13 +855,12 @@ def _bash(command: str, **kw: Any) -> Decision:
     return decide(
         "Bash",
         command,
+        effects_of("Bash", command, kw.pop("cwd", ROOT)),
         read_only=False,
         origin=BUILTIN,
         mode=kw.pop("mode", "default"),
         rules=kw.pop("rules", NO_RULES),
         project_root=ROOT,
-        writes_path=None,
-        cwd=kw.pop("cwd", ROOT),
     )
 
 
@@ -968,7 +999,10 @@ def test_the_repositorys_hooks_path_is_protected(tmp_path: Path) -> None:
     )
 
     def write(name: str) -> Decision:
-        return policy.decide("Write", str(tmp_path / name), read_only=False, origin=BUILTIN)
+        path = str(tmp_path / name)
+        return policy.decide(
+            "Write", path, effects_of("Write", path), read_only=False, origin=BUILTIN
+        )
 
     for name in (".husky/pre-commit", ".husky/_/pre-commit"):
         decision = write(name)

@@ -27,7 +27,7 @@ from prompt_toolkit.output import DummyOutput
 
 from caliban.config.settings import Settings, load_config
 from caliban.messages import TextPart, Usage
-from caliban.permissions.approval import make_authorize
+from caliban.permissions.approval import PolicyAuthorizer
 from caliban.permissions.policy import PermissionPolicy
 from caliban.providers.scripted import HANG, ScriptedProvider, reply, tool_call
 from caliban.repl.app import Repl, run_interactive, run_repl
@@ -107,7 +107,7 @@ async def harness(
         )
         if ask:
             policy = PermissionPolicy(project_root=cwd)
-            session.authorize = make_authorize(policy, approver)
+            session.authorizer = PolicyAuthorizer(policy, approver)
         repl = Repl(
             session,
             console=console,

@@ -15,7 +15,7 @@ from prompt_toolkit.document import Document
 from test_repl import CTRL_D, ENTER, harness, wait_until
 
 from caliban.messages import TextPart
-from caliban.permissions.approval import make_authorize
+from caliban.permissions.approval import PolicyAuthorizer
 from caliban.permissions.policy import PermissionPolicy
 from caliban.providers.scripted import HANG, reply, tool_call
 from caliban.repl.complete import ReplCompleter
@@ -90,7 +90,7 @@ async def test_shift_tab_cycles_the_permission_mode_shown_in_the_toolbar(project
     async with harness(["ok"], project) as h:
         policy = PermissionPolicy(project_root=project)
         h.session.permissions = policy
-        h.session.authorize = make_authorize(policy, h.repl.approver)  # type: ignore[arg-type]
+        h.session.authorizer = PolicyAuthorizer(policy, h.repl.approver)  # type: ignore[arg-type]
         seen: list[str] = []
         for _ in range(4):
             seen.append(policy.mode)

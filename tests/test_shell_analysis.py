@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from caliban.calls.effects import command_effects
 from caliban.config.settings import PermissionMode
 from caliban.permissions.bash_rules import allows, deny_matches, pattern_matches, suggest_rule
 from caliban.permissions.policy import Decision, decide
@@ -64,12 +65,12 @@ def bash_decision(
     return decide(
         "Bash",
         command,
+        command_effects(analyze(command), ROOT),
         read_only=False,
         origin=BUILTIN,
         mode=mode,
         rules=PermissionRules.parse(allow=allow, ask=ask, deny=deny),
         project_root=ROOT,
-        writes_path=None,
     )
 
 

@@ -12,7 +12,7 @@ from caliban.agent import RunResult
 from caliban.config.settings import Settings
 from caliban.events import Notice
 from caliban.messages import TextPart, ToolResult
-from caliban.permissions.approval import deny_approver, make_authorize
+from caliban.permissions.approval import PolicyAuthorizer, deny_approver
 from caliban.permissions.policy import PermissionPolicy
 from caliban.permissions.rules import PermissionRules
 from caliban.permissions.trust import trust
@@ -99,7 +99,7 @@ def session_for(
         builtins=builtin_tools(),
         skills=catalog.items,
         permissions=policy,
-        authorize=make_authorize(policy, deny_approver),
+        authorizer=PolicyAuthorizer(policy, deny_approver),
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import mcp_types
 import pytest
+from authorizers import Refusing
 from lazy_fakes import EchoInput, Note
 
 from caliban.agent import INTERRUPTED, Agent
@@ -41,7 +42,7 @@ from caliban.providers.scripted import ScriptedProvider, reply, tool_call
 from caliban.session.session import Session
 from caliban.subagents import GENERAL_PURPOSE, AgentDefinition
 from caliban.tools.agent import AgentTool
-from caliban.tools.base import BuiltinTool, CallContext, Invocation, Tool, ToolEnv, ToolOutput
+from caliban.tools.base import BuiltinTool, CallContext, Tool, ToolEnv, ToolOutput
 from caliban.toolsets.combined import CombinedToolset
 
 pytestmark = pytest.mark.anyio
@@ -397,13 +398,12 @@ async def test_long_answer_is_cut_with_a_note(project: Path) -> None:
 
 
 async def test_permission_policy_applies_to_children(project: Path) -> None:
-    async def deny_note(tool: Tool, call: Invocation, ctx: CallContext) -> str | None:
-        return "read-only session" if tool.name == "Note" else None
-
     parent = ScriptedProvider([reply(agent_call("take notes", id="c1")), "ok"])
     child = ScriptedProvider([reply(tool_call("Note", {"text": "x"})), "denied"])
     session = make_session(Router(parent=parent, take_notes=child), project)
-    session.authorize = deny_note
+    session.authorizer = Refusing(
+        lambda call: "read-only session" if call.tool.name == "Note" else None
+    )
     with anyio.fail_after(5):
         await session.run(PARENT)
     [denied] = tool_results(child, 1)

@@ -60,7 +60,6 @@ def test_read_only_so_allowed_in_plan_mode(tmp_path: Path) -> None:
             mode=mode,  # type: ignore[arg-type]
             rules=PermissionRules(),
             project_root=tmp_path,
-            writes_path=None,
         )
         assert decision.behavior == "allow", mode
 

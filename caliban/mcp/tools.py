@@ -31,8 +31,10 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, assert_never
 
+from caliban.calls.effects import Effects, McpServer
 from caliban.mcp.results import (
     CALL_FAILURES,
     CallFailed,
@@ -192,6 +194,9 @@ class McpInvocation:
     @property
     def subject(self) -> str | None:
         return None
+
+    def effects(self, cwd: Path) -> Effects:
+        return Effects(reaches=(McpServer(self.tool.server),))
 
     def preview(self, env: ToolEnv) -> Preview:
         return json_preview(self.arguments)

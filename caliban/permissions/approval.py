@@ -1,9 +1,9 @@
-"""Asking the user: the request shown, the answers, and the loop's ``authorize`` seam.
+"""Asking the user: the request shown, the answers, and the call pipeline's authorizer.
 
-:func:`make_authorize` wraps the session's :class:`~caliban.permissions.policy.PermissionPolicy`
-into the agent loop's ``Authorize`` callback, asking an :class:`Approver` (the REPL's prompt,
-or :func:`deny_approver` / :class:`DenyingApprover` when headless) whenever the decision is
-"ask".
+:class:`PolicyAuthorizer` is the session's :class:`~caliban.permissions.policy.PermissionPolicy`
+as the authorize stage's :class:`~caliban.calls.verdict.Authorizer`: it decides from each
+call's subject and effects, and asks an :class:`Approver` (the REPL's prompt, the Agent SDK,
+or :func:`deny_approver` / :class:`DenyingApprover` when headless) when the decision is "ask".
 """
 
 from __future__ import annotations
@@ -15,27 +15,26 @@ import shlex
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, assert_never
+from typing import Any, Literal, Protocol, assert_never
 
+from caliban.calls.bound import BoundCall
+from caliban.calls.effects import NO_EFFECTS, Effects
+from caliban.calls.verdict import ALLOW, AllowWith, Ask, Decided, Deny, Settled, with_hook
 from caliban.permissions.policy import Decision, PermissionPolicy
-from caliban.permissions.rules import PATH_TOOLS, RuleError, is_within, suggest_rule
-from caliban.tools.base import ChangedInput, Invocation, Preview, ToolEnv, ToolOrigin
+from caliban.permissions.rules import PATH_TOOLS, RuleError, is_within
+from caliban.tools.base import Invocation, Preview, ToolEnv, ToolOrigin
 from caliban.util.fsutil import resolved
-
-if TYPE_CHECKING:
-    from caliban.agent import Authorize
-    from caliban.tools.base import CallContext, Tool
 
 __all__ = [
     "Approver",
     "DenyingApprover",
     "PermissionAnswer",
     "PermissionRequest",
+    "PolicyAuthorizer",
     "denials_summary",
     "deny_approver",
     "describe",
     "headless_denial",
-    "make_authorize",
     "user_denial",
 ]
 
@@ -57,7 +56,9 @@ class PermissionRequest:
     call_id: str = ""
     """The model's id for the call (``tool_use_id``)."""
     arguments: Mapping[str, Any] = field(default_factory=dict)
-    """The call's input, as the model sent it."""
+    """The call's input, as the model sent it (or as a PreToolUse hook changed it)."""
+    effects: Effects = NO_EFFECTS
+    """What the call would do (the command line it runs, the files it writes)."""
 
     def preview(self) -> Preview:
         """What the call would do: a file change, a command, or the input. Built only when
@@ -103,8 +104,8 @@ class Approver(Protocol):
 def describe(request: PermissionRequest) -> str:
     """A short phrase for what the call would do: ``Running `npm test```, ``Edit on /p/a.py``,
     ``Calling mcp__github__create_issue``."""
-    if request.tool_name == "Bash" and request.subject:
-        return f"Running `{request.subject}`"
+    if request.effects.runs is not None:
+        return f"Running `{request.effects.runs.line}`"
     if request.tool_name in PATH_TOOLS and request.subject:
         return f"{request.tool_name} on {request.subject}"
     return f"Calling {request.tool_name}"
@@ -186,108 +187,101 @@ def user_denial(tool_name: str, said: str | None) -> str:
     return f"{text} Do not retry it; ask the user how to proceed."
 
 
-def make_authorize(policy: PermissionPolicy, approver: Approver) -> Authorize:
-    """The agent loop's ``authorize`` for ``policy``, asking ``approver`` when needed.
+class PolicyAuthorizer:
+    """``policy`` as the pipeline's authorizer, asking ``approver`` when it says to ask.
 
     Questions are asked one at a time; a call waiting for its turn is decided again first,
     so a "don't ask again" answer given meanwhile covers it.
     """
-    lock = asyncio.Lock()
 
-    def decide(tool: Tool, subject: str | None, ctx: CallContext) -> Decision:
-        decision = policy.decide(
-            tool.name, subject, read_only=tool.read_only, origin=tool.origin, cwd=ctx.env.cwd
+    def __init__(self, policy: PermissionPolicy, approver: Approver) -> None:
+        self.policy = policy
+        self.approver = approver
+        self._one_question = asyncio.Lock()
+
+    def decide(self, call: BoundCall) -> Decided:
+        decision = self.policy.decide(
+            call.tool.name,
+            _subject(call),
+            call.effects,
+            read_only=call.tool.read_only,
+            origin=call.tool.origin,
         )
-        return _with_hook(decision, ctx.hook_decision)
+        return with_hook(_verdict(decision), call.hook)
 
-    async def authorize(
-        tool: Tool, invocation: Invocation, ctx: CallContext
-    ) -> str | ChangedInput | None:
-        subject = _subject(tool.name, invocation, ctx.env.cwd)
+    async def ask(self, call: BoundCall, question: Ask) -> Settled:
+        """Once this call has the floor, ``question`` is decided again: an answer given
+        meanwhile ("don't ask again") may cover it, and then nobody is asked."""
+        async with self._one_question:
+            verdict = self.decide(call)
+            if not isinstance(verdict, Ask):
+                return verdict
+            return await self._ask(call, verdict)
 
-        def check() -> Decision:
-            return decide(tool, subject, ctx)
-
-        decision = check()
-        if decision.behavior == "ask":
-            async with lock:
-                decision = check()
-                if decision.behavior == "ask":
-                    return await _ask(tool, invocation, subject, decision, ctx)
-        match decision.behavior:
-            case "allow":
-                return None
-            case "deny":
-                return decision.reason
-            case "ask":
-                raise AssertionError("asked above")
-            case _:
-                assert_never(decision.behavior)
-
-    async def _ask(
-        tool: Tool,
-        invocation: Invocation,
-        subject: str | None,
-        decision: Decision,
-        ctx: CallContext,
-    ) -> str | ChangedInput | None:
+    async def _ask(self, call: BoundCall, question: Ask) -> Settled:
+        tool, subject = call.tool, _subject(call)
         request = PermissionRequest(
             tool_name=tool.name,
             origin=tool.origin,
-            invocation=invocation,
-            env=ctx.env,
+            invocation=call.invocation,
+            env=call.env,
             subject=subject,
-            reason=decision.reason,
-            suggestion=decision.suggestion or suggest_rule(tool.name, subject, policy.project_root),
-            call_id=ctx.call_id,
-            arguments=ctx.arguments,
+            reason=question.reason,
+            suggestion=question.suggestion
+            or self.policy.suggestion(tool.name, subject, call.effects),
+            call_id=call.id,
+            arguments=call.arguments,
+            effects=call.effects,
         )
-        answer = await approver(request)
+        answer = await self.approver(request)
         match answer.behavior:
             case "allow_once":
                 if answer.updated_input is not None:
-                    return changed_input(tool, answer.updated_input, ctx)
-                return None
+                    return self._changed(call, answer.updated_input)
+                return ALLOW
             case "allow_session":
                 # No rule, or one that does not parse: this call was allowed, nothing more
                 # (never a different rule than the one the user saw).
                 with contextlib.suppress(RuleError):
-                    policy.allow_for_session(answer.pattern or request.suggestion)
-                return None
+                    self.policy.allow_for_session(answer.pattern or request.suggestion)
+                return ALLOW
             case "deny":
-                return answer.reason or user_denial(tool.name, None)
+                return Deny(reason=answer.reason or user_denial(tool.name, None), by="user")
             case _:
                 assert_never(answer.behavior)
 
-    def changed_input(
-        tool: Tool, arguments: Mapping[str, Any], ctx: CallContext
-    ) -> str | ChangedInput:
+    def _changed(self, call: BoundCall, arguments: Mapping[str, Any]) -> Settled:
         """An allow with a new input: the tool validates it and the policy decides on it
         again. A deny stands; an ask does not ask twice (the approver chose this input)."""
-        bound = tool.bind(dict(arguments))
-        if isinstance(bound, str):
-            return f"the input given with the approval is not valid for {tool.name}: {bound}"
-        decision = decide(tool, _subject(tool.name, bound, ctx.env.cwd), ctx)
-        if decision.behavior == "deny":
-            return decision.reason
-        return ChangedInput(invocation=bound, arguments=arguments)
-
-    return authorize
-
-
-def _with_hook(decision: Decision, hook: str | None) -> Decision:
-    """A PreToolUse hook's ``allow`` spares the question and its ``ask`` forces one; a deny
-    (a rule, plan mode) stands either way."""
-    if hook == "allow" and decision.behavior == "ask":
-        return Decision(behavior="allow", reason="a PreToolUse hook allowed it")
-    if hook == "ask" and decision.behavior == "allow":
-        return Decision(behavior="ask", reason="a PreToolUse hook asks first")
-    return decision
+        changed = call.rebound(dict(arguments))
+        if isinstance(changed, str):
+            return Deny(
+                reason=f"the input given with the approval is not valid for {call.tool.name}: "
+                f"{changed}",
+                by="user",
+            )
+        if isinstance(verdict := self.decide(changed), Deny):
+            return verdict
+        return AllowWith(call=changed)
 
 
-def _subject(tool_name: str, invocation: Invocation, cwd: Path) -> str | None:
-    """The call's permission subject; a file tool's path made absolute and normalised."""
-    subject = invocation.subject
-    if subject is not None and tool_name in PATH_TOOLS:
-        subject = str(resolved(cwd / Path(subject).expanduser()))
+def _verdict(decision: Decision) -> Decided:
+    """The policy's decision as a verdict: a deny names a rule, or else the mode."""
+    match decision.behavior:
+        case "allow":
+            return ALLOW
+        case "deny":
+            return Deny(reason=decision.reason, by="rule" if decision.rule else "mode")
+        case "ask":
+            return Ask(reason=decision.reason, suggestion=decision.suggestion)
+        case _:
+            assert_never(decision.behavior)
+
+
+def _subject(call: BoundCall) -> str | None:
+    """The call's permission subject; a file tool's path made absolute and normalised
+    against the directory the call is decided for."""
+    subject = call.invocation.subject
+    if subject is not None and call.tool.name in PATH_TOOLS:
+        subject = str(resolved(call.cwd / Path(subject).expanduser()))
     return subject

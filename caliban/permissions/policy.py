@@ -1,7 +1,11 @@
 """The permission decision: may a tool call run, must the user be asked, or is it refused?
 
-:func:`decide` is a pure function of the tool, its permission subject (a path or a
-command), the mode and the rules (:mod:`caliban.permissions.rules`).
+:func:`decide` is a pure function of the tool, its permission subject (what rules match: a
+path, a command line, a host), what the call does (its
+:class:`~caliban.calls.effects.Effects`: the files it writes, the command line it runs), the
+mode and the rules (:mod:`caliban.permissions.rules`). It never looks at a tool's name to
+know what a call does: a call that runs a command line is matched on that line's analysis
+(:mod:`caliban.permissions.bash_rules`), whatever the tool.
 :class:`PermissionPolicy` is a session's permission state: mode, rules, and the rules the
 user allowed for this session. Asking the user is :mod:`caliban.permissions.approval`'s job.
 
@@ -30,12 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, assert_never
 
-from caliban import shell
+from caliban.calls.effects import NO_EFFECTS, Effects
 from caliban.config.settings import ConfigError, PermissionMode, PermissionsSettings
 from caliban.permissions import bash_rules
 from caliban.permissions.protected import protected_reason
 from caliban.permissions.rules import (
-    EDIT_TOOLS,
     PermissionRules,
     Rule,
     RuleError,
@@ -43,6 +46,7 @@ from caliban.permissions.rules import (
     is_within,
     suggest_rule,
 )
+from caliban.shell import Analysis, NotUnderstood, Understood
 from caliban.tools.base import BUILTIN, BuiltinOrigin, McpOrigin, ToolOrigin
 
 __all__ = ["PLAN_MODE_REASON", "Behavior", "Decision", "PermissionPolicy", "decide"]
@@ -74,49 +78,44 @@ def _find(
     *,
     allowing: bool,
     absolute_only: bool = False,
+    line: Analysis | None = None,
 ) -> Rule | None:
-    """The first rule covering the call. For Bash, allow rules must cover every simple
-    command of the line; deny and ask rules match the line or any simple command in it."""
-
-    def first(text: str | None) -> Rule | None:
-        for rule in rules:
-            if rule.matches(
-                tool_name, text, project_root=project_root, absolute_only=absolute_only
-            ):
-                return rule
-        return None
-
-    if tool_name != "Bash" or subject is None:
-        return first(subject)
-    return _find_bash(rules, subject, project_root, allowing=allowing)
+    """The first rule covering the call. For a call that runs a command ``line``, allow
+    rules must cover every simple command of the line; deny and ask rules match the line
+    or any simple command in it."""
+    if line is not None:
+        return _find_in_line(rules, tool_name, line, allowing=allowing)
+    for rule in rules:
+        if rule.matches(tool_name, subject, project_root=project_root, absolute_only=absolute_only):
+            return rule
+    return None
 
 
-def _find_bash(
-    rules: Sequence[Rule], command: str, project_root: Path, *, allowing: bool
+def _find_in_line(
+    rules: Sequence[Rule], tool_name: str, line: Analysis, *, allowing: bool
 ) -> Rule | None:
-    """The first Bash rule covering ``command``, matched on the parsed command line
-    (:mod:`caliban.shell`, :mod:`caliban.permissions.bash_rules`), never on its text alone.
+    """The first rule for ``tool_name`` covering a command line, matched on its analysis
+    (:mod:`caliban.permissions.bash_rules`), never on its text alone.
 
     Deny and ask rules match any part of the line (every simple command, what wrappers and
-    ``bash -c`` run, substitutions), understood or not. An allow rule for all of Bash allows
-    anything; otherwise the line must be fully understood and every simple command must be
-    covered by some allow rule. (What its redirections write is decided apart, as writes:
-    :func:`decide`.)
+    ``bash -c`` run, substitutions), understood or not. An allow rule for the whole tool
+    allows anything; otherwise the line must be fully understood and every simple command
+    must be covered by some allow rule. (What its redirections write is decided apart, as
+    writes: :func:`decide`.)
     """
-    bash = [rule for rule in rules if rule.names("Bash")]
-    analysis = shell.analyze(command)
+    named = [rule for rule in rules if rule.names(tool_name)]
     if not allowing:
         return next(
-            (r for r in bash if r.pattern is None or bash_rules.deny_matches(r.pattern, analysis)),
+            (r for r in named if r.pattern is None or bash_rules.deny_matches(r.pattern, line)),
             None,
         )
-    if whole := next((rule for rule in bash if rule.pattern is None), None):
+    if whole := next((rule for rule in named if rule.pattern is None), None):
         return whole
-    if not isinstance(analysis, shell.Understood) or not analysis.commands:
+    if not isinstance(line, Understood) or not line.commands:
         return None
     found = [
-        next((r for r in bash if r.pattern and bash_rules.allows(r.pattern, one)), None)
-        for one in analysis.commands
+        next((r for r in named if r.pattern and bash_rules.allows(r.pattern, one)), None)
+        for one in line.commands
     ]
     return found[0] if all(found) else None
 
@@ -124,49 +123,48 @@ def _find_bash(
 def decide(
     tool_name: str,
     subject: str | None,
+    effects: Effects = NO_EFFECTS,
     *,
     read_only: bool,
     origin: ToolOrigin,
     mode: PermissionMode,
     rules: PermissionRules,
     project_root: Path,
-    writes_path: Path | None,
-    cwd: Path | None = None,
     working_dirs: Sequence[Path] = (),
 ) -> Decision:
-    """Allow, ask or deny one tool call. Pure: no I/O, no state (resolving a Bash line's
-    redirection targets follows symlinks).
+    """Allow, ask or deny one tool call. Pure: no I/O, no state.
 
-    ``subject`` is what rules match (an absolute path for file tools, the command for
-    Bash); ``writes_path`` is the file a Write/Edit call would change (None otherwise);
-    ``cwd`` is where a Bash command runs (default: the project root), against which its
-    redirections' relative targets resolve. A Bash line's redirections are decided as
-    writes (and reads) of their targets, and the stricter answer wins.
-    ``working_dirs`` (``--add-dir``) are treated like the project root for writes.
+    ``subject`` is what rules match (an absolute path for file tools, the command line for
+    Bash, the host for WebFetch); ``effects`` is what the call does. A call that runs a
+    command line (``effects.runs``) is matched on the line's analysis, and the files its
+    redirections read and write are decided as reads and writes of their own — the
+    stricter answer wins. Any other call's ``effects.writes`` are its own writes (protected
+    paths, outside the project, ``acceptEdits``). ``working_dirs`` (``--add-dir``) are
+    treated like the project root for writes.
     """
     decide_one = functools.partial(
         _decide, mode=mode, rules=rules, project_root=project_root, working_dirs=working_dirs
     )
+    command = effects.runs
+    if command is None:
+        return decide_one(
+            tool_name, subject, read_only=read_only, origin=origin, writes=effects.writes
+        )
     decision = decide_one(
-        tool_name, subject, read_only=read_only, origin=origin, writes_path=writes_path
+        tool_name, subject, read_only=read_only, origin=origin, line=command.analysis
     )
-    if tool_name != "Bash" or subject is None or decision.behavior == "deny":
-        return decision
-    analysis = shell.analyze(subject)
-    if not isinstance(analysis, shell.Understood):
-        # Its redirections cannot be known. No allow rule but one for all of Bash matches
+    if decision.behavior == "deny" or isinstance(command.analysis, NotUnderstood):
+        # Its redirections cannot be known. No allow rule but one for the whole tool matches
         # it; that rule, a hook's allow or bypassPermissions lets it write anything anyway.
         return decision
-    where = cwd or project_root
-    try:
-        reads = shell.read_paths(analysis, cwd=where)
-        written = shell.written_paths(analysis, cwd=where)
-    except shell.UnknownTarget as exc:
-        # As for a line that is not understood: only a rule for all of Bash vouches for it.
-        if decision.behavior != "allow" or mode == "bypassPermissions" or _whole_bash(decision):
+    if effects.unknown is not None:
+        # As for a line that is not understood: only a rule for the whole tool vouches for it.
+        if decision.behavior != "allow" or mode == "bypassPermissions" or _whole_tool(decision):
             return decision
-        return Decision(behavior="ask", reason=f"no rule can vouch for this command line ({exc})")
-    for path in reads:
+        return Decision(
+            behavior="ask", reason=f"no rule can vouch for this command line ({effects.unknown})"
+        )
+    for path in effects.reads:
         if rule := _find(rules.deny, "Read", str(path), project_root, allowing=False):
             return Decision(
                 behavior="deny",
@@ -175,21 +173,21 @@ def decide(
                 rule=rule.text,
             )
     writes = [
-        (path, decide_one("Write", str(path), read_only=False, origin=BUILTIN, writes_path=path))
-        for path in written
+        (path, decide_one("Write", str(path), read_only=False, origin=BUILTIN, writes=(path,)))
+        for path in effects.writes
     ]
     return _with_writes(decision, writes, project_root)
 
 
-def _whole_bash(decision: Decision) -> bool:
-    """Whether ``decision`` was made by a rule for all of Bash (``Bash``, ``Bash(*)``)."""
+def _whole_tool(decision: Decision) -> bool:
+    """Whether ``decision`` was made by a rule for a whole tool (``Bash``, ``Bash(*)``)."""
     return decision.rule is not None and Rule.parse(decision.rule).pattern is None
 
 
 def _with_writes(
     decision: Decision, writes: Sequence[tuple[Path, Decision]], project_root: Path
 ) -> Decision:
-    """``decision`` about a Bash line, made stricter by the files its redirections write
+    """``decision`` about a command line, made stricter by the files its redirections write
     (``>``, ``>>``, ``2>``, ``&>``…), each decided as a Write of that file (deny and ask
     rules, protected paths, outside the project, the mode)."""
     verdict = decision
@@ -219,11 +217,14 @@ def _decide(
     mode: PermissionMode,
     rules: PermissionRules,
     project_root: Path,
-    writes_path: Path | None,
+    writes: Sequence[Path] = (),
+    line: Analysis | None = None,
     working_dirs: Sequence[Path] = (),
 ) -> Decision:
-    """:func:`decide` for one call, without looking at a Bash line's redirections."""
-    if rule := _find(rules.deny, tool_name, subject, project_root, allowing=False):
+    """:func:`decide` for one call, without looking at a command line's redirections:
+    ``writes`` are the call's own, ``line`` the command line it runs."""
+    find = functools.partial(_find, tool_name=tool_name, project_root=project_root, line=line)
+    if rule := find(rules.deny, subject=subject, allowing=False):
         return Decision(
             behavior="deny", reason=f"the permission rule {rule.text!r} denies it", rule=rule.text
         )
@@ -236,53 +237,46 @@ def _decide(
             pass
         case _:
             assert_never(mode)
-    if rule := _find(rules.ask, tool_name, subject, project_root, allowing=False):
+    if rule := find(rules.ask, subject=subject, allowing=False):
         return Decision(
             behavior="ask", reason=f"the permission rule {rule.text!r} asks first", rule=rule.text
         )
-    if writes_path is not None and (why := protected_reason(writes_path)) is not None:
+    for path in writes:
+        if (why := protected_reason(path)) is None:
+            continue
         exact = next(
-            (
-                r
-                for r in rules.allow
-                if r.names_file(tool_name, writes_path, project_root=project_root)
-            ),
+            (r for r in rules.allow if r.names_file(tool_name, path, project_root=project_root)),
             None,
         )
         if exact is not None:
             return Decision(behavior="allow", reason=f"allowed by {exact.text!r}", rule=exact.text)
         return Decision(
             behavior="ask",
-            reason=f"{writes_path} is protected: {why}",
-            suggestion=file_rule(tool_name, writes_path, project_root),
+            reason=f"{path} is protected: {why}",
+            suggestion=file_rule(tool_name, path, project_root),
         )
-    if writes_path is not None and not any(
-        is_within(writes_path, place) for place in (project_root, *working_dirs)
+    if any(
+        not any(is_within(path, place) for place in (project_root, *working_dirs))
+        for path in writes
     ):
-        rule = _find(
-            rules.allow, tool_name, subject, project_root, allowing=True, absolute_only=True
-        )
-        if rule:
+        if rule := find(rules.allow, subject=subject, allowing=True, absolute_only=True):
             return Decision(behavior="allow", reason=f"allowed by {rule.text!r}", rule=rule.text)
         return Decision(
             behavior="ask",
             reason=f"it writes outside the project root ({project_root})",
         )
-    if rule := _find(rules.allow, tool_name, subject, project_root, allowing=True):
+    if rule := find(rules.allow, subject=subject, allowing=True):
         return Decision(behavior="allow", reason=f"allowed by {rule.text!r}", rule=rule.text)
     if read_only and isinstance(origin, BuiltinOrigin):
         return Decision(behavior="allow", reason="read-only tool")
-    if mode == "acceptEdits" and writes_path is not None:
+    if mode == "acceptEdits" and writes:
         return Decision(behavior="allow", reason="acceptEdits mode allows edits in the project")
     if isinstance(origin, McpOrigin):
         return Decision(behavior="ask", reason=f"{mode} mode asks before MCP tools run")
-    if tool_name == "Bash" and subject is not None:
-        analysis = shell.analyze(subject)
-        if isinstance(analysis, shell.NotUnderstood):
-            return Decision(
-                behavior="ask",
-                reason=f"no rule can vouch for this command line ({analysis.reason})",
-            )
+    if isinstance(line, NotUnderstood):
+        return Decision(
+            behavior="ask", reason=f"no rule can vouch for this command line ({line.reason})"
+        )
     return Decision(behavior="ask", reason=f"{mode} mode asks before {tool_name} runs")
 
 
@@ -330,26 +324,31 @@ class PermissionPolicy:
         self,
         tool_name: str,
         subject: str | None,
+        effects: Effects = NO_EFFECTS,
         *,
         read_only: bool,
         origin: ToolOrigin,
-        cwd: Path | None = None,
     ) -> Decision:
-        """:func:`decide` with this policy's mode and rules (session rules included);
-        ``cwd`` is the Bash tool's working directory."""
-        writes = Path(subject) if subject and tool_name in EDIT_TOOLS else None
+        """:func:`decide` with this policy's mode and rules (session rules included)."""
         return decide(
             tool_name,
             subject,
+            effects,
             read_only=read_only,
             origin=origin,
-            cwd=cwd,
             mode=self.mode,
             rules=self.rules.with_allow(self.session_rules),
             project_root=self.project_root,
-            writes_path=writes,
             working_dirs=self.working_dirs,
         )
+
+    def suggestion(self, tool_name: str, subject: str | None, effects: Effects = NO_EFFECTS) -> str:
+        """The rule "don't ask again this session" offers for a call: ``Bash(git commit:*)``,
+        ``Edit(src/**)``, the tool's name; "" when no rule could allow it (a command line
+        that is not understood)."""
+        if effects.runs is not None:
+            return bash_rules.suggest_rule(effects.runs.analysis, tool_name) or ""
+        return suggest_rule(tool_name, subject, self.project_root)
 
     def read_denial(self, tool_name: str, path: Path) -> str | None:
         """The deny rule forbidding ``tool_name`` to read ``path`` (absolute), or None:

@@ -98,7 +98,7 @@ async def open_session(
     from caliban.claude_code.compat import prepare, resolve_model, retry_policy, select_builtins
     from caliban.mcp.config import load_mcp_config
     from caliban.mcp.status import describe_failure, describe_skipped
-    from caliban.permissions.approval import deny_approver, make_authorize
+    from caliban.permissions.approval import PolicyAuthorizer, deny_approver
     from caliban.permissions.policy import PermissionPolicy
     from caliban.providers.base import DEFAULT_MODELS
     from caliban.providers.select import create_provider, resolve_provider
@@ -200,7 +200,7 @@ async def open_session(
         agents=agent_definitions if chosen.agent and main_agent is None else (),
         skills=() if options.disable_slash_commands else catalog.items,
         permissions=policy,
-        authorize=make_authorize(policy, asker),
+        authorizer=PolicyAuthorizer(policy, asker),
         listeners=list(listeners),
         max_turns=settings.max_turns,
         config=loaded,

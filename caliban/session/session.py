@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from caliban.agent import Agent, Authorize, Conversation, RunResult, allow_all
+from caliban.agent import Agent, Conversation, RunResult
+from caliban.calls.verdict import ALLOW_ALL, Authorizer
 from caliban.compaction import CompactionPolicy
 from caliban.config.settings import LoadedConfig, Settings
 from caliban.events import AgentEvent, ConversationCleared, HistoryAppended, ModelChanged, Notice
@@ -72,13 +73,13 @@ class Session:
     skills: Sequence[Skill] = ()
     """Custom commands and skills (``/name``; listed for the model, loaded with ``Skill``)."""
     permissions: PermissionPolicy | None = None
-    """The policy behind ``authorize``, when there is one: its mode (Shift+Tab) and rules."""
+    """The policy behind ``authorizer``, when there is one: its mode (Shift+Tab) and rules."""
     id: str = field(default_factory=new_session_id)
     conversation: Conversation = field(default_factory=Conversation)
     ledger: UsageLedger = field(default_factory=UsageLedger)
     """What the session's requests used and cost, per model (sub-agents' and side requests'
     included); a new conversation (``/clear``) starts a new one."""
-    authorize: Authorize = allow_all
+    authorizer: Authorizer = ALLOW_ALL
     listeners: list[Listener] = field(default_factory=list)
     max_turns: int = 100
     config: LoadedConfig | None = None
@@ -208,7 +209,7 @@ class Session:
             env=self.env,
             conversation=self.conversation,
             ledger=self.ledger,
-            authorize=self.authorize,
+            authorizer=self.authorizer,
             emit=self.emit,
             max_turns=self.max_turns,
             compaction=self.compaction(),
@@ -266,7 +267,7 @@ class Session:
             toolset=self.toolset.for_child(definition),
             env=env,
             ledger=self.ledger,
-            authorize=self.authorize,
+            authorizer=self.authorizer,
             emit=ctx.emit,
             # --max-turns bounds a sub-agent too: a looping child must not outrun its parent.
             max_turns=min(definition.max_turns or DEFAULT_MAX_TURNS, self.max_turns),

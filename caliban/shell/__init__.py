@@ -6,7 +6,7 @@ escapes resolved), its leading assignments and its redirections — or :class:`N
 with a short reason. :func:`line_effects` says which files the line's redirections read and
 write when it starts in a given directory, following its ``cd`` s. The permission rules
 (:mod:`caliban.permissions.bash_rules`), the policy, the sandbox and checkpoints all read
-these same facts.
+these same facts; a tool call analyses its line once, when it is bound.
 
 - :mod:`~caliban.shell.words`: one word read with bash's quoting rules;
 - :mod:`~caliban.shell.walk`: the strict walk over the syntax tree;

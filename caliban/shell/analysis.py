@@ -35,12 +35,8 @@ def _parser() -> Parser:
 
 
 def analyze(command: str) -> Analysis:
-    """Analyse one Bash command line (see the package docstring). Pure and cached."""
-    return _analyze(command)
-
-
-@functools.lru_cache(maxsize=64)  # decide() asks up to three times per call
-def _analyze(command: str) -> Analysis:
+    """Analyse one Bash command line (see the package docstring). Pure; a call binds its
+    line once (:class:`~caliban.calls.effects.Effects`), so nothing here is cached."""
     if len(command) > MAX_COMMAND_CHARS:
         return NotUnderstood(
             command=command,

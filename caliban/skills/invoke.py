@@ -19,7 +19,9 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from caliban import shell
 from caliban.agent import RunResult
+from caliban.calls.effects import command_effects
 from caliban.events import Notice
 from caliban.messages import Message, TextPart, Usage
 from caliban.permissions.rules import Rule, is_within
@@ -145,8 +147,10 @@ def _refusal(session: Session, snippet: Snippet, allow: tuple[Rule, ...]) -> str
     policy = session.permissions
     if policy is None:
         return None
+    # Decided as the Bash call it is, where it will run (the session's working directory).
+    effects = command_effects(shell.analyze(snippet.command), session.env.cwd)
     with policy.allowing(allow if snippet.with_arguments else ()):
-        decision = policy.decide("Bash", snippet.command, read_only=False, origin=BUILTIN)
+        decision = policy.decide("Bash", snippet.command, effects, read_only=False, origin=BUILTIN)
     if decision.behavior == "deny":
         return decision.reason
     if snippet.with_arguments and decision.behavior != "allow":

@@ -5,10 +5,12 @@ input is a pydantic model that also generates its JSON Schema) or an MCP tool. E
 a typed :data:`ToolOrigin`; nothing identifies a tool's kind or server by parsing its name.
 
 A call goes through two steps. :meth:`Tool.bind` validates the arguments once and returns an
-:class:`Invocation` — what the permission policy matches (:attr:`Invocation.subject`), what the
-user is shown when asked (:meth:`Invocation.preview`) — or an error message for the model.
-:meth:`Invocation.run` then does the work. Tools never raise for bad input or failure: they
-return a :class:`ToolOutput` with ``is_error`` set, which the model reads.
+:class:`Invocation` — what permission rules match (:attr:`Invocation.subject`), what the call
+reads, writes, runs and reaches (:meth:`Invocation.effects`), what the user is shown when
+asked (:meth:`Invocation.preview`) — or an error message for the model.
+:meth:`Invocation.run` then does the work (:mod:`caliban.calls` runs a call's stages). Tools
+never raise for bad input or failure: they return a :class:`ToolOutput` with ``is_error``
+set, which the model reads.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from caliban.calls.effects import NO_EFFECTS, Effects
 from caliban.messages import ResultPart, TextPart, ToolSpec
 from caliban.tools.diff import FileChange
 from caliban.tools.origin import BUILTIN, BuiltinOrigin, McpOrigin, ToolOrigin
@@ -112,20 +115,6 @@ class CallContext:
     ask_model: AskModel | None = None
     """A side request to the same provider and model (WebFetch's answer about a page);
     ``None`` where no model is at hand."""
-    hook_decision: Literal["allow", "ask"] | None = None
-    """A PreToolUse hook's word on the permission check (deny rules still apply)."""
-    arguments: Mapping[str, Any] = field(default_factory=dict)
-    """The call's input as the model sent it (or as a PreToolUse hook changed it), for an
-    approver that shows it (the Agent SDK's ``can_use_tool``)."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ChangedInput:
-    """An approver's "allow, with this input instead": the new input, validated and decided
-    again (a deny rule on it still wins), and the invocation to run."""
-
-    invocation: Invocation
-    arguments: Mapping[str, Any]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -182,6 +171,11 @@ class Invocation(Protocol):
     @property
     def subject(self) -> str | None:
         """What ``Tool(pattern)`` permission rules match: a path, a command, or nothing."""
+        ...
+
+    def effects(self, cwd: Path) -> Effects:
+        """What the call reads, writes, runs and reaches when made from ``cwd`` (relative
+        paths resolve there). Computed once per call, when it is bound."""
         ...
 
     def preview(self, env: ToolEnv) -> Preview:
@@ -255,6 +249,9 @@ class BuiltinInvocation(Generic[InputT]):
     def subject(self) -> str | None:
         return self.tool.subject(self.args)
 
+    def effects(self, cwd: Path) -> Effects:
+        return self.tool.effects(self.args, cwd)
+
     def preview(self, env: ToolEnv) -> Preview:
         try:
             return self.tool.preview(self.args, env)
@@ -321,6 +318,11 @@ class BuiltinTool(abc.ABC, Generic[InputT]):
     def subject(self, args: InputT) -> str | None:
         """What ``Tool(pattern)`` permission rules match; ``None``: only ``Tool`` rules."""
         return None
+
+    def effects(self, args: InputT, cwd: Path) -> Effects:
+        """What a call reads, writes, runs and reaches (see :meth:`Invocation.effects`);
+        by default nothing outside the session."""
+        return NO_EFFECTS
 
     def preview(self, args: InputT, env: ToolEnv) -> Preview:
         return json_preview(args.model_dump(mode="json", by_alias=True, exclude_unset=True))

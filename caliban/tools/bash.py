@@ -5,6 +5,9 @@ file, so a ``cd`` carries over to the next call as in a terminal session. stdout
 share one pipe, so they arrive interleaved as a user would see them. On timeout or
 cancellation the whole process group is sent SIGTERM, then SIGKILL
 (:func:`caliban.exec.stop_group`).
+
+A call's line is analysed once, when it is bound (:mod:`caliban.shell`): its effects — what
+its redirections read and write, where it runs — come from that one analysis.
 """
 
 from __future__ import annotations
@@ -16,17 +19,28 @@ import os
 import shlex
 import signal
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from caliban import shell
+from caliban.calls.effects import Effects, command_effects
 from caliban.exec import stop_group
 from caliban.messages import TextPart
 from caliban.tools import _files
 from caliban.tools._process import spawn_shell
-from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput, cap_preview
+from caliban.tools.base import (
+    BuiltinInvocation,
+    BuiltinTool,
+    CallContext,
+    Preview,
+    ToolEnv,
+    ToolOutput,
+    cap_preview,
+)
 from caliban.util.text import plural
 
 if TYPE_CHECKING:
@@ -168,6 +182,22 @@ class _Finished:
     background_held_output: bool
 
 
+def _line(args: BashInput) -> str:
+    """The command line as rules see it (surrounding whitespace removed)."""
+    return args.command.strip()
+
+
+@dataclass(frozen=True, slots=True)
+class BashInvocation(BuiltinInvocation[BashInput]):
+    """A Bash call bound to its input and to its line's analysis, made once: its effects
+    for any working directory come from it."""
+
+    line: shell.Analysis
+
+    def effects(self, cwd: Path) -> Effects:
+        return command_effects(self.line, cwd)
+
+
 class Bash(BuiltinTool[BashInput]):
     name = "Bash"
     description = DESCRIPTION
@@ -177,8 +207,17 @@ class Bash(BuiltinTool[BashInput]):
         self.tasks = tasks
         """Where ``run_in_background`` commands go; ``None``: they are refused."""
 
+    def bind(self, arguments: Mapping[str, Any]) -> BuiltinInvocation[BashInput] | str:
+        bound = super().bind(arguments)
+        if isinstance(bound, str):
+            return bound
+        return BashInvocation(self, bound.args, shell.analyze(_line(bound.args)))
+
     def subject(self, args: BashInput) -> str | None:
-        return args.command.strip()
+        return _line(args)
+
+    def effects(self, args: BashInput, cwd: Path) -> Effects:
+        return command_effects(shell.analyze(_line(args)), cwd)
 
     def preview(self, args: BashInput, env: ToolEnv) -> Preview:
         text = f"$ {args.command}"

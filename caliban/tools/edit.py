@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from caliban.calls.effects import Effects, path_at
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput
 from caliban.tools.diff import FileChange, structured_patch
@@ -292,6 +293,9 @@ class Edit(BuiltinTool[EditInput]):
 
     def subject(self, args: EditInput) -> str | None:
         return args.file_path
+
+    def effects(self, args: EditInput, cwd: Path) -> Effects:
+        return Effects(writes=(path_at(cwd, args.file_path),))
 
     def preview(self, args: EditInput, env: ToolEnv) -> Preview:
         path = _files.resolve(env, args.file_path)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from caliban.calls.effects import Effects, path_at
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
 from caliban.util.text import plural
@@ -59,6 +60,11 @@ def split_pattern(pattern: str) -> tuple[str | None, str]:
     return str(Path(*parts[:-1])), parts[-1]
 
 
+def _searched(args: GlobInput) -> str:
+    """The directory a Glob call searches: an absolute pattern's own, else ``path``."""
+    return split_pattern(args.pattern)[0] or args.path or "."
+
+
 class Glob(BuiltinTool[GlobInput]):
     name = "Glob"
     description = DESCRIPTION
@@ -66,7 +72,10 @@ class Glob(BuiltinTool[GlobInput]):
     read_only = True
 
     def subject(self, args: GlobInput) -> str | None:
-        return split_pattern(args.pattern)[0] or args.path or "."
+        return _searched(args)
+
+    def effects(self, args: GlobInput, cwd: Path) -> Effects:
+        return Effects(reads=(path_at(cwd, _searched(args)),))
 
     async def run(self, args: GlobInput, ctx: CallContext) -> ToolOutput:
         started = time.perf_counter()

@@ -8,6 +8,7 @@ from typing import Literal, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from caliban.calls.effects import Effects, path_at
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, ToolEnv, ToolOutput
 from caliban.util.text import plural
@@ -155,6 +156,9 @@ class Grep(BuiltinTool[GrepInput]):
 
     def subject(self, args: GrepInput) -> str | None:
         return args.path or "."
+
+    def effects(self, args: GrepInput, cwd: Path) -> Effects:
+        return Effects(reads=(path_at(cwd, args.path or "."),))
 
     async def run(self, args: GrepInput, ctx: CallContext) -> ToolOutput:
         cwd = ctx.env.cwd

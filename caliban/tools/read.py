@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from caliban.calls.effects import Effects, path_at
 from caliban.messages import ImagePart, TextPart
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, ToolOutput
@@ -69,6 +70,9 @@ class Read(BuiltinTool[ReadInput]):
 
     def subject(self, args: ReadInput) -> str | None:
         return args.file_path
+
+    def effects(self, args: ReadInput, cwd: Path) -> Effects:
+        return Effects(reads=(path_at(cwd, args.file_path),))
 
     async def run(self, args: ReadInput, ctx: CallContext) -> ToolOutput:
         path = _files.resolve(ctx.env, args.file_path)

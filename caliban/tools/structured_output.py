@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
+from caliban.calls.effects import NO_EFFECTS, Effects
 from caliban.hooks import LoopHooks, PromptVerdict, ToolVerdict
 from caliban.messages import ToolSpec
 from caliban.tools.base import CallContext, Preview, ToolEnv, ToolOutput, json_preview
@@ -69,6 +71,9 @@ class _Call:
     @property
     def subject(self) -> str | None:
         return None
+
+    def effects(self, cwd: Path) -> Effects:
+        return NO_EFFECTS
 
     def preview(self, env: ToolEnv) -> Preview:
         return json_preview(self.value)

@@ -11,10 +11,12 @@ comes back whole. Answers, redirect reports and the structured result follow Cla
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from caliban.calls.effects import Effects, Host
 from caliban.tools import _files, _web
 from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput
 
@@ -91,6 +93,9 @@ class WebFetch(BuiltinTool[WebFetchInput]):
 
     def subject(self, args: WebFetchInput) -> str | None:
         return _web.host_of(_web.normalize_url(args.url))
+
+    def effects(self, args: WebFetchInput, cwd: Path) -> Effects:
+        return Effects(reaches=(Host(_web.host_of(_web.normalize_url(args.url))),))
 
     def preview(self, args: WebFetchInput, env: ToolEnv) -> Preview:
         return f"{_web.normalize_url(args.url)}\n# {args.prompt}"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, Field
 
+from caliban.calls.effects import Effects, path_at
 from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput
 from caliban.tools.diff import FileChange, structured_patch
@@ -42,6 +45,9 @@ class Write(BuiltinTool[WriteInput]):
 
     def subject(self, args: WriteInput) -> str | None:
         return args.file_path
+
+    def effects(self, args: WriteInput, cwd: Path) -> Effects:
+        return Effects(writes=(path_at(cwd, args.file_path),))
 
     def preview(self, args: WriteInput, env: ToolEnv) -> Preview:
         path = _files.resolve(env, args.file_path)

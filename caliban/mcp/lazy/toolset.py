@@ -29,8 +29,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+from caliban.calls.effects import Effects
 from caliban.events import ActivationChanged, AgentEvent
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.mcp.lazy.catalog import Catalog
@@ -93,6 +95,9 @@ class _WrappedInvocation:
     @property
     def subject(self) -> str | None:
         return self.inner.subject
+
+    def effects(self, cwd: Path) -> Effects:
+        return self.inner.effects(cwd)
 
     def preview(self, env: ToolEnv) -> Preview:
         return self.inner.preview(env)

@@ -1,0 +1,99 @@
+"""What one tool call does to the world, known before it runs: :class:`Effects`.
+
+Each tool's :class:`~caliban.tools.base.Invocation` says what it reads, writes, runs and
+reaches (``Invocation.effects(cwd)``); the pipeline computes this once, when the call is
+bound, and every later stage reads the same value: the permission policy decides from it,
+and the sandbox and checkpoints will scope themselves by it. A Bash line is analysed once,
+at bind time (:func:`command_effects`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from caliban.shell import Analysis, line_effects
+from caliban.util.fsutil import resolved
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Command:
+    """A command line a call runs, analysed, and the directory it starts in."""
+
+    analysis: Analysis
+    cwd: Path
+
+    @property
+    def line(self) -> str:
+        return self.analysis.command
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A network host a call reaches (WebFetch's)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class McpServer:
+    """The MCP server a call goes to; what the tool does there is the server's business."""
+
+    name: str
+
+
+Reach = Host | McpServer
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Effects:
+    """What a call reads, writes, runs and reaches — or why that cannot be known.
+
+    Paths are absolute, with symlinks followed. A call that runs a command line
+    (:attr:`runs`) reads and writes through it: ``reads`` and ``writes`` are then the files
+    its redirections name; for any other call they are the files the tool itself reads or
+    writes.
+    """
+
+    reads: tuple[Path, ...] = ()
+    writes: tuple[Path, ...] = ()
+    runs: Command | None = None
+    reaches: tuple[Reach, ...] = ()
+    unknown: str | None = None
+    """Why what the call reads and writes cannot be known (a command line that is not
+    understood, a redirection only the shell could resolve); ``reads`` and ``writes`` then
+    say nothing."""
+
+
+NO_EFFECTS = Effects()
+"""A call that touches nothing outside the session (TodoWrite, ToolSearch, a sub-agent)."""
+
+
+def path_at(cwd: Path, path: str) -> Path:
+    """``path`` as a file tool names it (``~`` expanded, relative to ``cwd``), absolute and
+    with symlinks followed."""
+    return resolved(cwd / Path(path).expanduser())
+
+
+def command_effects(analysis: Analysis, cwd: Path, *, home: Path | None = None) -> Effects:
+    """The effects of running an analysed command line in ``cwd``: the files its
+    redirections read and write, following its ``cd`` s (:func:`caliban.shell.line_effects`)."""
+    files = line_effects(analysis, cwd=cwd, home=home)
+    return Effects(
+        reads=files.reads,
+        writes=files.writes,
+        runs=Command(analysis=analysis, cwd=cwd),
+        unknown=files.unknown,
+    )
+
+
+__all__ = [
+    "NO_EFFECTS",
+    "Command",
+    "Effects",
+    "Host",
+    "McpServer",
+    "Reach",
+    "command_effects",
+    "path_at",
+]
