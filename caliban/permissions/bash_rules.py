@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from caliban.shell import Analysis, NotUnderstood, SimpleCommand, Understood, analyze, render
 from caliban.shell.commands import MAX_WRAPPED_WORDS, inner_scripts, wrapped
@@ -34,7 +35,11 @@ def pattern_matches(pattern: str, text: str) -> bool:
     ``prefix:*`` matches ``prefix`` and ``prefix …``. Runs of whitespace in the pattern
     count as one space.
     """
-    pattern = " ".join(pattern.split())
+    return _matches(" ".join(pattern.split()), text)
+
+
+def _matches(pattern: str, text: str) -> bool:
+    """:func:`pattern_matches` for a pattern whose whitespace is already normalised."""
     if pattern.endswith(":*"):
         prefix = pattern[:-2]
         return text == prefix or text.startswith(prefix + " ")
@@ -67,16 +72,39 @@ def allows(pattern: str, command: SimpleCommand) -> bool:
     return pattern_matches(pattern, command.text)
 
 
+@dataclass(frozen=True, slots=True)
+class LineTexts:
+    """Every text of a line that deny and ask patterns are tried on: the whole line, each
+    simple command, what wrappers run, ``bash -c``/``eval`` strings (see
+    :func:`deny_matches`). Collected once per line, whatever the number of rules."""
+
+    texts: tuple[str, ...]
+    unreadable: bool = False
+    """The line was too long to parse, or nests shells deeper than caliban looks: every
+    pattern matches it (over-matching a deny rule is the safe mistake)."""
+
+    def matched_by(self, pattern: str) -> bool:
+        """Whether a deny (or ask) rule's pattern covers any part of the line."""
+        if self.unreadable:
+            return True
+        normal = " ".join(pattern.split())
+        return any(_matches(normal, text) for text in self.texts)
+
+
+def line_texts(analysis: Analysis) -> LineTexts:
+    """What deny and ask patterns are tried on for ``analysis``, understood or not."""
+    if isinstance(analysis, NotUnderstood) and analysis.unchecked:
+        return LineTexts(texts=(), unreadable=True)
+    texts: dict[str, None] = {}
+    too_deep = _collect(analysis, texts, 0)
+    return LineTexts(texts=tuple(texts), unreadable=too_deep)
+
+
 def deny_matches(pattern: str, analysis: Analysis) -> bool:
     """Whether a deny (or ask) rule's pattern covers any part of the line: the whole
     text, any simple command, what wrappers run, ``bash -c``/``eval`` strings — also in
     lines that are not understood. Over-matching is the safe mistake here."""
-    if isinstance(analysis, NotUnderstood) and analysis.unchecked:
-        return True
-    texts: dict[str, None] = {}
-    if _collect(analysis, texts, 0):
-        return True  # shells nested deeper than caliban looks: whatever it is, it matches
-    return any(pattern_matches(pattern, text) for text in texts)
+    return line_texts(analysis).matched_by(pattern)
 
 
 def _collect(analysis: Analysis, texts: dict[str, None], depth: int) -> bool:
@@ -147,4 +175,12 @@ def suggest_rule(analysis: Analysis, tool_name: str = "Bash") -> str | None:
     return f"{tool_name}({prefix}:*)"
 
 
-__all__ = ["MAX_INNER_DEPTH", "allows", "deny_matches", "pattern_matches", "suggest_rule"]
+__all__ = [
+    "MAX_INNER_DEPTH",
+    "LineTexts",
+    "allows",
+    "deny_matches",
+    "line_texts",
+    "pattern_matches",
+    "suggest_rule",
+]

@@ -105,10 +105,10 @@ def _find_in_line(
     """
     named = [rule for rule in rules if rule.names(tool_name)]
     if not allowing:
-        return next(
-            (r for r in named if r.pattern is None or bash_rules.deny_matches(r.pattern, line)),
-            None,
-        )
+        if not named:
+            return None
+        texts = bash_rules.line_texts(line)
+        return next((r for r in named if r.pattern is None or texts.matched_by(r.pattern)), None)
     if whole := next((rule for rule in named if rule.pattern is None), None):
         return whole
     if not isinstance(line, Understood) or not line.commands:
