@@ -304,21 +304,23 @@ async def test_who_denied_shapes_what_the_model_reads(tmp_path: Path) -> None:
     assert [e.denied for e in finished] == [True, True]
 
 
-async def test_a_hooks_allow_spares_the_question_and_its_ask_forces_one(tmp_path: Path) -> None:
-    for word, asked in (("allow", 0), ("ask", 1)):
-        approver = Approver(PermissionAnswer.deny())
-        policy = PermissionPolicy(
-            project_root=tmp_path, rules=PermissionRules.parse(allow=["Read"])
-        )
-        tool = Write() if word == "allow" else Read()
-        arguments = (
-            {"file_path": "n.txt", "content": "x"} if word == "allow" else {"file_path": "n.txt"}
-        )
-        provider = ScriptedProvider([reply(tool_call(tool.name, arguments)), "ok"])
-        hooks = Hooks(ToolVerdict(decision=word))  # type: ignore[arg-type]
-        with anyio.fail_after(10):
-            await agent(provider, tmp_path, [tool], approver, policy, hooks=hooks).run("go")
-        assert len(approver.requests) == asked, word
+@pytest.mark.parametrize(
+    ("word", "tool", "arguments", "questions"),
+    [
+        ("allow", Write(), {"file_path": "n.txt", "content": "x"}, 0),  # would ask
+        ("ask", Read(), {"file_path": "n.txt"}, 1),  # a rule allows it
+    ],
+)
+async def test_a_hooks_allow_spares_the_question_and_its_ask_forces_one(
+    tmp_path: Path, word: str, tool: Tool, arguments: dict[str, Any], questions: int
+) -> None:
+    approver = Approver(PermissionAnswer.deny())
+    policy = PermissionPolicy(project_root=tmp_path, rules=PermissionRules.parse(allow=["Read"]))
+    provider = ScriptedProvider([reply(tool_call(tool.name, arguments)), "ok"])
+    hooks = Hooks(ToolVerdict(decision=word))  # type: ignore[arg-type]
+    with anyio.fail_after(10):
+        await agent(provider, tmp_path, [tool], approver, policy, hooks=hooks).run("go")
+    assert len(approver.requests) == questions
 
 
 async def test_the_checkpoint_stage_sees_what_an_approved_call_will_write(tmp_path: Path) -> None:
