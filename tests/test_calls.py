@@ -33,6 +33,8 @@ from caliban.permissions.approval import (
 from caliban.permissions.policy import PermissionPolicy
 from caliban.permissions.rules import PermissionRules
 from caliban.providers.scripted import ScriptedProvider, reply, tool_call
+from caliban.sandbox.runtime import SandboxRuntime, Unavailable
+from caliban.sandbox.settings import SandboxConfig
 from caliban.shell import Understood
 from caliban.shell.analysis import analyze
 from caliban.tools.base import BUILTIN, BuiltinTool, CallContext, Tool, ToolEnv, ToolOutput
@@ -87,6 +89,7 @@ def agent(
     tools: list[Tool],
     approver: Any = deny_approver,
     policy: PermissionPolicy | None = None,
+    env: ToolEnv | None = None,
     **kw: Any,
 ) -> Agent:
     return Agent(
@@ -94,7 +97,7 @@ def agent(
         model="test-model",
         system_prompt="You are a test.",
         toolset=ToolList(tools),
-        env=ToolEnv(cwd=root, project_root=root),
+        env=env or ToolEnv(cwd=root, project_root=root),
         authorizer=PolicyAuthorizer(policy or PermissionPolicy(project_root=root), approver),
         **kw,
     )
@@ -146,14 +149,7 @@ async def test_a_call_decided_again_after_a_cd_is_not_analysed_again(tmp_path: P
             "ok",
         ]
     )
-    run = Agent(
-        provider=provider,
-        model="test-model",
-        system_prompt="You are a test.",
-        toolset=ToolList([Bash()]),
-        env=env,
-        authorizer=PolicyAuthorizer(policy, approver),
-    )
+    run = agent(provider, tmp_path, [Bash()], approver, policy, env=env)
     with calls_of(analyze, "command") as analysed, anyio.fail_after(20):
         await run.run("go")
     assert analysed.count(line) == 1
@@ -163,6 +159,24 @@ async def test_a_call_decided_again_after_a_cd_is_not_analysed_again(tmp_path: P
     written, _ = results(provider, 1)
     assert written.is_error and "not there" in written.text
     assert not (tmp_path / "out.txt").exists() and not (tmp_path / "sub" / "out.txt").exists()
+
+
+async def test_the_sandbox_places_a_call_from_the_same_analysis(tmp_path: Path) -> None:
+    """Which Bash calls leave the sandbox (``excludedCommands``) is matched on the analysis
+    the call was bound with, not on a second parse of its line."""
+    line = "echo placed"
+    config = SandboxConfig(mode="workspace-write", excluded_commands=("echo:*",))
+    sandbox = SandboxRuntime(config, project_root=tmp_path, backend=Unavailable("a test"))
+    assert sandbox.placement(analyze(line)) == "excluded"
+    env = ToolEnv(cwd=tmp_path, project_root=tmp_path, sandbox=sandbox)
+    policy = PermissionPolicy(project_root=tmp_path, rules=PermissionRules.parse(allow=["Bash"]))
+    provider = ScriptedProvider([reply(tool_call("Bash", {"command": line})), "ok"])
+    run = agent(provider, tmp_path, [Bash()], policy=policy, env=env)
+    with calls_of(analyze, "command") as analysed, anyio.fail_after(20):
+        await run.run("go")
+    assert analysed.count(line) == 1
+    [result] = results(provider, 1)
+    assert not result.is_error and result.text.startswith("placed"), result.text
 
 
 # ---------------------------------------------------------------------------- effects

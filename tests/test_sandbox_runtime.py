@@ -11,6 +11,7 @@ import pytest
 from caliban.exec import AllNetwork, Availability, Command, NoNetwork, ProxyNetwork, SandboxProfile
 from caliban.sandbox.runtime import SandboxRuntime, rule_paths
 from caliban.sandbox.settings import SandboxConfig
+from caliban.shell import analyze
 
 
 class _Works:
@@ -137,20 +138,22 @@ def test_rule_paths(tmp_path: Path, pattern: str, expected: list[str], exact: bo
 
 def test_which_commands_are_confined(tmp_path: Path) -> None:
     runtime = _runtime(tmp_path, excluded_commands=("docker:*",))
-    assert runtime.placement("ls -la") == "sandbox"
-    assert runtime.placement("docker ps") == "excluded"
-    assert runtime.placement("docker ps && rm -rf ~") == "sandbox"  # all must be excluded
-    assert runtime.placement("ls", outside_requested=True) == "outside"
+    assert runtime.placement(analyze("ls -la")) == "sandbox"
+    assert runtime.placement(analyze("docker ps")) == "excluded"
+    assert runtime.placement(analyze("docker ps && rm -rf ~")) == "sandbox"  # all must be excluded
+    assert runtime.placement(analyze("ls"), outside_requested=True) == "outside"
     strict = _runtime(tmp_path, allow_unsandboxed=False)
-    assert strict.placement("ls", outside_requested=True) == "sandbox"  # the retry is ignored
-    assert _runtime(tmp_path, mode="off").placement("ls") == "off"
+    assert (
+        strict.placement(analyze("ls"), outside_requested=True) == "sandbox"
+    )  # the retry is ignored
+    assert _runtime(tmp_path, mode="off").placement(analyze("ls")) == "off"
 
 
 def test_unavailable_is_said_once_and_refuses_with_fail_if_unavailable(tmp_path: Path) -> None:
     runtime = SandboxRuntime(
         SandboxConfig(mode="workspace-write"), project_root=tmp_path, backend=_Broken()
     )
-    assert runtime.placement("ls") == "unconfined"
+    assert runtime.placement(analyze("ls")) == "unconfined"
     assert "bwrap is not installed" in (runtime.unavailable_notice() or "")
     assert "run without it" in (runtime.unavailable_notice() or "")
     strict = SandboxRuntime(
@@ -159,7 +162,7 @@ def test_unavailable_is_said_once_and_refuses_with_fail_if_unavailable(tmp_path:
         backend=_Broken(),
     )
     assert "will not run" in (strict.unavailable_notice() or "")
-    assert strict.placement("ls") == "refused"
+    assert strict.placement(analyze("ls")) == "refused"
     assert SandboxRuntime(SandboxConfig(), project_root=tmp_path).unavailable_notice() is None
 
 

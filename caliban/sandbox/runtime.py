@@ -37,9 +37,11 @@ from caliban.exec import (
     Sandbox,
     SandboxProfile,
 )
+from caliban.permissions.bash_rules import allows
 from caliban.permissions.protected import SHELL_STARTUP
 from caliban.sandbox.proxy import DomainPolicy, DomainProxy
 from caliban.sandbox.settings import Mode, SandboxConfig
+from caliban.shell import Analysis, Understood
 
 __all__ = [
     "Placement",
@@ -180,28 +182,25 @@ class SandboxRuntime:
 
     # ------------------------------------------------------------------ per command
 
-    def excluded(self, command_line: str) -> str | None:
-        """The ``excludedCommands`` pattern that takes ``command_line`` out of the sandbox,
-        matched as an allow rule is (every command of the line covered), or None."""
-        from caliban import shell
-        from caliban.permissions.bash_rules import allows
-
+    def excluded(self, line: Analysis) -> str | None:
+        """The ``excludedCommands`` pattern that takes the command ``line`` (as the Bash call
+        analysed it) out of the sandbox, matched as an allow rule is (every command of the
+        line covered), or None."""
         if not self.config.excluded_commands:
             return None
-        analysis = shell.analyze(command_line)
-        if not isinstance(analysis, shell.Understood) or not analysis.commands:
+        if not isinstance(line, Understood) or not line.commands:
             return None
         for pattern in self.config.excluded_commands:
-            if all(allows(pattern, one) for one in analysis.commands):
+            if all(allows(pattern, one) for one in line.commands):
                 return pattern
         return None
 
-    def placement(self, command_line: str, *, outside_requested: bool = False) -> Placement:
+    def placement(self, line: Analysis, *, outside_requested: bool = False) -> Placement:
         """Where this Bash call runs (:data:`Placement`)."""
         if not self.config.enabled:
             return "off"
         outside = outside_requested and self.config.allow_unsandboxed
-        if not outside and self.excluded(command_line) is not None:
+        if not outside and self.excluded(line) is not None:
             return "excluded"
         if outside:
             return "outside"

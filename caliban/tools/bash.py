@@ -192,10 +192,14 @@ class BashInvocation(BuiltinInvocation[BashInput]):
     """A Bash call bound to its input and to its line's analysis, made once: its effects
     for any working directory come from it."""
 
+    tool: Bash
     line: shell.Analysis
 
     def effects(self, cwd: Path) -> Effects:
         return command_effects(self.line, cwd)
+
+    async def run(self, ctx: CallContext) -> ToolOutput:
+        return await self.tool.run_line(self.args, self.line, ctx)
 
 
 class Bash(BuiltinTool[BashInput]):
@@ -226,9 +230,14 @@ class Bash(BuiltinTool[BashInput]):
         return cap_preview(text)
 
     async def run(self, args: BashInput, ctx: CallContext) -> ToolOutput:
+        return await self.run_line(args, shell.analyze(_line(args)), ctx)
+
+    async def run_line(self, args: BashInput, line: shell.Analysis, ctx: CallContext) -> ToolOutput:
+        """Run the call whose command ``line`` was analysed when it was bound (the sandbox
+        reads the analysis: ``excludedCommands``)."""
         notes: list[str] = []
         start_dir = _start_dir(ctx.env, notes)
-        sandbox, refusal = _confinement(args, ctx.env.sandbox, notes)
+        sandbox, refusal = _confinement(args, line, ctx.env.sandbox, notes)
         if refusal is not None:
             return ToolOutput.error(refusal)
         if args.run_in_background:
@@ -290,12 +299,12 @@ class Bash(BuiltinTool[BashInput]):
 
 
 def _confinement(
-    args: BashInput, runtime: SandboxRuntime | None, notes: list[str]
+    args: BashInput, line: shell.Analysis, runtime: SandboxRuntime | None, notes: list[str]
 ) -> tuple[SandboxRuntime | None, str | None]:
     """The sandbox this call runs in (None: none), or why it may not run at all."""
     if runtime is None:
         return None, None
-    placement = runtime.placement(args.command, outside_requested=args.dangerouslyDisableSandbox)
+    placement = runtime.placement(line, outside_requested=args.dangerouslyDisableSandbox)
     if placement == "refused":
         return None, (
             "Not run: the sandbox is required here (sandbox.failIfUnavailable) but cannot "
