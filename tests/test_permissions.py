@@ -24,7 +24,14 @@ from caliban.permissions.approval import (
     deny_approver,
     user_denial,
 )
-from caliban.permissions.policy import PLAN_MODE_REASON, Decision, PermissionPolicy, decide
+from caliban.permissions.policy import (
+    AUTO_ALLOWED,
+    PLAN_MODE_REASON,
+    Confined,
+    Decision,
+    PermissionPolicy,
+    decide,
+)
 from caliban.permissions.rules import (
     PermissionRules,
     Rule,
@@ -189,6 +196,7 @@ def _decide(
     rules: PermissionRules = NO_RULES,
     read_only: bool = False,
     origin: ToolOrigin = BUILTIN,
+    confined: Confined | None = None,
 ) -> Decision:
     return decide(
         tool,
@@ -199,6 +207,7 @@ def _decide(
         mode=mode,
         rules=rules,
         project_root=ROOT,
+        confined=confined,
     )
 
 
@@ -337,6 +346,43 @@ def test_writing_outside_the_root_asks_even_with_a_broad_allow_rule() -> None:
         assert decision.behavior == "ask"
         assert "outside the project root (/proj)" in decision.reason
     assert _decide("Edit", "/proj/x.py", rules=broad).behavior == "allow"
+
+
+WALLED = Confined(keeps_protected_paths=True)  # bubblewrap, Seatbelt
+GRANTS_ONLY = Confined(keeps_protected_paths=False)  # Landlock
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "npm test",
+        "echo x > /tmp/elsewhere",  # outside the project: the sandbox refuses the write
+        "echo x >> .git/config",  # protected: kept read-only by the sandbox
+        "eval $CMD",  # not understood: the sandbox confines whatever it is
+    ],
+)
+def test_auto_allow_lets_sandboxed_lines_run_without_asking(line: str) -> None:
+    assert _decide("Bash", line).behavior == "ask"
+    decision = _decide("Bash", line, confined=WALLED)
+    assert (decision.behavior, decision.reason) == ("allow", AUTO_ALLOWED)
+
+
+def test_auto_allow_keeps_deny_and_ask_rules() -> None:
+    both = rules(ask=["Bash(git push:*)", "Write(/proj/notes/**)"], deny=["Bash(rm:*)"])
+    assert _decide("Bash", "rm -rf src", rules=both, confined=WALLED).behavior == "deny"
+    assert _decide("Bash", "git push", rules=both, confined=WALLED).behavior == "ask"
+    assert _decide("Bash", "echo x > notes/a", rules=both, confined=WALLED).behavior == "ask"
+    assert _decide("Bash", "ls", mode="plan", confined=WALLED).behavior == "deny"
+
+
+@pytest.mark.parametrize("line", ["echo x >> .git/config", "eval $CMD", "cat < <(id) > x"])
+def test_auto_allow_under_a_backend_that_cannot_protect_asks_for_protected_writes(
+    line: str,
+) -> None:
+    """Landlock only grants: a write to a protected path inside the project (or a line
+    whose writes cannot be known) still asks."""
+    assert _decide("Bash", line, confined=GRANTS_ONLY).behavior == "ask"
+    assert _decide("Bash", "npm test", confined=GRANTS_ONLY).behavior == "allow"
 
 
 def test_an_absolute_allow_rule_allows_writing_outside_the_root() -> None:

@@ -93,15 +93,7 @@ def _task_output(request: CapturedRequest) -> dict[str, Any]:
 @pytest.mark.parametrize(
     "permissions",
     [
-        pytest.param(
-            (),
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="auto-allow is applied by the call pipeline's authorize stage (issue 23, "
-                "branch calls), not on main yet: the default mode still asks, headless denies",
-            ),
-            id="auto-allow",
-        ),
+        pytest.param((), id="auto-allow"),
         pytest.param(("--permission-mode", "bypassPermissions"), id="bypass"),
     ],
 )

@@ -221,7 +221,7 @@ def test_describe_says_mode_backend_and_what_is_not_enforced(tmp_path: Path) -> 
         assert "Backend: test — a test backend" in text
         assert "Writable: " in text and str(runtime.tmpdir) in text
         assert "Network: through the proxy to docs.python.org (never evil.python.org)" in text
-        assert "autoAllowBashIfSandboxed on" in text
+        assert "run without asking (autoAllowBashIfSandboxed" in text
         assert "Outside the sandbox: docker:*" in text
         assert "Not enforced: Read(.env), Read(**/*.pem)" in text
     finally:

@@ -22,6 +22,8 @@ class Command:
 
     analysis: Analysis
     cwd: Path
+    outside_sandbox: bool = False
+    """The call asks to run outside the OS sandbox (Bash's ``dangerouslyDisableSandbox``)."""
 
     @property
     def line(self) -> str:
@@ -75,14 +77,17 @@ def path_at(cwd: Path, path: str) -> Path:
     return resolved(cwd / Path(path).expanduser())
 
 
-def command_effects(analysis: Analysis, cwd: Path, *, home: Path | None = None) -> Effects:
+def command_effects(
+    analysis: Analysis, cwd: Path, *, home: Path | None = None, outside_sandbox: bool = False
+) -> Effects:
     """The effects of running an analysed command line in ``cwd``: the files its
-    redirections read and write, following its ``cd`` s (:func:`caliban.shell.line_effects`)."""
+    redirections read and write, following its ``cd`` s (:func:`caliban.shell.line_effects`);
+    ``outside_sandbox``: the call asks to leave the OS sandbox."""
     files = line_effects(analysis, cwd=cwd, home=home)
     return Effects(
         reads=files.reads,
         writes=files.writes,
-        runs=Command(analysis=analysis, cwd=cwd),
+        runs=Command(analysis=analysis, cwd=cwd, outside_sandbox=outside_sandbox),
         unknown=files.unknown,
     )
 

@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol, assert_never
 from caliban.calls.bound import BoundCall
 from caliban.calls.effects import NO_EFFECTS, Effects
 from caliban.calls.verdict import ALLOW, AllowWith, Ask, Decided, Deny, Settled, with_hook
-from caliban.permissions.policy import Decision, PermissionPolicy
+from caliban.permissions.policy import Confined, Decision, PermissionPolicy
 from caliban.permissions.rules import PATH_TOOLS, RuleError, is_within
 from caliban.tools.base import Invocation, Preview, ToolEnv, ToolOrigin
 from caliban.util.fsutil import resolved
@@ -206,6 +206,7 @@ class PolicyAuthorizer:
             call.effects,
             read_only=call.tool.read_only,
             origin=call.tool.origin,
+            confined=_confined(call),
         )
         return with_hook(_verdict(decision), call.hook)
 
@@ -263,6 +264,17 @@ class PolicyAuthorizer:
         if isinstance(verdict := self.decide(changed), Deny):
             return verdict
         return AllowWith(call=changed)
+
+
+def _confined(call: BoundCall) -> Confined | None:
+    """Whether the command line ``call`` runs will be confined by the session's OS sandbox
+    with ``autoAllowBashIfSandboxed`` on (None: not, or it runs no command line)."""
+    command, sandbox = call.effects.runs, call.env.sandbox
+    if command is None or sandbox is None:
+        return None
+    if not sandbox.auto_allows(command.analysis, outside_requested=command.outside_sandbox):
+        return None
+    return Confined(keeps_protected_paths=sandbox.keeps_protected_paths)
 
 
 def _verdict(decision: Decision) -> Decided:

@@ -22,6 +22,11 @@ Precedence, first match wins:
 7. an ``allow`` rule (config, ``--allowed-tools`` or "don't ask again this session") allows;
 8. the mode's default: read-only built-in tools run; in ``acceptEdits`` file edits inside
    the project run; everything else asks.
+
+With ``autoAllowBashIfSandboxed``, a command line the OS sandbox will confine
+(:class:`Confined`) runs where the steps above would ask — unless an ``ask`` rule asked, or
+the backend cannot keep protected paths read-only (Landlock) and the line writes one or
+cannot be known not to.
 """
 
 from __future__ import annotations
@@ -29,12 +34,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, assert_never
 
-from caliban.calls.effects import NO_EFFECTS, Effects
+from caliban.calls.effects import NO_EFFECTS, Command, Effects
 from caliban.config.settings import ConfigError, PermissionMode, PermissionsSettings
 from caliban.permissions import bash_rules
 from caliban.permissions.protected import protected_reason
@@ -49,7 +54,7 @@ from caliban.permissions.rules import (
 from caliban.shell import Analysis, NotUnderstood, Understood
 from caliban.tools.base import BUILTIN, BuiltinOrigin, McpOrigin, ToolOrigin
 
-__all__ = ["PLAN_MODE_REASON", "Behavior", "Decision", "PermissionPolicy", "decide"]
+__all__ = ["PLAN_MODE_REASON", "Behavior", "Confined", "Decision", "PermissionPolicy", "decide"]
 
 Behavior = Literal["allow", "ask", "deny"]
 
@@ -68,6 +73,19 @@ class Decision:
     suggestion: str | None = None
     """For "ask": the rule that would allow the call, when only a specific one will do
     (a protected file); None lets the asker propose one."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Confined:
+    """A command line the OS sandbox will confine, with ``autoAllowBashIfSandboxed`` on
+    (:meth:`caliban.sandbox.runtime.SandboxRuntime.auto_allows`)."""
+
+    keeps_protected_paths: bool
+    """The backend keeps protected paths inside writable folders read-only (bubblewrap,
+    Seatbelt; Landlock only grants, so it cannot)."""
+
+
+AUTO_ALLOWED = "the OS sandbox confines it (sandbox.autoAllowBashIfSandboxed)"
 
 
 def _find(
@@ -131,6 +149,7 @@ def decide(
     rules: PermissionRules,
     project_root: Path,
     working_dirs: Sequence[Path] = (),
+    confined: Confined | None = None,
 ) -> Decision:
     """Allow, ask or deny one tool call. Pure: no I/O, no state.
 
@@ -140,7 +159,8 @@ def decide(
     redirections read and write are decided as reads and writes of their own — the
     stricter answer wins. Any other call's ``effects.writes`` are its own writes (protected
     paths, outside the project, ``acceptEdits``). ``working_dirs`` (``--add-dir``) are
-    treated like the project root for writes.
+    treated like the project root for writes. ``confined``: the command line runs in the OS
+    sandbox with ``autoAllowBashIfSandboxed`` on.
     """
     decide_one = functools.partial(
         _decide, mode=mode, rules=rules, project_root=project_root, working_dirs=working_dirs
@@ -150,6 +170,36 @@ def decide(
         return decide_one(
             tool_name, subject, read_only=read_only, origin=origin, writes=effects.writes
         )
+    decision = _decide_line(
+        decide_one,
+        tool_name,
+        subject,
+        effects,
+        command,
+        read_only=read_only,
+        origin=origin,
+        mode=mode,
+        rules=rules,
+        project_root=project_root,
+    )
+    return decision if confined is None else _auto_allowed(decision, effects, confined)
+
+
+def _decide_line(
+    decide_one: Callable[..., Decision],
+    tool_name: str,
+    subject: str | None,
+    effects: Effects,
+    command: Command,
+    *,
+    read_only: bool,
+    origin: ToolOrigin,
+    mode: PermissionMode,
+    rules: PermissionRules,
+    project_root: Path,
+) -> Decision:
+    """:func:`decide` for a call that runs ``command`` (``decide_one`` is :func:`_decide`
+    with the policy's state): the line, then what its redirections read and write."""
     decision = decide_one(
         tool_name, subject, read_only=read_only, origin=origin, line=command.analysis
     )
@@ -179,6 +229,23 @@ def decide(
     return _with_writes(decision, writes, project_root)
 
 
+def _auto_allowed(decision: Decision, effects: Effects, confined: Confined) -> Decision:
+    """``decision`` about a command line the sandbox will confine, with
+    ``autoAllowBashIfSandboxed``: a question becomes an allow, unless an ``ask`` rule asked,
+    or the line writes a protected path (or may: not understood) that the backend cannot
+    keep read-only. A deny stands."""
+    if decision.behavior != "ask" or decision.rule is not None:
+        return decision
+    if not confined.keeps_protected_paths:
+        command = effects.runs
+        unknowable = effects.unknown is not None or (
+            command is not None and isinstance(command.analysis, NotUnderstood)
+        )
+        if unknowable or any(protected_reason(path) for path in effects.writes):
+            return decision
+    return Decision(behavior="allow", reason=AUTO_ALLOWED)
+
+
 def _whole_tool(decision: Decision) -> bool:
     """Whether ``decision`` was made by a rule for a whole tool (``Bash``, ``Bash(*)``)."""
     return decision.rule is not None and Rule.parse(decision.rule).pattern is None
@@ -198,9 +265,15 @@ def _with_writes(
                 return Decision(behavior="deny", reason=what, rule=write.rule)
             case "ask" if verdict.behavior == "allow":
                 suggestion = write.suggestion or suggest_rule("Write", str(path), project_root)
-                verdict = Decision(behavior="ask", reason=what, suggestion=suggestion)
+                verdict = Decision(
+                    behavior="ask", reason=what, rule=write.rule, suggestion=suggestion
+                )
             case "ask":
-                verdict = dataclasses.replace(verdict, reason=f"{verdict.reason}; also, {what}")
+                verdict = dataclasses.replace(
+                    verdict,
+                    reason=f"{verdict.reason}; also, {what}",
+                    rule=verdict.rule or write.rule,
+                )
             case "allow":
                 pass
             case _:
@@ -328,6 +401,7 @@ class PermissionPolicy:
         *,
         read_only: bool,
         origin: ToolOrigin,
+        confined: Confined | None = None,
     ) -> Decision:
         """:func:`decide` with this policy's mode and rules (session rules included)."""
         return decide(
@@ -340,6 +414,7 @@ class PermissionPolicy:
             rules=self.rules.with_allow(self.session_rules),
             project_root=self.project_root,
             working_dirs=self.working_dirs,
+            confined=confined,
         )
 
     def suggestion(self, tool_name: str, subject: str | None, effects: Effects = NO_EFFECTS) -> str:

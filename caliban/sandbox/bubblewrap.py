@@ -55,6 +55,8 @@ class BubblewrapSandbox:
     """Commands confined by ``bwrap`` (found on ``PATH``, or given)."""
 
     name = "bubblewrap"
+    keeps_protected_paths = True
+    """Protected paths inside writable folders stay read-only (bound read-only over them)."""
 
     def __init__(self, executable: str | None = None) -> None:
         self.executable = executable or shutil.which("bwrap")

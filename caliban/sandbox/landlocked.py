@@ -30,6 +30,8 @@ class LandlockSandbox:
     """Commands confined by Landlock and seccomp, applied by the launcher."""
 
     name = "landlock"
+    keeps_protected_paths = False
+    """Landlock only grants: a protected path inside a writable folder stays writable."""
 
     def __init__(self) -> None:
         self._availability: Availability | None = None

@@ -208,6 +208,19 @@ class SandboxRuntime:
             return "sandbox"
         return "refused" if self.config.fail_if_unavailable else "unconfined"
 
+    def auto_allows(self, line: Analysis, *, outside_requested: bool = False) -> bool:
+        """Whether this Bash call runs without asking (``autoAllowBashIfSandboxed``): it is
+        on, and the call runs in the sandbox (not excluded, not a retry outside)."""
+        return self.config.auto_allow_bash and (
+            self.placement(line, outside_requested=outside_requested) == "sandbox"
+        )
+
+    @property
+    def keeps_protected_paths(self) -> bool:
+        """Whether the backend keeps protected paths inside writable folders read-only
+        (a backend that does not say so is taken not to)."""
+        return bool(getattr(self.backend, "keeps_protected_paths", False))
+
     @property
     def tmpdir(self) -> Path:
         """A private temporary folder for sandboxed commands (``TMPDIR``), removed by
@@ -367,7 +380,7 @@ class SandboxRuntime:
         lines.append(
             "Bash commands: "
             + (
-                "autoAllowBashIfSandboxed on (applied once the call pipeline lands)"
+                "run without asking (autoAllowBashIfSandboxed; ask and deny rules still apply)"
                 if config.auto_allow_bash
                 else "asked about as usual"
             )

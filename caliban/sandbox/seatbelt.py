@@ -67,6 +67,8 @@ class SeatbeltSandbox:
     mechanism Claude Code and Codex use there)."""
 
     name = "seatbelt"
+    keeps_protected_paths = True
+    """Protected paths inside writable folders stay read-only (deny rules after the allows)."""
 
     def available(self) -> Availability:
         if sys.platform != "darwin":

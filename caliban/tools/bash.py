@@ -196,7 +196,7 @@ class BashInvocation(BuiltinInvocation[BashInput]):
     line: shell.Analysis
 
     def effects(self, cwd: Path) -> Effects:
-        return command_effects(self.line, cwd)
+        return command_effects(self.line, cwd, outside_sandbox=self.args.dangerouslyDisableSandbox)
 
     async def run(self, ctx: CallContext) -> ToolOutput:
         return await self.tool.run_line(self.args, self.line, ctx)
@@ -221,7 +221,7 @@ class Bash(BuiltinTool[BashInput]):
         return _line(args)
 
     def effects(self, args: BashInput, cwd: Path) -> Effects:
-        return command_effects(shell.analyze(_line(args)), cwd)
+        return BashInvocation(self, args, shell.analyze(_line(args))).effects(cwd)
 
     def preview(self, args: BashInput, env: ToolEnv) -> Preview:
         text = f"$ {args.command}"
