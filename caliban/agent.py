@@ -321,6 +321,7 @@ class Agent:
             instructions=instructions,
             active_tools=lazy.active if lazy is not None else (),
             measured_tokens=last.context_tokens if last is not None else None,
+            keep_recent=trigger == "auto",
         )
         self.conversation.messages = list(result.messages)
         self.ledger.record(self.model, result.usage)

@@ -13,6 +13,10 @@ provider says the prompt is too long. :func:`compact` then
 3. keeps the most recent messages that fit a budget verbatim, cut only where no tool call is
    separated from its result, and puts one user message with the summary before them.
 
+``/compact`` (``keep_recent=False``) keeps nothing verbatim: the summary replaces the whole
+history, as Claude Code's does, and both sizes it reports are estimated the same way. A
+summary that would not be smaller than the history it replaces is refused.
+
 The lazy-MCP activation set is not touched, so the active MCP tools stay on the wire; the
 summary message names them, and the user's latest request is carried over verbatim.
 """
@@ -129,23 +133,28 @@ async def compact(
     instructions: str | None = None,
     active_tools: Sequence[str] = (),
     measured_tokens: int | None = None,
+    keep_recent: bool = True,
 ) -> Compacted:
     """Summarise the older part of ``request.messages``; see the module docstring.
 
     ``request`` is what the loop would send next (system prompt, tools, history).
-    ``measured_tokens``, when the provider reported them, is the size before compacting.
+    ``measured_tokens``, when the provider reported them, is the size before compacting
+    (``keep_recent=False``, a user's ``/compact``, estimates it like the size after).
     Raises :class:`CompactionFailed` when nothing can be compacted.
     """
     history = [_trim_message(m) for m in request.messages]
     fixed = estimate_tokens(request.system) + sum(
         estimate_json_tokens(t.as_dict()) for t in request.tools
     )
-    pre = measured_tokens or fixed + sum(message_tokens(m) for m in request.messages)
+    estimated = fixed + sum(message_tokens(m) for m in request.messages)
+    pre = (measured_tokens or estimated) if keep_recent else estimated
+    if history and all(_is_summary(m) for m in history):
+        raise CompactionFailed("nothing new to compact since the last compaction")
     if not any(m.role == "assistant" for m in history):
         raise CompactionFailed("there is no conversation to compact yet: no answer so far")
-    cut = _keep_from(history, budget=int(window * KEEP_SHARE))
+    cut = _keep_from(history, budget=int(window * KEEP_SHARE)) if keep_recent else len(history)
     older, kept = history[:cut], history[cut:]
-    if all(m.role == "user" and m.text.startswith(SUMMARY_HEADER) for m in older):
+    if all(_is_summary(m) for m in older):
         raise CompactionFailed("nothing new to compact since the last compaction")
     asked = _instruction(instructions)
     summary_input = _fit(
@@ -165,6 +174,11 @@ async def compact(
     first = summary_message(summary, active_tools=active_tools, latest=_latest_request(older, kept))
     messages = (first, *kept)
     post = fixed + sum(message_tokens(m) for m in messages)
+    if not keep_recent and post >= estimated:
+        raise CompactionFailed(
+            f"the conversation ({estimated - fixed:,} tokens of messages) is already no larger "
+            "than its summary: nothing to free"
+        )
     return Compacted(
         messages=messages, summary=summary, pre_tokens=pre, post_tokens=post, usage=usage
     )
@@ -267,6 +281,10 @@ def _latest_request(older: Sequence[Message], kept: Sequence[Message]) -> str | 
     if any(_is_prompt(m) for m in kept):
         return None
     return next((m.text for m in reversed(older) if _is_prompt(m)), None)
+
+
+def _is_summary(message: Message) -> bool:
+    return message.role == "user" and message.text.startswith(SUMMARY_HEADER)
 
 
 def _is_prompt(message: Message) -> bool:

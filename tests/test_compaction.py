@@ -167,7 +167,8 @@ async def test_auto_compaction_can_be_turned_off(tmp_path: Path) -> None:
 
 
 async def test_manual_compaction_and_resuming_after_the_boundary(tmp_path: Path) -> None:
-    provider = ScriptedProvider(["answer one", "answer two", "<summary>Two answers.</summary>"])
+    long = "A long answer about the build, its stages and their logs. " * 30
+    provider = ScriptedProvider([long, long, "<summary>Two answers.</summary>"])
     session = make_session(provider, tmp_path, settings=lazy_settings())
     transcript = attach_transcript(session)
     with anyio.fail_after(10):
@@ -178,7 +179,8 @@ async def test_manual_compaction_and_resuming_after_the_boundary(tmp_path: Path)
     assert provider.requests[2].messages[-1].text.endswith("focus on answers")
     record = load_session(transcript_path(tmp_path, session.id))
     assert list(record.messages) == session.conversation.messages
-    assert record.messages[0].text.startswith(SUMMARY_HEADER)
+    [summary] = record.messages  # the summary replaces the whole history
+    assert summary.text.startswith(SUMMARY_HEADER)
     assert record.last_usage is None
     assert transcript.path == transcript_path(tmp_path, session.id)
 
