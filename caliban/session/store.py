@@ -142,7 +142,7 @@ def summarize(path: Path) -> SessionSummary:
                 elif kind == "clear":
                     prompts = []
                 else:
-                    prompts.append(message_from_json(record["message"]).text)
+                    prompts.append(user_words(message_from_json(record["message"]).text))
             except (ValueError, KeyError, TypeError, RecursionError):
                 continue
     stat = path.stat()
@@ -152,10 +152,31 @@ def summarize(path: Path) -> SessionSummary:
         project_root=_str_or_none(header.get("project_root")),
         created=_str_or_none(header.get("created")),
         updated=datetime.fromtimestamp(stat.st_mtime).astimezone(),
-        first_prompt=_one_line(prompts[0]) if prompts else "",
+        first_prompt=next((_one_line(p) for p in prompts if p.strip()), ""),
         turns=len(prompts),
         in_use=is_locked(path),
     )
+
+
+_MARKUP = re.compile(
+    r"<(system-reminder|bash-stdout|bash-stderr|file|directory)\b[^>]*>.*?(?:</\1>|\Z)",
+    re.DOTALL,
+)
+_COMMAND = re.compile(
+    r"<command-name>(.*?)</command-name>\s*(?:<command-args>(.*?)</command-args>)?", re.DOTALL
+)
+_BASH_INPUT = re.compile(r"<bash-input>(.*?)</bash-input>", re.DOTALL)
+
+
+def user_words(text: str) -> str:
+    """What the user typed, from a prompt as it was sent: ``/name args`` for a custom
+    command (not its expansion), ``!cmd`` for a shell command, and no system reminders,
+    attached files or command output."""
+    if (command := _COMMAND.search(text)) is not None:
+        return f"{command.group(1).strip()} {(command.group(2) or '').strip()}".strip()
+    text = _BASH_INPUT.sub(lambda m: f"!{m.group(1)}", text)
+    text = _MARKUP.sub(" ", text)
+    return re.sub(r"</?command-message>", " ", text).strip()
 
 
 def list_sessions(root: Path) -> list[SessionSummary]:
