@@ -121,7 +121,14 @@ async def run_command(
 ) -> RunResult:
     """Run ``/name arguments`` headless: unknown names and refusals make no request.
     ``message_id``: the id the prompt came with (a stream-json line's ``uuid``), kept by the
-    expanded message."""
+    expanded message. ``/init`` is built in (:mod:`caliban.skills.init`), as in the REPL."""
+    from caliban.skills import init
+
+    if name == init.NAME:
+        message = init.init_message(session.env.project_root)
+        if message_id is not None:
+            message = dataclasses.replace(message, id=message_id)
+        return await session.run(message)
     skill = find_skill(session.skills, name)
     if skill is None:
         return RunResult(
