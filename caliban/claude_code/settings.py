@@ -18,14 +18,14 @@ that cannot be read (not valid JSON, not an object), or whose ``permissions``, `
 ``ask`` has the wrong type, is a config error: its deny rules would be lost, and permission
 checks fail closed (Claude Code skips such a file). Other keys of the wrong type are skipped
 with a warning. ``hooks`` are handed to :mod:`caliban.hooks` (an untrusted
-folder's are left out, see below).
+folder's are left out, see below), ``statusLine`` to the REPL (the last layer's wins).
 
 Trust: a cloned repository can carry ``.claude/settings.json`` *and* a
 ``.claude/settings.local.json``. In a folder that is not trusted (:mod:`caliban.permissions.trust`),
 what they would widen or run is left out with one notice: ``permissions.allow``, a
 ``defaultMode`` that asks less (``acceptEdits``, ``bypassPermissions``), ``hooks``,
-``additionalDirectories`` and ``env`` (which can redirect the API key or change what an
-allowed command runs). What narrows
+``statusLine`` (a command), ``additionalDirectories`` and ``env`` (which can redirect the
+API key or change what an allowed command runs). What narrows
 (``deny``, ``ask``, ``plan``/``dontAsk``, disabled servers) and ``model`` still apply. See
 :func:`untrusted_filter`.
 """
@@ -89,6 +89,8 @@ class ClaudeSettings:
     hooks: tuple[tuple[str, object], ...] = ()
     """``(source, hooks table)`` of every layer that has one, lowest first (already trust-
     filtered: an untrusted folder's project and local layers have none)."""
+    status_line: Mapping[str, Any] | None = None
+    """``statusLine``: the REPL's status command (already trust-filtered, like hooks)."""
     disable_all_hooks: bool = False
     """``disableAllHooks: true`` in a layer that may say so: no hook runs, caliban's own
     included (scripts set it with ``--settings`` to run in isolation)."""
@@ -230,6 +232,8 @@ def untrusted_filter(layer: SettingsLayer) -> tuple[SettingsLayer, tuple[str, ..
     if sandbox_keys := [key for key in gated if key.startswith("sandbox.")]:
         data["sandbox"] = narrowed["sandbox"]
         dropped += sandbox_keys
+    if data.pop("statusLine", None) is not None:
+        dropped.append("statusLine")
     if permissions.pop("additionalDirectories", None):
         dropped.append("permissions.additionalDirectories")
     if "permissions" in data:
@@ -268,6 +272,7 @@ def combine(
     disabled: set[str] = set()
     enabled: set[str] | None = None
     hooks: list[tuple[str, object]] = []
+    status_line: Mapping[str, Any] | None = None
 
     for layer in layers:
 
@@ -322,6 +327,11 @@ def combine(
                 enabled = (enabled or set()) | set(values)
         if "hooks" in data:
             hooks.append((layer.source, data["hooks"]))
+        if "statusLine" in data:
+            if isinstance(data["statusLine"], Mapping):
+                status_line = data["statusLine"]
+            else:
+                bad("statusLine", 'an object ({"type": "command", "command": …})')
     return ClaudeSettings(
         layers=tuple(layers),
         allow=tuple(dict.fromkeys(rules["allow"])),
@@ -334,6 +344,7 @@ def combine(
         disabled_mcpjson_servers=frozenset(disabled),
         enabled_mcpjson_servers=frozenset(enabled) if enabled is not None else None,
         hooks=tuple(hooks),
+        status_line=status_line,
         warnings=tuple(notes),
         unusable=tuple(broken),
     )

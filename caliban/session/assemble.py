@@ -210,6 +210,7 @@ async def open_session(
         fallback_models=fallbacks,
         main_agent=main_agent,
         sandbox=sandbox,
+        status_line=setup.claude.status_line,
     )
     skip_hooks = options.bare or setup.claude.disable_all_hooks
     hooks = None if skip_hooks else _hooks(loaded, setup.claude.hooks, session, root)

@@ -10,10 +10,10 @@ from the loop fan out to the session's listeners (renderer, transcript, ...).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from caliban.agent import Agent, Conversation, RunResult
 from caliban.calls.verdict import ALLOW_ALL, Authorizer
@@ -99,6 +99,8 @@ class Session:
     provider's own web search too."""
     fallback_models: tuple[str, ...] = ()
     """``--fallback-model``: the main agent's models when its own stays overloaded."""
+    status_line: Mapping[str, Any] | None = None
+    """Claude Code's ``statusLine`` setting, for the REPL (:mod:`caliban.repl.statusline`)."""
     over_budget: Callable[[], str | None] | None = None
     """Asked after each of the main agent's responses: why the turn must stop
     (``--max-budget-usd``); ``None``: no budget."""
