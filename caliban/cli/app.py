@@ -7,9 +7,11 @@ imports what it needs when it runs.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from typer.core import TyperGroup, TyperOption
@@ -17,6 +19,7 @@ from typer.core import TyperGroup, TyperOption
 from caliban import __version__
 from caliban.cli.agents_cmd import agents_app
 from caliban.cli.config_cmd import config_app
+from caliban.cli.doctor_cmd import doctor_command, update_command
 from caliban.cli.mcp_cmd import mcp_app
 from caliban.cli.options import (
     EXIT_USAGE,
@@ -29,6 +32,9 @@ from caliban.cli.options import (
 from caliban.cli.output import err
 from caliban.cli.sessions_cmd import sessions_app
 from caliban.cli.trust_cmd import trust_command
+
+if TYPE_CHECKING:
+    from caliban.session.worktree import Worktree
 
 session_ran = False
 """Set once a session (interactive or -p) has run, so ``main`` may exit fast."""
@@ -90,6 +96,8 @@ app.add_typer(agents_app, name="agents")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(mcp_app, name="mcp")
 app.command("trust")(trust_command)
+app.command("doctor")(doctor_command)
+app.command("update")(update_command)
 
 
 def _version(value: bool) -> None:
@@ -375,6 +383,16 @@ def root(
         bool,
         typer.Option("--disable-slash-commands", help="No custom commands or skills."),
     ] = False,
+    worktree: Annotated[
+        str | None,
+        typer.Option(
+            "-w",
+            "--worktree",
+            metavar="[NAME]",
+            help="Work in a new git worktree, .claude/worktrees/NAME on branch worktree-NAME "
+            "(no NAME: one is made up); on exit, keep or remove it.",
+        ),
+    ] = None,
     fork_session: Annotated[
         bool,
         typer.Option(
@@ -453,6 +471,8 @@ def root(
         permission_prompt_tool=permission_prompt_tool,
         fallback_models=_split_list(fallback_model) if fallback_model else (),
     )
+    if worktree is not None:
+        options = _in_worktree(options, worktree)
     global session_ran
     session_ran = True
     # The Agent SDKs start the CLI without -p (Claude Code runs headless whenever stdout is
@@ -460,10 +480,43 @@ def root(
     if print_mode or input_format == "stream-json":
         from caliban.headless.run import run_headless
 
-        raise typer.Exit(run_headless(options))
+        code = run_headless(options)
+        if options.worktree is not None:
+            _leave_worktree_headless(options.worktree)
+        raise typer.Exit(code)
     from caliban.repl.app import run_interactive
 
     raise typer.Exit(run_interactive(options))
+
+
+def _in_worktree(options: CliOptions, name: str) -> CliOptions:
+    """``-w NAME``: the session runs in a new (or the existing) worktree NAME."""
+    import dataclasses
+
+    from caliban.session.worktree import create_worktree
+
+    worktree = create_worktree(options.cwd, name or None)
+    os.chdir(worktree.path)
+    relative = ""
+    with contextlib.suppress(ValueError):
+        relative = str(options.cwd.resolve().relative_to(worktree.repo_root.resolve()))
+    cwd = worktree.path / relative if relative and (worktree.path / relative).is_dir() else None
+    return dataclasses.replace(options, cwd=cwd or worktree.path, worktree=worktree)
+
+
+def _leave_worktree_headless(worktree: Worktree) -> None:
+    """After ``-p -w``: a worktree with no changes goes, one with changes stays (said on
+    stderr); nobody is there to ask."""
+    from caliban.session.worktree import changes, remove_worktree
+    from caliban.util.git import GitError
+
+    try:
+        if changes(worktree).none:
+            remove_worktree(worktree)
+            return
+    except GitError as exc:
+        err(f"caliban: worktree {worktree.path}: {exc}")
+    err(f"caliban: worktree kept at {worktree.path} (branch {worktree.branch})")
 
 
 def _json_schema(text: str) -> dict[str, Any]:

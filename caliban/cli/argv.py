@@ -1,7 +1,7 @@
 """Claude Code's command-line spellings, rewritten into what click parses.
 
-Claude Code's list options take several values (``--allowedTools Read Edit``), ``--resume``
-and ``--debug`` take an optional one, and some flags change nothing in caliban; these
+Claude Code's list options take several values (``--allowedTools Read Edit``), ``--resume``,
+``--worktree`` and ``--debug`` take an optional one, and some flags change nothing in caliban; these
 functions rewrite ``sys.argv`` before :mod:`caliban.cli.app` parses it.
 """
 
@@ -77,19 +77,29 @@ def expand_variadic(argv: list[str]) -> list[str]:
     return result
 
 
-def normalise_resume(argv: list[str]) -> list[str]:
-    """``--resume`` takes an optional id: with no id (or an option next) it means 'pick'."""
+OPTIONAL_VALUE = {"--resume": "-r", "--worktree": "-w"}
+"""Options whose value may be left out (Claude Code's ``--resume [id]``, ``-w [name]``): the
+next word is the value unless it is an option, as Claude Code reads them, so
+``--resume typo`` is a session id that is not found, never a prompt."""
+
+
+def normalise_optional_values(argv: list[str]) -> list[str]:
+    """``--resume`` / ``-w`` without a value become ``--resume=`` / ``--worktree=``."""
     result: list[str] = []
     for i, token in enumerate(argv):
         result.append(token)
-        if token in ("--resume", "-r"):
-            following = argv[i + 1] if i + 1 < len(argv) else None
-            if following is None or following.startswith("-") or not _looks_like_id(following):
-                result[-1] = "--resume="
+        if token == "--":
+            result.extend(argv[i + 1 :])
+            break
+        for long, short in OPTIONAL_VALUE.items():
+            if token in (long, short):
+                following = argv[i + 1] if i + 1 < len(argv) else None
+                if following is None or following.startswith("-"):
+                    result[-1] = f"{long}="
     return result
 
 
-SUBCOMMANDS = frozenset({"config", "agents", "sessions", "mcp", "trust"})
+SUBCOMMANDS = frozenset({"config", "agents", "sessions", "mcp", "trust", "doctor", "update"})
 
 SILENT_FLAGS = frozenset(
     {
@@ -155,7 +165,3 @@ def compat_flags(argv: list[str]) -> list[str]:
         else:
             result.append(token)
     return result
-
-
-def _looks_like_id(token: str) -> bool:
-    return len(token) >= 4 and all(c in "0123456789abcdefABCDEF-" for c in token)

@@ -34,14 +34,14 @@ def main(argv: list[str] | None = None) -> None:
 def _dispatch(args: list[str]) -> tuple[int, bool]:
     """Parse and run ``args``: the exit code, and whether a session (REPL or -p) ran."""
     from caliban.cli import app as cli
-    from caliban.cli.argv import compat_flags, expand_variadic, normalise_resume
+    from caliban.cli.argv import compat_flags, expand_variadic, normalise_optional_values
     from caliban.cli.options import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_USAGE
     from caliban.cli.output import err
     from caliban.errors import ConfigError, UsageError
 
     code = 0
     try:
-        argv = normalise_resume(expand_variadic(compat_flags(args)))
+        argv = normalise_optional_values(expand_variadic(compat_flags(args)))
         cli.app(args=argv, prog_name="caliban", standalone_mode=True)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from caliban.session.worktree import Worktree
 
 EXIT_USAGE = 2
 EXIT_CONFIG = 78
@@ -88,3 +91,5 @@ class CliOptions:
     json_schema: Mapping[str, Any] | None = None
     """``--json-schema``: the main agent answers through a StructuredOutput tool with this
     input schema (:mod:`caliban.tools.structured_output`)."""
+    worktree: Worktree | None = None
+    """``-w``: the worktree the session runs in (``cwd`` is in it), made before it starts."""
