@@ -1,8 +1,10 @@
 """The REPL driven through prompt-toolkit pipe input, against the scripted provider.
 
 Keys go in through ``create_pipe_input()``; what a user reads is captured from a rich
-console writing to a string. Everything typed is sent up front: prompt-toolkit keeps keys
-that arrive while a turn runs as type-ahead for the next prompt.
+console writing to a string. Prompts are sent up front: what is typed while a turn runs is
+queued for its end (Enter) or waits at the next prompt. Answers to a permission question
+are sent once it is on the screen (:func:`answer_questions`): keys typed before it was drawn
+never answer it.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ ENTER = "\r"
 ALT_ENTER = "\x1b\r"
 CTRL_C = "\x03"
 CTRL_D = "\x04"
+EXIT = "/exit\r"
 MODEL = "claude-sonnet-4-5"
 LAZY = {"tools": {"lazy_mcp": True}}
 LAZY_SETTINGS = Settings.model_validate(LAZY)
@@ -59,6 +62,7 @@ class Harness:
     provider: ScriptedProvider
     input: PipeInput
     out: io.StringIO
+    approver: TerminalApprover
 
     @property
     def lines(self) -> list[str]:
@@ -117,7 +121,24 @@ async def harness(
             output=DummyOutput(),
             history=InMemoryHistory(),
         )
-        yield Harness(repl=repl, session=session, provider=provider, input=pipe, out=out)
+        yield Harness(
+            repl=repl, session=session, provider=provider, input=pipe, out=out, approver=approver
+        )
+
+
+async def answer_questions(h: Harness, prompt: str, *answers: str, done: str) -> None:
+    """Send ``prompt``; answer each permission question with the next of ``answers`` once
+    it is drawn; when ``done`` is on the screen, leave (``/exit``: typed before the turn has
+    quite ended, it is queued for its end, where a Ctrl-D would be dropped)."""
+    h.input.send_text(prompt + ENTER)
+    task = asyncio.ensure_future(h.repl.run())
+    for number, keys in enumerate(answers, start=1):
+        await wait_until(lambda number=number: h.approver.shown >= number)  # type: ignore[misc]
+        h.input.send_text(keys)
+    await wait_until(lambda: done in h.text)
+    h.input.send_text(EXIT)
+    with anyio.fail_after(10):
+        await task
 
 
 async def wait_until(condition: Callable[[], bool], limit: float = 5) -> None:
@@ -481,7 +502,7 @@ def test_a_prompt_line_is_a_command_only_when_it_starts_with_slash_and_a_word() 
 async def test_permission_yes_runs_the_command(project: Path) -> None:
     steps = [reply(tool_call("Bash", {"command": "echo approved-run"})), "Ran it."]
     async with harness(steps, project, ask=True) as h:
-        await h.run("run it" + ENTER + "1" + CTRL_D)
+        await answer_questions(h, "run it", "1", done="● Ran it.")
     text = h.text
     assert "Bash command" in text and "$ echo approved-run" in text
     assert "caliban asks because" in text
@@ -492,7 +513,9 @@ async def test_permission_yes_runs_the_command(project: Path) -> None:
 async def test_permission_no_with_a_reason_tells_the_model(project: Path) -> None:
     steps = [reply(tool_call("Bash", {"command": "rm -rf build"})), "Understood."]
     async with harness(steps, project, ask=True) as h:
-        await h.run("clean" + ENTER + "3" + "use make clean instead" + ENTER + CTRL_D)
+        await answer_questions(
+            h, "clean", "3" + "use make clean instead" + ENTER, done="● Understood."
+        )
     [result] = [p for p in h.provider.requests[1].messages[-1].parts if not isinstance(p, TextPart)]
     assert result.is_error  # type: ignore[union-attr]
     assert "The user said: use make clean instead" in result.text  # type: ignore[union-attr]
@@ -506,7 +529,7 @@ async def test_permission_dont_ask_again_for_the_session(project: Path) -> None:
         "Both ran.",
     ]
     async with harness(steps, project, ask=True) as h:
-        await h.run("go" + ENTER + "2" + CTRL_D)
+        await answer_questions(h, "go", "2", done="● Both ran.")
     text = h.text
     assert text.count("Do you want to proceed?") <= 1
     assert text.count("Bash command") == 1
@@ -517,7 +540,16 @@ async def test_permission_dont_ask_again_for_the_session(project: Path) -> None:
 async def test_ctrl_c_at_a_permission_prompt_interrupts_the_turn(project: Path) -> None:
     steps = [reply(tool_call("Bash", {"command": "echo never"})), "After."]
     async with harness(steps, project, ask=True) as h:
-        await h.run("go" + ENTER + CTRL_C + "next" + ENTER + CTRL_D)
+        h.input.send_text("go" + ENTER)
+        task = asyncio.ensure_future(h.repl.run())
+        await wait_until(lambda: h.approver.shown == 1)
+        h.input.send_text(CTRL_C)
+        await wait_until(lambda: "Interrupted" in h.text)
+        h.input.send_text("next" + ENTER)
+        await wait_until(lambda: "● After." in h.text)
+        h.input.send_text(EXIT)
+        with anyio.fail_after(10):
+            await task
     assert "  ⎿  Interrupted · what should caliban do instead?" in h.lines
     assert "never" not in "".join(line for line in h.lines if line.startswith("  ⎿  n"))
     assert h.lines[-1] == "● After."
@@ -538,6 +570,7 @@ def test_slash_completion_has_descriptions(tmp_path: Path) -> None:
         ("/compact", COMMANDS["compact"].description),
         ("/config", COMMANDS["config"].description),
         ("/cost", COMMANDS["cost"].description),
+        ("/copy", COMMANDS["copy"].description),
     ]
     assert completions("/model x", tmp_path) == []
 
@@ -577,12 +610,25 @@ async def test_lazy_mcp_shows_in_the_toolbar_and_context_and_clear_resets_it(
     assert "MCP active: 2/24 (mcp__docs__search, mcp__github__list_issues)" in h.lines
 
 
-async def test_history_is_saved_in_the_state_dir(project: Path, isolated_dirs: Path) -> None:
-    from caliban.repl.app import _file_history
+async def test_history_is_kept_per_project_and_readable_by_its_owner_only(
+    project: Path, tmp_path: Path, isolated_dirs: Path
+) -> None:
+    import stat
 
-    history = _file_history()
-    history.append_string("remember me")
-    assert "remember me" in (isolated_dirs / "state" / "history").read_text()
+    from caliban.repl.history import history_path, project_history
+
+    other = tmp_path / "other"
+    (other / ".git").mkdir(parents=True)
+    project_history(project).append_string("remember me")
+    path = history_path(project)
+    assert path.parent == isolated_dirs / "state" / "prompt-history"
+    assert "remember me" in path.read_text()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert list(project_history(other).load_history_strings()) == []
+    path.chmod(0o644)  # a file from before: narrowed at the next prompt
+    project_history(project).append_string("again")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 def test_without_a_terminal_it_says_to_use_p(
@@ -614,17 +660,35 @@ async def test_agents_lists_name_source_model_tools_and_inheritance(project: Pat
 async def test_compact_summarises_the_conversation_and_says_how_much_it_freed(
     project: Path,
 ) -> None:
-    async with harness(["first answer", "<summary>We said hello.</summary>"], project) as h:
+    long_answer = "The build runs three stages and each stage writes a log. " * 40
+    async with harness([long_answer, "<summary>We said hello.</summary>"], project) as h:
         await h.run(
             "hello" + ENTER + "/compact keep it short" + ENTER + "/compact" + ENTER + CTRL_D
         )
     assert "Compacting the conversation…" in h.lines
-    assert any(
-        line.lstrip().startswith("⎿  Conversation compacted (manual): about ") for line in h.lines
-    ), h.lines
-    assert h.session.conversation.messages[0].text.startswith("This conversation was compacted")
+    [line] = [line for line in h.lines if "Conversation compacted (manual)" in line]
+    before, after = re.findall(r"about ([\d.]+k?) → ([\d.]+k?) tokens", line)[0]
+    assert _tokens(after) < _tokens(before), line  # one unit, and smaller
+    assert line.endswith("the summary replaces it")
+    # Claude Code's /compact: the summary replaces the whole history.
+    [summary] = h.session.conversation.messages
+    assert summary.text.startswith("This conversation was compacted")
+    assert "hello" in summary.text  # the user's latest request, verbatim
     # Nothing new since: the second /compact has only the summary to work on, and says so.
     assert "Not compacted: nothing new to compact since the last compaction" in h.lines
+
+
+def _tokens(shown: str) -> float:
+    return float(shown.removesuffix("k")) * (1000 if shown.endswith("k") else 1)
+
+
+async def test_compact_of_a_conversation_smaller_than_its_summary_keeps_it(project: Path) -> None:
+    async with harness(
+        ["hi", "<summary>The user greeted; the model answered.</summary>"], project
+    ) as h:
+        await h.run("hello" + ENTER + "/compact" + ENTER + CTRL_D)
+    assert "is already no larger than its summary: nothing to free" in " ".join(h.lines)
+    assert [m.text for m in h.session.conversation.messages] == ["hello", "hi"]
 
 
 async def test_first_question_before_servers_connect_finds_and_calls_the_tool(
@@ -700,8 +764,9 @@ def test_at_path_respects_read_deny_rules_and_bounds(project: Path) -> None:
     (project / "secrets" / "key").write_text("hunter2\n")
     (project / "big.txt").write_text("x" * (MAX_FILE_CHARS * 3))
     os.mkfifo(project / "pipe")
+    env = ToolEnv(cwd=project, project_root=project, read_denied=policy.read_denial)
     message, attachments, problems = attach(
-        "look at @.env @secrets/key @secrets @big.txt @pipe", project, policy.read_denial
+        "look at @.env @secrets/key @secrets @big.txt @pipe", env
     )
     sent = "\n".join(part.text for part in message.parts if isinstance(part, TextPart))
     assert "swordfish" not in sent and "hunter2" not in sent
@@ -711,9 +776,10 @@ def test_at_path_respects_read_deny_rules_and_bounds(project: Path) -> None:
         "@pipe not attached: it is not a regular file (a FIFO, socket or device)",
     ]
     listing, big = attachments
-    assert listing.text == (
-        '<directory path="secrets">\n'
+    assert listing.part == TextPart(
+        text='<directory path="secrets">\n'
         "[1 more left out: the permission rules deny reading them]\n</directory>"
     )
     assert big.note == f"cut to {MAX_FILE_CHARS:,} characters"
-    assert len(big.text) < MAX_FILE_CHARS + 200
+    assert big.size < MAX_FILE_CHARS + 200
+    assert big.read is None and not env.file_reads  # seen in part: not a read

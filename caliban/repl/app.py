@@ -3,32 +3,41 @@
 :func:`run_interactive` is what ``caliban`` (no ``-p``) runs. The prompt appears at once: MCP
 servers connect in the background and the provider SDK loads in a worker thread. Each
 prompt runs as an asyncio task; Ctrl-C (SIGINT: the terminal keeps its signal keys while a
-turn runs) or Esc cancels it and the session goes on with the partial answer kept. ``!command``
-runs a shell command into the conversation; Shift-Tab cycles the permission mode.
+turn runs) or Esc cancels it and the session goes on with the partial answer kept. What is
+typed while a turn runs is a draft shown under the answer; Enter queues it for the end of
+the turn (:mod:`caliban.repl.typeahead`). ``!command`` runs a shell command into the
+conversation; the keys are :mod:`caliban.repl.keys`'.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import dataclasses
 import os
+import shlex
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.application import create_app_session, get_app_session, run_in_terminal
-from prompt_toolkit.filters import has_completions
+from prompt_toolkit.application import (
+    Application,
+    create_app_session,
+    get_app_session,
+    in_terminal,
+    run_in_terminal,
+)
+from prompt_toolkit.buffer import Buffer
+from prompt_toolkit.enums import EditingMode
 from prompt_toolkit.formatted_text import StyleAndTextTuples
-from prompt_toolkit.history import FileHistory, History
+from prompt_toolkit.history import History
 from prompt_toolkit.input import Input
-from prompt_toolkit.input.typeahead import store_typeahead
-from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
-from prompt_toolkit.keys import Keys
+from prompt_toolkit.key_binding import KeyPress
 from prompt_toolkit.output import Output
 from prompt_toolkit.styles import Style
 from prompt_toolkit.utils import is_dumb_terminal
@@ -37,23 +46,24 @@ from rich.text import Text
 
 from caliban import __version__
 from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
-from caliban.config import paths
 from caliban.events import AgentEvent
-from caliban.messages import Message, TextPart
-from caliban.repl.approve import TerminalApprover
+from caliban.messages import ImagePart, Message, TextPart
+from caliban.repl.approve import TerminalApprover, choose
 from caliban.repl.attach import attach
-from caliban.repl.commands import (
-    CommandContext,
-    ExitRepl,
-    find_command,
-    run_command,
-)
+from caliban.repl.clipboard import ClipboardError, paste_image
+from caliban.repl.commands import CommandContext, ExitRepl, find_command, run_command
 from caliban.repl.complete import ReplCompleter
+from caliban.repl.editor import NoEditor, edit_text
+from caliban.repl.history import project_history
+from caliban.repl.host import Opener, SessionHost
+from caliban.repl.keys import prompt_key_bindings
 from caliban.repl.render import ELBOW, Renderer, TerminalConsole, outside_text
+from caliban.repl.statusline import StatusLine
+from caliban.repl.terminal import Attention, quiet_keys, reading_keys, write_to_terminal
 from caliban.repl.toolbar import toolbar_text
 from caliban.repl.trust_prompt import settle_trust
+from caliban.repl.typeahead import TypeAhead
 from caliban.skills.slash import parse_slash
-from caliban.util.background import start_in_daemon_thread
 
 if TYPE_CHECKING:
     from caliban.config.settings import PermissionMode
@@ -61,14 +71,6 @@ if TYPE_CHECKING:
     from caliban.session.session import Session
     from caliban.skills.catalog import Skill
 
-EXIT_ARM_SECONDS = 2.0
-"""A second Ctrl-C on an empty prompt within this many seconds exits."""
-PASTE_COLLAPSE_LINES = 12
-PASTE_COLLAPSE_CHARS = 2_000
-"""A paste longer than this shows as ``[Pasted text #1 +240 lines]`` in the input line (its
-whole text is sent): a long log would otherwise fill the screen and the scrollback twice."""
-ESC_WAIT_SECONDS = 0.05
-"""A lone Esc is told from the start of an escape sequence (an arrow key) by this pause."""
 MODE_CYCLE: tuple[PermissionMode, ...] = ("default", "acceptEdits", "plan")
 """What Shift-Tab steps through (bypassPermissions too when the session started in it)."""
 
@@ -137,17 +139,6 @@ async def _run_until_signalled(options: CliOptions) -> int:
             loop.remove_signal_handler(signum)
 
 
-Opener = Callable[..., AbstractAsyncContextManager["Session"]]
-"""``caliban.session.assemble.open_session``'s shape (injectable for tests)."""
-
-
-def _import_open_session() -> Opener:
-    from caliban.session.assemble import open_session, preload
-
-    preload()
-    return open_session
-
-
 async def run_repl(
     options: CliOptions,
     *,
@@ -161,14 +152,31 @@ async def run_repl(
 
     The prompt is drawn first. The session opens meanwhile in a background task, with its
     heavy imports (settings models, provider selection, the MCP SDK) in a worker thread, so
-    typing can start while caliban loads; a prompt submitted early waits for it.
+    typing can start while caliban loads; a prompt submitted early waits for it. On the way
+    out caliban says how to resume the session, and offers to keep or remove the worktree
+    ``-w`` made.
     """
     console = console or TerminalConsole()
     renderer = Renderer(console, cwd=options.cwd)
     approver = TerminalApprover(console, cwd=options.cwd)
+    if options.resume:
+        # A mistyped id fails before anything is drawn (Claude Code's --resume opens a
+        # search instead; caliban names the recent sessions).
+        from caliban.config.paths import project_root
+        from caliban.session.store import find_session
+
+        find_session(project_root(options.cwd), options.resume)
     with create_app_session(input=input, output=output):
         # Before anything loads: the answer decides which project servers may start.
         await settle_trust(console, options.cwd)
+        if (worktree := options.worktree) is not None:
+            console.print(
+                outside_text(
+                    f"  Worktree {worktree.path} (branch {worktree.branch}); on exit you keep "
+                    "or remove it",
+                    "dim",
+                )
+            )
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[Session] = loop.create_future()
         repl = Repl(
@@ -182,77 +190,73 @@ async def run_repl(
             output=output,
             history=history,
         )
-        host = _SessionHost(options, opener, ready, approver=approver, listener=repl.listener)
+        hosts = [SessionHost(options, opener, ready, approver=approver, listener=repl.listener)]
+
+        async def restart() -> None:
+            """Close the session and open it again, conversation and id kept (``/trust``:
+            the project's servers, settings and hooks apply from then on)."""
+            from caliban.session.store import transcript_path
+
+            old = repl.session
+            saved = transcript_path(old.env.project_root, old.id).exists()
+            again = dataclasses.replace(
+                hosts[-1].options,
+                prompt=None,
+                continue_session=False,
+                resume=old.id if saved else None,
+                session_id=None if saved else old.id,
+            )
+            await hosts[-1].close()
+            reopened: asyncio.Future[Session] = loop.create_future()
+            hosts.append(
+                SessionHost(again, opener, reopened, approver=approver, listener=repl.listener)
+            )
+            hosts[-1].start()
+            repl.use(reopened)
+            await repl.wait_for_session()
+
+        repl.restart = restart
         try:
             if options.resume == "":
                 # The resume picker reads the terminal itself: open the session first.
-                host.start()
+                hosts[0].start()
                 await asyncio.wait({ready})
                 ready.result()  # a failure (no such session) ends here
-            return await repl.run(first_prompt=options.prompt, when_shown=host.start)
+            code = await repl.run(first_prompt=options.prompt, when_shown=hosts[0].start)
         finally:
-            await host.close()
+            await hosts[-1].close()
+        await farewell(repl, options)
+        return code
 
 
-class _SessionHost:
-    """Holds the session open in its own task: an async context manager must be entered
-    and left in one task, and the REPL's task must not wait for it to open."""
+async def farewell(repl: Repl, options: CliOptions) -> None:
+    """The last lines: ``caliban --resume <id>`` when the session was saved, and the
+    worktree question when ``-w`` made one."""
+    from caliban.session.store import transcript_path
 
-    def __init__(
-        self,
-        options: CliOptions,
-        opener: Opener | None,
-        ready: asyncio.Future[Session],
-        *,
-        approver: TerminalApprover,
-        listener: Callable[[AgentEvent], None],
-    ) -> None:
-        self._closing = asyncio.Event()
-        self._ready = ready
-        self._args = (options, opener, approver, listener)
-        self._task: asyncio.Task[None] | None = None
+    session = repl.opened_session()
+    console = repl.console
+    command = None
+    if session is not None and transcript_path(session.env.project_root, session.id).exists():
+        command = f"caliban --resume {session.id}"
+    if options.worktree is not None:
+        from caliban.repl.worktree_exit import leave_worktree
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(*self._args))
-
-    async def _run(
-        self,
-        options: CliOptions,
-        opener: Opener | None,
-        approver: TerminalApprover,
-        listener: Callable[[AgentEvent], None],
-    ) -> None:
-        try:
-            if opener is None:
-                opener = await start_in_daemon_thread(_import_open_session, name="caliban-import")
-            async with opener(
-                options, approver=approver, listeners=[listener], interactive=True
-            ) as session:
-                self._ready.set_result(session)
-                await self._closing.wait()
-        except Exception as exc:
-            if self._ready.done():
-                raise
-            self._ready.set_exception(exc)
-
-    async def close(self) -> None:
-        self._closing.set()
-        if self._task is None:
+        kept = await leave_worktree(console, options.worktree)
+        if not kept:
             return
-        if not self._ready.done():
-            self._task.cancel()
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            if not self._task.cancelled():
-                raise
-        if self._ready.done() and not self._ready.cancelled():
-            self._ready.exception()  # retrieved: the REPL has reported it already
+        if command is not None:
+            command = f"cd {shlex.quote(str(options.worktree.path))} && {command}"
+    if command is not None:
+        console.print(Text("Resume this session with:", style="dim"))
+        console.print(Text(command))
 
 
 class Repl:
     """The read-eval-print loop over one session. Input and output are injectable for tests."""
+
+    restart: Callable[[], Awaitable[None]] | None = None
+    """Close the session and open it again (``/trust``), when the REPL's host can."""
 
     def __init__(
         self,
@@ -284,22 +288,34 @@ class Repl:
         self._when_shown: Callable[[], None] | None = None
         self._pastes: dict[str, str] = {}
         """Collapsed pastes of this session by placeholder (see :data:`PASTE_COLLAPSE_LINES`)."""
-        self._exit_armed_until = 0.0
+        self._images: dict[str, ImagePart] = {}
+        """Images pasted with Ctrl-V, by their ``[Image #1]`` placeholder."""
+        self.typeahead = TypeAhead()
+        self._stashed: str | None = None
+        self._hint: str | None = None
+        """A short note in the toolbar (``stashed``, a failed Ctrl-V) until the next prompt."""
+        self.exit_armed_until = 0.0
         self._cycle: tuple[PermissionMode, ...] = MODE_CYCLE
+        self.attention = Attention(write_to_terminal() if self._real_terminal else _no_write)
+        self.status_line = StatusLine()
+        self.renderer.typed = lambda: (self.typeahead.draft, self.typeahead.queued)
         if approver is not None:
             approver.pause = self.paused
             approver.on_interrupt = self.interrupt
+            approver.early_keys = self._take_keys
+            approver.on_shown = lambda: self.attention.ring("a question is waiting")
         self.prompt: PromptSession[str] = PromptSession(
             message=self._message,
-            history=history if history is not None else _file_history(self._warn),
+            history=history if history is not None else project_history(self.cwd, self._warn),
             completer=ReplCompleter(self.cwd, custom=self._custom_commands),
             complete_while_typing=True,
-            key_bindings=self._key_bindings(),
+            key_bindings=prompt_key_bindings(self),
             bottom_toolbar=self._toolbar,
             prompt_continuation=lambda width, line, wrap: [("class:continuation", "  ")],
             style=STYLE,
             refresh_interval=0.5,
             reserve_space_for_menu=6,
+            enable_suspend=True,
             input=input,
             output=output,
         )
@@ -311,8 +327,21 @@ class Repl:
         """The session (only once open: see :meth:`wait_for_session`)."""
         return self._ready.result()
 
+    def opened_session(self) -> Session | None:
+        """The session, when it opened."""
+        ready = self._ready
+        if not ready.done() or ready.cancelled() or ready.exception() is not None:
+            return None
+        return ready.result()
+
     async def wait_for_session(self) -> Session:
         return await asyncio.shield(self._ready)
+
+    def use(self, ready: asyncio.Future[Session]) -> None:
+        """Drive the session ``ready`` resolves to from now on (a restarted one)."""
+        self._resumed = False
+        self._ready = ready
+        ready.add_done_callback(self._session_opened)
 
     def _start_session(self) -> None:
         """Start opening the session (once): see ``when_shown`` in :meth:`run`."""
@@ -330,11 +359,13 @@ class Repl:
             if app is not None and app.is_running:
                 app.exit(exception=failure)
             return
-        policy = ready.result().permissions
+        session = ready.result()
+        policy = session.permissions
         if policy is not None and policy.mode == "bypassPermissions":
             self._cycle = (*MODE_CYCLE, "bypassPermissions")
+        self.status_line.configure(session, refreshed=self._redraw)
         if self._resumed:  # --continue / --resume: show where the conversation was
-            messages = list(ready.result().conversation.messages)
+            messages = list(session.conversation.messages)
             self._show(lambda: self.renderer.replay(messages))
 
     def listener(self, event: AgentEvent) -> None:
@@ -351,6 +382,11 @@ class Repl:
         self._pending_output.add(shown)
         shown.add_done_callback(self._pending_output.discard)
 
+    def _redraw(self) -> None:
+        app = get_app_session().app
+        if app is not None and app.is_running:
+            app.invalidate()
+
     # -- the loop
 
     async def run(
@@ -366,25 +402,49 @@ class Repl:
         if first_prompt or (self._real_terminal and is_dumb_terminal()):
             # A dumb terminal's prompt (TERM=dumb) runs no pre_run callbacks: start now.
             self._start_session()
-        if first_prompt:
-            await self.submit(first_prompt)
-        while True:
-            if self._ready.done() and not self._ready.cancelled():
-                self._ready.result()  # the session failed to open: raise why
-            pre_run = None
-            if self._when_shown is not None:
-                pre_run = _soon(self._start_session)  # after the first draw of the prompt
-            try:
-                text = await self.prompt.prompt_async(pre_run=pre_run)
-            except EOFError:
-                break
-            except KeyboardInterrupt:
-                continue
-            try:
-                await self.submit(self._expand_pastes(text))
-            except ExitRepl:
-                break
+        self.attention.start()
+        try:
+            if first_prompt:
+                await self._submit_and_queued(first_prompt)
+            while True:
+                if self._ready.done() and not self._ready.cancelled():
+                    self._ready.result()  # the session failed to open: raise why
+                pre_run = None
+                if self._when_shown is not None:
+                    pre_run = _soon(self._start_session)  # after the first draw of the prompt
+                try:
+                    text = await self.prompt.prompt_async(
+                        default=self._next_default(), pre_run=pre_run
+                    )
+                except EOFError:
+                    break
+                except KeyboardInterrupt:
+                    continue
+                finally:
+                    self._hint = None
+                await self._submit_and_queued(text)
+        except ExitRepl:
+            pass
+        finally:
+            self.attention.stop()
         return 0
+
+    async def _submit_and_queued(self, text: str) -> None:
+        """Submit ``text``, then what was queued with Enter while it ran (as Claude Code
+        sends queued messages together, once the turn is over)."""
+        await self.submit(self._expand_pastes(text))
+        while (queued := self.typeahead.take_queued()) is not None:
+            self.console.print()
+            self.console.print(outside_text(f"> {queued}", "bold"))
+            await self.submit(queued)
+
+    def _next_default(self) -> str:
+        """What the next prompt starts with: a draft typed during the turn, else the line
+        stashed with Ctrl-S."""
+        if draft := self.typeahead.take_draft():
+            return draft
+        stashed, self._stashed = self._stashed, None
+        return stashed or ""
 
     async def submit(self, text: str) -> None:
         """Handle one line of input: a slash command or a prompt for the model."""
@@ -404,7 +464,12 @@ class Repl:
                 await self.run_custom(skill, parsed[1])
                 return
             context = CommandContext(
-                session=session, console=self.console, replay=self.renderer.replay
+                session=session,
+                console=self.console,
+                replay=self.renderer.replay,
+                run_prompt=self.run_turn,
+                toggle_vi=self.toggle_vi,
+                restart=self.restart,
             )
             # Interruptible like a turn: /compact waits for the model, /resume for servers.
             task = await self._interruptible(run_command(text, context))
@@ -412,15 +477,18 @@ class Repl:
                 self.console.print(Text(f"  {ELBOW}  Interrupted: {parsed[0]}", style="yellow"))
             elif (failure := task.exception()) is not None:
                 raise failure
+            self.status_line.refresh()
             return
-        message, attachments, problems = attach(text, session.cwd, session.env.read_denied)
+        images = [image for marker, image in self._images.items() if marker in text]
+        self._images.clear()
+        message, attachments, problems = attach(text, session.env, images=images)
         for attachment in attachments:
             self.console.print(
                 outside_text(f"  {ELBOW}  Attached @{attachment.path} ({attachment.note})", "dim")
             )
         for problem in problems:
             self.console.print(outside_text(f"  ⚠  {problem}", style="yellow"))
-        await self.run_turn(message if attachments else text)
+        await self.run_turn(message if attachments or images else text)
 
     async def run_custom(self, skill: Skill, arguments: str) -> None:
         """``/name args`` of a custom command or skill: expanded, then run as a prompt."""
@@ -444,9 +512,11 @@ class Repl:
             task = await self._interruptible(self.session.run(prompt, model=model, allow=allow))
         finally:
             self.renderer.end_turn()
+            self.status_line.refresh()
         if task.cancelled():
             self.renderer.interrupted()
             return
+        self.attention.ring("the answer is ready")
         if (exc := task.exception()) is not None:
             self.renderer.error(_describe_error(exc))
             return
@@ -486,7 +556,11 @@ class Repl:
         task: asyncio.Task[object] = asyncio.ensure_future(work)
         self._turn = task
         try:
-            with self._sigint_interrupts(), self._no_echo(), self._esc_interrupts():
+            with (
+                self._sigint_interrupts(),
+                quiet_keys(self._real_terminal),
+                reading_keys(self.prompt.app.input, self._take_keys),
+            ):
                 await asyncio.wait({task})
         except asyncio.CancelledError:
             # caliban itself is stopping (SIGTERM, SIGHUP): let the turn end first, so its
@@ -498,16 +572,21 @@ class Repl:
             self._turn = None
         return task
 
+    def _take_keys(self, keys: list[KeyPress]) -> None:
+        """Keys typed while a turn runs (or before a question was drawn): the draft, the
+        queue, Esc."""
+        if self.typeahead.feed(self.attention.note_keys(keys)):
+            self.interrupt()
+
     def cycle_mode(self) -> PermissionMode | None:
         """Shift-Tab: the next permission mode (default → acceptEdits → plan → …); ``None``
         when the session has no permission policy (yet)."""
-        if not self._ready.done() or self._ready.cancelled() or self._ready.exception():
+        if (session := self.opened_session()) is None or session.permissions is None:
             return None
-        policy = self.session.permissions
-        if policy is None:
-            return None
+        policy = session.permissions
         index = self._cycle.index(policy.mode) if policy.mode in self._cycle else -1
         policy.mode = self._cycle[(index + 1) % len(self._cycle)]
+        self.status_line.refresh()
         return policy.mode
 
     def interrupt(self) -> None:
@@ -524,20 +603,117 @@ class Repl:
             # prompt-toolkit removed our SIGINT handler when its prompt ended.
             self._add_sigint_handler()
 
+    # -- what the keys do (see caliban.repl.keys)
+
+    def collapsed_paste(self, data: str) -> str:
+        lines = data.count("\n") + 1
+        size = f"+{lines} lines" if lines > 1 else f"{len(data):,} characters"
+        placeholder = f"[Pasted text #{len(self._pastes) + 1} {size}]"
+        self._pastes[placeholder] = data
+        return placeholder
+
+    def stash(self, buffer: Buffer) -> None:
+        """Ctrl-S: put the line aside (it comes back after the next prompt is sent), or
+        bring a stashed line back on an empty one."""
+        if buffer.text.strip():
+            self._stashed = buffer.text
+            buffer.reset()
+            self._hint = "› stashed (back after the next prompt; Ctrl-S on an empty line)"
+        elif self._stashed is not None:
+            buffer.text, self._stashed = self._stashed, None
+            buffer.cursor_position = len(buffer.text)
+            self._hint = None
+
+    def edit_in_editor(self, buffer: Buffer) -> None:
+        """Ctrl-G: the line in ``$EDITOR``; what the editor saves replaces it."""
+
+        def edit() -> str | None:
+            try:
+                return edit_text(buffer.text)
+            except NoEditor as exc:
+                self.console.print(Text(f"  ⚠  {exc}", style="yellow"))
+                return None
+
+        async def run() -> None:
+            edited = await run_in_terminal(edit)
+            if edited is not None:
+                buffer.text = edited.rstrip("\n")
+                buffer.cursor_position = len(buffer.text)
+
+        self._in_background(run())
+
+    def paste_image(self, buffer: Buffer) -> None:
+        """Ctrl-V: the clipboard's image, attached to this prompt as ``[Image #1]``."""
+
+        async def paste() -> None:
+            try:
+                image = await asyncio.to_thread(paste_image)
+            except ClipboardError as exc:
+                problem = str(exc)
+                self._hint = f"⚠ {problem}"
+                self._show(lambda: self.console.print(outside_text(f"  ⚠  {problem}", "yellow")))
+                return
+            marker = f"[Image #{len(self._images) + 1}]"
+            data = base64.b64encode(image.data).decode("ascii")
+            self._images[marker] = ImagePart(media_type=image.media_type, data=data)
+            buffer.insert_text(marker)
+
+        self._in_background(paste())
+
+    def show_todos(self) -> None:
+        """Ctrl-T: the todo list of this conversation, above the prompt."""
+        if (session := self.opened_session()) is not None:
+            todos = session.env.state.get("TodoWrite")
+            self._show(lambda: self.renderer.todo_list(todos if isinstance(todos, list) else []))
+
+    def pick_model(self) -> None:
+        """Alt-P: choose the model for the next prompts."""
+        if (session := self.opened_session()) is None:
+            return
+
+        async def pick() -> None:
+            from caliban.repl.commands import model_choices, switch_model
+
+            choices = model_choices(session)
+            async with in_terminal():
+                try:
+                    picked = await choose(choices, question="Switch the model (Esc: keep it)")
+                except (KeyboardInterrupt, EOFError):
+                    return
+                if picked != session.model:
+                    await switch_model(session, self.console, picked)
+            self.status_line.refresh()
+
+        self._in_background(pick())
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` beside the prompt (a key's action that waits)."""
+        app = get_app_session().app
+        if app is not None and app.is_running:
+            app.create_background_task(work)
+        else:
+            work.close()
+
+    def toggle_vi(self) -> bool:
+        """``/vim``: vi keys at the prompt, or back to Emacs keys; returns whether vi is on."""
+        vi = self.prompt.editing_mode != EditingMode.VI
+        self.prompt.editing_mode = EditingMode.VI if vi else EditingMode.EMACS
+        return vi
+
     # -- prompt pieces
 
     def _custom_commands(self) -> list[tuple[str, str]]:
-        if not self._ready.done() or self._ready.cancelled() or self._ready.exception():
+        if (session := self.opened_session()) is None:
             return []
-        return [(skill.name, skill.description) for skill in self.session.skills]
+        return [(skill.name, skill.description) for skill in session.skills]
 
     def _message(self) -> StyleAndTextTuples:
         width = self.prompt.app.output.get_size().columns
         return [("", "\n"), ("class:rule", "─" * max(10, width) + "\n"), ("class:prompt", "> ")]
 
     def _toolbar(self) -> StyleAndTextTuples:
-        hint = None
-        if time.monotonic() < self._exit_armed_until:
+        hint = self._hint
+        if time.monotonic() < self.exit_armed_until:
             hint = "Press Ctrl-C again to exit"
         if not self._ready.done():
             text = "starting…"
@@ -545,64 +721,12 @@ class Repl:
             text = "could not start"
         else:
             text = toolbar_text(self.session)
-        if hint:
-            return [("class:hint", f" {hint}"), ("", f"   {text}")]
-        return [("", f" {text}")]
-
-    def _key_bindings(self) -> KeyBindings:
-        bindings = KeyBindings()
-
-        @bindings.add("escape", "enter")
-        @bindings.add("c-j")
-        def _newline(event: KeyPressEvent) -> None:
-            event.current_buffer.insert_text("\n")
-
-        @bindings.add("enter")
-        def _enter(event: KeyPressEvent) -> None:
-            buffer = event.current_buffer
-            state = buffer.complete_state
-            if state is not None and state.current_completion is not None:
-                buffer.complete_state = None  # the chosen completion is already in the text
-                if not buffer.text.startswith("/"):
-                    return
-            before = buffer.document.text_before_cursor
-            if before.endswith("\\") and not before.endswith("\\\\"):
-                buffer.delete_before_cursor(1)
-                buffer.insert_text("\n")
-                return
-            buffer.validate_and_handle()
-
-        @bindings.add(Keys.BracketedPaste)
-        def _paste(event: KeyPressEvent) -> None:
-            # As prompt-toolkit's own handler: a terminal may send \r\n or \r for newlines.
-            data = event.data.replace("\r\n", "\n").replace("\r", "\n")
-            lines = data.count("\n") + 1
-            if lines <= PASTE_COLLAPSE_LINES and len(data) <= PASTE_COLLAPSE_CHARS:
-                event.current_buffer.insert_text(data)
-                return
-            size = f"+{lines} lines" if lines > 1 else f"{len(data):,} characters"
-            placeholder = f"[Pasted text #{len(self._pastes) + 1} {size}]"
-            self._pastes[placeholder] = data
-            event.current_buffer.insert_text(placeholder)
-
-        @bindings.add("s-tab", filter=~has_completions)
-        def _cycle_mode(event: KeyPressEvent) -> None:
-            self.cycle_mode()
-            event.app.invalidate()
-
-        @bindings.add("c-c")
-        def _ctrl_c(event: KeyPressEvent) -> None:
-            buffer = event.current_buffer
-            if buffer.text:
-                buffer.reset()
-                self._exit_armed_until = 0.0
-            elif time.monotonic() < self._exit_armed_until:
-                event.app.exit(exception=EOFError())
-            else:
-                self._exit_armed_until = time.monotonic() + EXIT_ARM_SECONDS
-            event.app.invalidate()
-
-        return bindings
+        if self.prompt.editing_mode == EditingMode.VI:
+            text = f"-- {_vi_state(self.prompt.app)} -- · {text}"
+        line: StyleAndTextTuples = (
+            [("class:hint", f" {hint}"), ("", f"   {text}")] if hint else [("", f" {text}")]
+        )
+        return [*self.status_line.fragments(), *line]
 
     def _expand_pastes(self, text: str) -> str:
         """The input with each collapsed paste's placeholder replaced by what was pasted."""
@@ -626,7 +750,7 @@ class Repl:
             )
         )
 
-    # -- signals and the terminal while a turn runs
+    # -- SIGINT while a turn runs
 
     def _add_sigint_handler(self) -> None:
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
@@ -641,61 +765,6 @@ class Repl:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
 
-    @contextlib.contextmanager
-    def _esc_interrupts(self) -> Iterator[None]:
-        """While a turn runs, Esc interrupts it; other keys are kept for the next prompt."""
-        keys_in = self.prompt.app.input
-        loop = asyncio.get_running_loop()
-        timer: asyncio.TimerHandle | None = None
-
-        def take(keys: list[KeyPress]) -> None:
-            kept = [key for key in keys if key.key not in (Keys.Escape, Keys.ControlC)]
-            if len(kept) < len(keys):
-                self.interrupt()
-            # Ctrl-D typed during a turn would end the session at the next prompt.
-            kept = [key for key in kept if key.key != Keys.ControlD]
-            if kept:
-                store_typeahead(keys_in, kept)
-
-        def ready() -> None:
-            nonlocal timer
-            take(keys_in.read_keys())
-            if timer is not None:
-                timer.cancel()
-            # A lone Esc waits in the parser for what may follow it.
-            timer = loop.call_later(ESC_WAIT_SECONDS, lambda: take(keys_in.flush_keys()))
-
-        try:
-            with keys_in.attach(ready):
-                yield
-        finally:
-            if timer is not None:
-                timer.cancel()
-
-    @contextlib.contextmanager
-    def _no_echo(self) -> Iterator[None]:
-        """Keys typed during a turn are not echoed into the output and reach caliban one by
-        one (Esc interrupts; the rest is type-ahead). Ctrl-C still raises SIGINT."""
-        if not self._real_terminal or not sys.stdin.isatty():
-            yield
-            return
-        try:
-            import termios
-        except ImportError:
-            yield
-            return
-        fd = sys.stdin.fileno()
-        saved = termios.tcgetattr(fd)
-        quiet = termios.tcgetattr(fd)
-        quiet[3] &= ~(termios.ECHO | termios.ICANON)
-        quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
-        termios.tcsetattr(fd, termios.TCSANOW, quiet)
-        try:
-            yield
-        finally:
-            with contextlib.suppress(termios.error):  # the terminal may be gone (SIGHUP)
-                termios.tcsetattr(fd, termios.TCSANOW, saved)
-
 
 def _soon(callback: Callable[[], None]) -> Callable[[], None]:
     def schedule() -> None:
@@ -704,41 +773,14 @@ def _soon(callback: Callable[[], None]) -> Callable[[], None]:
     return schedule
 
 
-class _PromptHistory(FileHistory):
-    """The prompt history file, kept in memory when it cannot be read or written (a
-    read-only home): a history is a convenience, never a reason to stop."""
-
-    def __init__(self, path: Path, warn: Callable[[str], None]) -> None:
-        super().__init__(str(path))
-        self._path = path
-        self._warn: Callable[[str], None] | None = warn
-
-    def load_history_strings(self) -> Iterator[str]:
-        try:
-            yield from list(super().load_history_strings())
-        except OSError as exc:
-            self._failed(exc)
-
-    def store_string(self, string: str) -> None:
-        if self._warn is None:
-            return  # failed before: this session's history stays in memory
-        try:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            super().store_string(string)
-        except OSError as exc:
-            self._failed(exc)
-
-    def _failed(self, exc: OSError) -> None:
-        if self._warn is not None:
-            self._warn(
-                f"prompt history is not saved: {self._path} ({exc.strerror or exc}); "
-                "set CALIBAN_STATE_DIR to a writable directory"
-            )
-            self._warn = None
+def _no_write(sequence: str) -> None:
+    """Tests' pipes and dummy outputs get no control sequences."""
 
 
-def _file_history(warn: Callable[[str], None] = lambda text: None) -> History:
-    return _PromptHistory(paths.state_dir() / "history", warn)
+def _vi_state(app: Application[str]) -> str:
+    from prompt_toolkit.key_binding.vi_state import InputMode
+
+    return "NORMAL" if app.vi_state.input_mode == InputMode.NAVIGATION else "INSERT"
 
 
 def _home(path: Path) -> str:

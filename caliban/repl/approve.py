@@ -7,9 +7,13 @@ command for Bash, the input otherwise), why caliban asks, and three answers::
     2. Yes, and don't ask again for Bash(git status*) this session
     3. No, and tell caliban what to do differently
 
-Keys ``1``/``2``/``3`` answer at once (also ``y``, ``a``, ``n``; Esc is "No"); the arrows and
-Enter work too. "No" asks for an optional instruction, which the model reads. Ctrl-C
-refuses and interrupts the whole turn.
+Keys ``1``/``2``/``3`` answer at once (also ``y``, ``a``, ``n``); the arrows and Enter work
+too. "No" asks for an optional instruction, which the model reads. Esc and Ctrl-C refuse and
+interrupt the whole turn, as Esc does in Claude Code: the next prompt says what to do instead.
+
+Only keys pressed after the question is drawn answer it: keys typed ahead while the model
+was working (``also add tests``: its ``a`` would be "don't ask again") are handed back to
+the REPL's draft, never read as an answer.
 
 On a terminal the question is a transient prompt-toolkit dialog: once answered it
 disappears and the renderer's line for the tool call (with its diff or output) takes its
@@ -21,16 +25,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, assert_never
+from typing import TYPE_CHECKING, Literal, TypeVar, assert_never
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import Application, get_app_session
 from prompt_toolkit.formatted_text import ANSI, StyleAndTextTuples
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.input.typeahead import get_typeahead
+from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.layout import FormattedTextControl, HSplit, Layout, Window
 from prompt_toolkit.styles import Style
 from rich.console import Console, Group, RenderableType
@@ -53,7 +58,12 @@ if TYPE_CHECKING:
     from caliban.permissions.approval import PermissionAnswer, PermissionRequest
 
 Choice = Literal["once", "session", "deny"]
-DIALOG_STYLE = Style.from_dict({"selected": "bold #5fafff", "question": "bold"})
+T = TypeVar("T", bound=str)
+EarlyKeys = Callable[[list[KeyPress]], None]
+"""Where keys typed before a question was drawn go (the REPL's draft)."""
+DIALOG_STYLE = Style.from_dict(
+    {"selected": "bold #5fafff", "question": "bold", "footer": "#8a8a8a"}
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -96,8 +106,10 @@ def title(request: PermissionRequest, cwd: Path | None) -> str:
 class TerminalApprover:
     """An ``Approver`` that asks at the terminal, one question at a time.
 
-    The REPL sets :attr:`pause` (hide the spinner while asking) and :attr:`on_interrupt`
-    (cancel the turn on Ctrl-C).
+    The REPL sets :attr:`pause` (hide the spinner while asking), :attr:`on_interrupt`
+    (cancel the turn on Esc or Ctrl-C), :attr:`early_keys` (keys typed before the question
+    was drawn: they go to its draft) and :attr:`on_shown` (a question is on the screen,
+    reading keys).
     """
 
     def __init__(self, console: Console, *, cwd: Path | None = None) -> None:
@@ -105,6 +117,10 @@ class TerminalApprover:
         self.cwd = cwd
         self.pause: Callable[[], AbstractContextManager[None]] = _nothing
         self.on_interrupt: Callable[[], None] = lambda: None
+        self.early_keys: EarlyKeys = lambda keys: None
+        self.on_shown: Callable[[], object] = lambda: None
+        self.shown = 0
+        """Questions drawn so far (each reads keys from then on)."""
         self._lock = asyncio.Lock()
 
     async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
@@ -132,14 +148,24 @@ class TerminalApprover:
             options.append(
                 ("session", f"Yes, and don't ask again for {request.suggestion} this session")
             )
-        options.append(("deny", "No, and tell caliban what to do differently (esc)"))
+        options.append(("deny", "No, and tell caliban what to do differently"))
         rows = get_app_session().output.get_size().rows
         panel = self._panel(request, max_preview=max(4, rows - len(options) - 9))
         on_terminal = self.console.is_terminal
         if not on_terminal:
             self.console.print(panel)
+        shortcuts: dict[str, Choice] = {"y": "once", "n": "deny"}
+        if request.suggestion:
+            shortcuts["a"] = "session"
         try:
-            choice = await choose(options, header=self._ansi(panel) if on_terminal else None)
+            choice = await choose(
+                options,
+                header=self._ansi(panel) if on_terminal else None,
+                shortcuts=shortcuts,
+                footer="Esc to refuse and interrupt",
+                early_keys=self.early_keys,
+                on_shown=self._shown,
+            )
         except (KeyboardInterrupt, EOFError):
             self.console.print(Text(f"  {ELBOW}  Refused; interrupting.", style="red"))
             return Decision(choice="deny", interrupted=True)
@@ -156,6 +182,10 @@ class TerminalApprover:
         except (KeyboardInterrupt, EOFError):
             return Decision(choice="deny", interrupted=True)
         return Decision(choice="deny", said=said.strip() or None)
+
+    def _shown(self) -> None:
+        self.shown += 1
+        self.on_shown()
 
     def _panel(self, request: PermissionRequest, *, max_preview: int) -> RenderableType:
         parts: list[RenderableType] = []
@@ -195,12 +225,23 @@ def to_ansi(console: Console, renderable: RenderableType) -> ANSI:
 
 
 async def choose(
-    options: Sequence[tuple[Choice, str]],
+    options: Sequence[tuple[T, str]],
     *,
     header: ANSI | None = None,
     question: str = "Do you want to proceed?",
-) -> Choice:
-    """A transient numbered menu; raises KeyboardInterrupt on Ctrl-C."""
+    shortcuts: Mapping[str, T] | None = None,
+    footer: str | None = None,
+    early_keys: EarlyKeys | None = None,
+    on_shown: Callable[[], object] | None = None,
+) -> T:
+    """A transient numbered menu: a number picks its option at once, the arrows and Enter
+    choose, ``shortcuts`` maps more keys (``y``, or ``escape``) to options; raises
+    KeyboardInterrupt on Ctrl-C, Ctrl-D, and Esc unless a shortcut takes it.
+
+    Only keys pressed once the menu is on the screen count: what was typed before it (the
+    terminal's buffer, prompt-toolkit's type-ahead) is read away unanswered, before and
+    right after the first draw, and given to ``early_keys``; ``on_shown`` is called then.
+    """
     selected = 0
 
     def fragments() -> StyleAndTextTuples:
@@ -211,6 +252,8 @@ async def choose(
                 lines.append(("class:selected", f" ❯ {index + 1}. {label}\n"))
             else:
                 lines.append(("", f"   {index + 1}. {label}\n"))
+        if footer:
+            lines.append(("class:footer", f" {footer}\n"))
         return lines
 
     keys = KeyBindings()
@@ -232,17 +275,16 @@ async def choose(
 
     @keys.add("c-c")
     @keys.add("c-d")
+    @keys.add("escape")
     def _interrupt(event: KeyPressEvent) -> None:
         event.app.exit(exception=KeyboardInterrupt())
 
-    shortcuts: dict[str, Choice] = {"y": "once", "n": "deny", "escape": "deny"}
-    if any(choice == "session" for choice, _ in options):
-        shortcuts["a"] = "session"
+    picks: dict[str, T] = dict(shortcuts or {})
     for number, (choice, _) in enumerate(options, start=1):
-        shortcuts[str(number)] = choice
-    for key, choice in shortcuts.items():
+        picks[str(number)] = choice
+    for key, choice in picks.items():
 
-        def pick(event: KeyPressEvent, choice: Choice = choice) -> None:
+        def pick(event: KeyPressEvent, choice: T = choice) -> None:
             event.app.exit(result=choice)
 
         keys.add(key)(pick)
@@ -251,11 +293,24 @@ async def choose(
         FormattedTextControl(fragments, focusable=True, show_cursor=False), wrap_lines=True
     )
     windows = [Window(FormattedTextControl(header), dont_extend_height=True)] if header else []
-    app: Application[Choice] = Application(
+    app: Application[T] = Application(
         layout=Layout(HSplit([*windows, body])),
         key_bindings=keys,
         style=DIALOG_STYLE,
         erase_when_done=True,
         full_screen=False,
     )
-    return await app.run_async()
+
+    def read_away() -> None:
+        early = [*get_typeahead(app.input), *app.input.read_keys(), *app.input.flush_keys()]
+        if early and early_keys is not None:
+            early_keys(early)
+
+    def after_first_draw(_app: object) -> None:
+        app.after_render -= after_first_draw
+        read_away()  # typed while the menu was being drawn, before anyone could see it
+        if on_shown is not None:
+            on_shown()
+
+    app.after_render += after_first_draw
+    return await app.run_async(pre_run=read_away)

@@ -1,16 +1,18 @@
-"""Slash commands: one registry, filled by the :func:`command` decorator.
+"""The slash commands about the conversation and the session: /help, /clear, /compact,
+/context, /model, /mcp, /tools, /agents, /config, /cost, /resume, /exit.
 
-A handler receives a :class:`CommandContext` (the session and the console) and the text
-after the command name. ``/exit`` raises :class:`ExitRepl`. Data about the session comes
-from :mod:`caliban.repl.info`, so wiring a new session attribute is a change there.
+Commands register with :func:`caliban.repl.registry.command`; the others live in
+:mod:`caliban.repl.project_commands` (/init, /memory, /permissions, /trust, /status,
+/doctor, /effort) and :mod:`caliban.repl.output_commands` (/diff, /export, /copy, /vim),
+imported at the end of this module so that importing it registers every command. Data
+about the session comes from :mod:`caliban.repl.info`, so wiring a new session attribute
+is a change there.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,86 +30,47 @@ from caliban.repl.info import (
     mcp_servers,
     session_cost,
 )
+from caliban.repl.registry import (
+    COMMANDS,
+    CommandContext,
+    ExitRepl,
+    command,
+    find_command,
+    run_command,
+)
 from caliban.repl.render import outside_text
 from caliban.session.context import context_report
 from caliban.session.pricing import cost_usd
-from caliban.skills.slash import parse_slash
 from caliban.tools.base import McpOrigin
 from caliban.util.text import visible
 from caliban.util.tokens import estimate_json_tokens, format_tokens
 
 if TYPE_CHECKING:
-    from caliban.messages import Message
     from caliban.session.session import Session
 
-
-class ExitRepl(Exception):
-    """Leave the REPL (``/exit``)."""
-
-
-@dataclass(kw_only=True)
-class CommandContext:
-    session: Session
-    console: Console
-    replay: Callable[[Sequence[Message]], None] | None = None
-    """Shows the end of a conversation (after ``/resume``)."""
-
-
-Handler = Callable[[CommandContext, str], Awaitable[None]]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Command:
-    name: str
-    description: str
-    handler: Handler
-    usage: str = ""
-    """Its arguments (``[name]``); a command without takes none, and refuses any."""
-    aliases: tuple[str, ...] = ()
-
-
-COMMANDS: dict[str, Command] = {}
-"""Every slash command by name, in registration order (the order ``/help`` shows)."""
-ALIASES: dict[str, str] = {}
+__all__ = ["COMMANDS", "CommandContext", "ExitRepl", "find_command", "run_command"]
 
 RESUME_LIST = 20
+MODEL_ALIASES = ("sonnet", "opus", "haiku")
+"""What Alt-P offers besides the current model: Claude Code's aliases."""
 
 
-def command(
-    name: str, description: str, *, usage: str = "", aliases: tuple[str, ...] = ()
-) -> Callable[[Handler], Handler]:
-    """Register the decorated coroutine as ``/name``."""
-
-    def register(handler: Handler) -> Handler:
-        COMMANDS[name] = Command(
-            name=name, description=description, handler=handler, usage=usage, aliases=aliases
-        )
-        for alias in aliases:
-            ALIASES[alias] = name
-        return handler
-
-    return register
-
-
-def find_command(name: str) -> Command | None:
-    return COMMANDS.get(ALIASES.get(name, name))
-
-
-async def run_command(text: str, ctx: CommandContext) -> None:
-    """Run the slash command in ``text``; an unknown one prints a hint."""
-    parsed = parse_slash(text)
-    found = find_command(parsed[0]) if parsed else None
-    if parsed is None or found is None:
-        name = text.split()[0] if text.split() else text
-        ctx.console.print(Text(f"unknown command {name} — type /help", style="yellow"))
-        return
-    if parsed[1].strip() and not found.usage:
-        # Not ignored: `/clear extra` may be a typo, and clearing is not undone.
-        ctx.console.print(
-            Text(f"/{parsed[0]} takes no arguments (nothing was done)", style="yellow")
-        )
-        return
-    await found.handler(ctx, parsed[1])
+KEYS_HELP = (
+    ("Enter", "send (while an answer runs: queue the message for its end)"),
+    ("Alt-Enter, Ctrl-J, or \\ at the end", "new line"),
+    ("@path", "attach a file or an image (Tab completes paths)"),
+    ("Ctrl-C, Esc", "interrupt the answer (Ctrl-C also clears the line; twice: exit)"),
+    ("!command", "run a shell command; its output goes into the conversation"),
+    ("Shift-Tab", "cycle permission modes: default, acceptEdits, plan"),
+    ("Ctrl-S", "stash the line; it comes back after the next prompt"),
+    ("Ctrl-G", "edit the line in $EDITOR"),
+    ("Ctrl-V", "paste an image from the clipboard"),
+    ("Ctrl-T", "show the todo list"),
+    ("Alt-P", "switch the model"),
+    ("Ctrl-Z", "suspend caliban (fg brings it back)"),
+    ("Ctrl-D", "exit"),
+    ("Up / Down", "history (this project's)"),
+)
 
 
 def _dim(text: str) -> Text:
@@ -147,16 +110,7 @@ async def _help(ctx: CommandContext, arg: str) -> None:
     keys = Table.grid(padding=(0, 3))
     keys.add_column(style="bold")
     keys.add_column()
-    for key, what in (
-        ("Enter", "send"),
-        ("Alt-Enter, or \\ at the end", "new line"),
-        ("@path", "attach a file (Tab completes paths)"),
-        ("Ctrl-C, Esc", "interrupt the answer (Ctrl-C also clears the line; twice: exit)"),
-        ("!command", "run a shell command; its output goes into the conversation"),
-        ("Shift-Tab", "cycle permission modes: default, acceptEdits, plan"),
-        ("Ctrl-D", "exit"),
-        ("Up / Down", "history"),
-    ):
+    for key, what in KEYS_HELP:
         keys.add_row(Text(key), Text(what))
     ctx.console.print(keys)
 
@@ -273,19 +227,35 @@ async def _model(ctx: CommandContext, arg: str) -> None:
         line.append(visible(session.model), style="bold")
         line.append(f" (provider: {session.provider.name})")
         ctx.console.print(line)
-        ctx.console.print(_dim("Switch with /model NAME."))
+        ctx.console.print(_dim("Switch with /model NAME, or Alt-P."))
         return
     if len(arg.split()) > 1:
         ctx.console.print(outside_text(f"A model name has no spaces: /model NAME (not {arg!r})."))
         return
+    await switch_model(session, ctx.console, arg)
+
+
+def model_choices(session: Session) -> list[tuple[str, str]]:
+    """The models Alt-P offers: the current one, then Claude Code's aliases that mean a
+    model for this provider, each as ``(model, label)``."""
+    choices = [(session.model, f"{session.model} (current)")]
+    for alias in MODEL_ALIASES:
+        model = resolve_alias(alias, session.provider.name, os.environ)
+        if model is not None and model not in (m for m, _ in choices):
+            choices.append((model, f"{alias}: {model}"))
+    return choices
+
+
+async def switch_model(session: Session, console: Console, wanted: str) -> None:
+    """Use ``wanted`` (a model or a Claude Code alias) from the next prompt on."""
     # Claude Code users switch with /model opus: the alias, not a model called "opus".
-    model = resolve_alias(arg, session.provider.name, os.environ)
+    model = resolve_alias(wanted, session.provider.name, os.environ)
     if model is None:
-        ctx.console.print(
+        console.print(
             outside_text(
-                f"{arg!r} is a Claude Code alias with no meaning for {session.provider.name}; "
-                f"the model stays {session.model}. Give a model name, or set "
-                f"ANTHROPIC_DEFAULT_{arg.upper().removesuffix('[1M]')}_MODEL."
+                f"{wanted!r} is a Claude Code alias with no meaning for "
+                f"{session.provider.name}; the model stays {session.model}. Give a model name, "
+                f"or set ANTHROPIC_DEFAULT_{wanted.upper().removesuffix('[1M]')}_MODEL."
             )
         )
         return
@@ -296,10 +266,10 @@ async def _model(ctx: CommandContext, arg: str) -> None:
         await session.provider.refresh_context_window(model)
     line = Text(f"Model: {visible(previous)} → ")
     line.append(visible(model), style="bold")
-    if model != arg:
-        line.append(f" ({visible(arg)})")
+    if model != wanted:
+        line.append(f" ({visible(wanted)})")
     line.append(" (from the next prompt)")
-    ctx.console.print(line)
+    console.print(line)
 
 
 @command("mcp", "Show MCP servers, their status and tools")
@@ -467,3 +437,7 @@ async def _sandbox(ctx: CommandContext, arg: str) -> None:
 @command("exit", "Leave caliban", aliases=("quit",))
 async def _exit(ctx: CommandContext, arg: str) -> None:
     raise ExitRepl
+
+
+# Importing this module registers every command (see the module docstring).
+from caliban.repl import output_commands, project_commands  # noqa: E402, F401

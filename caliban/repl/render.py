@@ -18,7 +18,7 @@ import functools
 import json
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, assert_never
@@ -332,6 +332,11 @@ class Renderer:
         self._thinking = ""
         """Reasoning not printed yet (it is printed dimmed, a line at a time)."""
         self._thinking_shown = False
+        self._preloaded: set[str] = set()
+        """MCP tools pre-activation loaded for the prompt and the model has not called yet."""
+        self.typed: Callable[[], tuple[str, Sequence[str]]] | None = None
+        """What the user is typing during the turn, and the messages queued: shown under the
+        spinner (set by the REPL)."""
 
     # -- turn lifecycle, driven by the REPL
 
@@ -441,14 +446,14 @@ class Renderer:
                     f"{event.delay_s:.1f}s (attempt {event.attempt}/{event.max_attempts})",
                     style="yellow dim",
                 )
+            case ActivationChanged(preactivated=True):
+                # Guesses for the prompt: shown only if the model calls one (_tool_started).
+                self._preloaded.update(event.activated)
+                self._preloaded.difference_update(event.evicted)
             case ActivationChanged():
-                what = "loaded for this prompt" if event.preactivated else "activated"
-                if event.activated or not event.preactivated:
-                    text = f"MCP tools {what}: {', '.join(event.activated) or 'none'}"
-                    if event.evicted:
-                        text += f" (evicted {', '.join(event.evicted)})"
-                else:
-                    text = f"MCP tools unloaded (not used): {', '.join(event.evicted)}"
+                text = f"MCP tools activated: {', '.join(event.activated) or 'none'}"
+                if event.evicted:
+                    text += f" (evicted {', '.join(event.evicted)})"
                 if any(r.depth == depth for r in self._running.values()):
                     # Activations happen inside a tool call: show them under its line.
                     self._after_tool.append((depth, text))
@@ -466,11 +471,16 @@ class Renderer:
                 mark = {"info": ELBOW, "warning": "⚠", "error": "✗"}[level]
                 self._line(depth, f"{mark}  {text}", style=style)
             case ConversationCompacted():
+                what = (
+                    "the summary replaces it"
+                    if event.trigger == "manual"
+                    else "the earlier part is summarised"
+                )
                 self._line(
                     depth,
                     f"{ELBOW}  Conversation compacted ({event.trigger}): about "
                     f"{format_tokens(event.pre_tokens)} → {format_tokens(event.post_tokens)} "
-                    "tokens; the earlier part is summarised",
+                    f"tokens; {what}",
                     style="dim",
                 )
             case BackgroundTaskUpdate(status=status) if status != "running":
@@ -522,6 +532,9 @@ class Renderer:
         )
         if parent_id is not None:
             self._ensure_header(parent_id)
+        if call.name in self._preloaded:
+            self._preloaded.discard(call.name)
+            self._line(depth, f"{ELBOW}  MCP tool loaded for your prompt: {call.name}", style="dim")
 
     def _ensure_header(self, call_id: str) -> None:
         """Show the header of a running call before output nested under it (its sub-agent)."""
@@ -702,7 +715,29 @@ class Renderer:
                 parts.append(Text(""))
             self._spinner.update(text=Text(status, style="cyan"))
             parts.append(self._spinner)
+        parts.extend(self._typed_lines())
         return Group(*parts)
+
+    def _typed_lines(self) -> list[RenderableType]:
+        """The messages queued during the turn and the line being typed."""
+        draft, queued = self.typed() if self.typed is not None else ("", ())
+        if not draft and not queued:
+            return []
+        lines: list[RenderableType] = [Text("")]
+        for message in queued:
+            lines.append(outside_text(f"  ❯ {shorten(message, 200)}", "dim"))
+        if queued:
+            lines.append(Text("    (sent when this answer ends)", style="dim"))
+        if draft:
+            lines.append(outside_text(f"> {draft.rsplit(chr(10), 1)[-1][-200:]}▌", "bold"))
+        return lines
+
+    def todo_list(self, todos: list[dict[str, Any]]) -> None:
+        """The conversation's todo list (Ctrl-T)."""
+        if not todos:
+            self.console.print(Text(f"  {ELBOW}  No todo list in this conversation yet", "dim"))
+            return
+        self.console.print(_checklist(todos, f"  {ELBOW}  ", "     "))
 
     def _status_text(self) -> str | None:
         elapsed = int(time.monotonic() - self._turn_started)

@@ -17,6 +17,7 @@ again next time. Ctrl-C leaves caliban.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -29,9 +30,13 @@ from caliban.repl.approve import choose, to_ansi
 from caliban.util.text import visible
 
 
-async def settle_trust(console: Console, cwd: Path) -> None:
+async def settle_trust(
+    console: Console, cwd: Path, *, on_shown: Callable[[], object] | None = None
+) -> None:
     """Ask whether to trust the project of ``cwd`` if it is untrusted and holds something
-    trust would enable; remembers a "yes". Raises KeyboardInterrupt on Ctrl-C."""
+    trust would enable; remembers a "yes". Raises KeyboardInterrupt on Ctrl-C. Like every
+    question, it reads only keys pressed once it is drawn (``on_shown`` is called then):
+    a first prompt typed while caliban starts does not answer it."""
     root = project_root(cwd)
     if trust.is_trusted(root) or not trust.has_project_files(root):
         return  # a few stat calls: nothing is imported on the common path
@@ -69,6 +74,8 @@ async def settle_trust(console: Console, cwd: Path) -> None:
         [("once", "Yes, trust this folder"), ("deny", "No, start without them (esc)")],
         header=to_ansi(console, panel) if on_terminal else None,
         question="Trust this folder?",
+        shortcuts={"escape": "deny"},
+        on_shown=on_shown,
     )
     if choice == "once":
         try:
