@@ -66,7 +66,6 @@ _UNSUPPORTED_FIELDS = frozenset(
         "hooks",
         "memory",
         "effort",
-        "isolation",
         "background",
         "initialPrompt",
     }
@@ -100,6 +99,9 @@ class AgentDefinition:
     max_turns: int | None = None
     inherit_active_mcp: bool = True
     """Start from the parent's active MCP tools (lazy loading) rather than an empty set."""
+    isolation: Literal["worktree"] | None = None
+    """``worktree``: each call runs in a git worktree of its own (removed when it changed
+    nothing; its path and branch are in the result otherwise)."""
     source: Source = "builtin"
     path: Path | None = None
     """The file it was read from (``None`` for the built-in agent)."""
@@ -156,6 +158,7 @@ class _Frontmatter(BaseModel):
     maxTurns: int | None = Field(default=None, ge=1)
     max_turns: int | None = Field(default=None, ge=1)
     inherit_active_mcp: bool = True
+    isolation: Literal["worktree"] | None = None
 
     @field_validator("tools", "disallowedTools", mode="before")
     @classmethod
@@ -240,6 +243,7 @@ def parse_definition(
         model=None if model == "inherit" else model or None,
         max_turns=front.maxTurns or front.max_turns,
         inherit_active_mcp=front.inherit_active_mcp,
+        isolation=front.isolation,
         source=source,
         path=path,
     )

@@ -25,8 +25,27 @@ CALIBAN = Path(sys.executable).parent / "caliban"
 WAIT = 60  # seconds; generous for a loaded 2-core CI machine, and never waited in full
 
 
+class Screen(io.StringIO):
+    """Everything caliban wrote, kept as the child's ``logfile_read``; it also answers the
+    cursor position requests (``ESC [ 6 n``) a real terminal answers. Without an answer
+    prompt-toolkit cannot tell how much room is below the prompt and draws no toolbar."""
+
+    def __init__(self, child: Any) -> None:
+        super().__init__()
+        self.child = child
+
+    def write(self, text: str) -> int:
+        for _ in range(text.count("\x1b[6n")):
+            self.child.send("\x1b[1;1R")
+        return super().write(text)
+
+
 def spawn(
-    project: Path, server: Any, dimensions: tuple[int, int] = (40, 120), **extra_env: str
+    project: Path,
+    server: Any,
+    dimensions: tuple[int, int] = (40, 120),
+    args: tuple[str, ...] = (),
+    **extra_env: str,
 ) -> Any:
     env = {
         **os.environ,
@@ -35,14 +54,17 @@ def spawn(
         "TERM": "xterm-256color",
         **extra_env,
     }
-    return pexpect.spawn(
+    child = pexpect.spawn(
         str(CALIBAN),
+        list(args),
         cwd=str(project),
         env=env,
         dimensions=dimensions,
         encoding="utf-8",
         timeout=WAIT,
     )
+    child.logfile_read = Screen(child)
+    return child
 
 
 def expect_prompt(child: Any) -> None:
@@ -628,8 +650,7 @@ def test_a_model_s_escape_sequences_are_shown_not_sent_to_the_terminal(
         {"text": f"Answer: {hostile} end.", "chunk_delay": 0.02},
     )
     child = spawn(project, fake_model_server)
-    seen = io.StringIO()
-    child.logfile_read = seen
+    seen = child.logfile_read
     try:
         expect_prompt(child)
         child.send("summarise the file\r")

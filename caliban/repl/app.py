@@ -249,7 +249,7 @@ async def farewell(repl: Repl, options: CliOptions) -> None:
             command = f"cd {shlex.quote(str(options.worktree.path))} && {command}"
     if command is not None:
         console.print(Text("Resume this session with:", style="dim"))
-        console.print(Text(command))
+        console.print(Text(command), soft_wrap=True)  # one line to copy, however long
 
 
 class Repl:
@@ -693,6 +693,9 @@ class Repl:
             app.create_background_task(work)
         else:
             work.close()
+
+    def focus(self, focused: bool) -> None:
+        self.attention.focused = focused
 
     def toggle_vi(self) -> bool:
         """``/vim``: vi keys at the prompt, or back to Emacs keys; returns whether vi is on."""

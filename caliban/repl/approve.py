@@ -36,6 +36,7 @@ from prompt_toolkit.application import Application, get_app_session
 from prompt_toolkit.formatted_text import ANSI, StyleAndTextTuples
 from prompt_toolkit.input.typeahead import get_typeahead
 from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
+from prompt_toolkit.keys import Keys
 from prompt_toolkit.layout import FormattedTextControl, HSplit, Layout, Window
 from prompt_toolkit.styles import Style
 from rich.console import Console, Group, RenderableType
@@ -303,8 +304,14 @@ async def choose(
 
     def read_away() -> None:
         early = [*get_typeahead(app.input), *app.input.read_keys(), *app.input.flush_keys()]
-        if early and early_keys is not None:
-            early_keys(early)
+        # The terminal's answer to the menu's own cursor position request is not a key.
+        answers = [key for key in early if key.key == Keys.CPRResponse]
+        if answers:
+            app.key_processor.feed_multiple(answers)
+            app.key_processor.process_keys()
+        typed = [key for key in early if key.key != Keys.CPRResponse]
+        if typed and early_keys is not None:
+            early_keys(typed)
 
     def after_first_draw(_app: object) -> None:
         app.after_render -= after_first_draw

@@ -25,6 +25,8 @@ from prompt_toolkit.filters import has_completions
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
 
+from caliban.repl.terminal import FOCUS_IN, FOCUS_OUT
+
 EXIT_ARM_SECONDS = 2.0
 """A second Ctrl-C on an empty prompt within this many seconds exits."""
 PASTE_COLLAPSE_LINES = 12
@@ -54,6 +56,10 @@ class PromptActions(Protocol):
     def show_todos(self) -> None: ...
 
     def pick_model(self) -> None: ...
+
+    def focus(self, focused: bool) -> None:
+        """The terminal reported that it gained or lost focus."""
+        ...
 
 
 def prompt_key_bindings(actions: PromptActions) -> KeyBindings:
@@ -126,5 +132,13 @@ def prompt_key_bindings(actions: PromptActions) -> KeyBindings:
     @bindings.add("escape", "p")
     def _model(event: KeyPressEvent) -> None:
         actions.pick_model()
+
+    @bindings.add(FOCUS_IN)
+    def _focus_in(event: KeyPressEvent) -> None:
+        actions.focus(True)
+
+    @bindings.add(FOCUS_OUT)
+    def _focus_out(event: KeyPressEvent) -> None:
+        actions.focus(False)
 
     return bindings

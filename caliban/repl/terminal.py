@@ -32,9 +32,8 @@ ESC_WAIT_SECONDS = 0.05
 FOCUS_IN = Keys.F23
 FOCUS_OUT = Keys.F24
 """The focus reports, read as two keys no keyboard sends (prompt-toolkit knows no focus
-events): bound to nothing, they are ignored wherever they are not looked for."""
-ANSI_SEQUENCES.setdefault("\x1b[I", FOCUS_IN)
-ANSI_SEQUENCES.setdefault("\x1b[O", FOCUS_OUT)
+events): prompt-toolkit ignores them wherever they are not bound."""
+FOCUS_SEQUENCES = {"\x1b[I": FOCUS_IN, "\x1b[O": FOCUS_OUT}
 FOCUS_REPORTS_ON = "\x1b[?1004h"
 FOCUS_REPORTS_OFF = "\x1b[?1004l"
 
@@ -114,6 +113,9 @@ class Attention:
         """``None`` until the terminal reports focus."""
 
     def start(self) -> None:
+        """Ask the terminal for focus reports (and teach prompt-toolkit's parser them)."""
+        for sequence, key in FOCUS_SEQUENCES.items():
+            ANSI_SEQUENCES.setdefault(sequence, key)
         self._write(FOCUS_REPORTS_ON)
 
     def stop(self) -> None:

@@ -37,10 +37,9 @@ class TypeAhead:
             key = press.key
             if key in INTERRUPT_KEYS:
                 interrupt = True
-            elif key in (Keys.ControlM, Keys.Enter):
+            elif key in (Keys.ControlM, Keys.ControlJ):
+                # Enter: during a turn the terminal turns its CR into LF (ICRNL), so both.
                 self._queue()
-            elif key == Keys.ControlJ:
-                self.draft += _NEWLINE
             elif key in (Keys.ControlH, Keys.Backspace):
                 self.draft = self.draft[:-1]
             elif key == Keys.ControlU:

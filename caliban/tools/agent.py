@@ -10,6 +10,7 @@ cancelling the parent's turn cancels the child's run, which is awaited here.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import hashlib
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Final
 
 from pydantic import BaseModel, Field
 
+from caliban.errors import UsageError
 from caliban.messages import TextPart, ToolSpec
 from caliban.session.serialize import usage_to_api_json
 from caliban.subagents import AGENT_TOOL_NAME, DEFAULT_SUBAGENT, AgentDefinition
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from caliban.agent import Agent, RunResult
     from caliban.events import AgentEvent
     from caliban.messages import Usage
+    from caliban.session.worktree import Worktree
 
 MAX_RESULT_CHARS: Final = 20_000
 """The longest sub-agent answer passed back to the parent; the rest is cut with a note."""
@@ -110,9 +113,24 @@ class AgentTool(BuiltinTool[AgentInput]):
             definition = dataclasses.replace(definition, model=args.model)
         stats = _ToolStats(call_id=ctx.call_id, forward=ctx.emit)
         started = time.perf_counter()
+        worktree = None
+        if definition.isolation == "worktree":
+            try:
+                worktree, ctx = await _in_worktree(ctx)
+            except UsageError as exc:
+                return ToolOutput.error(f"The {kind} agent runs in a git worktree: {exc}")
         child = self.spawn(definition, dataclasses.replace(ctx, emit=stats))
-        result = await child.run(args.prompt)
+        try:
+            result = await child.run(args.prompt)
+        finally:
+            kept = worktree is not None and await _keep_worktree(worktree)
         output = self.format_result(kind, result)
+        if kept and worktree is not None:
+            where = (
+                f"[its changes are in the git worktree {worktree.path}, on branch "
+                f"{worktree.branch}]"
+            )
+            output = dataclasses.replace(output, content=(*output.content, TextPart(text=where)))
         data = {
             "status": "completed",
             "prompt": args.prompt,
@@ -126,6 +144,8 @@ class AgentTool(BuiltinTool[AgentInput]):
             "usage": usage_to_api_json(result.usage),
             "toolStats": stats.as_dict(),
         }
+        if kept and worktree is not None:
+            data |= {"worktreePath": str(worktree.path), "worktreeBranch": worktree.branch}
         return dataclasses.replace(output, data=data)
 
     def format_result(self, kind: str, result: RunResult) -> ToolOutput:
@@ -147,6 +167,30 @@ class AgentTool(BuiltinTool[AgentInput]):
             is_error=result.is_error,
             summary=f"{kind}: {counts}",
         )
+
+
+async def _in_worktree(ctx: CallContext) -> tuple[Worktree, CallContext]:
+    """A new worktree for one isolated sub-agent call, and the context that works in it."""
+    from caliban.session.worktree import create_worktree
+
+    name = f"agent-{agent_id(ctx.call_id)[1:9]}"
+    worktree = await asyncio.to_thread(create_worktree, ctx.env.project_root, name)
+    env = dataclasses.replace(ctx.env.fork(), cwd=worktree.path, project_root=worktree.path)
+    return worktree, dataclasses.replace(ctx, env=env)
+
+
+async def _keep_worktree(worktree: Worktree) -> bool:
+    """Remove an isolated sub-agent's worktree when it changed nothing; whether it stays."""
+    from caliban.session.worktree import changes, remove_worktree
+    from caliban.util.git import GitError
+
+    try:
+        if (await asyncio.to_thread(changes, worktree)).none:
+            await asyncio.to_thread(remove_worktree, worktree)
+            return False
+    except GitError:
+        pass  # kept: what is in it is the user's to look at
+    return True
 
 
 def agent_id(call_id: str) -> str:
