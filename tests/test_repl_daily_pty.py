@@ -682,3 +682,108 @@ def test_stream_json_input_takes_image_blocks(project: Path, fake_model_server: 
     assert done.returncode == 0, done.stderr
     [_text, image] = fake_model_server.bodies[-1]["messages"][-1]["content"]
     assert image["type"] == "image" and image["source"]["media_type"] == "image/png"
+
+
+# ---------------------------------------------------------------------------- item 10
+
+
+WEATHER_CATALOG = {
+    "server": "weather",
+    "tools": [
+        {
+            "name": "get_weather",
+            "description": "Current weather for a city: temperature, wind and rain.",
+            "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+        {
+            "name": "convert_currency",
+            "description": "Convert an amount of money from one currency to another.",
+            "inputSchema": {"type": "object", "properties": {"amount": {"type": "number"}}},
+        },
+        {
+            "name": "translate_text",
+            "description": "Translate a text into another language.",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+        },
+    ],
+}
+
+
+def test_pre_activation_shows_a_tool_it_loaded_only_when_the_model_uses_it(
+    project: Path, fake_model_server: Any, tmp_path: Path
+) -> None:
+    catalog = tmp_path / "weather.json"
+    catalog.write_text(json.dumps(WEATHER_CATALOG))
+    server = Path(__file__).parent / "mcp_servers" / "catalog_server.py"
+    config = {
+        "mcpServers": {
+            "weather": {"command": sys.executable, "args": [str(server), "--catalog", str(catalog)]}
+        }
+    }
+    (project / ".caliban" / "config.toml").write_text("[tools]\nlazy_mcp = true\npreactivate = 3\n")
+    tool = "mcp__weather__get_weather"
+    fake_model_server.add(
+        {"text": "I would need a city."},  # whatever was loaded for this prompt goes unused
+        {"tool_calls": [{"name": tool, "arguments": {"city": "Paris"}}]},
+        {"text": "Sunny in Paris."},
+    )
+    child = spawn(project, fake_model_server, args=("--mcp-config", json.dumps(config)))
+    try:
+        expect_prompt(child)
+        for _ in range(WAIT):  # pre-activation uses the tools known when the prompt is sent
+            child.send("/mcp\r")
+            if child.expect([r"connected", r"connecting|starting"], timeout=WAIT) == 0:
+                break
+        expect_prompt(child)
+        child.send("the weather in Paris, please\r")
+        child.expect("I would need a city.")
+        expect_prompt(child)
+        assert "MCP tool" not in child.before  # loaded or not, unused: nothing to say
+        child.send("the weather in Paris, please\r")
+        child.expect(f"MCP tool loaded for your prompt: {tool}")
+        child.expect("Do you want to proceed?")
+        answer(child, "1")
+        child.expect("Sunny in Paris.")
+        expect_prompt(child)
+        finish(child)
+    finally:
+        child.close(force=True)
+    calling = fake_model_server.bodies[1]
+    assert tool in json.dumps(calling["tools"])  # loaded for the prompt, before the model
+
+
+# ---------------------------------------------------------------------------- notifications
+
+
+def test_a_question_or_an_answer_rings_when_the_terminal_is_not_focused(
+    project: Path, fake_model_server: Any
+) -> None:
+    """Focus reports are asked for (DEC 1004); after ``ESC [ O`` (focus lost) a question and
+    the end of a turn ring: OSC 9 in a terminal that shows it (iTerm2 here), else the bell."""
+    fake_model_server.add(
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "true"}}]},
+        {"text": "Finished."},
+        {"text": "Seen."},
+    )
+    child = spawn(project, fake_model_server, TERM_PROGRAM="iTerm.app")
+    screen = child.logfile_read
+    try:
+        expect_prompt(child)
+        assert "\x1b[?1004h" in screen.getvalue()
+        child.send("\x1b[O")  # the user switched to another window
+        child.send("run it\r")
+        child.expect("Do you want to proceed?")
+        child.expect("\x1b]9;caliban: a question is waiting\x07")
+        answer(child, "1")
+        child.expect("Finished.")
+        child.expect("\x1b]9;caliban: the answer is ready\x07")
+        expect_prompt(child)
+        child.send("\x1b[I")  # back: nothing rings any more
+        child.send("again\r")
+        child.expect("Seen.")
+        expect_prompt(child)
+        finish(child)
+    finally:
+        child.close(force=True)
+    assert screen.getvalue().count("\x1b]9;") == 2
+    assert "\x1b[?1004l" in screen.getvalue()  # focus reports off again on the way out

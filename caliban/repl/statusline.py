@@ -58,10 +58,12 @@ def status_input(session: Session, *, started: float) -> dict[str, Any]:
     window = session.context_window()
     used = context_used(session)
     percent = round(used * 100 / window) if used is not None and window else None
+    effort = getattr(session.provider, "effort", None)
     return {
         "session_id": session.id,
         "transcript_path": str(transcript_path(session.env.project_root, session.id)),
         "cwd": str(session.cwd),
+        "effort": {"level": effort},
         "model": {"id": session.model, "display_name": session.model},
         "workspace": {
             "current_dir": str(session.env.cwd),
@@ -86,6 +88,8 @@ def status_input(session: Session, *, started: float) -> dict[str, Any]:
             "remaining_percentage": None if percent is None else 100 - percent,
         },
         "exceeds_200k_tokens": (used or 0) > 200_000,
+        "fast_mode": False,
+        "thinking": {"enabled": effort is not None},
         "permission_mode": session.permissions.mode if session.permissions else "default",
     }
 
