@@ -54,7 +54,7 @@ def status_input(session: Session, *, started: float) -> dict[str, Any]:
     from caliban.repl.info import context_used, session_cost
     from caliban.session.store import transcript_path
 
-    usage = session.conversation.usage
+    usage = session.ledger.total()
     window = session.context_window()
     used = context_used(session)
     percent = round(used * 100 / window) if used is not None and window else None
