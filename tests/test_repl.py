@@ -49,7 +49,6 @@ ENTER = "\r"
 ALT_ENTER = "\x1b\r"
 CTRL_C = "\x03"
 CTRL_D = "\x04"
-EXIT = "/exit\r"
 MODEL = "claude-sonnet-4-5"
 LAZY = {"tools": {"lazy_mcp": True}}
 LAZY_SETTINGS = Settings.model_validate(LAZY)
@@ -128,15 +127,15 @@ async def harness(
 
 async def answer_questions(h: Harness, prompt: str, *answers: str, done: str) -> None:
     """Send ``prompt``; answer each permission question with the next of ``answers`` once
-    it is drawn; when ``done`` is on the screen, leave (``/exit``: typed before the turn has
-    quite ended, it is queued for its end, where a Ctrl-D would be dropped)."""
+    it is drawn; when ``done`` is on the screen and the turn is over, leave with Ctrl-D
+    (typed during a turn, it would be dropped)."""
     h.input.send_text(prompt + ENTER)
     task = asyncio.ensure_future(h.repl.run())
     for number, keys in enumerate(answers, start=1):
         await wait_until(lambda number=number: h.approver.shown >= number)  # type: ignore[misc]
         h.input.send_text(keys)
-    await wait_until(lambda: done in h.text)
-    h.input.send_text(EXIT)
+    await wait_until(lambda: done in h.text and not h.repl.busy)
+    h.input.send_text(CTRL_D)
     with anyio.fail_after(10):
         await task
 
@@ -546,8 +545,8 @@ async def test_ctrl_c_at_a_permission_prompt_interrupts_the_turn(project: Path) 
         h.input.send_text(CTRL_C)
         await wait_until(lambda: "Interrupted" in h.text)
         h.input.send_text("next" + ENTER)
-        await wait_until(lambda: "● After." in h.text)
-        h.input.send_text(EXIT)
+        await wait_until(lambda: "● After." in h.text and not h.repl.busy)
+        h.input.send_text(CTRL_D)
         with anyio.fail_after(10):
             await task
     assert "  ⎿  Interrupted · what should caliban do instead?" in h.lines

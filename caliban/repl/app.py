@@ -589,9 +589,14 @@ class Repl:
         self.status_line.refresh()
         return policy.mode
 
+    @property
+    def busy(self) -> bool:
+        """Whether a turn or a command is running (keys go to the draft, not the prompt)."""
+        return self._turn is not None and not self._turn.done()
+
     def interrupt(self) -> None:
         """Cancel the running turn (Ctrl-C, Esc); nothing happens at the prompt."""
-        if self._turn is not None and not self._turn.done():
+        if self._turn is not None and self.busy:
             self._turn.cancel()
 
     @contextlib.contextmanager
