@@ -140,10 +140,10 @@ def git(cwd: Path, *args: str) -> str:
     ).stdout
 
 
-@pytest.fixture
-def repository(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
+def make_repository(root: Path) -> Path:
+    """A git repository at ``root`` with one commit, an ignored ``.env`` that
+    ``.worktreeinclude`` names, and ``app.py``."""
+    root.mkdir(exist_ok=True)
     (root / ".gitignore").write_text(".env\nbuild/\n*.log\n*.local\n")
     (root / ".worktreeinclude").write_text(".env\nconfig/*.local\n")
     (root / "app.py").write_text("print('app')\n")
@@ -151,6 +151,12 @@ def repository(tmp_path: Path) -> Path:
     git(root, "add", ".")
     git(root, "commit", "-qm", "start")
     (root / ".env").write_text("TOKEN=local\n")
+    return root
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Path:
+    root = make_repository(tmp_path / "repo")
     (root / "config").mkdir()
     (root / "config" / "db.local").write_text("user=me\n")
     (root / "config" / "db.local.bak").write_text("not listed\n")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_repl_daily import git, make_repository
 from test_repl_pty import CALIBAN, WAIT, Screen, answer, expect_prompt, spawn
 
 pexpect = pytest.importorskip("pexpect")
@@ -82,17 +83,6 @@ def run_p(project: Path, server: Any, *args: str, **env: str) -> subprocess.Comp
         timeout=WAIT * 2,
         stdin=subprocess.DEVNULL,
     )
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.email=t@t", "-c", "user.name=t", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout
 
 
 # ---------------------------------------------------------------------------- item 1
@@ -579,20 +569,10 @@ def test_trust_from_inside_starts_the_project_s_servers(
 # ---------------------------------------------------------------------------- worktrees
 
 
-def _repository(project: Path) -> None:
-    (project / ".gitignore").write_text(".env\n")
-    (project / ".worktreeinclude").write_text(".env\n")
-    (project / "app.py").write_text("print('app')\n")
-    git(project, "init", "-q")
-    git(project, "add", ".")
-    git(project, "commit", "-qm", "start")
-    (project / ".env").write_text("TOKEN=local\n")
-
-
 def test_worktree_runs_bash_in_the_new_worktree_and_goes_when_unchanged(
     project: Path, fake_model_server: Any
 ) -> None:
-    _repository(project)
+    make_repository(project)
     fake_model_server.add(
         {"tool_calls": [{"name": "Bash", "arguments": {"command": "pwd; cat .env"}}]},
         {"text": "Done."},
@@ -611,7 +591,7 @@ def test_worktree_runs_bash_in_the_new_worktree_and_goes_when_unchanged(
 def test_worktree_with_changes_asks_to_keep_or_remove_on_exit(
     project: Path, fake_model_server: Any
 ) -> None:
-    _repository(project)
+    make_repository(project)
     fake_model_server.add(
         {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo more >> app.py"}}]},
         {"text": "Changed."},
