@@ -26,6 +26,8 @@ import pytest
 from test_repl_daily import git, make_repository
 from test_repl_pty import CALIBAN, WAIT, Screen, answer, expect_prompt, spawn
 
+from caliban.permissions.trust import trust
+
 pexpect = pytest.importorskip("pexpect")
 
 pytestmark = pytest.mark.slow
@@ -700,6 +702,7 @@ def test_pre_activation_shows_a_tool_it_loaded_only_when_the_model_uses_it(
             "weather": {"command": sys.executable, "args": [str(server), "--catalog", str(catalog)]}
         }
     }
+    trust(project)  # lazy loading is the user's choice: a project's config sets it if trusted
     (project / ".caliban" / "config.toml").write_text("[tools]\nlazy_mcp = true\npreactivate = 3\n")
     tool = "mcp__weather__get_weather"
     fake_model_server.add(
