@@ -715,9 +715,11 @@ def test_pre_activation_shows_a_tool_it_loaded_only_when_the_model_uses_it(
         expect_prompt(child)
         for _ in range(WAIT):  # pre-activation uses the tools known when the prompt is sent
             child.send("/mcp\r")
-            if child.expect([r"connected", r"connecting|starting"], timeout=WAIT) == 0:
+            connected = child.expect([r"connected", r"connecting|starting"], timeout=WAIT) == 0
+            expect_prompt(child)  # a /mcp sent before this one ended would be typed ahead
+            if connected:
                 break
-        expect_prompt(child)
+            child.expect(["servers 1/1", pexpect.TIMEOUT], timeout=1)  # poll, not too often
         child.send("the weather in Paris, please\r")
         child.expect("I would need a city.")
         expect_prompt(child)
