@@ -10,6 +10,7 @@ from prompt_toolkit.document import Document
 
 from caliban.repl.attach import attach
 from caliban.repl.complete import ReplCompleter
+from caliban.tools.base import ToolEnv
 from caliban.util.mentions import mention_being_typed, mentions
 
 
@@ -29,7 +30,9 @@ def test_the_grammar() -> None:
 def test_the_repl_attaches_and_completes_what_the_grammar_finds(tmp_path: Path) -> None:
     (tmp_path / "notes.md").write_text("hello\n")
     (tmp_path / "code.py").write_text("x = 1\n")
-    message, attachments, problems = attach("read @notes.md, not `@code.py`", tmp_path)
+    message, attachments, problems = attach(
+        "read @notes.md, not `@code.py`", ToolEnv(cwd=tmp_path, project_root=tmp_path)
+    )
     assert [a.path for a in attachments] == ["notes.md"] and problems == []
     assert "hello" in message.text or any("hello" in p.text for p in message.parts)  # type: ignore[union-attr]
     completer = ReplCompleter(tmp_path)

@@ -74,7 +74,7 @@ async def settle_trust(
         [("once", "Yes, trust this folder"), ("deny", "No, start without them (esc)")],
         header=to_ansi(console, panel) if on_terminal else None,
         question="Trust this folder?",
-        shortcuts={"escape": "deny"},
+        shortcuts={"y": "once", "n": "deny", "escape": "deny"},
         on_shown=on_shown,
     )
     if choice == "once":
