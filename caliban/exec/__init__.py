@@ -7,7 +7,8 @@ background tasks, hooks, ripgrep, git, MCP stdio servers) starts and stops here.
   ``sandbox-exec`` plug in; :class:`NoSandbox` is the only one so far).
 - :func:`stop_group` stops a child's whole group: SIGTERM, a grace period for its live
   members, SIGKILL for the rest, safe against a second cancellation.
-- :func:`run` runs a quick helper synchronously, bounded in time and output.
+- :func:`run` runs a quick helper synchronously, bounded in time and output;
+  :func:`run_attached` a program the user works in (an editor) on caliban's terminal.
 
 ``tests/test_architecture.py`` fails when anything outside this package starts a process.
 """
@@ -30,7 +31,7 @@ from caliban.exec.process import (
     stop_group,
 )
 from caliban.exec.sandbox import Availability, Confinement, NoSandbox, Sandbox
-from caliban.exec.sync import RunResult, run
+from caliban.exec.sync import RunResult, run, run_attached
 
 __all__ = [
     "DEVNULL",
@@ -50,6 +51,7 @@ __all__ = [
     "Stdio",
     "group_alive",
     "run",
+    "run_attached",
     "spawn",
     "stop_group",
 ]

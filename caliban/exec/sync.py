@@ -1,5 +1,6 @@
 """A quick helper run to completion, synchronously and bounded in time and output
-(``git config --get`` while a permission is decided): :func:`run`."""
+(``git config --get`` while a permission is decided): :func:`run`; a program that takes
+over the terminal until it exits (the user's editor): :func:`run_attached`."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from caliban.exec.command import Command, SandboxProfile
 from caliban.exec.process import REAP_WAIT_S, group_alive, wait_gone
 from caliban.exec.sandbox import Sandbox, confine
 
-__all__ = ["RunResult", "run"]
+__all__ = ["RunResult", "run", "run_attached"]
 
 MAX_OUTPUT_BYTES = 2**20
 """How much of each of stdout and stderr :func:`run` keeps, by default."""
@@ -114,3 +115,17 @@ def _collect(
                 truncated = truncated or len(chunk) > room
                 buffer += chunk[:room]
     return bytes(kept[popen.stdout.fileno()]), bytes(kept[popen.stderr.fileno()]), truncated
+
+
+def run_attached(command: Command) -> int:
+    """Run ``command`` on caliban's own terminal (stdin, stdout and stderr) until it exits;
+    its exit code. For a program the user works in (``$EDITOR``): it stays in caliban's
+    process group, the terminal's foreground, so its keys (Ctrl-C, Ctrl-Z) reach it, and it
+    has no time limit. Raises OSError when the command cannot start."""
+    popen = subprocess.Popen(
+        command.argv,
+        cwd=command.cwd,
+        env=None if command.env is None else dict(command.env),
+        pass_fds=command.pass_fds,
+    )
+    return popen.wait()

@@ -7,10 +7,11 @@ terminal itself (OSC 52, which most terminals honour, over SSH too).
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import os
 import shutil
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,27 +31,42 @@ class ClipboardImage:
     data: bytes
 
 
-def _run(argv: Sequence[str], *, stdin: bytes | None = None) -> bytes:
-    """Run one clipboard tool; its stdout, or ``ClipboardError``. The one place this module
-    starts a process (it moves to ``caliban.exec`` with the other child processes).
+def _read(argv: Sequence[str]) -> bytes:
+    """What one clipboard tool prints; empty when it fails, ``ClipboardError`` when it
+    cannot start or hangs."""
+    from caliban.exec import Command, run
 
-    A copy (``stdin`` given) reads nothing back: ``xclip -i`` stays in the background to
-    serve the selection, holding any pipe it was given."""
-    output = subprocess.DEVNULL if stdin is not None else subprocess.PIPE
     try:
-        done = subprocess.run(
-            argv,
-            input=stdin,
-            stdout=output,
-            stderr=subprocess.DEVNULL,
-            timeout=TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ClipboardError(f"{argv[0]} failed: {exc}") from exc
-    if done.returncode != 0:
-        return b""
-    return done.stdout or b""
+        done = run(Command(argv=tuple(argv)), timeout=TIMEOUT_S, max_output=MAX_IMAGE_BYTES + 1)
+    except OSError as exc:
+        raise ClipboardError(f"{argv[0]} failed: {exc.strerror or exc}") from exc
+    if done.timed_out:
+        raise ClipboardError(f"{argv[0]} did not answer within {TIMEOUT_S:.0f}s")
+    return done.stdout if done.returncode == 0 else b""
+
+
+async def _write(argv: Sequence[str], data: bytes) -> None:
+    """Give ``data`` to a clipboard tool on its stdin. Its group is not stopped once it
+    has read it: ``xclip -i`` stays in the background to serve the selection."""
+    from caliban.exec import PIPE, Command, spawn, stop_group
+
+    try:
+        child = await spawn(Command(argv=tuple(argv)), stdin=PIPE)
+    except OSError as exc:
+        raise ClipboardError(f"{argv[0]} failed: {exc.strerror or exc}") from exc
+    try:
+        async with asyncio.timeout(TIMEOUT_S):
+            assert child.stdin is not None
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                child.stdin.write(data)
+                await child.stdin.drain()
+                child.stdin.close()
+            await child.wait()
+    except TimeoutError as exc:
+        await stop_group(child, grace=0)
+        raise ClipboardError(f"{argv[0]} did not finish within {TIMEOUT_S:.0f}s") from exc
+    finally:
+        child.close()
 
 
 def _image_commands() -> list[tuple[str, list[str] | None, list[str]]]:
@@ -81,14 +97,14 @@ def paste_image() -> ClipboardImage:
         )
     for _tool, list_types, read in tools:
         if list_types is None:
-            data = _run(read)
+            data = _read(read)
             media_type = "image/png"
         else:
-            offered = _run(list_types).decode("utf-8", "replace").split()
+            offered = _read(list_types).decode("utf-8", "replace").split()
             media_type = next((t for t in IMAGE_TYPES if t in offered), "")
             if not media_type:
                 continue
-            data = _run([media_type if arg == "{}" else arg for arg in read])
+            data = _read([media_type if arg == "{}" else arg for arg in read])
         if not data:
             continue
         if len(data) > MAX_IMAGE_BYTES:
@@ -100,7 +116,7 @@ def paste_image() -> ClipboardImage:
     raise ClipboardError("the clipboard holds no image (copy one first, or use @path)")
 
 
-def copy_text(text: str) -> str | None:
+async def copy_text(text: str) -> str | None:
     """Put ``text`` on the clipboard with an installed tool; returns the tool's name, or
     ``None`` when there is none (see :func:`osc52`)."""
     if os.environ.get("WAYLAND_DISPLAY") and shutil.which("wl-copy"):
@@ -111,7 +127,7 @@ def copy_text(text: str) -> str | None:
         argv = ["pbcopy"]
     else:
         return None
-    _run(argv, stdin=text.encode("utf-8"))
+    await _write(argv, text.encode("utf-8"))
     return argv[0]
 
 

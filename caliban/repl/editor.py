@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,13 +33,12 @@ def editor_command(env: Mapping[str, str] | None = None) -> list[str]:
 
 
 def edit_file(path: Path) -> int:
-    """Open ``path`` in the user's editor and wait for it to close; returns its exit code.
+    """Open ``path`` in the user's editor and wait for it to close; returns its exit code."""
+    from caliban.exec import Command, run_attached
 
-    The one place caliban starts an editor (it moves to ``caliban.exec`` with the other
-    child processes)."""
     argv = [*editor_command(), str(path)]
     try:
-        return subprocess.call(argv)
+        return run_attached(Command(argv=tuple(argv)))
     except OSError as exc:
         raise NoEditor(f"cannot start the editor {argv[0]!r}: {exc.strerror or exc}") from exc
 

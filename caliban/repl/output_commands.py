@@ -81,7 +81,7 @@ async def _copy(ctx: CommandContext, arg: str) -> None:
         ctx.console.print(_dim("Nothing to copy yet: no answer in this conversation."))
         return
     try:
-        tool = copy_text(answer)
+        tool = await copy_text(answer)
     except ClipboardError as exc:
         ctx.console.print(outside_text(f"Not copied: {exc}", "yellow"))
         return

@@ -15,9 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
-import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -97,30 +95,24 @@ def status_input(session: Session, *, started: float) -> dict[str, Any]:
 async def run_status_command(command: str, stdin: bytes, cwd: Path) -> str:
     """The first line ``command`` prints, given ``stdin``; empty when it fails or is slow.
 
-    The one place the status line starts a process (it moves to ``caliban.exec``): a shell,
-    in its own process group, killed whole after :data:`TIMEOUT_S`."""
-    process = await asyncio.create_subprocess_shell(
-        command,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-        cwd=cwd,
-        start_new_session=True,
-    )
+    It runs in a shell, in its own process group, stopped whole after :data:`TIMEOUT_S`."""
+    from caliban.exec import PIPE, Command, spawn, stop_group
+
+    child = await spawn(Command(argv=("/bin/sh", "-c", command), cwd=cwd), stdin=PIPE, stdout=PIPE)
     try:
         async with asyncio.timeout(TIMEOUT_S):
-            assert process.stdin is not None and process.stdout is not None
+            assert child.stdin is not None and child.stdout is not None
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                process.stdin.write(stdin)
-                await process.stdin.drain()
-                process.stdin.close()
-            output = await process.stdout.read(MAX_OUTPUT_BYTES)
-            await process.wait()
+                child.stdin.write(stdin)
+                await child.stdin.drain()
+                child.stdin.close()
+            output = await child.stdout.read(MAX_OUTPUT_BYTES)
+            await child.wait()
     except (TimeoutError, asyncio.CancelledError):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
+        await stop_group(child, grace=0)
         raise
+    finally:
+        child.close()
     lines = output.decode("utf-8", "replace").splitlines()
     return lines[0][:MAX_LINE_CHARS] if lines else ""
 

@@ -1,12 +1,11 @@
 """Running git for caliban's own needs (worktrees, ``/diff``): bounded in time and output.
 
-The one place this code starts git (it moves to ``caliban.exec`` with the other child
-processes); the Bash tool's git is the model's, not this.
+git starts through :mod:`caliban.exec`, like every child process; the Bash tool's git is
+the model's, not this.
 """
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,24 +27,18 @@ class GitResult:
 def git(*args: str, cwd: Path, timeout: float = TIMEOUT_S, check: bool = True) -> GitResult:
     """``git args`` in ``cwd``; raises :class:`GitError` when it cannot run or (``check``)
     exits non-zero, with git's own message."""
-    argv = ["git", "-c", "core.quotepath=off", *args]
+    from caliban.exec import Command, run
+
+    argv = ("git", "-c", "core.quotepath=off", *args)
     try:
-        done = subprocess.run(
-            argv,
-            cwd=cwd,
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
+        done = run(Command(argv=argv, cwd=cwd), timeout=timeout, max_output=MAX_OUTPUT_BYTES)
     except FileNotFoundError as exc:
         raise GitError("git is not installed (it is needed for this)") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise GitError(f"git {args[0]} took longer than {timeout:.0f}s") from exc
+    except OSError as exc:
+        raise GitError(f"git {args[0]}: {exc.strerror or exc}") from exc
+    if done.timed_out:
+        raise GitError(f"git {args[0]} took longer than {timeout:.0f}s")
     if check and done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace").strip() or f"exit code {done.returncode}"
         raise GitError(f"git {args[0]}: {message}")
-    out = done.stdout[:MAX_OUTPUT_BYTES]
-    return GitResult(
-        stdout=out.decode("utf-8", "replace"), truncated=len(done.stdout) > MAX_OUTPUT_BYTES
-    )
+    return GitResult(stdout=done.stdout.decode("utf-8", "replace"), truncated=done.truncated)
