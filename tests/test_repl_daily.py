@@ -350,3 +350,11 @@ async def test_effort_diff_export_copy_and_memory(
     assert "> hello" in exported and "● The answer, to copy." in exported
     assert "Not copied: no clipboard tool, and no terminal to ask." in text
     assert (project / "CLAUDE.md").read_text() == "Run make test.\n"
+
+
+def test_docs_list_every_command() -> None:
+    import caliban.repl.app  # noqa: F401  (registers every command module)
+    from caliban.repl.registry import COMMANDS
+
+    listed = (Path(__file__).parent.parent / "docs" / "repl.md").read_text()
+    assert [name for name in COMMANDS if f"| `/{name}" not in listed] == []
