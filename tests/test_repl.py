@@ -127,14 +127,14 @@ async def harness(
 
 async def answer_questions(h: Harness, prompt: str, *answers: str, done: str) -> None:
     """Send ``prompt``; answer each permission question with the next of ``answers`` once
-    it is drawn; when ``done`` is on the screen and the turn is over, leave with Ctrl-D
-    (typed during a turn, it would be dropped)."""
+    it is drawn; when ``done`` is on the screen and the prompt reads keys again, leave with
+    Ctrl-D (typed during a turn, it would be dropped)."""
     h.input.send_text(prompt + ENTER)
     task = asyncio.ensure_future(h.repl.run())
     for number, keys in enumerate(answers, start=1):
         await wait_until(lambda number=number: h.approver.shown >= number)  # type: ignore[misc]
         h.input.send_text(keys)
-    await wait_until(lambda: done in h.text and not h.repl.busy)
+    await wait_until(lambda: done in h.text and h.repl.prompt.app.is_running)
     h.input.send_text(CTRL_D)
     with anyio.fail_after(10):
         await task
@@ -513,7 +513,7 @@ async def test_permission_no_with_a_reason_tells_the_model(project: Path) -> Non
     steps = [reply(tool_call("Bash", {"command": "rm -rf build"})), "Understood."]
     async with harness(steps, project, ask=True) as h:
         await answer_questions(
-            h, "clean", "3" + "use make clean instead" + ENTER, done="● Understood."
+            h, "clean", "3", "use make clean instead" + ENTER, done="● Understood."
         )
     [result] = [p for p in h.provider.requests[1].messages[-1].parts if not isinstance(p, TextPart)]
     assert result.is_error  # type: ignore[union-attr]
@@ -545,7 +545,7 @@ async def test_ctrl_c_at_a_permission_prompt_interrupts_the_turn(project: Path) 
         h.input.send_text(CTRL_C)
         await wait_until(lambda: "Interrupted" in h.text)
         h.input.send_text("next" + ENTER)
-        await wait_until(lambda: "● After." in h.text and not h.repl.busy)
+        await wait_until(lambda: "● After." in h.text and h.repl.prompt.app.is_running)
         h.input.send_text(CTRL_D)
         with anyio.fail_after(10):
             await task

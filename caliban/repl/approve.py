@@ -121,7 +121,8 @@ class TerminalApprover:
         self.early_keys: EarlyKeys = lambda keys: None
         self.on_shown: Callable[[], object] = lambda: None
         self.shown = 0
-        """Questions drawn so far (each reads keys from then on)."""
+        """Questions drawn so far, the line asking what to do instead of a refused call
+        among them (each reads keys from then on)."""
         self._lock = asyncio.Lock()
 
     async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
@@ -178,7 +179,8 @@ class TerminalApprover:
             return Decision(choice=choice)
         try:
             said = await PromptSession[str]().prompt_async(
-                [("", "  What should caliban do instead? (Enter to just refuse) ")]
+                [("", "  What should caliban do instead? (Enter to just refuse) ")],
+                pre_run=self._follow_up_shown,
             )
         except (KeyboardInterrupt, EOFError):
             return Decision(choice="deny", interrupted=True)
@@ -187,6 +189,9 @@ class TerminalApprover:
     def _shown(self) -> None:
         self.shown += 1
         self.on_shown()
+
+    def _follow_up_shown(self) -> None:
+        self.shown += 1  # no second ring: the user is answering already
 
     def _panel(self, request: PermissionRequest, *, max_preview: int) -> RenderableType:
         parts: list[RenderableType] = []
