@@ -105,6 +105,19 @@ class ConversationCleared:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ConversationRewound:
+    """The conversation was cut back to before one user prompt (``/rewind``): ``messages``
+    is the whole history now, ``active`` the lazily loaded MCP tools as they were then
+    (``None``: not recorded)."""
+
+    to: str
+    """The id of the prompt it was cut before."""
+    messages: tuple[Message, ...]
+    active: tuple[str, ...] | None = None
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ConversationCompacted:
     """The history was compacted: its older part is now one summary message (``messages``
     is the whole new history, so a transcript can resume from here)."""
@@ -185,6 +198,7 @@ AgentEvent = (
     | HistoryAppended
     | ModelChanged
     | ConversationCleared
+    | ConversationRewound
     | ConversationCompacted
     | ApiRetryEvent
     | ModelFallback

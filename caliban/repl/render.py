@@ -42,6 +42,7 @@ from caliban.events import (
     BackgroundTaskUpdate,
     ConversationCleared,
     ConversationCompacted,
+    ConversationRewound,
     HistoryAppended,
     ModelChanged,
     ModelFallback,
@@ -486,7 +487,11 @@ class Renderer:
             case BackgroundTaskUpdate(status=status) if status != "running":
                 self._line(depth, f"{ELBOW}  background task {event.task_id} {status}", style="dim")
             case (
-                HistoryAppended() | ModelChanged() | ConversationCleared() | BackgroundTaskUpdate()
+                HistoryAppended()
+                | ModelChanged()
+                | ConversationCleared()
+                | ConversationRewound()
+                | BackgroundTaskUpdate()
             ):
                 pass  # nothing to show: the REPL prints its own lines for /model and /clear
             case _:

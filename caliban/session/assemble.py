@@ -95,6 +95,7 @@ async def open_session(
     asked when a call needs approval (interactive: after the Notification hooks; headless:
     a :class:`~caliban.permissions.approval.DenyingApprover`, or none).
     """
+    from caliban.checkpoints import Checkpoints, checkpointing
     from caliban.claude_code.compat import prepare, resolve_model, retry_policy, select_builtins
     from caliban.mcp.config import load_mcp_config
     from caliban.mcp.status import describe_failure, describe_skipped
@@ -212,6 +213,12 @@ async def open_session(
         sandbox=sandbox,
         status_line=setup.claude.status_line,
     )
+    if checkpointing(interactive=interactive):
+        session.checkpoints = Checkpoints(
+            project=root,
+            session_id=session.id,
+            warn=lambda text: session.emit(Notice(level="warning", text=text)),
+        )
     skip_hooks = options.bare or setup.claude.disable_all_hooks
     hooks = None if skip_hooks else _hooks(loaded, setup.claude.hooks, session, root)
     if options.json_schema is not None:

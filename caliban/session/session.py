@@ -9,8 +9,10 @@ from the loop fan out to the session's listeners (renderer, transcript, ...).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +21,14 @@ from caliban.agent import Agent, Conversation, RunResult
 from caliban.calls.verdict import ALLOW_ALL, Authorizer
 from caliban.compaction import CompactionPolicy
 from caliban.config.settings import LoadedConfig, Settings
-from caliban.events import AgentEvent, ConversationCleared, HistoryAppended, ModelChanged, Notice
+from caliban.events import (
+    AgentEvent,
+    ConversationCleared,
+    ConversationRewound,
+    HistoryAppended,
+    ModelChanged,
+    Notice,
+)
 from caliban.hooks import NO_HOOKS, LoopHooks
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.mcp.lazy.policy import LazyPolicy, resolve_policy
@@ -32,6 +41,7 @@ from caliban.toolsets.combined import CombinedToolset
 from caliban.toolsets.tool_list import ToolList
 
 if TYPE_CHECKING:
+    from caliban.checkpoints import Checkpoints
     from caliban.mcp.client import McpManager
     from caliban.mcp.lazy.toolset import LazyMcpToolset
     from caliban.permissions.policy import PermissionPolicy
@@ -106,6 +116,8 @@ class Session:
     (``--max-budget-usd``); ``None``: no budget."""
     sandbox: SandboxRuntime | None = None
     """The OS sandbox under Bash commands (:mod:`caliban.sandbox`); ``None``: none."""
+    checkpoints: Checkpoints | None = None
+    """The project's files before each user prompt (``/rewind``); ``None``: not taken."""
     toolset: Toolset = field(init=False)
     """Every tool the session's agent may call, composed once (see :mod:`caliban.toolsets`)."""
     _lazy: LazyMcpToolset | None = field(default=None, init=False, repr=False)
@@ -240,13 +252,29 @@ class Session:
     ) -> RunResult:
         """Run one prompt to completion on this session's conversation; ``model`` and the
         ``allow`` rules apply to this prompt only (a custom command's frontmatter)."""
+        message = Message.user(prompt) if isinstance(prompt, str) else prompt
         agent = self.agent()
         if model:
             agent.model = model
-        if not allow or self.permissions is None:
-            return await agent.run(prompt)
-        with self.permissions.allowing(allow):
-            return await agent.run(prompt)
+        async with self._checkpointed(message):
+            if not allow or self.permissions is None:
+                return await agent.run(message)
+            with self.permissions.allowing(allow):
+                return await agent.run(message)
+
+    @contextlib.asynccontextmanager
+    async def _checkpointed(self, message: Message) -> AsyncIterator[None]:
+        """Snapshot the project's files before ``message`` runs and after (see
+        :mod:`caliban.checkpoints`); a failing store only warns."""
+        if self.checkpoints is None:
+            yield
+            return
+        active = self.activation.get().in_activation_order() if self.activation else None
+        await self.checkpoints.before_prompt(message.id, message.text, active)
+        try:
+            yield
+        finally:
+            await asyncio.shield(self.checkpoints.after_prompt(message.id))
 
     def add_context(self, message: Message) -> None:
         """Append a message without a request (``!command``'s output, a stream-json
@@ -331,12 +359,45 @@ class Session:
             self._lazy.forget_preactivated()
         self.emit(ConversationCleared())
 
+    def rewind_conversation(self, message_id: str) -> Message:
+        """Cut the conversation back to before the user prompt ``message_id`` (``/rewind``):
+        the prompt and all after it go, the lazily loaded MCP tools active then come back.
+        Returns the prompt, whose text goes back to the input. Raises LookupError when the
+        conversation holds no such message."""
+        messages = self.conversation.messages
+        index = next((i for i, m in enumerate(messages) if m.id == message_id), None)
+        if index is None:
+            raise LookupError(f"no message {message_id} in this conversation")
+        prompt = messages[index]
+        self.conversation = Conversation(messages=messages[:index])
+        active: tuple[str, ...] | None = None
+        if self.checkpoints is not None and self.activation is not None:
+            from caliban.checkpoints import CheckpointNotFound
+
+            try:
+                active = self.checkpoints.find(message_id).active
+            except CheckpointNotFound:
+                active = None
+            if active is not None:
+                names = active
+                self.activation.swap(
+                    lambda current: McpActivationSet.empty(current.cap).activate(names)[0]
+                )
+        self.emit(
+            ConversationRewound(
+                to=message_id, messages=tuple(self.conversation.messages), active=active
+            )
+        )
+        return prompt
+
     def adopt(
         self, session_id: str, conversation: Conversation, ledger: UsageLedger | None = None
     ) -> None:
         """Continue a saved session: its id, history and usage (``--continue``, ``/resume``)."""
         self.id = session_id
         self.conversation = conversation
+        if self.checkpoints is not None:
+            self.checkpoints.adopt(session_id)
         if ledger is not None:
             self.ledger = ledger
 

@@ -259,6 +259,11 @@ def _glob_safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "?", text)
 
 
+def _is_prompt(message: Message) -> bool:
+    """A user's prompt, not a message of tool results."""
+    return message.role == "user" and not any(isinstance(p, ToolResult) for p in message.parts)
+
+
 def _str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -346,6 +351,16 @@ def load_session(path: Path) -> SessionRecord:
                 # /clear starts a new conversation and empties the activation set.
                 messages, ledger, last_usage, prompts = [], UsageLedger(), None, 0
                 activations = []
+            elif kind == "rewind" and main:
+                # /rewind cut the conversation: its history, and the active tools then.
+                messages = [
+                    message_from_json(m, id=_line_id(m, path.stem, number, index))
+                    for index, m in enumerate(record["messages"])
+                ]
+                prompts = sum(_is_prompt(m) for m in messages)
+                last_usage = None
+                if isinstance(record.get("active"), list):
+                    activations = [tuple(str(name) for name in record["active"])]
             elif kind == "activation" and main:
                 activations.append(tuple(str(name) for name in record["activated"]))
         except (KeyError, TypeError, ValueError) as exc:

@@ -44,6 +44,7 @@ from caliban.events import (
     BackgroundTaskUpdate,
     ConversationCleared,
     ConversationCompacted,
+    ConversationRewound,
     HistoryAppended,
     ModelChanged,
     ModelFallback,
@@ -62,7 +63,7 @@ FORMAT_VERSION = 1
 HISTORY_TYPES = frozenset({"user_prompt", "assistant", "tool_results", "history_append"})
 """Line types that append a message to the history they belong to."""
 
-DURABLE_TYPES = HISTORY_TYPES | {"header", "activation", "model", "clear", "compact"}
+DURABLE_TYPES = HISTORY_TYPES | {"header", "activation", "model", "clear", "compact", "rewind"}
 """Line types a resume restores from; these are fsync-ed."""
 
 
@@ -155,6 +156,13 @@ def event_to_json(event: AgentEvent) -> dict[str, Any] | None:
             body = {"type": "model", "model": model}
         case ConversationCleared():
             body = {"type": "clear"}
+        case ConversationRewound():
+            body = {
+                "type": "rewind",
+                "to": event.to,
+                "active": list(event.active) if event.active is not None else None,
+                "messages": [{"uuid": m.id, **message_to_json(m)} for m in event.messages],
+            }
         case ConversationCompacted():
             body = {
                 "type": "compact",

@@ -18,6 +18,7 @@ from caliban.events import (
     BackgroundTaskUpdate,
     ConversationCleared,
     ConversationCompacted,
+    ConversationRewound,
     HistoryAppended,
     ModelChanged,
     ModelFallback,
@@ -173,7 +174,7 @@ class FrameBuilder:
                         self.emit(frame)
             case ActivationChanged():
                 self.emit(activation_frame(event, self.session_id))
-            case ModelChanged() | ConversationCleared() | Notice():
+            case ModelChanged() | ConversationCleared() | ConversationRewound() | Notice():
                 pass
             case _:
                 assert_never(event)
