@@ -522,7 +522,7 @@ async def _stream_input(
                     await work.put(("error", str(exc)))
                     break
                 if kind == "control":
-                    output.frame(_control_response(payload, session, state))
+                    output.frame(await _control_response(payload, session, state))
                 elif kind == "control_response":
                     if state.prompter is not None:
                         state.prompter.answer(payload)
@@ -663,8 +663,9 @@ def _js(value: Any) -> str:
     return "undefined" if value is None else str(value)
 
 
-def _control_response(request: dict[str, Any], session: Session, state: _RunState) -> Frame:
-    """The answer to an Agent SDK ``control_request`` (``initialize``, ``interrupt``)."""
+async def _control_response(request: dict[str, Any], session: Session, state: _RunState) -> Frame:
+    """The answer to an Agent SDK ``control_request`` (``initialize``, ``interrupt``,
+    ``rewind_files``)."""
 
     request_id = request.get("request_id")
     subtype = (request.get("request") or {}).get("subtype")
@@ -700,13 +701,20 @@ def _control_response(request: dict[str, Any], session: Session, state: _RunStat
     if subtype == "interrupt":
         _interrupt(state)
         return _control_ok(request_id, {})
+    if subtype == "rewind_files":
+        from caliban.checkpoints.control import rewind_files
+
+        answer = await rewind_files(session.checkpoints, request.get("request") or {})
+        if isinstance(answer, str):
+            return _control_error(request_id, answer)
+        return _control_ok(request_id, answer)
+    return _control_error(request_id, f"Unsupported control request subtype: {subtype}")
+
+
+def _control_error(request_id: Any, error: str) -> Frame:
     return {
         "type": "control_response",
-        "response": {
-            "subtype": "error",
-            "request_id": request_id,
-            "error": f"Unsupported control request subtype: {subtype}",
-        },
+        "response": {"subtype": "error", "request_id": request_id, "error": error},
     }
 
 
