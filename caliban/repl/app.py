@@ -438,6 +438,10 @@ class Repl:
             self.console.print(outside_text(f"> {queued}", "bold"))
             await self.submit(queued)
 
+    def _prefill(self, text: str) -> None:
+        """Start the next prompt with ``text`` (a rewound prompt's, to edit and resend)."""
+        self._stashed = text
+
     def _next_default(self) -> str:
         """What the next prompt starts with: a draft typed during the turn, else the line
         stashed with Ctrl-S."""
@@ -470,6 +474,7 @@ class Repl:
                 run_prompt=self.run_turn,
                 toggle_vi=self.toggle_vi,
                 restart=self.restart,
+                set_input=self._prefill,
             )
             # Interruptible like a turn: /compact waits for the model, /resume for servers.
             task = await self._interruptible(run_command(text, context))

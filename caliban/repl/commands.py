@@ -42,10 +42,12 @@ from caliban.repl.render import outside_text
 from caliban.session.context import context_report
 from caliban.session.pricing import cost_usd
 from caliban.tools.base import McpOrigin
-from caliban.util.text import visible
+from caliban.util.text import plural, visible
 from caliban.util.tokens import estimate_json_tokens, format_tokens
 
 if TYPE_CHECKING:
+    from caliban.checkpoints import Checkpoints
+    from caliban.repl.rewind import RewindContext
     from caliban.session.session import Session
 
 __all__ = ["COMMANDS", "CommandContext", "ExitRepl", "find_command", "run_command"]
@@ -205,6 +207,15 @@ async def _context(ctx: CommandContext, arg: str) -> None:
                 "tools.lazy_mcp = true keeps them off the wire until ToolSearch finds them."
             )
         )
+    if (checkpoints := ctx.session.checkpoints) is not None:
+        ctx.console.print(_dim(checkpoint_storage(checkpoints)))
+
+
+def checkpoint_storage(checkpoints: Checkpoints) -> str:
+    """``/context``'s line on checkpoints: how many, and the disk space their store takes."""
+    size = checkpoints.usage_bytes() / 2**20
+    count = plural(len(checkpoints.entries()), "checkpoint")
+    return f"Checkpoints: {count} this session; {size:.1f} MB stored for this project (/rewind)"
 
 
 @command("compact", "Summarise the conversation to free the context", usage="[instructions]")
@@ -432,6 +443,28 @@ async def _sandbox(ctx: CommandContext, arg: str) -> None:
         ctx.console.print(text)
     ctx.console.print(_dim("Settings: sandbox.* in config.toml or .claude/settings.json "
                            "(see docs/sandbox.md)."))  # fmt: skip
+
+
+@command("rewind", "Restore the code and/or conversation to before an earlier prompt (Esc Esc)")
+async def _rewind(ctx: CommandContext, arg: str) -> None:
+    from caliban.repl.rewind import rewind
+
+    await rewind(_rewind_context(ctx))
+
+
+@command("undo", "Restore the files to before the last prompt (the conversation stays)")
+async def _undo(ctx: CommandContext, arg: str) -> None:
+    from caliban.repl.rewind import undo
+
+    await undo(_rewind_context(ctx))
+
+
+def _rewind_context(ctx: CommandContext) -> RewindContext:
+    from caliban.repl.rewind import RewindContext
+
+    return RewindContext(
+        session=ctx.session, console=ctx.console, choose=ctx.choose, set_input=ctx.set_input
+    )
 
 
 @command("exit", "Leave caliban", aliases=("quit",))

@@ -129,6 +129,13 @@ def prompt_key_bindings(actions: PromptActions) -> KeyBindings:
     def _todos(event: KeyPressEvent) -> None:
         actions.show_todos()
 
+    @bindings.add("escape", "escape")
+    def _rewind(event: KeyPressEvent) -> None:
+        # Esc Esc on an empty prompt: the /rewind picker, as in Claude Code.
+        if not event.current_buffer.text:
+            event.current_buffer.text = "/rewind"
+            event.current_buffer.validate_and_handle()
+
     @bindings.add("escape", "p")
     def _model(event: KeyPressEvent) -> None:
         actions.pick_model()

@@ -37,6 +37,11 @@ class CommandContext:
     """Closes the session and opens it again, conversation kept (``/trust``)."""
     toggle_vi: Callable[[], bool] | None = None
     """Switches the prompt between Emacs and vi keys; returns whether vi is on (``/vim``)."""
+    set_input: Callable[[str], None] | None = None
+    """Puts text in the next prompt's input, for editing (``/rewind``)."""
+    choose: Callable[[str, Sequence[str]], Awaitable[int | None]] | None = None
+    """Asks the user to pick one of the options (its index; ``None``: cancelled); ``None``:
+    a menu on the terminal (``/rewind``)."""
 
 
 Handler = Callable[[CommandContext, str], Awaitable[None]]
