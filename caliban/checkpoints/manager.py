@@ -13,7 +13,6 @@ store) costs the checkpoint and one warning, never the prompt.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -137,7 +136,9 @@ class Checkpoints:
         """Snapshot the files before the prompt ``message_id`` runs; None when it failed."""
         try:
             snapshot = await self._store.snapshot()
-            await self._store.keep(_ref(message_id, "before"), snapshot.tree)
+            entries = [c for c in self.entries() if c.id != message_id]
+            if snapshot.tree not in _trees(entries):
+                await self._store.keep(snapshot.tree)
             checkpoint = Checkpoint(
                 id=message_id,
                 prompt=prompt,
@@ -146,13 +147,11 @@ class Checkpoints:
                 skipped=snapshot.skipped,
                 active=tuple(active) if active is not None else None,
             )
-            entries = [c for c in self.entries() if c.id != message_id] + [checkpoint]
+            entries.append(checkpoint)
             dropped, entries = entries[: -self.max_per_session], entries[-self.max_per_session :]
             self._save(entries)
             if dropped:
-                await self._store.forget(
-                    n for c in dropped for n in (_ref(c.id, "before"), _ref(c.id, "after"))
-                )
+                await self._store.forget(_trees(dropped) - _trees(entries))
             if len(entries) % BOUND_EVERY == 1:
                 await self.bound_storage()
             return checkpoint
@@ -168,7 +167,8 @@ class Checkpoints:
             return
         try:
             snapshot = await self._store.snapshot()
-            await self._store.keep(_ref(message_id, "after"), snapshot.tree)
+            if snapshot.tree not in _trees(entries):
+                await self._store.keep(snapshot.tree)
             entries[index] = replace(entries[index], after=snapshot.tree)
             self._save(entries)
         except (StoreError, OSError, ValueError) as exc:
@@ -284,12 +284,7 @@ class Checkpoints:
                 other = replace_session(self, session_id)
                 entries = other.entries()
                 keep = entries[-1:] if session_id == self.session_id else []
-                await other._store.forget(
-                    n
-                    for c in entries
-                    if c not in keep
-                    for n in (_ref(c.id, "before"), _ref(c.id, "after"))
-                )
+                await other._store.forget(_trees(entries) - _trees(keep))
                 if keep:
                     other._save(keep)
                 else:
@@ -328,9 +323,9 @@ def _object_id(value: object) -> str:
     return value
 
 
-def _ref(message_id: str, which: str) -> str:
-    """The ref name part for a message's snapshot (a message id is any string: hashed)."""
-    return f"{hashlib.sha256(message_id.encode()).hexdigest()[:32]}-{which}"
+def _trees(entries: Sequence[Checkpoint]) -> set[str]:
+    """The snapshots ``entries`` name (each kept alive by one ref of the session)."""
+    return {tree for c in entries for tree in (c.before, c.after) if tree is not None}
 
 
 def _entry(checkpoint: Checkpoint) -> dict[str, Any]:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -30,6 +32,7 @@ MAX_NEW_FILES = 50_000
 """A snapshot that would add more new files than this is refused (caliban started in a home
 directory, say): it would take long and store much for little."""
 GITLINK = "160000"
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 ChangeKind = Literal["added", "modified", "deleted"]
 
@@ -74,14 +77,20 @@ class SnapshotStore:
     def __init__(self, store: Path, project: Path, session_id: str) -> None:
         self.store = store
         self.project = project
+        # A session id names a file and a ref: anything but a plain name is hashed.
+        if not _PLAIN_NAME.fullmatch(session_id):
+            session_id = hashlib.sha256(session_id.encode()).hexdigest()[:32]
         self.session_id = session_id
         self.git = Git(store, project, store / "indexes" / session_id)
         self._lock = asyncio.Lock()
+        self._ready = False
 
     # -- taking
 
     async def ensure(self) -> None:
         """Create the store on first use; (re)write the files that make it safe."""
+        if self._ready:
+            return
         if not (self.store / "HEAD").is_file():
             self.store.mkdir(parents=True, exist_ok=True)
             await self.git.run("init", "--quiet", "--bare", "--template=", str(self.store))
@@ -91,6 +100,7 @@ class SnapshotStore:
         attributes = info / "attributes"
         if not attributes.is_file() or attributes.read_bytes() != ATTRIBUTES:
             attributes.write_bytes(ATTRIBUTES)
+        self._ready = True
 
     async def snapshot(self) -> Snapshot:
         """Capture the project's files now (what changed since this session's last snapshot
@@ -174,16 +184,16 @@ class SnapshotStore:
                 if not (unreadable_ok and exc.code == 1):
                     raise
 
-    async def keep(self, name: str, tree: str) -> None:
+    async def keep(self, tree: str) -> None:
         """Name ``tree`` with a ref of this session, so pruning keeps its objects."""
         try:
-            await self.git.run("update-ref", f"refs/caliban/{self.session_id}/{name}", tree)
+            await self.git.run("update-ref", f"refs/caliban/{self.session_id}/{tree}", tree)
         except GitFailed as exc:
             raise StoreError(str(exc)) from exc
 
-    async def forget(self, names: Iterable[str]) -> None:
-        """Drop this session's refs ``names`` (their objects go at the next :meth:`prune`)."""
-        lines = "".join(f"delete refs/caliban/{self.session_id}/{name}\n" for name in names)
+    async def forget(self, trees: Iterable[str]) -> None:
+        """Drop this session's refs to ``trees`` (their objects go at the next :meth:`prune`)."""
+        lines = "".join(f"delete refs/caliban/{self.session_id}/{tree}\n" for tree in trees)
         if not lines:
             return
         with tempfile.TemporaryFile() as stdin:
