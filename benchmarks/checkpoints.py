@@ -104,13 +104,14 @@ async def main() -> None:
         print(f"repository: {len(every):,} files, {size:.0f} MB ({built:.0f} s to build)")
         checkpoints = Checkpoints(project=root, session_id="bench", warn=print)
         quiet, busy, after, quiet_cpu = [], [], [], []
-        first = stored_first = 0.0
+        first = first_cpu = stored_first = 0.0
         for prompt in range(args.prompts):
             started, started_cpu = time.perf_counter(), cpu()
             await checkpoints.before_prompt(f"m{prompt}", f"prompt {prompt}")
             took = time.perf_counter() - started
             if prompt == 0:
-                first, stored_first = took, checkpoints.usage_bytes()
+                first, first_cpu = took, cpu() - started_cpu
+                stored_first = checkpoints.usage_bytes()
             elif prompt % 10 == 0:  # the checkpoint right after a build prompt
                 busy.append(took)
             else:
@@ -120,17 +121,20 @@ async def main() -> None:
             started = time.perf_counter()
             await checkpoints.after_prompt(f"m{prompt}")
             after.append(time.perf_counter() - started)
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), cpu()
         result = await checkpoints.rewind_files("m0")
-        rewind = time.perf_counter() - started
+        rewind, rewind_cpu = time.perf_counter() - started, cpu() - started_cpu
         stored = checkpoints.usage_bytes()
-        print(f"first checkpoint (hashes the whole tree): {ms(first)}")
+        print(f"first checkpoint (hashes the whole tree): {ms(first)} ({ms(first_cpu)} of CPU)")
         print(f"checkpoint before a prompt, little changed ({len(quiet)}): {spread(quiet)}")
         print(f"  its CPU time (caliban and git): {spread(quiet_cpu)}")
         if busy:
             print(f"checkpoint after a 200-file build ({len(busy)}): {spread(busy)}")
         print(f"snapshot after each prompt ({len(after)}): {spread(after)}")
-        print(f"rewind of the whole session ({len(result.changes)} files): {ms(rewind)}")
+        print(
+            f"rewind of the whole session ({len(result.changes)} files): {ms(rewind)} "
+            f"({ms(rewind_cpu)} of CPU)"
+        )
         growth = (stored - stored_first) / max(1, args.prompts - 1) / 1024
         print(
             f"store: {stored_first / 2**20:.1f} MB after the first checkpoint, "

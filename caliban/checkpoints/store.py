@@ -295,15 +295,13 @@ class SnapshotStore:
         """The file at ``relative`` in the project; refused when a directory on the way is a
         symbolic link (a write must not land outside the project)."""
         path = self.project / relative
-        parent = path.parent
-        root = self.project.resolve()
-        for ancestor in [parent, *parent.parents]:
+        if ".." in path.relative_to(self.project).parts:
+            raise StoreError(f"{relative} is outside the project; not restored")
+        for ancestor in path.parents:
             if ancestor == self.project:
                 break
             if ancestor.is_symlink():
                 raise StoreError(f"{relative}: {ancestor} is a symbolic link; not restored")
-        if not parent.resolve().is_relative_to(root) and parent.exists():
-            raise StoreError(f"{relative} is outside the project; not restored")
         return path
 
     def _write(self, entry: _Entry, data: bytes) -> None:
