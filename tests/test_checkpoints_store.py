@@ -285,3 +285,41 @@ async def test_a_forged_manifest_cannot_put_options_on_git_command_lines(tmp_pat
         '{"version":1,"checkpoints":[{"id":"m1","before":"--output=/tmp/x","after":null}]}'
     )
     assert cps.entries() == []
+
+
+async def test_the_rewind_files_control_request(tmp_path: Path) -> None:
+    from caliban.checkpoints.control import NOT_ENABLED, NOT_FOUND, rewind_files
+
+    project = make_repo(tmp_path / "p")
+    cps, _ = checkpoints(project)
+    with anyio.fail_after(60):
+        assert await rewind_files(None, {"user_message_id": "m1"}) == NOT_ENABLED
+        await cps.before_prompt("m1", "p")
+        (project / "a.txt").write_text("one\n")
+        (project / "new.txt").write_text("x\n")
+        assert await rewind_files(cps, {"user_message_id": "other"}) == NOT_FOUND
+        dry = await rewind_files(cps, {"user_message_id": "m1", "dry_run": True})
+        assert dry == {
+            "canRewind": True,
+            "filesChanged": ["a.txt", "new.txt"],
+            "insertions": 1,
+            "deletions": 1,
+        }
+        assert (project / "new.txt").exists()  # a dry run changes nothing
+        assert await rewind_files(cps, {"user_message_id": "m1"}) == {"canRewind": True}
+    assert not (project / "new.txt").exists()
+    assert (project / "a.txt").read_text() == "one\ntwo\n"
+
+
+async def test_the_repository_s_own_excludes_are_respected(tmp_path: Path) -> None:
+    project = make_repo(tmp_path / "p")
+    (project / ".git" / "info").mkdir(exist_ok=True)
+    (project / ".git" / "info" / "exclude").write_text("local-notes.txt\n")
+    cps, _ = checkpoints(project)
+    with anyio.fail_after(60):
+        await cps.before_prompt("m1", "p")
+        (project / "local-notes.txt").write_text("the user's, never captured\n")
+        plan = await cps.plan("m1")
+        await cps.rewind_files("m1")
+    assert plan.changes == ()
+    assert (project / "local-notes.txt").exists()

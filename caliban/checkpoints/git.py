@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO, Any
@@ -36,7 +37,6 @@ HARDENING = (
     "core.symlinks=true",
     "core.quotePath=false",
     "core.preloadIndex=true",
-    "core.excludesFile=",
     "core.askPass=",
     "core.sshCommand=",
     "gc.auto=0",
@@ -85,6 +85,17 @@ def _environment(store: Path, work_tree: Path, index: Path) -> dict[str, str]:
     return env
 
 
+def _repository_excludes(work_tree: Path) -> str:
+    info = work_tree / ".git" / "info"
+    try:
+        plain = all(
+            stat.S_ISDIR(os.lstat(folder).st_mode) for folder in (work_tree / ".git", info)
+        ) and stat.S_ISREG(os.lstat(info / "exclude").st_mode)
+    except OSError:
+        return ""
+    return str(info / "exclude") if plain else ""
+
+
 class Git:
     """git bound to one store, one work tree and one index."""
 
@@ -93,10 +104,13 @@ class Git:
         self.work_tree = work_tree
         self.index = index
         self.env = _environment(store, work_tree, index)
+        self.excludes = _repository_excludes(work_tree)
+        """The project repository's ``.git/info/exclude`` (patterns only: read, like
+        ``.gitignore``), when it is a plain file; else nothing."""
 
     def command(self, *args: str) -> Command:
         argv = ["git", "--no-pager"]
-        for setting in HARDENING:
+        for setting in (*HARDENING, f"core.excludesFile={self.excludes}"):
             argv += ["-c", setting]
         env = self.env
         if args[:1] == ("init",):  # git refuses a work tree for a bare repository's creation
