@@ -323,3 +323,33 @@ async def test_the_repository_s_own_excludes_are_respected(tmp_path: Path) -> No
         await cps.rewind_files("m1")
     assert plan.changes == ()
     assert (project / "local-notes.txt").exists()
+
+
+async def test_a_lock_left_by_a_killed_git_does_not_stop_checkpoints(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "f").write_text("x")
+    cps, warnings = checkpoints(project)
+    with anyio.fail_after(60):
+        await cps.warm()
+        index = cps.directory / "store" / "indexes" / "s1"
+        index.with_name("s1.lock").write_text("")  # a git SIGKILLed mid-add (a crash)
+        again, _ = checkpoints(project)  # the next process of the session
+        assert await again.before_prompt("m1", "p") is not None
+    assert warnings == []
+
+
+async def test_a_snapshot_that_times_out_turns_checkpoints_off_with_one_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from caliban.checkpoints import git as git_module
+
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "f").write_text("x")
+    monkeypatch.setattr(git_module, "GIT_TIMEOUT_S", 0.0)
+    cps, warnings = checkpoints(project)
+    with anyio.fail_after(60):
+        assert await cps.before_prompt("m1", "p") is None
+        assert await cps.before_prompt("m2", "p") is None
+    assert len(warnings) == 1 and "checkpoints are off for this session" in warnings[0]

@@ -24,6 +24,7 @@ from caliban.exec import DEVNULL, PIPE, Child, Command, spawn, stop_group
 GIT_TIMEOUT_S = 60.0
 """The longest one git call may take (the first snapshot of a large project hashes it all)."""
 MAX_ERROR_BYTES = 4096
+STOP_GRACE_S = 1.0
 
 ATTRIBUTES = b"* -text -eol -filter -ident -working-tree-encoding -export-subst\n"
 """The store's ``info/attributes``: it outranks every ``.gitattributes``, so files are stored
@@ -54,10 +55,11 @@ is not ours, or store what is not in the file."""
 class GitFailed(OSError):
     """A git call failed, timed out, or could not start."""
 
-    def __init__(self, message: str, code: int | None = None) -> None:
+    def __init__(self, message: str, code: int | None = None, *, timed_out: bool = False) -> None:
         super().__init__(message)
         self.code = code
         """Its exit code, when it ran and exited."""
+        self.timed_out = timed_out
 
 
 def _environment(store: Path, work_tree: Path, index: Path) -> dict[str, str]:
@@ -130,7 +132,9 @@ class Git:
                 )
                 code = await asyncio.wait_for(child.wait(), timeout)
             except TimeoutError:
-                raise GitFailed(f"git {args[0]} took more than {timeout:.0f} s") from None
+                raise GitFailed(
+                    f"git {args[0]} took more than {timeout:.0f} s", timed_out=True
+                ) from None
         if code != 0:
             text = err.decode(errors="replace").strip()
             raise GitFailed(f"git {args[0]} failed ({code}): {text}", code)
@@ -157,5 +161,6 @@ class Git:
         try:
             yield child
         finally:
-            await stop_group(child, grace=0)
+            # A grace period: git stopped by SIGTERM removes its index.lock.
+            await stop_group(child, grace=STOP_GRACE_S)
             child.close()

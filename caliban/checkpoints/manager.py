@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from caliban.checkpoints.git import GitFailed
 from caliban.checkpoints.store import Change, SnapshotStore, StoreError
 from caliban.config.paths import state_dir
 
@@ -110,6 +111,7 @@ class Checkpoints:
     max_per_session: int = MAX_PER_SESSION
     max_store_bytes: int = MAX_STORE_BYTES
     _warned: bool = field(default=False, init=False)
+    _off: bool = field(default=False, init=False)
     _store: SnapshotStore = field(init=False)
 
     def __post_init__(self) -> None:
@@ -134,6 +136,8 @@ class Checkpoints:
         self, message_id: str, prompt: str, active: Sequence[str] | None = None
     ) -> Checkpoint | None:
         """Snapshot the files before the prompt ``message_id`` runs; None when it failed."""
+        if self._off:
+            return None
         try:
             snapshot = await self._store.snapshot()
             entries = [c for c in self.entries() if c.id != message_id]
@@ -156,14 +160,14 @@ class Checkpoints:
                 await self.bound_storage()
             return checkpoint
         except (StoreError, OSError, ValueError) as exc:
-            self._warn(f"no checkpoint for this prompt: {exc}")
+            self._failed(f"no checkpoint for this prompt: {exc}", exc)
             return None
 
     async def after_prompt(self, message_id: str) -> None:
         """Snapshot the files once the prompt ``message_id`` has run."""
         entries = self.entries()
         index = next((i for i, c in enumerate(entries) if c.id == message_id), None)
-        if index is None:
+        if index is None or self._off:
             return
         try:
             snapshot = await self._store.snapshot()
@@ -172,7 +176,24 @@ class Checkpoints:
             entries[index] = replace(entries[index], after=snapshot.tree)
             self._save(entries)
         except (StoreError, OSError, ValueError) as exc:
-            self._warn(f"the files after this prompt were not captured: {exc}")
+            self._failed(f"the files after this prompt were not captured: {exc}", exc)
+
+    async def warm(self) -> None:
+        """Hash the project into this session's index now (at start-up, in the background),
+        so that the first prompt's checkpoint only looks for what changed since."""
+        if self._off:
+            return
+        try:
+            await self._store.snapshot()
+        except (StoreError, OSError) as exc:
+            self._failed(f"the project could not be snapshotted: {exc}", exc)
+
+    def _failed(self, text: str, exc: Exception) -> None:
+        # A snapshot that ran out of time would do so before every prompt: no more tries.
+        if isinstance(exc.__cause__, GitFailed) and exc.__cause__.timed_out:
+            self._off = True
+            text += " (checkpoints are off for this session)"
+        self._warn(text)
 
     def _warn(self, text: str) -> None:
         if not self._warned:

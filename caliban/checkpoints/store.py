@@ -91,6 +91,10 @@ class SnapshotStore:
         """Create the store on first use; (re)write the files that make it safe."""
         if self._ready:
             return
+        # This session's index is this process's alone: a lock left by a git killed earlier
+        # (a crash, a timeout) would fail every snapshot.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{self.git.index}.lock")
         if not (self.store / "HEAD").is_file():
             self.store.mkdir(parents=True, exist_ok=True)
             await self.git.run("init", "--quiet", "--bare", "--template=", str(self.store))

@@ -161,6 +161,7 @@ async def open_session(
         else asyncio.sleep(0, result=None)
     )
     late: asyncio.Task[None] | None = None
+    warming: asyncio.Task[None] | None = None
     timers: list[asyncio.TimerHandle] = []
     catalog = load_catalog(options.cwd)
     # Only a person gets Notification hooks; headless callers pass a denier (or nothing).
@@ -272,6 +273,9 @@ async def open_session(
             lazy = session.lazy_policy
             if manager is not None and lazy is not None and lazy.mode == "auto":
                 await window  # "auto" weighs the tools against it; a short timeout bounds it
+        if interactive and session.checkpoints is not None:
+            # The first checkpoint hashes the whole project: before the first prompt, not in it.
+            warming = asyncio.create_task(session.checkpoints.warm())
         if (unavailable := await probe) is not None:
             session.emit(Notice(level="warning", text=unavailable))
         if hooks is not None:
@@ -293,6 +297,8 @@ async def open_session(
             timer.cancel()
         if late is not None:
             late.cancel()
+        if warming is not None:
+            warming.cancel()
         warm_up.cancel()
         window.cancel()
         if manager is not None:
