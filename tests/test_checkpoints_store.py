@@ -353,3 +353,21 @@ async def test_a_snapshot_that_times_out_turns_checkpoints_off_with_one_warning(
         assert await cps.before_prompt("m1", "p") is None
         assert await cps.before_prompt("m2", "p") is None
     assert len(warnings) == 1 and "checkpoints are off for this session" in warnings[0]
+
+
+async def test_odd_file_names_come_back(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    names = ["new\nline.txt", "tab\there", "caf\u00e9.txt", os.fsdecode(b"latin1-\xe9.txt"), "-rf"]
+    for number, name in enumerate(names):
+        (project / name).write_text(f"file {number}")
+    before = tree_state(project)
+    cps, warnings = checkpoints(project)
+    with anyio.fail_after(60):
+        await cps.before_prompt("m1", "p")
+        for name in names:
+            (project / name).write_text("changed")
+        (project / ":(glob)*").write_text("a pathspec-looking name")
+        await cps.rewind_files("m1")
+    assert tree_state(project) == before
+    assert warnings == []
