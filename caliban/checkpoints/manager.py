@@ -269,14 +269,6 @@ class Checkpoints:
             checkpoint=plan.checkpoint, changes=tuple(changed), unrestorable=plan.unrestorable
         )
 
-    def forget_after(self, message_id: str) -> None:
-        """Drop the checkpoints from ``message_id`` on (the conversation was cut there)."""
-        entries = self.entries()
-        index = next((i for i, c in enumerate(entries) if c.id == message_id), None)
-        if index is not None:
-            with contextlib.suppress(OSError):
-                self._save(entries[:index])
-
     # -- storage
 
     def _save(self, entries: Sequence[Checkpoint]) -> None:
@@ -302,7 +294,7 @@ class Checkpoints:
                 return
             for manifest in self._manifests_oldest_first():
                 session_id = manifest.stem
-                other = replace_session(self, session_id)
+                other = _other_session(self, session_id)
                 entries = other.entries()
                 keep = entries[-1:] if session_id == self.session_id else []
                 await other._store.forget(_trees(entries) - _trees(keep))
@@ -326,8 +318,8 @@ class Checkpoints:
         return sorted(manifests, key=lambda p: p.stat().st_mtime)
 
 
-def replace_session(checkpoints: Checkpoints, session_id: str) -> Checkpoints:
-    """The checkpoints of another session of the same project."""
+def _other_session(checkpoints: Checkpoints, session_id: str) -> Checkpoints:
+    """The checkpoints of another session of the same project (for pruning)."""
     return Checkpoints(
         project=checkpoints.project,
         session_id=session_id,
