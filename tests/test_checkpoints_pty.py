@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_repl_pty import CALIBAN, WAIT, expect_prompt
 
 pexpect = pytest.importorskip("pexpect")
 
 pytestmark = pytest.mark.slow
 
-CALIBAN = Path(sys.executable).parent / "caliban"
-WAIT = 60
 ORIGINAL = {"b.txt": "one\n", "c.txt": "c\n"}
 
 
@@ -34,13 +32,8 @@ def spawn(project: Path, server: Any, *args: str) -> Any:
         env=env,
         dimensions=(40, 120),
         encoding="utf-8",
-        timeout=WAIT,
+        timeout=2 * WAIT,  # two processes, each taking checkpoints, on a busy machine
     )
-
-
-def expect_prompt(child: Any) -> None:
-    child.expect("─{20}")
-    child.expect(">")
 
 
 def files(project: Path) -> dict[str, str]:
