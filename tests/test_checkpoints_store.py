@@ -371,3 +371,30 @@ async def test_odd_file_names_come_back(tmp_path: Path) -> None:
         await cps.rewind_files("m1")
     assert tree_state(project) == before
     assert warnings == []
+
+
+async def test_many_changes_are_added_as_a_whole_without_the_large_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "LIST_PATHS_UP_TO", 2)
+    monkeypatch.setattr(store_module, "MAX_FILE_BYTES", 1000)
+    project = tmp_path / "p"
+    (project / "d").mkdir(parents=True)
+    for n in range(5):
+        (project / "d" / f"f{n}").write_text(str(n))
+    (project / "big.bin").write_bytes(b"x" * 2000)
+    cps, _ = checkpoints(project)
+    with anyio.fail_after(60):
+        checkpoint = await cps.before_prompt("m1", "p")
+        assert checkpoint is not None and checkpoint.skipped == ("big.bin",)
+        listed = await SnapshotStore(cps.directory / "store", project, "s1").git.run(
+            "ls-tree", "-r", "--name-only", checkpoint.before
+        )
+        assert listed.split() == [b"d/f0", b"d/f1", b"d/f2", b"d/f3", b"d/f4"]
+        for n in range(5):
+            (project / "d" / f"f{n}").write_text("changed")
+        (project / "d" / "new").write_text("new")
+        await cps.rewind_files("m1")
+    assert sorted(p.name for p in (project / "d").iterdir()) == [f"f{n}" for n in range(5)]
+    assert (project / "d" / "f3").read_text() == "3"
+    assert (project / "big.bin").exists()

@@ -32,6 +32,8 @@ MAX_NEW_FILES = 50_000
 """A snapshot that would add more new files than this is refused (caliban started in a home
 directory, say): it would take long and store much for little."""
 GITLINK = "160000"
+LIST_PATHS_UP_TO = 200
+"""Changed files a snapshot names to git one by one; past this, git walks the tree itself."""
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 ChangeKind = Literal["added", "modified", "deleted"]
@@ -143,9 +145,16 @@ class SnapshotStore:
                 ["update-index", "-z", "--force-remove", "--stdin"], [*skipped, *gone]
             )
         if add:
+            # git matches a long pathspec list against every file (quadratic): many changes
+            # (the first snapshot) are added as "everything but the skipped".
+            pathspecs = [f":(literal){p}" for p in add]
+            if len(add) > LIST_PATHS_UP_TO:
+                pathspecs = [":/", *(f":(exclude,literal){p}" for p in skipped)]
+                if inside_store is not None:
+                    pathspecs.append(f":(exclude,literal){inside_store}")
             await self._with_paths(
                 ["add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul"],
-                [f":(literal){p}" for p in add],
+                pathspecs,
                 unreadable_ok=True,
             )
         tree = (await self.git.run("write-tree")).decode().strip()
