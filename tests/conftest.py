@@ -1,8 +1,9 @@
-"""Shared fixtures. Every test runs with caliban's directories in a temporary place and
-with no way to reach a non-loopback network address."""
+"""Shared fixtures. Every test runs with caliban's directories in a temporary place, with no
+way to reach a non-loopback network address, and fails if a process it started outlives it."""
 
 from __future__ import annotations
 
+import compileall
 import ipaddress
 import socket
 from collections.abc import Iterator
@@ -10,6 +11,50 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import reaping
+
+import caliban
+
+EXIT_GRACE_S = 60.0
+"""How long a process a test stopped but did not wait for may take to exit (a busy machine)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    reaping.become_subreaper()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Each caliban the end-to-end tests start would otherwise compile every module it imports
+    # again (PYTHONDONTWRITEBYTECODE=1 here and in CI): compile them once, next to the source
+    # as an installed caliban has them (compileall writes regardless of that variable; a
+    # PYTHONPYCACHEPREFIX would hide the virtualenv's own compiled SDKs from the children).
+    compileall.compile_dir(Path(caliban.__file__).parent, quiet=1)
+
+
+@pytest.fixture(autouse=True)
+def every_process_reaped() -> Iterator[None]:
+    """Fail a test that leaves a process running (orphans included: see reaping.py)."""
+    before = set(reaping.descendants())
+    yield
+    started = set(reaping.descendants()) - before
+    left = reaping.wait_gone(reaping.running(started), EXIT_GRACE_S)
+    if left:
+        leaked = reaping.describe(left)
+        reaping.kill_all(left)
+        reaping.wait_gone(left, EXIT_GRACE_S)
+    reaping.reap_zombies(keep=before)
+    if left:
+        pytest.fail(f"the test left {len(left)} process(es) running (now killed):\n{leaked}")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    left = reaping.running(reaping.descendants())
+    if left:
+        leaked = reaping.describe(left)
+        reaping.kill_all(left)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print(f"\nprocesses outlived the test session (now killed):\n{leaked}")
+
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
