@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from authorizers import Refusing
+from hang import HANG_S, hang_guard
 from pydantic import BaseModel
 
 from caliban.agent import Agent, RunResult
@@ -162,7 +162,7 @@ async def test_cancelling_during_tools_keeps_history_valid() -> None:
     agent = make_agent(provider)
     agent.emit = on_event
     task = asyncio.create_task(agent.run("go"))
-    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.wait_for(started.wait(), HANG_S)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -203,7 +203,7 @@ async def test_a_read_only_call_repeated_turn_after_turn_is_held_back_then_stops
     same = {"text": "current time"}
     provider = ScriptedProvider([reply(tool_call("Echo", same, id=f"c{n}")) for n in range(5)])
     agent = make_agent(provider)
-    with anyio.fail_after(5):
+    with hang_guard():
         result = await agent.run("what time is it?")
     assert [r.text for r in results_of(provider, 1)] == ["echo: current time"]
     [held] = results_of(provider, 2)
@@ -227,7 +227,7 @@ async def test_changing_the_arguments_or_calling_a_tool_that_acts_is_never_held_
             "done",
         ]
     )
-    with anyio.fail_after(5):
+    with hang_guard():
         result = await make_agent(provider).run("go")
     assert result.subtype == "success"
     assert results_of(provider, 2)[0].text == "echo: b"
@@ -254,7 +254,7 @@ async def test_a_call_is_decided_again_when_a_parallel_cd_moved_it(tmp_path: Pat
             [target] = call.effects.writes  # what the question shows
             shown.append(target)
             if len(shown) == 1:  # the user takes a moment; the cd finishes meanwhile
-                with anyio.fail_after(5):
+                with hang_guard():
                     while call.env.cwd == project:  # noqa: ASYNC110
                         await asyncio.sleep(0.01)
             if is_within(target, project.resolve()):

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hang import HANG_S
 
 from caliban.config.paths import user_config_dir
 from caliban.subagents import (
@@ -269,7 +270,7 @@ def test_caliban_agents_list_command(project: Path) -> None:
     write_agent(project / ".claude" / "agents", "bad.md", "---\nname: bad\n---\n")
     caliban = Path(sys.executable).with_name("caliban")
     table = subprocess.run(
-        [str(caliban), "agents", "list"], capture_output=True, text=True, timeout=30, check=True
+        [str(caliban), "agents", "list"], capture_output=True, text=True, timeout=HANG_S, check=True
     )
     lines = table.stdout.splitlines()
     assert lines[0].split() == ["name", "source", "model", "tools", "inherit_active_mcp"]
@@ -284,7 +285,7 @@ def test_caliban_agents_list_command(project: Path) -> None:
         [str(caliban), "agents", "list", "--json"],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=HANG_S,
         check=True,
     )
     items = json.loads(listed.stdout)

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from fake_model_server import FakeModelServer
+from hang import HANG_S, cpu_time, process_cpu_seconds
 
 from caliban.config.settings import user_config_path
 from caliban.mcp.config import user_mcp_path
@@ -52,7 +53,7 @@ def caliban(
     home: Path | None = None,
     stdin: str = "",
     env: dict[str, str] | None = None,
-    timeout: float = 60,
+    timeout: float = HANG_S,
 ) -> subprocess.CompletedProcess[str]:
     """``caliban -p --output-format stream-json ARGS`` against the fake Anthropic API."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
@@ -470,11 +471,11 @@ def test_a_flood_of_tool_list_changes_is_debounced(
     count = project.parent / "tools-list-requests"
     _user_server("changing", "list_changed.py", "--count", str(count))
     fake_model_server.add(calls(("mcp__changing__flood", {"count": 5000})), {"text": "done"})
-    started = time.monotonic()
-    result = caliban(fake_model_server, project, "--allowed-tools", "mcp__changing", "go")
+    with cpu_time() as spent:
+        result = caliban(fake_model_server, project, "--allowed-tools", "mcp__changing", "go")
     assert result.returncode == 0, result.stderr
     assert results(result.stdout)[0][0] is False
-    assert time.monotonic() - started < 30
+    assert spent.seconds < 30
     assert len(count.read_text().splitlines()) < 20  # one per quiet period, not one each
 
 
@@ -494,9 +495,9 @@ def test_edit_on_a_3_mb_one_line_file_is_fast_and_its_echo_is_capped(
         calls(("Edit", {**edit, "old_string": "UNIQUE;", "new_string": "CHANGED;"})),
         {"text": "done"},
     )
-    started = time.monotonic()
-    result = caliban(fake_model_server, project, "--permission-mode", "acceptEdits", "go")
-    assert time.monotonic() - started < 30, "was > 40 s"
+    with cpu_time() as spent:
+        result = caliban(fake_model_server, project, "--permission-mode", "acceptEdits", "go")
+    assert spent.seconds < 30, "was > 40 s"
     _, ambiguous, unique = results(result.stdout)
     assert ambiguous[0] and "occurs 393,216 times" in ambiguous[1]
     assert not unique[0] and len(unique[1]) < 2_500
@@ -505,9 +506,9 @@ def test_edit_on_a_3_mb_one_line_file_is_fast_and_its_echo_is_capped(
     # Headless, an edit that will be denied is refused without building its preview.
     fake_model_server.add(calls(("Read", {"file_path": "bundle.min.js"})), calls(("Edit", edit)))
     fake_model_server.add({"text": "done"})
-    started = time.monotonic()
-    denied = caliban(fake_model_server, project, "go")
-    assert results(denied.stdout)[1][0] and time.monotonic() - started < 30
+    with cpu_time() as spent:
+        denied = caliban(fake_model_server, project, "go")
+    assert results(denied.stdout)[1][0] and spent.seconds < 30
 
 
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
@@ -563,12 +564,18 @@ def test_a_signal_interrupts_a_long_edit_at_once(
             edits_started += 1
             break
     assert edits_started == 1
-    time.sleep(0.3)
-    signalled = time.monotonic()
-    process.send_signal(signal_number)
-    process.communicate(timeout=30)
+    # CPU time, not wall time, says how much work caliban did after the signal.
+    announced = process_cpu_seconds(process.pid)
+    deadline = time.monotonic() + HANG_S
+    while process_cpu_seconds(process.pid) < announced + 0.3:  # the edit is under way
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    with cpu_time() as spent:
+        signalled = process_cpu_seconds(process.pid)
+        process.send_signal(signal_number)
+        process.communicate(timeout=HANG_S)
     assert process.returncode == 130
-    assert time.monotonic() - signalled < 2.0
+    assert spent.seconds - signalled < 2.0
     assert big.stat().st_size == 80_000_000  # nothing written
 
 
@@ -580,7 +587,7 @@ def test_read_refuses_fifos_and_devices_at_once(
         calls(("Read", {"file_path": "pipe"}), ("Read", {"file_path": "/dev/zero"})),
         {"text": "done"},
     )
-    result = caliban(fake_model_server, project, "go", timeout=30)
+    result = caliban(fake_model_server, project, "go", timeout=HANG_S)
     (fifo_error, fifo), (device_error, device) = results(result.stdout)
     assert fifo_error and "pipe is a FIFO (named pipe), not a regular file" in fifo
     assert device_error and "/dev/zero is a character device" in device
@@ -632,7 +639,7 @@ def test_a_prompt_over_the_limit_on_stdin_is_a_clear_error(project: Path) -> Non
         input="x" * 4_000_001,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=HANG_S,
     )
     assert result.returncode == 2 and result.stdout == ""
     assert (
@@ -649,7 +656,7 @@ def test_config_set_refuses_a_malformed_rule(project: Path) -> None:
         cwd=project,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=HANG_S,
     )
     assert result.returncode == 78
     assert "invalid permission rule 'Bash(git'" in result.stderr
@@ -793,7 +800,7 @@ def test_a_stream_json_line_nested_too_deeply_is_an_error_not_a_hang(
     """The reader thread died of RecursionError and caliban waited for input forever."""
     line = '{"type":"user","message":{"role":"user","content":' + _deep() + "}}\n"
     result = caliban(
-        fake_model_server, project, "--input-format", "stream-json", stdin=line, timeout=30
+        fake_model_server, project, "--input-format", "stream-json", stdin=line, timeout=HANG_S
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "Error parsing streaming input line" in result.stderr
@@ -865,7 +872,7 @@ def test_names_and_text_that_cannot_be_utf_8_are_answered_not_a_crash(
         env=environ,
         input=b"caf\xe9\n",
         capture_output=True,
-        timeout=60,
+        timeout=HANG_S,
     )
     assert piped.returncode == 0 and piped.stdout == b"ok\n", piped.stderr
     assert "caf\\ufffd" in sent(fake_model_server)  # JSON-escaped U+FFFD
@@ -876,7 +883,12 @@ def test_a_stream_json_block_of_the_wrong_shape_is_an_error_not_a_hang(
 ) -> None:
     line = '{"type":"user","message":{"role":"user","content":[{"type":"image","source":"x"}]}}'
     result = caliban(
-        fake_model_server, project, "--input-format", "stream-json", stdin=line + "\n", timeout=30
+        fake_model_server,
+        project,
+        "--input-format",
+        "stream-json",
+        stdin=line + "\n",
+        timeout=HANG_S,
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert 'Error: invalid content block: {"type": "image", "source": "x"}' in result.stderr

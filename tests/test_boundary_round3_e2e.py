@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from fake_model_server import FakeModelServer
+from hang import HANG_S
 from test_boundary_e2e import SERVERS, caliban, calls, results, sent
 from test_search_dense import zip_bomb
 from web_server import WebServer
@@ -77,7 +78,7 @@ def test_a_page_that_drips_a_byte_at_a_time_ends_at_the_fetch_deadline(
             {"text": "done"},
         )
         result = caliban(
-            fake_model_server, project, "--allowed-tools", "WebFetch", "go", timeout=300
+            fake_model_server, project, "--allowed-tools", "WebFetch", "go", timeout=HANG_S
         )
     assert result.returncode == 0, result.stderr
     [(failed, why)] = results(result.stdout)
@@ -247,7 +248,7 @@ def test_trust_and_revoke_racing_lose_nothing(tmp_path: Path) -> None:
         for ops in workers
     ]
     for process in processes:
-        _, stderr = process.communicate(timeout=300)
+        _, stderr = process.communicate(timeout=HANG_S)
         assert process.returncode == 0, stderr
     listed = subprocess.run(
         [sys.executable, "-m", "caliban", "trust", "--list"], capture_output=True, text=True
@@ -306,7 +307,7 @@ def test_a_model_archive_is_bounded_whoever_names_it(project: Path, tmp_path: Pa
         cwd=project,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert result.returncode == 0, result.stderr
     assert "tool search without the bomb.zip model" in result.stderr
@@ -331,7 +332,7 @@ def test_a_server_flooding_stdout_grows_its_log_by_a_bounded_amount(project: Pat
         cwd=project,
         capture_output=True,
         text=True,
-        timeout=360,
+        timeout=HANG_S,
     )
     assert result.returncode == 0, result.stderr
     assert "connected" in result.stdout

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from fake_model_server import FakeModelServer
+from hang import HANG_S
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +35,7 @@ def caliban(
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
     )
 
 
@@ -542,7 +543,7 @@ def test_anthropic_auth_token_is_the_credential_a_gateway_gets(
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
     )
     assert (result.returncode, result.stdout) == (0, "ok\n"), result.stderr
     assert fake_model_server.requests[0].headers["authorization"] == "Bearer gateway-token"

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from fake_model_server import FakeModelServer
+from hang import hang_guard
 from lazy_fakes import lazy_settings, make_session
 from test_headless_e2e import lines, run
 
@@ -115,7 +115,7 @@ async def test_auto_compaction_keeps_the_active_mcp_tools_on_the_wire(tmp_path: 
     )
     events: list[AgentEvent] = []
     session = make_session(provider, tmp_path, events=events)
-    with anyio.fail_after(10):
+    with hang_guard():
         result = await session.run("list the pipelines")
     assert result.subtype == "success" and result.text == "Here they are."
     summary_request = provider.requests[1]
@@ -137,7 +137,7 @@ async def test_prompt_too_long_compacts_once_and_retries(tmp_path: Path) -> None
 
     provider = ScriptedProvider(["first answer", too_long, "<summary>S</summary>", "second"])
     session = make_session(provider, tmp_path, settings=Settings())
-    with anyio.fail_after(10):
+    with hang_guard():
         await session.run("one")
         result = await session.run("two")
     assert result.text == "second"
@@ -150,7 +150,7 @@ async def test_a_second_prompt_too_long_is_an_error_not_a_loop(tmp_path: Path) -
 
     provider = ScriptedProvider(["first", too_long, "<summary>S</summary>", too_long])
     session = make_session(provider, tmp_path, settings=Settings())
-    with anyio.fail_after(10):
+    with hang_guard():
         await session.run("one")
         with pytest.raises(PromptTooLong):
             await session.run("two")
@@ -161,7 +161,7 @@ async def test_auto_compaction_can_be_turned_off(tmp_path: Path) -> None:
     settings = Settings.model_validate({"context": {"auto_compact_at": 0}})
     provider = ScriptedProvider([Reported(reply(tool_call("Echo", {"text": "a"})), FULL), "done"])
     session = make_session(provider, tmp_path, settings=settings)
-    with anyio.fail_after(10):
+    with hang_guard():
         await session.run("go")
     assert len(provider.requests) == 2  # no summary request
 
@@ -171,7 +171,7 @@ async def test_manual_compaction_and_resuming_after_the_boundary(tmp_path: Path)
     provider = ScriptedProvider([long, long, "<summary>Two answers.</summary>"])
     session = make_session(provider, tmp_path, settings=lazy_settings())
     transcript = attach_transcript(session)
-    with anyio.fail_after(10):
+    with hang_guard():
         await session.run("one")
         await session.run("two")
         await session.compact("focus on answers")

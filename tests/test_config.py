@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hang import HANG_S
 
 from caliban.config.settings import (
     ConfigError,
@@ -214,7 +215,7 @@ def test_a_listing_piped_to_a_reader_that_has_gone_is_quiet(project: Path) -> No
             stdout=write,
             stderr=subprocess.PIPE,
             text=True,
-            timeout=30,
+            timeout=HANG_S,
         )
     finally:
         os.close(write)

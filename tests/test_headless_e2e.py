@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from fake_model_server import FakeModelServer
+from hang import HANG_S
 
 from caliban.permissions.trust import trust
 
@@ -45,7 +46,7 @@ def run(
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
     )
 
 
@@ -178,7 +179,7 @@ def test_a_closed_stdout_is_quiet_and_exits_0_in_every_format(
         assert proc.stdout.readline()
     proc.stdout.close()
     stderr = proc.stderr.read()
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=HANG_S) == 0
     assert stderr == ""  # no traceback, no "Exception ignored … BrokenPipeError"
     assert len(fake_model_server.requests) == 1  # the run went on to its end
 
@@ -330,12 +331,12 @@ def test_sigint_cancels_and_exits_130(
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_S
     while not fake_model_server.requests and time.monotonic() < deadline:
         time.sleep(0.05)  # polling another process: no event to wait on
     assert fake_model_server.requests, "caliban never sent its request"
     process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=15)
+    stdout, stderr = process.communicate(timeout=HANG_S)
     assert process.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     [obj] = lines(stdout)
@@ -349,7 +350,7 @@ def test_no_prompt_is_a_usage_error(project: Path) -> None:
         input="",
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=HANG_S,
     )
     assert result.returncode == 2 and "needs a prompt" in result.stderr
 
@@ -362,7 +363,7 @@ def test_no_key_no_base_url_exits_78_with_instructions(project: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=HANG_S,
     )
     assert result.returncode == 78
     assert "ANTHROPIC_API_KEY" in result.stderr and "base_url" in result.stderr

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from fake_model_server import FakeModelServer
+from hang import HANG_S
 
 from caliban.permissions.trust import trust
 
@@ -57,7 +58,7 @@ def caliban(
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
     )
 
 

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from authorizers import Refusing
+from hang import hang_guard
 from lazy_fakes import CATALOG, Echo, FakeMcp, Note, lazy_settings, make_session
 
 from caliban.agent import Agent
@@ -52,7 +52,7 @@ def activations(events: list[AgentEvent]) -> list[ActivationChanged]:
 
 
 async def run(session: Session, prompt: str = "go") -> None:
-    with anyio.fail_after(10):
+    with hang_guard():
         result = await session.run(prompt)
     assert result.subtype == "success", result
 
@@ -233,7 +233,7 @@ async def test_lazy_off_request_is_unchanged(tmp_path: Path) -> None:
         toolset=ToolList([Echo(), Note(), *mcp.tools()]),
         env=session.env,
     )
-    with anyio.fail_after(10):
+    with hang_guard():
         await agent.run("go")
     assert lazy_off.requests == before.requests
     assert "ToolSearch" not in lazy_off.offered[0] and len(lazy_off.offered[0]) == 10
@@ -304,11 +304,11 @@ async def test_real_mcp_tools_from_the_stdio_catalog_server(tmp_path: Path) -> N
         ]
     )
     async with McpManager([config]) as manager:
-        with anyio.fail_after(20):
+        with hang_guard():
             await manager.wait_ready()
         assert len(manager.tools()) >= 30
         session = make_session(provider, tmp_path, mcp=manager)  # type: ignore[arg-type]
-        with anyio.fail_after(20):
+        with hang_guard():
             await session.run("go")  # names no tool: the model searches
     assert mcp_offered(provider, 0) == []
     assert f"{len(manager.tools())} MCP tools from 1 server" in provider.requests[0].system

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hang import HANG_S, hang_guard
 from lazy_fakes import lazy_settings, make_session
 
 from caliban.events import AgentEvent, Notice
@@ -38,7 +39,7 @@ def catalog(gate: Path, name: str = "catalog") -> ServerConfig:
         command=sys.executable,
         args=(str(SERVERS / "catalog_server.py"),),
         env={"CATALOG_GATE": str(gate)},
-        startup_timeout=20,
+        startup_timeout=HANG_S,
     )
 
 
@@ -84,7 +85,7 @@ async def test_toolsearch_waits_for_a_server_still_starting(tmp_path: Path) -> N
     async with manager(catalog(gate), cache=None) as mcp:
         session = make_session(provider, tmp_path, mcp=mcp)  # type: ignore[arg-type]
         session.add_listener(release_on_wait)
-        with anyio.fail_after(20):
+        with hang_guard():
             result = await session.run("what is PLAT-7?")
     assert result.text == "PLAT-7 is open."
     first = provider.requests[0]
@@ -104,10 +105,10 @@ async def test_the_answer_names_a_server_that_failed(tmp_path: Path) -> None:
         [reply(tool_call("ToolSearch", {"query": "fetch one issue", "max_results": 1})), "ok"]
     )
     async with manager(catalog(gate), broken(), cache=None) as mcp:
-        with anyio.fail_after(20):
+        with hang_guard():
             await mcp.wait_ready()
         session = make_session(provider, tmp_path, mcp=mcp)  # type: ignore[arg-type]
-        with anyio.fail_after(20):
+        with hang_guard():
             await session.run("what is PLAT-7?")
     [found] = results(provider, 1)
     assert found.text.startswith("Found 1 MCP tool for 'fetch one issue'.")
@@ -147,7 +148,7 @@ async def test_the_system_prompt_is_byte_stable_across_activations_and_sessions(
             )
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_release_after_first_request, provider, gate)
-                with anyio.fail_after(20):
+                with hang_guard():
                     await session.run("file a bug about the crash")
             assert mcp.status("catalog").state == "connected"
         gate.unlink()

@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+from hang import HANG_S, hang_guard
 
 from caliban.mcp.catalog_cache import CatalogCache
 from caliban.mcp.client import McpManager
@@ -30,7 +31,7 @@ def catalog_server(name: str = "catalog", **env: str) -> ServerConfig:
         command=sys.executable,
         args=(str(SERVERS / "catalog_server.py"),),
         env=env,
-        startup_timeout=20,
+        startup_timeout=HANG_S,
     )
 
 
@@ -117,7 +118,7 @@ async def test_cached_tools_are_served_before_the_server_starts_and_calls_wait_f
         manager.start()
         assert manager.status("catalog").state == "connecting"
         get_issue = next(t for t in listed if t.tool_name == "get_issue")
-        with anyio.fail_after(20):
+        with hang_guard():
             async with anyio.create_task_group() as tg:
                 results = []
 
@@ -142,7 +143,7 @@ async def test_a_different_listing_replaces_the_cached_one(tmp_path: Path) -> No
     cache.store(config, [tool("retired_tool")])
     async with McpManager([config], catalog_cache=cache) as manager:
         assert [t.tool_name for t in manager.tools()] == ["retired_tool"]
-        with anyio.fail_after(20):
+        with hang_guard():
             await manager.wait_ready()
         assert manager.version == 1 and len(manager.tools()) == 40
     stored = cache.load(config)
@@ -171,7 +172,7 @@ async def test_a_server_that_fails_to_start_is_forgotten_a_slow_one_is_not(
     cache.store(slow, [tool("b")])
     async with McpManager([failing, slow], catalog_cache=cache) as manager:
         assert len(manager.tools()) == 2  # both announced from the cache
-        with anyio.fail_after(20):
+        with hang_guard():
             statuses = await manager.wait_ready()
         assert [s.state for s in statuses] == ["failed", "failed"]
         assert len(manager.tools()) == 2  # kept for this session: calling one retries
@@ -187,7 +188,7 @@ async def test_unlisted_names_servers_whose_tools_are_not_known_yet(tmp_path: Pa
     fresh = catalog_server("fresh", CATALOG_GATE=str(gate))
     async with McpManager([known, fresh], catalog_cache=cache) as manager:
         assert manager.unlisted() == ("fresh",)
-        with anyio.fail_after(20):
+        with hang_guard():
             async with anyio.create_task_group() as tg:
                 tg.start_soon(manager.wait_listed, ["fresh"])
                 await anyio.sleep(0.1)

@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hang import HANG_S
 from typer.testing import CliRunner
 
 from caliban.cli.app import app
@@ -187,7 +188,7 @@ def test_the_real_executable_lists_servers_without_importing_the_sdk_at_startup(
         [str(caliban), "mcp", "list"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
         env=os.environ.copy(),
         check=False,
     )
@@ -197,7 +198,7 @@ def test_the_real_executable_lists_servers_without_importing_the_sdk_at_startup(
         [sys.executable, "-X", "importtime", "-c", "import caliban.cli.app"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
         check=True,
     ).stderr
     loaded = {line.rsplit("|", 1)[-1].strip() for line in imports.splitlines()}

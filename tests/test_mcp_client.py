@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from hang import HANG_S, hang_guard
 from mcp.server.mcpserver import Context, MCPServer
 
 from caliban.mcp.client import Limits, McpManager, log_path
@@ -119,7 +120,7 @@ async def test_in_process_server_lists_calls_and_follows_tool_changes(mode: Any)
     changes: list[int] = []
     async with McpManager(in_process={"notes": make_inproc()}, connect_mode=mode) as manager:
         manager.on_change(changes.append)
-        with anyio.fail_after(10):
+        with hang_guard():
             [status] = await manager.wait_ready()
         assert status.state == "connected" and status.transport == "in-process"
         assert status.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
@@ -143,7 +144,7 @@ async def test_in_process_server_lists_calls_and_follows_tool_changes(mode: Any)
 
         version = manager.version
         await tool(manager, "mcp__notes__enable_sharing").call({}, call_ctx())
-        with anyio.fail_after(5):
+        with hang_guard():
             await manager.wait_for_change(version)
         assert manager.tools()[-1].name == "mcp__notes__share_note"
         assert changes and changes[-1] == manager.version
@@ -168,7 +169,7 @@ async def test_start_does_not_wait_and_disabled_servers_stay_down() -> None:
     manager.start()
     assert [s.state for s in manager.statuses()] == ["disabled", "connecting"]
     try:
-        with anyio.fail_after(10):
+        with hang_guard():
             statuses = await manager.wait_ready()
         assert [s.state for s in statuses] == ["disabled", "connected"]
         result = await call(manager, "off", "list_buckets", {})
@@ -183,7 +184,7 @@ async def test_wire_names_stay_distinct_across_servers() -> None:
     first.add_tool(lambda: "from a", name="b__c", description="tool b__c of a")
     second.add_tool(lambda: "from a__b", name="c", description="tool c of a__b")
     async with McpManager(in_process={"a": first, "a__b": second}) as manager:
-        with anyio.fail_after(10):
+        with hang_guard():
             await manager.wait_ready()
         one, two = manager.tools()
         assert one.name == "mcp__a__b__c"
@@ -287,7 +288,7 @@ async def test_stdio_catalog_servers_connect_list_and_call() -> None:
         stdio("github", "catalog_server.py", "--catalog", str(GITHUB_CATALOG)),
     ]
     async with McpManager(configs) as manager:
-        with anyio.fail_after(20):
+        with hang_guard():
             catalog, github = await manager.wait_ready()
         assert catalog.state == github.state == "connected"
         assert catalog.tool_count == 40 and github.tool_count == 117
@@ -325,7 +326,7 @@ async def test_failing_servers_are_reported_and_the_others_start(
     manager = McpManager(configs)
     manager.start()
     try:
-        with anyio.fail_after(8):
+        with hang_guard():
             broken, hung, missing, catalog = await manager.wait_ready()
         assert catalog.state == "connected"
         assert broken.state == "failed"
@@ -341,7 +342,7 @@ async def test_failing_servers_are_reported_and_the_others_start(
         result = await call(manager, "broken", "anything", {})
         assert result.is_error and "EXAMPLE_API_TOKEN" in result.as_text
     finally:
-        with anyio.fail_after(10):
+        with hang_guard():
             await manager.aclose()
     hung_pids = logged_pids("hung")
     assert not running(hung_pids["pid"]) and not running(hung_pids["child_pid"])
@@ -352,7 +353,7 @@ async def test_failing_servers_are_reported_and_the_others_start(
 @pytest.mark.slow
 async def test_no_server_process_or_child_survives_aclose() -> None:
     async with McpManager([stdio("catalog", "catalog_server.py", "--spawn-child")]) as manager:
-        with anyio.fail_after(10):
+        with hang_guard():
             [status] = await manager.wait_ready()
         pids = logged_pids("catalog")
         assert status.pid == pids["pid"]
@@ -371,13 +372,13 @@ async def test_a_server_launched_before_the_sdk_is_imported_is_stopped_too() -> 
     def child_started() -> bool:
         return log_path("catalog").exists() and "child_pid" in logged_pids("catalog")
 
-    with anyio.fail_after(10):
+    with hang_guard():
         while not child_started():  # noqa: ASYNC110
             await anyio.sleep(0.02)
     pids = logged_pids("catalog")
     assert running(pids["pid"]) and running(pids["child_pid"])
     assert manager.status("catalog").state == "connecting"  # still waiting for the SDK
-    with anyio.fail_after(10):
+    with hang_guard():
         await manager.aclose()
     assert not running(pids["pid"]) and not running(pids["child_pid"])
     assert manager.status("catalog").state == "failed"
@@ -386,19 +387,19 @@ async def test_a_server_launched_before_the_sdk_is_imported_is_stopped_too() -> 
 @pytest.mark.slow
 async def test_a_server_that_crashes_mid_call_is_restarted_on_the_next_call() -> None:
     async with McpManager([stdio("crashy", "crash_mid_call.py")]) as manager:
-        with anyio.fail_after(10):
+        with hang_guard():
             await manager.wait_ready()
         first_pid = int(unmark((await call(manager, "crashy", "whoami", {})).as_text))
-        with anyio.fail_after(10):
+        with hang_guard():
             crashed = await call(manager, "crashy", "crash", {})
         assert crashed.is_error and "closed the connection" in crashed.as_text
         assert "restart it on the next call" in crashed.as_text
-        with anyio.fail_after(10):
+        with hang_guard():
             status = await manager.wait_for_state("crashy", "failed")
         assert status.error == "exited with code 70"
         assert status.stderr_tail[-1] == "segfault-like crash in native extension"
         assert [t.tool_name for t in manager.tools()] == ["whoami", "crash"]  # still callable
-        with anyio.fail_after(10):
+        with hang_guard():
             again = await tool(manager, "mcp__crashy__whoami").call({}, call_ctx())
         assert not again.is_error and int(unmark(again.as_text)) != first_pid
         assert manager.status("crashy").state == "connected"
@@ -408,12 +409,12 @@ async def test_a_server_that_crashes_mid_call_is_restarted_on_the_next_call() ->
 @pytest.mark.slow
 async def test_stdio_tool_list_changes_refresh_the_tools() -> None:
     async with McpManager([stdio("changing", "list_changed.py")]) as manager:
-        with anyio.fail_after(10):
+        with hang_guard():
             await manager.wait_ready()
         assert [t.tool_name for t in manager.tools()] == ["status", "unlock", "flood"]
         version = manager.version
         await call(manager, "changing", "unlock", {})
-        with anyio.fail_after(5):
+        with hang_guard():
             await manager.wait_for_change(version)
         assert [t.tool_name for t in manager.tools()] == [
             "status",
@@ -430,10 +431,10 @@ async def test_a_flood_of_list_changed_notices_is_debounced(tmp_path: Path) -> N
     count = tmp_path / "lists"
     server = stdio("changing", "list_changed.py", "--count", str(count))
     async with McpManager([server]) as manager:
-        with anyio.fail_after(10):
+        with hang_guard():
             await manager.wait_ready()
         started = time.monotonic()
-        with anyio.fail_after(30):
+        with hang_guard():
             flooded = await call(manager, "changing", "flood", {"count": 5000})
             assert unmark(flooded.as_text) == "sent 5000 notices"
             status = await call(manager, "changing", "status", {})
@@ -466,7 +467,7 @@ def http_server() -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + HANG_S
         while True:  # bounded: until it listens, exits, or 15 s pass
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -478,7 +479,7 @@ def http_server() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=HANG_S)
 
 
 @pytest.mark.slow
@@ -491,7 +492,7 @@ async def test_streamable_http_server_with_configured_headers(http_server: str) 
     )
     bad = ServerConfig(name="noauth", transport="http", url=http_server, startup_timeout=5)
     async with McpManager([good, bad]) as manager:
-        with anyio.fail_after(15):
+        with hang_guard():
             docs, noauth = await manager.wait_ready()
         assert docs.state == "connected" and docs.tool_count == 40
         assert noauth.state == "failed" and noauth.error
@@ -507,9 +508,9 @@ async def test_a_servers_own_error_is_bounded_marked_and_keeps_the_connection() 
     """-32000 is JSON-RPC's first server-defined code as well as the SDK's code for a closed
     connection: a server answering with it is still connected, and its words are its data."""
     async with McpManager([stdio("mis", "misbehaving.py")]) as manager:
-        with anyio.fail_after(10):
+        with hang_guard():
             [status] = await manager.wait_ready()
-        with anyio.fail_after(10):
+        with hang_guard():
             failed = await call(manager, "mis", "fail", {"code": -32000, "size": 300_000})
         assert failed.is_error and len(failed.as_text) < 2_500
         assert failed.as_text.startswith(
@@ -517,7 +518,7 @@ async def test_a_servers_own_error_is_bounded_marked_and_keeps_the_connection() 
             '<mcp-data server="mis" tool="fail">\nServer error: xxx'
         )
         assert "298,000 more characters cut]\n</mcp-data>" in failed.as_text
-        with anyio.fail_after(10):
+        with hang_guard():
             echoed = await call(manager, "mis", "echo", {"text": "still here"})
         assert unmark(echoed.as_text) == "still here"
         assert manager.status("mis").pid == status.pid  # not restarted
@@ -528,7 +529,7 @@ async def test_a_huge_tool_description_is_cut_before_it_goes_to_the_model() -> N
     """198 KB of description went with every request (Claude Code cuts at 2 KB, too short
     for a code-execution tool's function list; caliban keeps 16,000 characters)."""
     async with McpManager([stdio("mis", "misbehaving.py")]) as manager:
-        with anyio.fail_after(10):
+        with hang_guard():
             await manager.wait_ready()
         [manual] = [t for t in manager.tools() if t.tool_name == "manual"]
     assert len(manual.description) > 190_000
@@ -542,19 +543,19 @@ async def test_a_huge_tool_description_is_cut_before_it_goes_to_the_model() -> N
 async def test_a_message_that_never_ends_stops_the_server_and_the_call_says_why() -> None:
     server = stdio("mis", "misbehaving.py", tool_timeout=60)
     async with McpManager([server], limits=Limits(max_message_chars=2 * 2**20)) as manager:
-        with anyio.fail_after(10):
+        with hang_guard():
             [status] = await manager.wait_ready()
         assert status.pid is not None
-        with anyio.fail_after(10):  # not the 60 s tool timeout
+        with hang_guard():  # not the 60 s tool timeout
             cut = await call(manager, "mis", "long_line", {"megabytes": 3})
         assert cut.is_error and cut.as_text == (
             "MCP server 'mis' sent a message over 2 MB on stdout during the call to "
             "'long_line'; caliban stopped it and will restart it on the next call."
         )
-        with anyio.fail_after(10):
+        with hang_guard():
             failed = await manager.wait_for_state("mis", "failed")
         assert failed.error == "sent a message over 2 MB on stdout"
-        with anyio.fail_after(20):
+        with hang_guard():
             echoed = await call(manager, "mis", "echo", {"text": "back"})
         assert unmark(echoed.as_text) == "back"
         assert not running(status.pid)
@@ -563,9 +564,9 @@ async def test_a_message_that_never_ends_stops_the_server_and_the_call_says_why(
 @pytest.mark.slow
 async def test_a_result_of_many_images_sends_twenty_and_counts_the_rest() -> None:
     async with McpManager([stdio("mis", "misbehaving.py")]) as manager:
-        with anyio.fail_after(10):
+        with hang_guard():
             await manager.wait_ready()
-        with anyio.fail_after(20):
+        with hang_guard():
             result = await call(manager, "mis", "images", {"count": 1000})
     assert sum(isinstance(p, ImagePart) for p in result.content) == 20
     assert "[980 more images not shown: one result carries at most 20 images and 10.0 MB" in (
@@ -578,7 +579,7 @@ async def test_tools_with_invalid_definitions_are_left_out_and_named_the_rest_wo
     from caliban.mcp.status import describe_skipped, status_rows
 
     async with McpManager([stdio("sloppy", "sloppy_listing.py")]) as manager:
-        with anyio.fail_after(10):
+        with hang_guard():
             [status] = await manager.wait_ready()
         assert status.state == "connected", status.error
         assert [t.tool_name for t in manager.tools()] == ["ok", "fine", "garbled", "badcontent"]
@@ -597,7 +598,7 @@ async def test_tools_with_invalid_definitions_are_left_out_and_named_the_rest_wo
             "  skipped invalid tool #5: name: Field required"
         )
         assert len(status_rows([status])[0].detail) == 4
-        with anyio.fail_after(10):
+        with hang_guard():
             ran = await call(manager, "sloppy", "fine", {})
         assert unmark(ran.as_text) == "fine ran" and not ran.is_error
 
@@ -606,12 +607,12 @@ async def test_tools_with_invalid_definitions_are_left_out_and_named_the_rest_wo
 async def test_a_stderr_flood_keeps_the_log_bounded_and_the_last_words() -> None:
     limits = Limits(stderr_run_bytes=2**20)
     async with McpManager([stdio("mis", "misbehaving.py")], limits=limits) as manager:
-        with anyio.fail_after(10):
+        with hang_guard():
             await manager.wait_ready()
-        with anyio.fail_after(30):
+        with hang_guard():
             crashed = await call(manager, "mis", "flood_stderr", {"megabytes": 20})
         assert crashed.is_error
-        with anyio.fail_after(10):
+        with hang_guard():
             status = await manager.wait_for_state("mis", "failed")
     assert status.error == "exited with code 3" and status.stderr_tail[-1] == "last words"
     size = log_path("mis").stat().st_size
@@ -627,13 +628,13 @@ async def test_without_a_writable_log_a_stderr_flood_is_kept_in_bounded_memory()
     limits = Limits(stderr_run_bytes=2**20)
     async with McpManager([stdio("mis", "misbehaving.py")], limits=limits) as manager:
         manager.on_warning(warnings.append)
-        with anyio.fail_after(10):
+        with hang_guard():
             [ready] = await manager.wait_ready()
         assert ready.state == "connected" and ready.log_path is None
-        with anyio.fail_after(30):
+        with hang_guard():
             crashed = await call(manager, "mis", "flood_stderr", {"megabytes": 20})
         assert crashed.is_error
-        with anyio.fail_after(10):
+        with hang_guard():
             status = await manager.wait_for_state("mis", "failed")
     assert status.error == "exited with code 3" and status.stderr_tail[-1] == "last words"
     assert status.log_path is None  # no "log:" line pointing at a file that is not there
@@ -667,7 +668,7 @@ def misbehaving_http(request: pytest.FixtureRequest) -> Iterator[ServerConfig]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + HANG_S
         while True:  # bounded: until it listens, exits, or 15 s pass
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -682,7 +683,7 @@ def misbehaving_http(request: pytest.FixtureRequest) -> Iterator[ServerConfig]:
             yield ServerConfig(name="web", transport="http", url=f"http://127.0.0.1:{port}/mcp")
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=HANG_S)
 
 
 @pytest.mark.slow
@@ -690,9 +691,9 @@ async def test_an_http_answer_over_the_limit_is_an_error_not_read_whole(
     misbehaving_http: ServerConfig,
 ) -> None:
     async with McpManager([misbehaving_http], limits=Limits(max_message_chars=2**20)) as manager:
-        with anyio.fail_after(15):
+        with hang_guard():
             await manager.wait_ready()
-        with anyio.fail_after(15):
+        with hang_guard():
             small = await call(manager, "web", "text", {"size": 90_000})
             big = await call(manager, "web", "text", {"size": 3_000_000})
             after = await call(manager, "web", "echo", {"text": "after"})
@@ -715,7 +716,7 @@ async def test_answers_that_are_not_valid_fail_at_once_in_one_line() -> None:
         stdio("garbled", "sloppy_listing.py", "--garbled-initialize", startup_timeout=60),
     ]
     async with McpManager(servers) as manager:
-        with anyio.fail_after(10):
+        with hang_guard():
             sloppy, garbled = await manager.wait_ready()
         assert sloppy.state == "connected"
         assert garbled.state == "failed" and garbled.error is not None
@@ -724,7 +725,7 @@ async def test_answers_that_are_not_valid_fail_at_once_in_one_line() -> None:
             r'\{"jsonrpc": "2.0", "id": \d+, "result": "hello"\}',
             garbled.error,
         )
-        with anyio.fail_after(10):
+        with hang_guard():
             not_rpc = await call(manager, "sloppy", "garbled", {})
             bad = await call(manager, "sloppy", "badcontent", {})
             fine = await call(manager, "sloppy", "fine", {})

@@ -12,8 +12,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
+from hang import hang_guard
 from mcp_servers.reference import reference_servers
 
 from caliban.mcp.client import McpManager
@@ -79,7 +79,7 @@ async def test_all_reference_servers_connect_list_and_answer_a_call(
     (work / "notes.txt").write_text("remember the milk\n")
 
     async with McpManager(reference_servers(prefix, work)) as manager:
-        with anyio.fail_after(60):
+        with hang_guard():
             statuses = await manager.wait_ready()
         assert {s.name: s.state for s in statuses} == dict.fromkeys(
             ["everything", "filesystem", "memory", "time", "git"], "connected"
@@ -123,7 +123,7 @@ async def test_all_reference_servers_connect_list_and_answer_a_call(
 async def test_reference_content_types_and_annotations(prefix: Path, tmp_path: Path) -> None:
     [everything] = reference_servers(prefix, tmp_path)[:1]
     async with McpManager([everything]) as manager:
-        with anyio.fail_after(60):
+        with hang_guard():
             await manager.wait_ready()
         by_name = {t.tool_name: t for t in manager.tools()}
         assert by_name["echo"].read_only and not by_name["toggle-simulated-logging"].read_only

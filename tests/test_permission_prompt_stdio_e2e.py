@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from claude_code_recordings import FIXTURES, RECORDED_BASE, compare, substitute
 from fake_model_server import FakeModelServer
+from hang import HANG_S
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +53,7 @@ SDK_ARGV = (
 """What claude-agent-sdk 0.2.188 (Python) passes with a can_use_tool callback: no -p (Claude
 Code runs headless whenever stdout is not a terminal)."""
 RECORDED = "permission_stdio"
-WAIT_S = 60
+WAIT_S = HANG_S
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 import pytest
 from fake_model_server import FakeModelServer
+from hang import hang_guard
 
 from caliban.messages import ImagePart, Message, TextPart, ToolCall, ToolResult, ToolSpec, Usage
 from caliban.providers.base import (
@@ -45,7 +45,7 @@ async def run(
         messages=messages or (Message.user("hi"),),
         tools=tools,
     )
-    with anyio.fail_after(10):
+    with hang_guard():
         events = [event async for event in provider.stream(request)]
     assert isinstance(events[-1], ResponseDone)
     return events, events[-1]

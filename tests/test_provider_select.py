@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 import pytest
+from hang import HANG_S
 
 from caliban.config.settings import Settings, parse_value
 from caliban.errors import ConfigError
@@ -157,7 +158,9 @@ assert "httpx2" in sys.modules
 assert not {{"anthropic", "openai"}} & set(sys.modules), "an SDK was imported"
 print("ok")
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S
+    )
     assert out.stdout.strip() == "ok", out.stderr
 
 

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from fake_model_server import UNEXPECTED, FakeModelServer
+from hang import HANG_S, hang_guard
 from pydantic import BaseModel
 
 from caliban.agent import Agent
@@ -92,7 +92,7 @@ def request(*messages: Message, tools: Sequence[ToolSpec] = (ECHO_SPEC,)) -> Pro
 async def collect(provider: Provider, req: ProviderRequest | None = None) -> list[ProviderEvent]:
     # A hang guard, not a speed test: the first request imports the SDK, which takes tens of
     # seconds on a loaded machine.
-    with anyio.fail_after(300):
+    with hang_guard():
         return [event async for event in provider.stream(req or request())]
 
 
@@ -195,10 +195,12 @@ async def test_5xx_gives_up_after_four_tries(
 ) -> None:
     fake_model_server.add(*[{"status": 503, "message": "down for maintenance"}] * 4)
     events: list[ProviderEvent] = []
-    with pytest.raises(ProviderError, match=r"failed after 4 attempts: 503 .*down for maintenance"):
-        with anyio.fail_after(10):
-            async for event in make_provider(api, fake_model_server).stream(request()):
-                events.append(event)
+    with (
+        pytest.raises(ProviderError, match=r"failed after 4 attempts: 503 .*down for maintenance"),
+        hang_guard(),
+    ):
+        async for event in make_provider(api, fake_model_server).stream(request()):
+            events.append(event)
     assert [e.attempt for e in events if isinstance(e, ApiRetry)] == [2, 3, 4]
     assert len(fake_model_server.requests) == 4
 
@@ -228,12 +230,12 @@ async def test_connection_refused_is_retried_then_reported(
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}" + ("/v1" if api == "openai" else "")
     events: list[ProviderEvent] = []
-    with pytest.raises(ProviderError, match="failed after 4 attempts: connection error") as info:
-        with anyio.fail_after(10):
-            async for event in make_provider(api, fake_model_server, base_url=url).stream(
-                request()
-            ):
-                events.append(event)
+    with (
+        pytest.raises(ProviderError, match="failed after 4 attempts: connection error") as info,
+        hang_guard(),
+    ):
+        async for event in make_provider(api, fake_model_server, base_url=url).stream(request()):
+            events.append(event)
     assert len([e for e in events if isinstance(e, ApiRetry)]) == 3
     # Says which endpoint and which settings to check.
     variable = "ANTHROPIC_BASE_URL" if api == "anthropic" else "OPENAI_BASE_URL"
@@ -265,11 +267,10 @@ async def test_stream_cut_after_text_is_an_error_not_a_retry(
 ) -> None:
     fake_model_server.add({"disconnect": True, "text": "The answer is"})
     shown: list[str] = []
-    with pytest.raises(ProviderError, match="broke off after part of it was shown"):
-        with anyio.fail_after(10):
-            async for event in make_provider(api, fake_model_server).stream(request()):
-                if isinstance(event, TextDelta):
-                    shown.append(event.text)
+    with pytest.raises(ProviderError, match="broke off after part of it was shown"), hang_guard():
+        async for event in make_provider(api, fake_model_server).stream(request()):
+            if isinstance(event, TextDelta):
+                shown.append(event.text)
     assert "".join(shown) == "The answer is"
     assert len(fake_model_server.requests) == 1
 
@@ -287,7 +288,7 @@ async def test_cancelling_a_hung_request_returns_promptly(
                 seen.set()
 
     task = asyncio.create_task(consume())
-    with anyio.fail_after(10):
+    with hang_guard():
         await seen.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -352,7 +353,7 @@ async def test_agent_loop_text_tool_text(
         env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
         emit=events.append,
     )
-    with anyio.fail_after(10):
+    with hang_guard():
         result = await agent.run("echo ping")
     assert result.subtype == "success" and result.text == "It said ping." and result.num_turns == 2
     second = fake_model_server.requests[1].body
@@ -380,7 +381,7 @@ async def test_invalid_json_arguments_become_an_error_the_model_reads(
         toolset=ToolList([Echo()]),
         env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
     )
-    with anyio.fail_after(10):
+    with hang_guard():
         await agent.run("go")
     call = agent.conversation.messages[1].tool_calls[0]
     assert call.arguments == {INVALID_ARGUMENTS_KEY: '{"text": "unterminated'}
@@ -407,7 +408,7 @@ async def test_agent_surfaces_retries_as_events(
         env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
         emit=events.append,
     )
-    with anyio.fail_after(10):
+    with hang_guard():
         assert (await agent.run("hi")).text == "fine"
     [retry] = [e for e in events if isinstance(e, ApiRetryEvent)]
     assert retry.status == 429 and retry.attempt == 2
@@ -448,7 +449,7 @@ def test_script_mode_serves_the_script_and_exits_on_sigterm(tmp_path: Path) -> N
         ] * 2
     finally:
         process.terminate()
-        assert process.wait(timeout=10) == 0
+        assert process.wait(timeout=HANG_S) == 0
 
 
 async def _collect_plain(url: str) -> list[ProviderEvent]:

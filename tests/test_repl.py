@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 import pytest
+from hang import HANG_S, hang_guard
 from prompt_toolkit.application import create_app_session, get_app_session
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
@@ -77,7 +78,7 @@ class Harness:
         message = self.provider.requests[request].messages[-1]
         return "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
 
-    async def run(self, keys: str, *, limit: float = 10) -> int:
+    async def run(self, keys: str, *, limit: float = HANG_S) -> int:
         self.input.send_text(keys)
         with anyio.fail_after(limit):
             return await self.repl.run()
@@ -140,7 +141,7 @@ async def answer_questions(h: Harness, prompt: str, *answers: str, done: str) ->
         await task
 
 
-async def wait_until(condition: Callable[[], bool], limit: float = 5) -> None:
+async def wait_until(condition: Callable[[], bool], limit: float = HANG_S) -> None:
     """Poll ``condition`` (what the user would see) until it holds, for at most ``limit`` s."""
     with anyio.fail_after(limit):
         while not condition():  # noqa: ASYNC110
@@ -255,7 +256,7 @@ async def test_the_prompt_is_up_before_the_session_opens(project: Path) -> None:
         assert provider.requests == []  # the typed prompt waits for the session
         gate.set()
         await wait_until(lambda: "Ready now." in out.getvalue())
-        with anyio.fail_after(5):
+        with hang_guard():
             while not task.done():  # a Ctrl-D read as the turn's keys end means nothing
                 pipe.send_text(CTRL_D)
                 await asyncio.wait({task}, timeout=0.2)
@@ -294,7 +295,7 @@ async def test_a_prompt_on_the_command_line_runs_first(project: Path) -> None:
         )
         await wait_until(lambda: "Answered first." in out.getvalue())
         pipe.send_text(CTRL_D)  # at the prompt: Ctrl-D typed during a turn is ignored
-        with anyio.fail_after(5):
+        with hang_guard():
             code = await running
     assert code == 0
     assert provider.requests[0].messages[0].text == "why is the build red?"
@@ -312,16 +313,19 @@ async def test_a_config_error_at_start_up_leaves_the_prompt_and_is_raised(projec
     console = TerminalConsole(
         file=io.StringIO(), width=100, force_terminal=False, color_system=None
     )
-    with create_pipe_input() as pipe, pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
-        with anyio.fail_after(5):
-            await run_repl(
-                cli_options(project),
-                console=console,
-                input=pipe,
-                output=DummyOutput(),
-                history=InMemoryHistory(),
-                opener=opener,
-            )
+    with (
+        create_pipe_input() as pipe,
+        pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"),
+        hang_guard(),
+    ):
+        await run_repl(
+            cli_options(project),
+            console=console,
+            input=pipe,
+            output=DummyOutput(),
+            history=InMemoryHistory(),
+            opener=opener,
+        )
 
 
 # ---------------------------------------------------------------------------- Ctrl-C
@@ -335,7 +339,7 @@ async def test_ctrl_c_cancels_the_turn_and_the_session_continues(project: Path) 
         h.repl.interrupt()
         await wait_until(lambda: "Interrupted" in h.out.getvalue())
         h.input.send_text("go on" + ENTER + CTRL_D)
-        with anyio.fail_after(5):
+        with hang_guard():
             assert await task == 0
     assert "  ⎿  Interrupted · what should caliban do instead?" in h.lines
     assert h.lines[-1] == "● Recovered."
@@ -357,12 +361,12 @@ async def test_ctrl_c_keeps_the_streamed_text(project: Path) -> None:
         h.session.provider = h.provider = Slow(["Partial answer that never ends", "Next."])
         h.input.send_text("start" + ENTER)
         task = asyncio.ensure_future(h.repl.run())
-        with anyio.fail_after(5):
+        with hang_guard():
             await gate.wait()
         h.repl.interrupt()
         await wait_until(lambda: "Interrupted" in h.out.getvalue())
         h.input.send_text("more" + ENTER + CTRL_D)
-        with anyio.fail_after(5):
+        with hang_guard():
             await task
         history = h.provider.requests[1].messages
     assert history[1].role == "assistant" and history[1].text == "Partial "
@@ -710,7 +714,7 @@ async def test_first_question_before_servers_connect_finds_and_calls_the_tool(
         command=sys.executable,
         args=(str(Path(__file__).parent / "mcp_servers" / "catalog_server.py"),),
         env={"CATALOG_GATE": str(gate)},
-        startup_timeout=20,
+        startup_timeout=HANG_S,
     )
     issue = "mcp__catalog__search_issues"
     steps = [
@@ -725,12 +729,12 @@ async def test_first_question_before_servers_connect_finds_and_calls_the_tool(
         assert mcp.unlisted() == ("catalog",)
 
         async def release_when_waiting() -> None:
-            await wait_until(lambda: "waiting for catalog…" in h.text, limit=20)
+            await wait_until(lambda: "waiting for catalog…" in h.text)
             gate.touch()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(release_when_waiting)
-            await h.run("find my issues" + ENTER + "/context" + ENTER + CTRL_D, limit=30)
+            await h.run("find my issues" + ENTER + "/context" + ENTER + CTRL_D)
     lines = h.lines
     start = lines.index("  ⎿  waiting for catalog…")
     assert lines[start : start + 8] == [

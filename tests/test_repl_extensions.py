@@ -8,8 +8,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
+from hang import hang_guard
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from test_repl import CTRL_D, ENTER, harness, wait_until
@@ -38,7 +38,7 @@ async def test_esc_interrupts_the_turn_and_keeps_what_was_typed(project: Path) -
         h.input.send_text(ESC)
         await wait_until(lambda: "Interrupted" in h.out.getvalue())
         h.input.send_text(ENTER + CTRL_D)
-        with anyio.fail_after(5):
+        with hang_guard():
             assert await task == 0
     assert "  ⎿  Interrupted · what should caliban do instead?" in h.lines
     assert h.lines[-1] == "● Recovered."
@@ -57,11 +57,11 @@ async def test_an_arrow_key_during_a_turn_does_not_interrupt(project: Path) -> N
         task = asyncio.ensure_future(h.repl.run())
         await wait_until(lambda: len(h.provider.requests) == 1)
         h.input.send_text("\x1b[A")  # Up: an escape sequence, not Esc
-        with anyio.fail_after(5):
+        with hang_guard():
             await gate.wait()
         await wait_until(lambda: "● Done." in h.lines)
         h.input.send_text(CTRL_D)  # at the prompt (typed during a turn, it is ignored)
-        with anyio.fail_after(5):
+        with hang_guard():
             await task
     assert "Interrupted" not in h.text and h.lines[-1] == "● Done."
 

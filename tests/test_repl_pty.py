@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hang import HANG_S
 
 pexpect = pytest.importorskip("pexpect")
 
 pytestmark = pytest.mark.slow
 
 CALIBAN = Path(sys.executable).parent / "caliban"
-WAIT = 60  # seconds; generous for a loaded 2-core CI machine, and never waited in full
+WAIT = HANG_S
 
 
 class Screen(io.StringIO):

@@ -12,8 +12,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import anyio
 import pytest
+from hang import HANG_S, hang_guard
 from pydantic import BaseModel
 
 from caliban.config.settings import Settings
@@ -334,7 +334,7 @@ def test_the_lock_holds_across_processes(project: Path) -> None:
         with pytest.raises(UsageError, match="in use"):
             remove_session(project, "abcd")
     finally:
-        holder.communicate("", timeout=10)
+        holder.communicate("", timeout=HANG_S)
     Transcript.reopen(path).close()
 
 
@@ -532,7 +532,7 @@ async def test_the_picker_resumes_the_chosen_session(project: Path) -> None:
     await make_saved(project, ("new work",), 1_700_000_100)
     answers = iter(["7", "2"])
     session = make_session(project)
-    with anyio.fail_after(5):
+    with hang_guard():
         record = await open_transcript(
             session, options(resume=""), interactive=True, ask=lambda prompt: next(answers)
         )
@@ -556,7 +556,7 @@ async def test_cancelled_turn_is_on_disk_before_cancellation_returns(project: Pa
     session = make_session(project, provider, builtins=[Echo(), Slow()])
     session.listeners.append(lambda e: started.set() if isinstance(e, ToolStarted) else None)
     attach_transcript(session)
-    with anyio.fail_after(5):
+    with hang_guard():
         task = asyncio.ensure_future(session.run("go slow"))
         await started.wait()
         task.cancel()
@@ -601,7 +601,7 @@ def test_resuming_a_transcript_whose_first_prompt_is_unreadable(
 
     def caliban(*args: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "caliban", "-p", *args]
-        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=HANG_S)
 
     assert caliban("first question").returncode == 0
     [path] = project_sessions_dir(project).glob("*.jsonl")

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from fake_model_server import FakeModelServer
+from hang import HANG_S
 
 from caliban.events import AssistantMessage, UserPrompt
 from caliban.messages import Message, Usage
@@ -41,7 +42,7 @@ def caliban_env(server: FakeModelServer) -> dict[str, str]:
 
 
 def caliban(
-    server: FakeModelServer, cwd: Path, *args: str, timeout: float = 60
+    server: FakeModelServer, cwd: Path, *args: str, timeout: float = HANG_S
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "caliban", *args],
@@ -54,7 +55,7 @@ def caliban(
     )
 
 
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = 30) -> Any:
+def wait_until(condition: Callable[[], Any], what: str, timeout: float = HANG_S) -> Any:
     """Poll ``condition`` until it returns something truthy (bounded)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -123,10 +124,10 @@ def test_kill_9_mid_tool_then_continue_restores_everything_up_to_that_turn(
         session_id = init["session_id"]
         tool_pids = wait_until(lambda: processes_with(marker), "the Bash tool to start")
         first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
+        first.wait(timeout=HANG_S)
     finally:
         first.kill()
-        first.communicate(timeout=10)
+        first.communicate(timeout=HANG_S)
         for pid in processes_with(marker):
             os.killpg(pid, signal.SIGKILL)  # the tool's own process group, orphaned by -9
     assert first.returncode == -signal.SIGKILL and tool_pids

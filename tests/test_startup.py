@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from hang import HANG_S
 
 HEAVY = ("anthropic", "openai", "mcp", "prompt_toolkit")
 
@@ -16,7 +17,7 @@ def imported_modules(*args: str) -> set[str]:
         [sys.executable, "-X", "importtime", "-m", "caliban", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     names = set()

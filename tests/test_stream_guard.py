@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from fake_model_server import FakeModelServer
+from hang import hang_guard
 
 from caliban.messages import Message
 from caliban.providers.anthropic import AnthropicProvider
@@ -50,7 +50,7 @@ def provider_for(
 async def collect(provider: AnthropicProvider | OpenAIProvider) -> list[Any]:
     request = ProviderRequest(model="m", system="", messages=(Message.user("hi"),), tools=())
     try:
-        with anyio.fail_after(10):
+        with hang_guard():
             return [event async for event in provider.stream(request)]
     finally:
         await provider.aclose()

@@ -15,10 +15,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import anyio
 import mcp_types
 import pytest
 from authorizers import Refusing
+from hang import hang_guard
 from lazy_fakes import EchoInput, Note
 
 from caliban.agent import INTERRUPTED, Agent
@@ -254,7 +254,7 @@ async def test_child_runs_with_its_own_history_and_reports_back(project: Path) -
     events: list[AgentEvent] = []
     session = make_session(Router(parent=parent, look_around=child), project, events=events)
 
-    with anyio.fail_after(5):
+    with hang_guard():
         result = await session.run(PARENT)
 
     assert result.text == "All done."
@@ -283,7 +283,7 @@ async def test_child_events_carry_the_agent_call_id(project: Path) -> None:
     child = ScriptedProvider([reply(tool_call("Echo", {"text": "x"})), "child answer"])
     events: list[AgentEvent] = []
     session = make_session(Router(parent=parent, child_work=child), project, events=events)
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
 
     child_events = [e for e in events if e.parent_tool_use_id == "call_7"]
@@ -318,7 +318,7 @@ async def test_definition_sets_prompt_model_tools_and_turn_limit(project: Path) 
         definitions=[REVIEWER, GENERAL_PURPOSE],
         mcp=FakeMcp(CATALOG),
     )
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
 
     assert child.requests[0].model == "child-model"
@@ -340,7 +340,7 @@ async def test_without_an_allowlist_the_child_gets_every_tool_but_agent(project:
     parent = ScriptedProvider([reply(agent_call("do it", id="c1")), "ok"])
     child = ScriptedProvider(["done"])
     session = make_session(Router(parent=parent, do_it=child), project, mcp=FakeMcp(CATALOG))
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
     assert "Agent" in parent.offered[0]
     all_mcp = [t.name for t in FakeMcp(CATALOG).tools()]
@@ -356,7 +356,7 @@ async def test_child_cannot_spawn_sub_agents(project: Path) -> None:
     session = make_session(
         Router(parent=parent, go_deeper=child), project, definitions=[nested, GENERAL_PURPOSE]
     )
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
     assert child.offered[0] == ["Echo"]
     [refused] = tool_results(child, 1)
@@ -366,7 +366,7 @@ async def test_child_cannot_spawn_sub_agents(project: Path) -> None:
 async def test_unknown_subagent_type_lists_the_available_ones(project: Path) -> None:
     parent = ScriptedProvider([reply(agent_call("x", "nope", id="c1")), "ok"])
     session = make_session(Router(parent=parent), project, definitions=[REVIEWER, GENERAL_PURPOSE])
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
     [error] = tool_results(parent, 1)
     assert error.is_error
@@ -390,7 +390,7 @@ async def test_long_answer_is_cut_with_a_note(project: Path) -> None:
     session = make_session(Router(parent=parent, write_a_lot=child), project)
     tool = agent_tool(session)
     tool.max_result_chars = 100
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
     [answer] = tool_results(parent, 1)
     assert answer.text.startswith("x" * 100 + "\n[… answer cut: the sub-agent wrote 250 ")
@@ -404,7 +404,7 @@ async def test_permission_policy_applies_to_children(project: Path) -> None:
     session.authorizer = Refusing(
         lambda call: "read-only session" if call.tool.name == "Note" else None
     )
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
     [denied] = tool_results(child, 1)
     assert denied.is_error and "Permission denied for Note: read-only session" in denied.text
@@ -430,7 +430,7 @@ async def test_child_env_is_a_fork(project: Path) -> None:
         return agent
 
     tool.spawn = spying_spawn
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
     assert seen and seen[0] is not session.env
     assert session.env.cwd == project and session.env.file_reads == {}
@@ -448,7 +448,7 @@ async def test_two_children_run_in_parallel(project: Path) -> None:
     left = ScriptedProvider([reply(tool_call("Meet", {"text": "L"})), "left answer"])
     right = ScriptedProvider([reply(tool_call("Meet", {"text": "R"})), "right answer"])
     session = make_session(Router(parent=parent, left=left, right=right), project, tools=[meet])
-    with anyio.fail_after(5):
+    with hang_guard():
         result = await session.run(PARENT)
     assert result.text == "both done"
     left_answer, right_answer = tool_results(parent, 1)
@@ -485,7 +485,7 @@ async def test_cancelling_the_parent_cancels_its_children(project: Path) -> None
         Router(parent=parent, hang=hanging_tool, wait=hanging_model), project, tools=[stuck]
     )
     task = asyncio.create_task(session.run(PARENT))
-    with anyio.fail_after(5):
+    with hang_guard():
         await stuck.started.wait()
         await hanging_model.started.wait()
         task.cancel()
@@ -531,7 +531,7 @@ async def test_child_inherits_the_parents_active_tools(project: Path) -> None:
     child = ScriptedProvider(["done"])
     session = lazy_session(Router(parent=parent, inherit=child), project)
     preset(session, GH_CREATE, GL_PIPES)
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
     assert mcp_offered(parent, 0) == [GH_CREATE, GL_PIPES]
     assert mcp_offered(child, 0) == [GH_CREATE, GL_PIPES]
@@ -546,7 +546,7 @@ async def test_child_can_start_from_an_empty_set(project: Path) -> None:
     child = ScriptedProvider(["done"])
     session = lazy_session(Router(parent=parent, start_fresh=child), project, definitions=[fresh])
     preset(session, GH_CREATE, GL_PIPES)
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
     assert mcp_offered(child, 0) == []
     assert "ToolSearch" in child.offered[0]
@@ -565,7 +565,7 @@ async def test_child_activations_never_reach_the_parent(project: Path) -> None:
     )
     session = lazy_session(Router(parent=parent, search_more=child), project)
     before = preset(session, GH_CREATE)
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
     assert session.activation is not None
     assert session.activation.get() is before
@@ -590,7 +590,7 @@ async def test_allowlist_filters_inherited_offered_and_searchable_tools(project:
         Router(parent=parent, github_work=child), project, definitions=[github_only]
     )
     preset(session, GL_CREATE, GH_SEARCH)
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
     assert mcp_offered(child, 0) == [GH_SEARCH]  # gitlab was active in the parent
     assert "Note" not in child.offered[0]
@@ -614,7 +614,7 @@ async def test_exactly_named_mcp_tools_are_active_from_the_first_turn(project: P
     child = ScriptedProvider(["done"])
     session = lazy_session(Router(parent=parent, pipelines=child), project, definitions=[named])
     before = preset(session, GH_CREATE)
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
     assert mcp_offered(child, 0) == [GL_PIPES]  # the glob is found by search, not preloaded
     assert session.activation is not None and session.activation.get() is before
@@ -672,7 +672,7 @@ async def test_claude_code_model_aliases_resolve_for_the_provider(
     router = Router(parent=parent, file_model=by_file, param_model=by_param)
     router.name = "anthropic"
     session = make_session(router, project, definitions=[haiku_agent, GENERAL_PURPOSE])
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
     assert by_file.requests[0].model == "claude-haiku-4-5-20251001"
     assert by_param.requests[0].model == "claude-opus-4-8"
@@ -681,14 +681,14 @@ async def test_claude_code_model_aliases_resolve_for_the_provider(
     other = Router(parent=ScriptedProvider([reply(agent_call("again", "h", id="c3")), "ok"]))
     other.routes[_key("again")] = child = ScriptedProvider(["c"])
     events: list[AgentEvent] = []
-    with anyio.fail_after(5):
+    with hang_guard():
         await make_session(other, project, definitions=[haiku_agent], events=events).run(PARENT)
     assert child.requests[0].model == "my-gateway-haiku"
 
     monkeypatch.delenv("ANTHROPIC_DEFAULT_HAIKU_MODEL")
     third = Router(parent=ScriptedProvider([reply(agent_call("third", "h", id="c4")), "ok"]))
     third.routes[_key("third")] = child = ScriptedProvider(["c"])
-    with anyio.fail_after(5):
+    with hang_guard():
         await make_session(third, project, definitions=[haiku_agent], events=events).run(PARENT)
     assert child.requests[0].model == "parent-model"
     assert any(
@@ -702,7 +702,7 @@ async def test_max_turns_of_the_session_bounds_its_sub_agents(project: Path) -> 
     parent = ScriptedProvider([reply(agent_call("loop", id="c1")), "gave up"])
     session = make_session(Router(parent=parent, loop=looping), project)
     session.max_turns = 3  # caliban -p --max-turns 3
-    with anyio.fail_after(5):
+    with hang_guard():
         await session.run(PARENT)
     assert len(looping.requests) == 3  # not the 50 a definition without max_turns allows
     [answer] = tool_results(parent, 1)

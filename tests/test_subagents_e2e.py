@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hang import HANG_S
 
 from caliban.permissions.trust import trust
 
@@ -96,7 +97,7 @@ def test_child_messages_carry_parent_tool_use_id_in_stream_json(
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
     )
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]

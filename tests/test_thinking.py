@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from fake_model_server import FakeModelServer
+from hang import hang_guard
 
 from caliban.agent import Agent
 from caliban.events import AgentEvent, AssistantDelta, AssistantThinkingDelta
@@ -56,7 +56,7 @@ async def run(
         tools=(ToolSpec(name="Read", description="Read a file."),),
     )
     try:
-        with anyio.fail_after(10):
+        with hang_guard():
             return [event async for event in provider.stream(request)]
     finally:
         await provider.aclose()
@@ -328,7 +328,7 @@ async def test_the_loop_streams_thinking_as_its_own_event_and_keeps_it_out_of_th
         emit=events.append,
     )
     try:
-        with anyio.fail_after(10):
+        with hang_guard():
             result = await agent.run("hi")
     finally:
         await provider.aclose()

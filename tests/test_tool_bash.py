@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
+from hang import hang_guard
 
 from caliban.exec import process as exec_process
 from caliban.tools import bash as bash_module
@@ -25,7 +25,7 @@ def env(tmp_path: Path) -> ToolEnv:
 
 
 async def run(env: ToolEnv, command: str, **args: Any) -> ToolOutput:
-    with anyio.fail_after(30):
+    with hang_guard():
         return await Bash().call({"command": command, **args}, CallContext(env=env, call_id="b"))
 
 
@@ -43,7 +43,7 @@ def is_gone(pid: int) -> bool:
 
 async def wait_until(check: Any) -> None:
     """Poll another process's state (there is no event to wait on), for at most 10 s."""
-    with anyio.fail_after(10):
+    with hang_guard():
         while not check():  # noqa: ASYNC110
             await asyncio.sleep(0.02)
 
@@ -146,7 +146,7 @@ async def test_cancellation_kills_the_whole_process_group(env: ToolEnv) -> None:
     pid = int(pidfile.read_text())
     assert not is_gone(pid)
     task.cancel()
-    with anyio.fail_after(10), pytest.raises(asyncio.CancelledError):
+    with hang_guard(), pytest.raises(asyncio.CancelledError):
         await task
     await wait_until(lambda: is_gone(pid))
 
@@ -206,7 +206,7 @@ async def test_run_in_background_then_task_output_and_task_stop(env: ToolEnv) ->
     ctx = CallContext(env=env, call_id="toolu_bg", emit=events.append)
     bash, output, stop = Bash(tasks), TaskOutput(tasks), TaskStop(tasks)
     try:
-        with anyio.fail_after(20):
+        with hang_guard():
             started = await bash.call(
                 {"command": "echo bg-done", "run_in_background": True, "description": "Echo"}, ctx
             )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hang import HANG_S, cpu_time, hang_guard, until
 
 from caliban.tools.base import CallContext, ToolEnv, ToolOutput
 from caliban.tools.edit import Edit
@@ -348,14 +349,12 @@ def test_schemas() -> None:
 
 
 async def test_edit_is_linear_on_a_3_mb_one_line_file(env: ToolEnv) -> None:
-    import time
-
     path = env.cwd / "bundle.min.js"
     path.write_text("var a=1;" * 393_216 + "UNIQUE;")  # 3 MB, one line
     await read(env, "bundle.min.js")
-    started = time.perf_counter()
-    out = await edit(env, "bundle.min.js", "var a=1;", "var b=2;")
-    assert time.perf_counter() - started < 5  # was > 40 s (quadratic line numbering)
+    with cpu_time() as spent:
+        out = await edit(env, "bundle.min.js", "var a=1;", "var b=2;")
+    assert spent.seconds < 5  # was > 40 s (quadratic line numbering)
     assert out.as_text.startswith(
         "old_string occurs 393,216 times in bundle.min.js (at lines 1, 1, 1, 1, 1, 1, 1, 1, 1, "
         "1 and 393,206 more)."
@@ -373,29 +372,31 @@ async def test_a_slow_edit_can_be_cancelled_and_writes_nothing(
 ) -> None:
     import asyncio
     import threading
-    import time
 
     from caliban.tools import edit as edit_module
 
-    release = threading.Event()
+    entered, release, finished = threading.Event(), threading.Event(), threading.Event()
     real = edit_module._prepare
 
     def slow(*args: Any) -> Any:
-        release.wait(10)  # stands for a huge file: the work happens off the event loop
-        return real(*args)
+        entered.set()
+        release.wait(HANG_S)  # stands for a huge file: the work happens off the event loop
+        try:
+            return real(*args)
+        finally:
+            finished.set()
 
     monkeypatch.setattr(edit_module, "_prepare", slow)
     (env.cwd / "a.py").write_text("x = 1\n")
     await read(env, "a.py")
     task = asyncio.ensure_future(edit(env, "a.py", "x = 1", "x = 2"))
-    await asyncio.sleep(0.1)
-    started = time.perf_counter()
+    await until(entered.is_set)
     task.cancel()
-    with pytest.raises(asyncio.CancelledError):
+    with hang_guard(), pytest.raises(asyncio.CancelledError):
         await task
-    assert time.perf_counter() - started < 0.5
+    assert not finished.is_set()  # the cancellation did not wait for the work
     release.set()
-    await asyncio.sleep(0.1)
+    await until(finished.is_set)
     assert (env.cwd / "a.py").read_text() == "x = 1\n"
 
 
@@ -418,10 +419,9 @@ async def test_a_read_only_file_is_not_replaced(env: ToolEnv, tool: str) -> None
 
 @pytest.mark.parametrize("tool", ["Read", "Write", "Edit"])
 async def test_fifos_and_devices_are_refused_at_once(env: ToolEnv, tool: str) -> None:
-    import anyio
 
     os.mkfifo(env.cwd / "pipe")
-    with anyio.fail_after(5):  # opening a FIFO would wait for a writer forever
+    with hang_guard():  # opening a FIFO would wait for a writer forever
         if tool == "Read":
             out = await Read().call({"file_path": "pipe"}, _ctx(env))
             device = await Read().call({"file_path": "/dev/zero"}, _ctx(env))

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
+from hang import hang_guard
 from pydantic import BaseModel
 
 from caliban.agent import CONTINUE_PROMPT, INTERRUPTED, Agent
@@ -96,7 +96,7 @@ async def test_cancel_mid_tool_announces_the_interrupted_results() -> None:
     events = Recorder()
     provider = ScriptedProvider([reply("Sleeping.", tool_call("Sleep", {"seconds": 30}))])
     agent = make_agent(provider, events)
-    with anyio.fail_after(5):
+    with hang_guard():
         task = asyncio.ensure_future(agent.run("go"))
         await events.wait_for(ToolStarted)
         task.cancel()
@@ -124,7 +124,7 @@ async def test_cancel_mid_stream_announces_the_partial_reply() -> None:
             pass
 
     agent = make_agent(PartialThenHang(), events)
-    with anyio.fail_after(5):
+    with hang_guard():
         task = asyncio.ensure_future(agent.run("go"))
         await events.wait_for(AssistantDelta)
         task.cancel()
@@ -149,7 +149,7 @@ async def test_continue_prompt_after_max_tokens_is_announced() -> None:
 async def test_hang_provider_cancel_before_any_text_appends_nothing_more() -> None:
     events = Recorder()
     agent = make_agent(ScriptedProvider([HANG]), events)
-    with anyio.fail_after(5):
+    with hang_guard():
         task = asyncio.ensure_future(agent.run("go"))
         await events.wait_for(UserPrompt)
         task.cancel()

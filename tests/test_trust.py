@@ -7,8 +7,8 @@ import json
 import os
 from pathlib import Path
 
-import anyio
 import pytest
+from hang import hang_guard
 from typer.testing import CliRunner
 
 from caliban.cli.app import app
@@ -341,7 +341,7 @@ async def test_the_repl_asks_once_before_anything_starts(
     out = io.StringIO()
     console = Console(file=out, width=120, force_terminal=False, color_system=None)
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        with anyio.fail_after(10):  # a key typed before the question is drawn is no answer
+        with hang_guard():  # a key typed before the question is drawn is no answer
             await settle_trust(console, project, on_shown=lambda: pipe.send_text(key))
     shown = out.getvalue()
     assert f"Do you trust the files in {project}?" in shown
@@ -357,7 +357,7 @@ async def test_the_repl_does_not_ask_without_project_files(project: Path) -> Non
     from caliban.repl.trust_prompt import settle_trust
 
     out = io.StringIO()
-    with anyio.fail_after(5):  # nothing to answer: it must not wait for a key
+    with hang_guard():  # nothing to answer: it must not wait for a key
         await settle_trust(Console(file=out), project)
     assert out.getvalue() == "" and not is_trusted(project)
 

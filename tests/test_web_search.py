@@ -9,9 +9,9 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import anyio
 import pytest
 from fake_model_server import FakeModelServer
+from hang import hang_guard
 from rich.console import Console
 from test_headless_e2e import lines, run
 
@@ -58,7 +58,7 @@ async def ask(provider: AnthropicProvider, *messages: Message, search: bool) -> 
     request = ProviderRequest(
         model="claude-test", system="s", messages=messages, tools=(), web_search=search
     )
-    with anyio.fail_after(10):
+    with hang_guard():
         events = [event async for event in provider.stream(request)]
     assert isinstance(events[-1], ResponseDone)
     return events[-1]
