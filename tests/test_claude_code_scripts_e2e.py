@@ -605,11 +605,11 @@ def test_a_parent_that_never_closes_stdin_does_not_hang_the_run(
 
 def _read_without_closing(process: subprocess.Popen[str]) -> tuple[str, str]:
     """stdout and stderr to the end, leaving stdin open (``communicate`` would close it); a
-    run that hangs is killed after 30 s, and fails."""
+    run that hangs is killed after ``HANG_S``, and fails."""
     import threading
 
     assert process.stdout is not None and process.stderr is not None
-    watchdog = threading.Timer(30, process.kill)
+    watchdog = threading.Timer(HANG_S, process.kill)
     watchdog.start()
     try:
         out = process.stdout.read()
