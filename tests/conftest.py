@@ -23,7 +23,14 @@ def pytest_configure(config: pytest.Config) -> None:
     reaping.become_subreaper()
 
 
+def _xdist_controller(config: pytest.Config) -> bool:
+    """This process hands tests to pytest-xdist workers and runs none itself."""
+    return config.pluginmanager.hasplugin("dsession")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: its controller compiled caliban
     # Each caliban the end-to-end tests start would otherwise compile every module it imports
     # again (PYTHONDONTWRITEBYTECODE=1 here and in CI): compile them once, next to the source
     # as an installed caliban has them (compileall writes regardless of that variable; a
@@ -48,6 +55,8 @@ def every_process_reaped() -> Iterator[None]:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _xdist_controller(session.config):
+        return  # its children are the workers, which check their own
     left = reaping.running(reaping.descendants())
     if left:
         leaked = reaping.describe(left)
