@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-import anyio
 import pytest
+from hang import HANG_S, hang_guard
 
 from caliban.exec import (
     PIPE,
@@ -66,7 +66,7 @@ def not_running(pid: int) -> bool:
 async def start_stubborn() -> tuple[Child, int]:
     child = await spawn(Command(argv=(sys.executable, "-c", STUBBORN)), stdout=PIPE)
     assert child.stdout is not None
-    with anyio.fail_after(30):
+    with hang_guard():
         grandchild = int(await child.stdout.readline())
     assert group_alive(child.pid) and not not_running(grandchild)
     return child, grandchild
@@ -77,7 +77,7 @@ async def start_stubborn() -> tuple[Child, int]:
 
 async def test_a_group_whose_members_ignore_sigterm_is_killed_and_reaped() -> None:
     child, grandchild = await start_stubborn()
-    with anyio.fail_after(30):
+    with hang_guard():
         await stop_group(child, grace=0.2)
     assert child.returncode == -9  # the leader caught SIGTERM and stayed: SIGKILL
     assert reaped(child.pid) and not_running(grandchild)
@@ -101,7 +101,7 @@ async def test_a_second_cancellation_during_stop_leaves_nothing_running() -> Non
             raise
 
     task = asyncio.create_task(command())
-    with anyio.fail_after(30):
+    with hang_guard():
         await waiting.wait()
         task.cancel()  # the first Ctrl-C
         assert await child.stdout.readline() == b"term\n"  # stop_group is in its grace
@@ -116,7 +116,7 @@ async def test_a_second_cancellation_during_stop_leaves_nothing_running() -> Non
 async def test_wait_returns_when_the_leader_exits_though_a_child_holds_its_pipe() -> None:
     child = await spawn(Command(argv=(BASH, "-c", "sleep 3600 & echo $!")), stdout=PIPE)
     assert child.stdout is not None
-    with anyio.fail_after(30):
+    with hang_guard():
         sleeper = int(await child.stdout.readline())
         assert await child.wait() == 0
         assert group_alive(child.pid)  # the sleep is still in the group
@@ -127,11 +127,11 @@ async def test_wait_returns_when_the_leader_exits_though_a_child_holds_its_pipe(
 
 async def test_stopping_a_group_that_already_ended_returns_at_once() -> None:
     child = await spawn(Command(argv=("true",)))
-    with anyio.fail_after(30):
+    with hang_guard():
         await child.wait()
         started = time.monotonic()
         await stop_group(child, grace=3600)
-    assert time.monotonic() - started < 30 and reaped(child.pid)
+    assert time.monotonic() - started < HANG_S and reaped(child.pid)  # not the grace
 
 
 # ---------------------------------------------------------------------------- run
@@ -139,7 +139,7 @@ async def test_stopping_a_group_that_already_ended_returns_at_once() -> None:
 
 def test_run_keeps_the_first_bytes_of_each_stream_up_to_the_cap() -> None:
     script = "import sys; sys.stdout.write('x' * 300_000); sys.stderr.write('e' * 10)"
-    result = run(Command(argv=(sys.executable, "-c", script)), timeout=60, max_output=1000)
+    result = run(Command(argv=(sys.executable, "-c", script)), timeout=HANG_S, max_output=1000)
     assert result.ok and result.truncated
     assert result.stdout == b"x" * 1000 and result.stderr == b"e" * 10
 
@@ -164,14 +164,14 @@ def test_run_kills_the_whole_group_on_timeout() -> None:
     started = time.monotonic()
     result = run(Command(argv=(BASH, "-c", script)), timeout=3)
     assert result.timed_out and not result.ok and result.returncode == -9
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < HANG_S  # not the sleeper's hour
     assert running_as(name) == []
     if result.stdout:  # printed in time (not on a very busy machine)
         assert not_running(int(result.stdout))
 
 
 def test_run_leaves_no_process_behind_in_its_group() -> None:
-    result = run(Command(argv=(BASH, "-c", "sleep 3600 >/dev/null 2>&1 & echo $!")), timeout=60)
+    result = run(Command(argv=(BASH, "-c", "sleep 3600 >/dev/null 2>&1 & echo $!")), timeout=HANG_S)
     assert result.ok and not result.timed_out
     assert not_running(int(result.stdout))
 
@@ -180,7 +180,7 @@ def test_run_passes_cwd_and_env(tmp_path: Path) -> None:
     command = Command(
         argv=("sh", "-c", "pwd; echo $GREETING"), cwd=tmp_path, env={"GREETING": "hi"}
     )
-    assert run(command, timeout=60).stdout == f"{tmp_path}\nhi\n".encode()
+    assert run(command, timeout=HANG_S).stdout == f"{tmp_path}\nhi\n".encode()
 
 
 # ---------------------------------------------------------------------------- cannot start
@@ -198,7 +198,7 @@ async def test_a_command_that_cannot_start_raises_oserror(tmp_path: Path) -> Non
         with pytest.raises(error):
             await spawn(command)
         with pytest.raises(error):
-            run(command, timeout=60)
+            run(command, timeout=HANG_S)
 
 
 # ---------------------------------------------------------------------------- sandbox seam
@@ -227,15 +227,15 @@ async def test_a_profile_starts_the_command_as_the_sandbox_wrapped_it() -> None:
     command = Command(argv=("sh", "-c", "echo ${SANDBOXED:-no}"))
     child = await spawn(command, stdout=PIPE, profile=profile, sandbox=backend)  # type: ignore[arg-type]
     assert child.stdout is not None
-    with anyio.fail_after(30):
+    with hang_guard():
         assert await child.stdout.read() == b"yes\n"
         await child.wait()
     assert child.command.argv[:2] == ("env", "SANDBOXED=yes") and backend.profiles == [profile]
-    ran = run(command, timeout=60, profile=profile, sandbox=backend)  # type: ignore[arg-type]
+    ran = run(command, timeout=HANG_S, profile=profile, sandbox=backend)  # type: ignore[arg-type]
     assert ran.stdout == b"yes\n"
     plain = await spawn(command, stdout=PIPE)
     assert plain.stdout is not None
-    with anyio.fail_after(30):
+    with hang_guard():
         assert await plain.stdout.read() == b"no\n"
         await plain.wait()
 
@@ -244,7 +244,7 @@ async def test_a_sandbox_without_a_profile_is_refused_not_run_unconfined() -> No
     with pytest.raises(ValueError, match="profile"):
         await spawn(Command(argv=("true",)), sandbox=NoSandbox())
     with pytest.raises(ValueError, match="profile"):
-        run(Command(argv=("true",)), timeout=60, sandbox=NoSandbox())
+        run(Command(argv=("true",)), timeout=HANG_S, sandbox=NoSandbox())
 
 
 def test_no_sandbox_is_available_and_starts_the_command_as_given() -> None:
