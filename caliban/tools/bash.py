@@ -369,12 +369,14 @@ async def _execute(
     finally:
         os.close(write_fd)
     done: asyncio.Future[None] = loop.create_future()
-    transport, _ = await loop.connect_read_pipe(
-        lambda: _Collector(output, done), os.fdopen(read_fd, "rb", buffering=0)
-    )
+    transport: asyncio.ReadTransport | None = None
     timed_out = False
     held = False
     try:
+        # Inside the try: a cancellation that lands here must stop the group too.
+        transport, _ = await loop.connect_read_pipe(
+            lambda: _Collector(output, done), os.fdopen(read_fd, "rb", buffering=0)
+        )
         try:
             await asyncio.wait_for(proc.wait(), timeout_s)
         except TimeoutError:
@@ -388,7 +390,8 @@ async def _execute(
         await stop_group(proc)
         raise
     finally:
-        transport.close()
+        if transport is not None:
+            transport.close()
     return _Finished(
         returncode=proc.returncode,
         timed_out=timed_out,
