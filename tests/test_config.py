@@ -182,6 +182,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # six caliban processes
 def test_cli_config_commands(project: Path) -> None:
     assert run_cli("config", "set", "tools.lazy_mcp", "true", cwd=project).returncode == 0
     assert run_cli("config", "get", "tools.lazy_mcp", cwd=project).stdout.strip() == "true"
