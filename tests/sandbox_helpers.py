@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hang import HANG_S
 
 from caliban.exec import Command, RunResult, Sandbox, SandboxProfile, run
 
@@ -38,7 +39,7 @@ def backend(name: str) -> Sandbox:
 
 
 def sh(
-    sandbox: Sandbox, profile: SandboxProfile, script: str, cwd: Path, timeout: float = 60
+    sandbox: Sandbox, profile: SandboxProfile, script: str, cwd: Path, timeout: float = HANG_S
 ) -> RunResult:
     """Run ``sh -c script`` confined; every process of it is reaped by ``run``."""
     return run(
@@ -165,6 +166,6 @@ def _python_for(uid: int, gid: int) -> str | None:
             "-c",
             "import ctypes",
         )
-        if run(Command(argv=probe), timeout=60).ok:
+        if run(Command(argv=probe), timeout=HANG_S).ok:
             return candidate
     return None

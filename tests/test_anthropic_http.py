@@ -9,9 +9,9 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import anyio
 import pytest
 from fake_model_server import FakeModelServer
+from hang import hang_guard
 
 from caliban.config.settings import Settings
 from caliban.messages import Message
@@ -31,7 +31,7 @@ REQUEST = ProviderRequest(model="m", system="", messages=(Message.user("hi"),), 
 
 async def collect(provider: AnthropicProvider) -> list[Any]:
     try:
-        with anyio.fail_after(120):  # a hang guard, not a speed test
+        with hang_guard():  # a hang guard, not a speed test
             return [event async for event in provider.stream(REQUEST)]
     finally:
         await provider.aclose()
@@ -349,7 +349,7 @@ async def test_requests_reuse_one_connection(fake_model_server: FakeModelServer)
     provider = provider_at(fake_model_server.url)
     try:
         for _ in range(2):
-            with anyio.fail_after(120):
+            with hang_guard():
                 [event async for event in provider.stream(REQUEST)]
     finally:
         await provider.aclose()
@@ -400,7 +400,7 @@ async def test_the_real_sdk_reads_the_fake_servers_stream(
     fake_model_server.add(step, step)
     client = anthropic.AsyncAnthropic(api_key="k", base_url=fake_model_server.url, max_retries=0)
     try:
-        with anyio.fail_after(120):
+        with hang_guard():
             async with client.messages.stream(
                 model="m", max_tokens=100, messages=[{"role": "user", "content": "hi"}]
             ) as stream:

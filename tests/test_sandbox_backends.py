@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hang import HANG_S
 from sandbox_helpers import Unprivileged, backend, http_server, sh, text, unprivileged_user
 
 from caliban.exec import (
@@ -188,7 +189,10 @@ def test_new_unix_sockets_are_refused(name: str, place: dict[str, Path]) -> None
     for allowed in (False, True):
         profile = _profile(place, network=AllNetwork(), all_unix_sockets=allowed)
         result = run(
-            Command(argv=argv, cwd=place["project"]), timeout=60, profile=profile, sandbox=sandbox
+            Command(argv=argv, cwd=place["project"]),
+            timeout=HANG_S,
+            profile=profile,
+            sandbox=sandbox,
         )
         assert "pair ok" in text(result)
         assert ("unix Operation not permitted" in text(result)) is not allowed
@@ -218,10 +222,10 @@ def test_stop_group_stops_a_sandboxed_command_and_its_children(
 
 def test_the_launcher_fails_closed(place: dict[str, Path]) -> None:
     prefix = launch.invocation()[:-1]  # without its "--"
-    bad = run(Command(argv=(*prefix, "--net", "sideways", "--", "true")), timeout=60)
+    bad = run(Command(argv=(*prefix, "--net", "sideways", "--", "true")), timeout=HANG_S)
     assert bad.returncode == launch.EXIT_SETUP_FAILED
     assert bad.stderr.startswith(b"caliban sandbox: bad arguments")
-    missing = run(Command(argv=(*launch.invocation(), "no-such-program-xyz")), timeout=60)
+    missing = run(Command(argv=(*launch.invocation(), "no-such-program-xyz")), timeout=HANG_S)
     assert missing.returncode == launch.EXIT_NOT_FOUND
 
 
@@ -255,7 +259,7 @@ def test_seccomp_filter_in_a_child(inet: str, expected: str) -> None:
         "print(f'unix:{t(socket.AF_UNIX)} tcp:{t(socket.AF_INET)} "
         "udp:{t(socket.AF_INET, socket.SOCK_DGRAM)}')\n"
     )
-    result = run(Command(argv=(sys.executable, "-c", code)), timeout=60)
+    result = run(Command(argv=(sys.executable, "-c", code)), timeout=HANG_S)
     assert result.stdout.decode().strip() == expected, result.stderr
 
 
@@ -310,7 +314,7 @@ def test_landlock_without_root(user: Unprivileged, user_tmp: Path) -> None:
         "--write", str(place["project"]), "--hide", str(place["secret"]), "--net", "none",
         "--", "sh", "-c", script,
     )  # fmt: skip
-    result = run(Command(argv=argv, cwd=place["project"]), timeout=60)
+    result = run(Command(argv=argv, cwd=place["project"]), timeout=HANG_S)
     said = text(result)
     assert said.splitlines()[0] == str(user.uid)
     assert (place["project"] / "made.txt").exists()
@@ -335,7 +339,7 @@ def test_bubblewrap_without_root(user: Unprivileged, user_tmp: Path) -> None:
         f"echo x >> .git/config; cat {place['secret']}/key || echo secret-hidden"
     )
     wrapped = sandbox.wrap(Command(argv=("sh", "-c", script), cwd=place["project"]), profile)
-    result = run(Command(argv=user.relaunch(wrapped.argv), cwd=place["project"]), timeout=60)
+    result = run(Command(argv=user.relaunch(wrapped.argv), cwd=place["project"]), timeout=HANG_S)
     said = text(result)
     if "setting up uid map" in said or "No permissions to creat" in said:
         pytest.skip(f"unprivileged user namespaces are not allowed here: {said.strip()}")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
+from hang import hang_guard
 from sandbox_helpers import backend
 
 from caliban.exec import Sandbox
@@ -50,7 +50,7 @@ async def test_a_sandboxed_server_writes_the_project_only(name: str, tmp_path: P
     try:
         for confined in (True, False):
             async with McpManager([_writer(sandbox=confined)], sandbox=runtime) as manager:
-                with anyio.fail_after(120):
+                with hang_guard():
                     [status] = await manager.wait_ready()
                 assert status.state == "connected", status
                 inside = await _write(manager, tmp_path, project / f"in-{confined}")
@@ -66,7 +66,7 @@ async def test_a_server_asking_for_a_sandbox_does_not_start_without_one(tmp_path
         SandboxConfig(), project_root=tmp_path, backend=Unavailable("bwrap is not installed")
     )
     async with McpManager([_writer(sandbox=True)], sandbox=runtime) as manager:
-        with anyio.fail_after(120):
+        with hang_guard():
             [status] = await manager.wait_ready()
     assert status.state == "failed"
     assert "none works here: bwrap is not installed" in (status.error or "")

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hang import HANG_S
 
 from caliban.exec import AllNetwork, Command, NoNetwork, ProxyNetwork, SandboxProfile, run
 from caliban.sandbox.seatbelt import SANDBOX_EXEC, SeatbeltSandbox, profile_text
@@ -116,7 +117,7 @@ def test_runs_on_macos(tmp_path: Path) -> None:
     project.mkdir()
     result = run(
         Command(argv=("sh", "-c", f"echo ok > in.txt; echo no > {tmp_path}/out.txt"), cwd=project),
-        timeout=60,
+        timeout=HANG_S,
         profile=SandboxProfile(writable=(project,)),
         sandbox=SeatbeltSandbox(),
     )
