@@ -11,8 +11,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import anyio
 import pytest
+from hang import hang_guard
 from pydantic import BaseModel
 
 from caliban.agent import Agent
@@ -116,7 +116,7 @@ async def test_an_asking_bash_call_analyses_its_line_once(tmp_path: Path) -> Non
     line = "echo checked > out.txt"
     approver = Approver(PermissionAnswer.allow_session())
     provider = ScriptedProvider([reply(tool_call("Bash", {"command": line})), "ok"])
-    with calls_of(analyze, "command") as analysed, anyio.fail_after(10):
+    with calls_of(analyze, "command") as analysed, hang_guard():
         await agent(provider, tmp_path, [Bash()], approver).run("go")
     assert analysed.count(line) == 1
     [request] = approver.requests
@@ -133,7 +133,7 @@ async def test_a_call_decided_again_after_a_cd_is_not_analysed_again(tmp_path: P
     env = ToolEnv(cwd=tmp_path, project_root=tmp_path)
 
     async def cd_done() -> None:
-        with anyio.fail_after(10):
+        with hang_guard():
             while env.cwd == tmp_path:  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
 
@@ -150,7 +150,7 @@ async def test_a_call_decided_again_after_a_cd_is_not_analysed_again(tmp_path: P
         ]
     )
     run = agent(provider, tmp_path, [Bash()], approver, policy, env=env)
-    with calls_of(analyze, "command") as analysed, anyio.fail_after(20):
+    with calls_of(analyze, "command") as analysed, hang_guard():
         await run.run("go")
     assert analysed.count(line) == 1
     first, second = approver.requests
@@ -172,7 +172,7 @@ async def test_the_sandbox_places_a_call_from_the_same_analysis(tmp_path: Path) 
     policy = PermissionPolicy(project_root=tmp_path, rules=PermissionRules.parse(allow=["Bash"]))
     provider = ScriptedProvider([reply(tool_call("Bash", {"command": line})), "ok"])
     run = agent(provider, tmp_path, [Bash()], policy=policy, env=env)
-    with calls_of(analyze, "command") as analysed, anyio.fail_after(20):
+    with calls_of(analyze, "command") as analysed, hang_guard():
         await run.run("go")
     assert analysed.count(line) == 1
     [result] = results(provider, 1)
@@ -303,14 +303,14 @@ async def test_who_denied_shapes_what_the_model_reads(tmp_path: Path) -> None:
         hooks=Hooks(ToolVerdict(blocked="the hook says no")),
         emit=events.append,
     )
-    with anyio.fail_after(10):
+    with hang_guard():
         await hooked.run("go")
     [by_hook] = results(provider, 1)
     assert by_hook.text == "the hook says no"
     denying = PermissionRules.parse(deny=["Bash(ls)"])
     policy = PermissionPolicy(project_root=tmp_path, rules=denying)
     provider = ScriptedProvider([reply(tool_call("Bash", {"command": "ls"})), "ok"])
-    with anyio.fail_after(10):
+    with hang_guard():
         await agent(provider, tmp_path, [Bash()], policy=policy, emit=events.append).run("go")
     [by_rule] = results(provider, 1)
     assert by_rule.text == "Permission denied for Bash: the permission rule 'Bash(ls)' denies it"
@@ -332,7 +332,7 @@ async def test_a_hooks_allow_spares_the_question_and_its_ask_forces_one(
     policy = PermissionPolicy(project_root=tmp_path, rules=PermissionRules.parse(allow=["Read"]))
     provider = ScriptedProvider([reply(tool_call(tool.name, arguments)), "ok"])
     hooks = Hooks(ToolVerdict(decision=word))  # type: ignore[arg-type]
-    with anyio.fail_after(10):
+    with hang_guard():
         await agent(provider, tmp_path, [tool], approver, policy, hooks=hooks).run("go")
     assert len(approver.requests) == questions
 
@@ -356,7 +356,7 @@ async def test_the_checkpoint_stage_sees_what_an_approved_call_will_write(tmp_pa
         repeat_guard=RepeatGuard(),
         emit=lambda event: None,
     )
-    with anyio.fail_after(10):
+    with hang_guard():
         outcome = await pipeline.run(
             tool_call("Write", {"file_path": "new.txt", "content": "x"}, id="w1")
         )
