@@ -340,9 +340,13 @@ async def test_the_repl_asks_once_before_anything_starts(
     _committed(project)
     out = io.StringIO()
     console = Console(file=out, width=120, force_terminal=False, color_system=None)
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        with hang_guard():  # a key typed before the question is drawn is no answer
-            await settle_trust(console, project, on_shown=lambda: pipe.send_text(key))
+    # a key typed before the question is drawn is no answer
+    with (
+        create_pipe_input() as pipe,
+        create_app_session(input=pipe, output=DummyOutput()),
+        hang_guard(),
+    ):
+        await settle_trust(console, project, on_shown=lambda: pipe.send_text(key))
     shown = out.getvalue()
     assert f"Do you trust the files in {project}?" in shown
     assert "MCP server evil (sh -c touch x)" in shown
