@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from fake_model_server import FakeModelServer
+from hang import HANG_S, hang_guard
 
 from caliban.permissions.trust import trust
 
@@ -108,7 +108,7 @@ async def test_the_agent_sdk_rewinds_write_edit_and_bash_changes(tmp_path: Path)
             extra_args={"replay-user-messages": None},
         )
         prompts: list[str] = []
-        with anyio.fail_after(300):
+        with hang_guard():
             async with ClaudeSDKClient(options) as client:
                 for prompt in ("change the files", "edit again"):
                     await client.query(prompt)
@@ -171,7 +171,7 @@ def test_claude_code_s_rewind_files_answers_are_caliban_s(tmp_path: Path) -> Non
                     if len(answers) == 2:
                         child.stdin.close()
         finally:
-            child.wait(timeout=120)
+            child.wait(timeout=HANG_S)
     assert answers == expected
     # Claude Code left Bash's changes (c.txt, d.txt); caliban undoes them too.
     assert command["files_after_rewind"] != ORIGINAL

@@ -8,8 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
-import anyio
 import pytest
+from hang import hang_guard
 
 from caliban.checkpoints import Checkpoints, StoreError
 from caliban.checkpoints import store as store_module
@@ -76,7 +76,7 @@ async def test_rewind_restores_every_change_and_removes_new_files(tmp_path: Path
     (project / "link").symlink_to("a.txt")
     before = tree_state(project)
     cps, warnings = checkpoints(project)
-    with anyio.fail_after(60):
+    with hang_guard():
         assert await cps.before_prompt("m1", "first") is not None
         (project / "a.txt").write_text("one\nTWO\nthree\n")
         (project / "crlf.txt").unlink()
@@ -108,7 +108,7 @@ async def test_works_without_a_repository_and_keeps_ignored_and_large_files(
     (project / "keep.txt").write_text("v1")
     (project / "big.bin").write_bytes(b"x" * 2000)
     cps, _ = checkpoints(project)
-    with anyio.fail_after(60):
+    with hang_guard():
         checkpoint = await cps.before_prompt("m1", "p")
         assert checkpoint is not None and checkpoint.skipped == ("big.bin",)
         (project / "keep.txt").write_text("v2")
@@ -126,7 +126,7 @@ async def test_works_without_a_repository_and_keeps_ignored_and_large_files(
 async def test_outside_edits_are_named_before_a_rewind(tmp_path: Path) -> None:
     project = make_repo(tmp_path / "p")
     cps, _ = checkpoints(project)
-    with anyio.fail_after(60):
+    with hang_guard():
         await cps.before_prompt("m1", "first")
         (project / "a.txt").write_text("by the agent\n")
         (project / "b.txt").write_text("by the agent\n")
@@ -159,7 +159,7 @@ async def test_a_hostile_repository_gets_nothing_run_and_nothing_changed(tmp_pat
     before_git = repo_state(project)
     marker.unlink(missing_ok=True)
     cps, warnings = checkpoints(project)
-    with anyio.fail_after(60):
+    with hang_guard():
         await cps.before_prompt("m1", "p")
         (project / "a.txt").write_bytes(b"changed\n")
         (project / "new.txt").write_bytes(b"new\n")
@@ -183,7 +183,7 @@ async def test_the_user_repository_is_byte_identical(tmp_path: Path) -> None:
     before_git = repo_state(project)
     objects = git(project, "count-objects", "-v")
     cps, _ = checkpoints(project)
-    with anyio.fail_after(60):
+    with hang_guard():
         for n in range(3):
             await cps.before_prompt(f"m{n}", "p")
             (project / f"f{n}.txt").write_text(str(n))
@@ -203,7 +203,7 @@ async def test_a_folder_replaced_by_a_link_comes_back_and_nothing_is_written_out
     outside.mkdir()
     (project / "d" / "f.txt").write_text("inside")
     cps, _ = checkpoints(project)
-    with anyio.fail_after(60):
+    with hang_guard():
         await cps.before_prompt("m1", "p")
         (project / "d" / "f.txt").unlink()
         (project / "d").rmdir()
@@ -232,7 +232,7 @@ async def test_a_broken_store_costs_the_checkpoint_and_one_warning(tmp_path: Pat
     cps, warnings = checkpoints(project)
     cps.directory.mkdir(parents=True)
     (cps.directory / "store").write_text("not a directory")  # corrupt
-    with anyio.fail_after(60):
+    with hang_guard():
         assert await cps.before_prompt("m1", "p") is None
         assert await cps.before_prompt("m2", "p") is None
     assert len(warnings) == 1 and "no checkpoint" in warnings[0]
@@ -248,7 +248,7 @@ async def test_a_read_only_store_costs_the_checkpoint(tmp_path: Path) -> None:
     cps.root.mkdir(parents=True)
     cps.root.chmod(0o555)
     try:
-        with anyio.fail_after(60):
+        with hang_guard():
             assert await cps.before_prompt("m1", "p") is None
     finally:
         cps.root.chmod(0o755)
@@ -260,7 +260,7 @@ async def test_storage_is_bounded_per_session_and_in_total(tmp_path: Path) -> No
     project.mkdir()
     old, _ = checkpoints(project, "old")
     old.max_per_session = 3
-    with anyio.fail_after(120):
+    with hang_guard():
         for n in range(5):
             (project / "f").write_bytes(os.urandom(20_000))
             await old.before_prompt(f"m{n}", "p")
@@ -292,7 +292,7 @@ async def test_the_rewind_files_control_request(tmp_path: Path) -> None:
 
     project = make_repo(tmp_path / "p")
     cps, _ = checkpoints(project)
-    with anyio.fail_after(60):
+    with hang_guard():
         assert await rewind_files(None, {"user_message_id": "m1"}) == NOT_ENABLED
         await cps.before_prompt("m1", "p")
         (project / "a.txt").write_text("one\n")
@@ -316,7 +316,7 @@ async def test_the_repository_s_own_excludes_are_respected(tmp_path: Path) -> No
     (project / ".git" / "info").mkdir(exist_ok=True)
     (project / ".git" / "info" / "exclude").write_text("local-notes.txt\n")
     cps, _ = checkpoints(project)
-    with anyio.fail_after(60):
+    with hang_guard():
         await cps.before_prompt("m1", "p")
         (project / "local-notes.txt").write_text("the user's, never captured\n")
         plan = await cps.plan("m1")
@@ -330,7 +330,7 @@ async def test_a_lock_left_by_a_killed_git_does_not_stop_checkpoints(tmp_path: P
     project.mkdir()
     (project / "f").write_text("x")
     cps, warnings = checkpoints(project)
-    with anyio.fail_after(60):
+    with hang_guard():
         await cps.warm()
         index = cps.directory / "store" / "indexes" / "s1"
         index.with_name("s1.lock").write_text("")  # a git SIGKILLed mid-add (a crash)
@@ -349,7 +349,7 @@ async def test_a_snapshot_that_times_out_turns_checkpoints_off_with_one_warning(
     (project / "f").write_text("x")
     monkeypatch.setattr(git_module, "GIT_TIMEOUT_S", 0.0)
     cps, warnings = checkpoints(project)
-    with anyio.fail_after(60):
+    with hang_guard():
         assert await cps.before_prompt("m1", "p") is None
         assert await cps.before_prompt("m2", "p") is None
     assert len(warnings) == 1 and "checkpoints are off for this session" in warnings[0]
@@ -363,7 +363,7 @@ async def test_odd_file_names_come_back(tmp_path: Path) -> None:
         (project / name).write_text(f"file {number}")
     before = tree_state(project)
     cps, warnings = checkpoints(project)
-    with anyio.fail_after(60):
+    with hang_guard():
         await cps.before_prompt("m1", "p")
         for name in names:
             (project / name).write_text("changed")
@@ -384,7 +384,7 @@ async def test_many_changes_are_added_as_a_whole_without_the_large_files(
         (project / "d" / f"f{n}").write_text(str(n))
     (project / "big.bin").write_bytes(b"x" * 2000)
     cps, _ = checkpoints(project)
-    with anyio.fail_after(60):
+    with hang_guard():
         checkpoint = await cps.before_prompt("m1", "p")
         assert checkpoint is not None and checkpoint.skipped == ("big.bin",)
         listed = await SnapshotStore(cps.directory / "store", project, "s1").git.run(
