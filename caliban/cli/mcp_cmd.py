@@ -375,6 +375,54 @@ def mcp_tools(name: Annotated[str, typer.Argument(help="Server name.")]) -> None
     out(f"{len(listed)} tools, {status.tool_chars:,} characters, ≈{status.tool_tokens:,} tokens")
 
 
+@mcp_app.command("login")
+def mcp_login(name: Annotated[str, typer.Argument(help="Server name.")]) -> None:
+    """Log in to an HTTP server that uses OAuth: opens your browser (BROWSER is honoured)
+    and prints the URL; the token is kept for you only and refreshed when due."""
+    import asyncio
+    import threading
+    import webbrowser
+
+    from caliban.mcp.auth import LoginFailed, TokenStore, login, uses_oauth
+
+    server = _require(_load(), name)
+    if not uses_oauth(server):
+        why = (
+            "a stdio server"
+            if server.transport == "stdio"
+            else "it sends its own Authorization header"
+        )
+        err(f"caliban: {name!r} does not log in with OAuth ({why})")
+        raise typer.Exit(EXIT_USAGE)
+
+    def open_url(url: str) -> None:
+        # The user's browser, handed the URL; a console browser may keep the terminal.
+        threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
+
+    try:
+        tools = asyncio.run(login(server, open_url=open_url, say=err))
+    except LoginFailed as exc:
+        err(f"caliban: login to {name!r} failed: {exc}")
+        raise typer.Exit(EXIT_NOT_FOUND) from None
+    except KeyboardInterrupt:
+        err("caliban: login cancelled")
+        raise typer.Exit(130) from None
+    path = TokenStore(server).path
+    err(f"Logged in to {name!r} ({tools} tools). The token is in {path} (readable by you only).")
+
+
+@mcp_app.command("logout")
+def mcp_logout(name: Annotated[str, typer.Argument(help="Server name.")]) -> None:
+    """Forget the OAuth token (and client registration) caliban keeps for a server."""
+    from caliban.mcp.auth import logout
+
+    server = _require(_load(editing=True), name)
+    if logout(server):
+        err(f"Logged out of {name!r}: its token is deleted.")
+    else:
+        err(f"caliban: no login is stored for {name!r}")
+
+
 __all__ = ["mcp_app"]
 
 

@@ -319,7 +319,9 @@ def init_info(session: Session) -> dict[str, Any]:
     return {
         "cwd": str(session.cwd),
         "tools": tools,
-        "mcp_servers": [{"name": s.name, "status": s.state} for s in servers],
+        "mcp_servers": [
+            {"name": s.name, "status": "needs-auth" if s.needs_login else s.state} for s in servers
+        ],
         "model": session.model,
         "permissionMode": mode,
         "slash_commands": [skill.name for skill in session.skills],

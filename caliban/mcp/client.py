@@ -42,6 +42,7 @@ import anyio
 from caliban import __version__
 from caliban.exec import Confinement
 from caliban.mcp import listing
+from caliban.mcp.auth import session_auth, uses_oauth
 from caliban.mcp.config import ServerConfig
 from caliban.mcp.connection import (
     Attempt,
@@ -426,7 +427,7 @@ class McpManager:
                         tg.cancel_scope.cancel()
                     if attempt.lost and not self._closed:
                         reason = "the server closed the connection"
-            if scope.cancelled_caught and not self._closed:
+            if scope.cancelled_caught and not self._closed and attempt.violation is None:
                 timed_out = True
                 reason = f"did not finish starting within {spec.startup_timeout:g}s"
         except Exception as exc:
@@ -462,7 +463,8 @@ class McpManager:
                     self._forget_cached(conn)
                 # A timeout already reported keeps its message.
                 error = conn.phase.error if isinstance(conn.phase, Failed) else reason
-                self._set_phase(conn, Failed(error=error, stderr_tail=tail))
+                failed = Failed(error=error, stderr_tail=tail, needs_login=attempt.needs_login)
+                self._set_phase(conn, failed)
             attempt.ready.set()
 
     def _forget_cached(self, conn: Connection) -> None:
@@ -504,10 +506,20 @@ class McpManager:
                 return attempt.stdio.transport(
                     max_message=limit, on_exit=attempt.lose, on_violation=violation
                 )
-            case "http":
-                return http_transport(config, max_message=limit, on_violation=violation)
-            case "sse":
-                return sse_transport(config, max_message=limit, on_violation=violation)
+            case "http" | "sse":
+                auth = None
+                if uses_oauth(config):
+                    auth = session_auth(
+                        config, on_failure=attempt.abort, on_login_required=attempt.require_login
+                    )
+                transport = http_transport if config.transport == "http" else sse_transport
+                return transport(
+                    config,
+                    max_message=limit,
+                    on_violation=violation,
+                    auth=auth,
+                    on_auth_failure=attempt.abort,
+                )
             case _:
                 assert_never(config.transport)
 

@@ -72,6 +72,8 @@ class ServerStatus:
     lazy: bool | None = None
     skipped: tuple[str, ...] = ()
     """Tools left out because their definitions are invalid (``'name': where: why``)."""
+    needs_login: bool = False
+    """It failed because it wants an OAuth login (``caliban mcp login NAME``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,6 +122,7 @@ class Connected:
 class Failed:
     error: str
     stderr_tail: tuple[str, ...] = ()
+    needs_login: bool = False
     state: State = field(default="failed", init=False)
 
 
@@ -181,6 +184,8 @@ class Attempt:
         """The connection went away (the next call starts a new attempt)."""
         self.violation: str | None = None
         """How the server broke the protocol so badly that caliban cut the connection."""
+        self.needs_login = False
+        """The server answered 401 and no stored token could change that."""
 
     def lose(self) -> None:
         """The server went away: end this attempt (the next call starts another)."""
@@ -191,6 +196,20 @@ class Attempt:
         """A transport cut the server off for breaking the protocol (said in calls and
         the status)."""
         self.violation = violation
+
+    def abort(self, reason: str) -> None:
+        """End the attempt at once with ``reason`` (an OAuth failure: the SDK's transport
+        would only log it and leave the handshake waiting)."""
+        if self.violation is None:
+            self.violation = reason
+        if self.scope is not None:
+            self.scope.cancel()
+        self.lose()
+
+    def require_login(self, reason: str) -> None:
+        """End the attempt: the server wants a login (``reason`` says how to give it)."""
+        self.needs_login = True
+        self.abort(reason)
 
 
 @dataclass(kw_only=True)
@@ -228,6 +247,7 @@ class Connection:
             connect_seconds=phase.seconds if isinstance(phase, Connected) else None,
             lazy=spec.config.lazy if spec.config else None,
             skipped=listing.skipped,
+            needs_login=isinstance(phase, Failed) and phase.needs_login,
         )
 
 

@@ -38,7 +38,9 @@ def status_rows(statuses: Iterable[ServerStatus]) -> list[StatusRow]:
     rows = []
     for status in statuses:
         detail: list[str] = []
-        if status.state == "failed":
+        if status.needs_login:
+            detail.append(f"run `caliban mcp login {status.name}`")
+        elif status.state == "failed":
             detail.append(f"error: {status.error or 'unknown'}")
             detail.extend(f"stderr: {line}" for line in status.stderr_tail[-5:])
             if status.log_path is not None:
@@ -50,7 +52,7 @@ def status_rows(statuses: Iterable[ServerStatus]) -> list[StatusRow]:
             StatusRow(
                 name=status.name,
                 transport=status.transport,
-                state=status.state,
+                state="needs login" if status.needs_login else status.state,
                 tools=status.tool_count,
                 chars=status.tool_chars,
                 tokens=status.tool_tokens,
@@ -102,7 +104,10 @@ def format_rows(rows: list[StatusRow]) -> list[str]:
 
 
 def describe_failure(status: ServerStatus) -> str:
-    """One notice for a server that did not start: name, reason, its last stderr lines, log."""
+    """One notice for a server that did not start: name, reason, its last stderr lines, log
+    (one line for a server that wants a login)."""
+    if status.needs_login:
+        return f"MCP server '{status.name}' {status.error} (skipped)"
     [row] = status_rows([status])
     return f"MCP server '{status.name}' is unavailable\n  " + "\n  ".join(row.detail)
 

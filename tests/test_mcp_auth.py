@@ -1,0 +1,265 @@
+"""OAuth for remote MCP servers, end to end against the SDK's own authorization server
+(``tests/mcp_servers/oauth_server.py``): login through a stand-in browser that follows the
+redirects, the token stored for the user only, the tool called with it, a refresh after
+expiry, logout; and each way a login can go wrong ends in a clear message, never a hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+
+import anyio
+import httpx2
+import pytest
+
+from caliban.mcp import auth
+from caliban.mcp.auth import LoginFailed, TokenStore, login, logout
+from caliban.mcp.client import McpManager
+from caliban.mcp.config import ServerConfig
+
+pytestmark = pytest.mark.anyio
+SERVERS = Path(__file__).parent / "mcp_servers"
+BROWSER = SERVERS / "browser.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _serve(tmp_path: Path, *args: str) -> Iterator[tuple[str, Path]]:
+    port = _free_port()
+    log = tmp_path / "issued.log"
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVERS / "oauth_server.py"), str(port), *args],
+        env={**os.environ, "OAUTH_SERVER_LOG": str(log)},
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # bounded: until it listens, exits, or 30 s pass
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("the OAuth test server did not start listening")
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp", log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def guarded(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    yield from _serve(tmp_path, "--expires", "3")
+
+
+@pytest.fixture
+def bad_metadata(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    yield from _serve(tmp_path, "--fault", "bad-metadata")
+
+
+@pytest.fixture
+def hanging_token(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    yield from _serve(tmp_path, "--fault", "hang-token")
+
+
+def browse(url: str, *, tamper: Callable[[str], str] = lambda location: location) -> None:
+    """The stand-in browser: follows the redirects from the authorization URL to caliban's
+    callback (``tamper`` may change the last hop), in a thread as a real browser would."""
+
+    def run() -> None:
+        with httpx2.Client(timeout=10) as http:
+            target = url
+            for _ in range(10):
+                if urlsplit(target).path == "/callback":
+                    target = tamper(target)
+                response = http.get(target)
+                if not response.is_redirect:
+                    return
+                target = str(response.next_request.url) if response.next_request else ""
+
+    threading.Thread(target=run, daemon=True).start()
+
+
+def config(url: str, name: str = "guarded") -> ServerConfig:
+    return ServerConfig(name=name, transport="http", url=url, startup_timeout=20)
+
+
+async def test_login_stores_tokens_for_the_user_only_and_the_session_uses_them(
+    guarded: tuple[str, Path],
+) -> None:
+    url, issued = guarded
+    lines: list[str] = []
+    with anyio.fail_after(60):
+        tools = await login(config(url), open_url=browse, say=lines.append, timeout=30)
+    assert tools == 1
+    assert "log in to 'guarded'" in lines[0] and lines[1].strip().startswith("http://127.0.0.1")
+    store = TokenStore(config(url))
+    assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(store.path.parent.stat().st_mode) == 0o700
+    saved = json.loads(store.path.read_text())
+    assert saved["tokens"]["access_token"] and saved["client"]["client_id"]
+
+    # A session sends the stored token; once it is due (3 s tokens), it is refreshed first.
+    async with McpManager([config(url)]) as manager:
+        with anyio.fail_after(30):
+            [status] = await manager.wait_ready()
+        assert status.state == "connected", status.error
+        result = await manager.call_tool("guarded", "whoami", {})
+        assert "authorized caller" in str(result)
+        await anyio.sleep(3.5)
+        result = await manager.call_tool("guarded", "whoami", {})
+        assert "authorized caller" in str(result)
+    assert "refresh" in issued.read_text().split()
+
+    assert logout(config(url)) and not store.path.exists()
+    assert not logout(config(url))
+
+
+async def test_a_session_without_login_says_how_to_log_in_at_once(
+    guarded: tuple[str, Path],
+) -> None:
+    async with McpManager([config(url := guarded[0])]) as manager:
+        with anyio.fail_after(15):  # well before its 20 s start-up limit
+            [status] = await manager.wait_ready()
+    assert status.state == "failed"
+    assert status.error == "needs login: run `caliban mcp login guarded`"
+    assert not TokenStore(config(url)).path.exists()  # nothing registered behind the user's back
+
+
+async def test_a_callback_with_a_wrong_state_ends_the_login(guarded: tuple[str, Path]) -> None:
+    def forged(location: str) -> str:
+        parts = urlsplit(location)
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        query["state"] = "forged"
+        return urlunsplit(parts._replace(query=urlencode(query)))
+
+    with anyio.fail_after(60), pytest.raises(LoginFailed) as failed:
+        await login(
+            config(guarded[0]),
+            open_url=lambda u: browse(u, tamper=forged),
+            say=lambda _: None,
+            timeout=30,
+        )
+    assert "`state` that does not belong to this login" in str(failed.value)
+    assert "caliban mcp login guarded" in str(failed.value)
+
+
+async def test_malformed_metadata_is_a_clear_message(bad_metadata: tuple[str, Path]) -> None:
+    with anyio.fail_after(60), pytest.raises(LoginFailed) as failed:
+        await login(config(bad_metadata[0]), open_url=browse, say=lambda _: None, timeout=30)
+    message = str(failed.value)
+    assert message.startswith("OAuth failed: the OAuth metadata at http://127.0.0.1:")
+    assert "/.well-known/oauth-protected-resource/mcp is malformed (resource: " in message
+    assert "without it: Registration failed: 404" in message
+
+
+async def test_a_hanging_token_endpoint_is_bounded(hanging_token: tuple[str, Path]) -> None:
+    started = time.monotonic()
+    with anyio.fail_after(60), pytest.raises(LoginFailed) as failed:
+        await login(
+            config(hanging_token[0]),
+            open_url=browse,
+            say=lambda _: None,
+            timeout=30,
+            request_timeout=2,
+        )
+    assert "did not answer within 2s" in str(failed.value) and "/token" in str(failed.value)
+    assert time.monotonic() - started < 30
+
+
+async def test_no_browser_answer_is_bounded(guarded: tuple[str, Path]) -> None:
+    with anyio.fail_after(60), pytest.raises(LoginFailed) as failed:
+        await login(config(guarded[0]), open_url=lambda _: None, say=lambda _: None, timeout=1)
+    assert "no answer from the browser within 1s" in str(failed.value)
+
+
+def test_the_token_file_is_keyed_by_url_and_unreadable_files_are_empty(tmp_path: Path) -> None:
+    a = TokenStore(config("http://127.0.0.1:1/mcp"))
+    b = TokenStore(config("http://127.0.0.1:2/mcp"))
+    assert a.path != b.path and a.path.parent == auth.auth_dir()
+    a.path.parent.mkdir(parents=True)
+    a.path.write_text("{not json")
+    assert anyio.run(a.get_tokens) is None
+
+
+# ---------------------------------------------------------------------------- the real executable
+
+
+def caliban(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "caliban", *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_login_list_call_and_logout_through_the_executable(
+    guarded: tuple[str, Path], fake_model_server: Any, tmp_path: Path
+) -> None:
+    url, _ = guarded
+    model = {
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": fake_model_server.anthropic_base_url,
+    }
+    added = caliban(tmp_path, "mcp", "add", "guarded", "--url", url, "--scope", "user")
+    assert added.returncode == 0, added.stderr
+
+    # Headless without a login: one line, and the run goes on.
+    fake_model_server.add({"text": "still here"})
+    skipped = caliban(tmp_path, "-p", "hi", env=model)
+    assert skipped.returncode == 0, skipped.stderr
+    assert (
+        "MCP server 'guarded' needs login: run `caliban mcp login guarded` (skipped)"
+        in skipped.stderr.splitlines()[0]
+    )
+    assert skipped.stdout.strip() == "still here"
+    listed = caliban(tmp_path, "mcp", "list")
+    assert listed.stdout.splitlines()[1].split()[:4] == ["guarded", "http", "needs", "login"]
+
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{BROWSER}" "$@"\n')
+    browser.chmod(0o755)
+    logged_in = caliban(tmp_path, "mcp", "login", "guarded", env={"BROWSER": str(browser)})
+    assert logged_in.returncode == 0, logged_in.stderr
+    assert "Logged in to 'guarded' (1 tools)" in logged_in.stderr
+    assert "If it does not open, visit:" in logged_in.stderr
+
+    fake_model_server.add(
+        {"tool_calls": [{"name": "mcp__guarded__whoami", "arguments": {}}]}, {"text": "done"}
+    )
+    called = caliban(
+        tmp_path, "-p", "who am I?", "--allowedTools", "mcp__guarded__whoami", env=model
+    )
+    assert called.returncode == 0, called.stderr
+    assert "authorized caller" in json.dumps(fake_model_server.requests[-1].body["messages"])
+
+    out = caliban(tmp_path, "mcp", "logout", "guarded")
+    assert out.returncode == 0 and "Logged out of 'guarded'" in out.stderr
+    assert not list((auth.auth_dir()).glob("guarded-*.json"))
