@@ -19,6 +19,8 @@ import pytest
 from fake_model_server import FakeModelServer
 from hang import HANG_S
 
+from caliban.mcp.config import local_mcp_path
+
 pytestmark = pytest.mark.slow
 
 
@@ -190,8 +192,10 @@ def test_mcp_add_json_with_the_scope_before_or_after(project: Path, isolated_dir
         "url": "https://api.githubcopilot.com/mcp",
         "headers": {"Authorization": "Bearer ${GITHUB_PAT}"},
     }
-    # Claude Code's default scope, local, is this project's file; the name keeps its capital.
-    assert mcp_toml(project / ".caliban" / "mcp.toml")["notionApi"] == {
+    # Claude Code's default scope, local: the user's own file for this project (outside it);
+    # the name keeps its capital.
+    assert not (project / ".caliban" / "mcp.toml").exists()
+    assert mcp_toml(local_mcp_path(project))["notionApi"] == {
         "transport": "stdio",
         "command": "npx",
         "args": ["-y", "@notionhq/notion-mcp-server"],

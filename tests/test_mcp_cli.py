@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from caliban.cli.app import app
 from caliban.mcp.client import ServerStatus
-from caliban.mcp.config import project_mcp_path, user_mcp_path
+from caliban.mcp.config import local_mcp_path, project_mcp_path, user_mcp_path
 from caliban.mcp.status import StatusRow, format_rows, status_rows
 from caliban.permissions.trust import trust
 
@@ -35,12 +35,14 @@ def run(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_add_get_remove_round_trip_in_project_and_user_files(project: Path) -> None:
+def test_add_get_remove_round_trip_in_local_and_user_files(project: Path) -> None:
     code, _, err = run(
         "add", "github", "-e", "GITHUB_TOKEN=${GITHUB_TOKEN}", "--", "npx", "-y", "@mcp/github"
     )
-    assert code == 0 and f"Added stdio server 'github' in {project_mcp_path(project)}" in err
-    data = tomllib.loads(project_mcp_path(project).read_text())
+    local = local_mcp_path(project)
+    assert code == 0 and f"Added stdio server 'github' in {local}" in err
+    assert not project_mcp_path(project).exists()  # nothing written into the project
+    data = tomllib.loads(local.read_text())
     assert data == {
         "server": {
             "github": {
@@ -68,7 +70,7 @@ def test_add_get_remove_round_trip_in_project_and_user_files(project: Path) -> N
 
     code, out, _ = run("get", "github")
     assert code == 0
-    assert f"source:    {project_mcp_path(project)}:1 (project)" in out
+    assert f"source:    {local}:1 (local)" in out
     assert "command:   npx -y @mcp/github" in out
     assert "env:       GITHUB_TOKEN=${GITHUB_TOKEN}" in out  # never the secret's value
     code, out, _ = run("get", "docs")
@@ -82,7 +84,7 @@ def test_add_get_remove_round_trip_in_project_and_user_files(project: Path) -> N
 
 
 def test_adding_to_the_user_file_notes_a_project_entry_that_wins(project: Path) -> None:
-    run("add", "db", "--", "project-db")
+    run("add", "db", "--scope", "project", "--", "project-db")
     code, _, err = run("add", "db", "--scope", "user", "--", "user-db")
     assert code == 0 and "also defines 'db' and takes precedence" in err
     code, _, err = run("remove", "db", "--scope", "project")
@@ -98,7 +100,7 @@ def test_add_rejects_bad_input_without_writing(project: Path) -> None:
     assert code == 2 and "KEY:VALUE" in err
     result = CliRunner().invoke(app, ["mcp", "add", "Bad Name", "--", "cmd"])
     assert "server name 'Bad Name' is invalid" in str(result.exception)
-    assert not project_mcp_path(project).exists()
+    assert not project_mcp_path(project).exists() and not local_mcp_path(project).exists()
 
 
 def test_remove_refuses_mcp_json_entries(project: Path) -> None:
@@ -155,6 +157,40 @@ def test_status_rows_explain_failures() -> None:
     assert lines[1].split() == ["ok", "stdio", "connected", "3", "1,200", "300"]
     assert lines[2].split() == ["bad", "stdio", "failed", "-", "-", "-"]
     assert lines[3:] == ["    error: exited with code 3", "    stderr: boom", "    log: /l/bad.log"]
+
+
+def test_a_server_added_by_hand_starts_in_a_folder_that_is_not_trusted(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code's default ``local`` scope: the user's own file for this project, outside it,
+    so what the user typed needs no trust (while the project's files still do)."""
+    folder = tmp_path / "cloned"
+    (folder / ".git").mkdir(parents=True)
+    monkeypatch.chdir(folder)
+    (folder / ".mcp.json").write_text('{"mcpServers": {"theirs": {"command": "evil"}}}')
+    assert run("add", "mine", "--", sys.executable, EXIT_AT_ONCE)[0] == 0
+    assert run("add", "shared", "--scope", "project", "--", "x")[0] == 0
+    from caliban.mcp.config import load_mcp_config
+
+    config = load_mcp_config(folder)
+    assert [s.name for s in config.servers] == ["mine"]
+    assert {s.name for s in config.untrusted} == {"theirs", "shared"}
+    assert config.servers[0].source == local_mcp_path(folder)
+    assert local_mcp_path(folder).is_relative_to(user_mcp_path().parent)
+    assert local_mcp_path(folder) != local_mcp_path(project)  # keyed by the project
+    code, out, _ = run("get", "mine")
+    assert code == 0
+    assert "(local)" in out and "trusted:" not in out
+
+
+def test_the_local_scope_wins_over_the_project_files(project: Path) -> None:
+    (project / ".mcp.json").write_text('{"mcpServers": {"db": {"command": "from-json"}}}')
+    run("add", "db", "--scope", "project", "--", "from-project")
+    run("add", "db", "--", "from-local")
+    from caliban.mcp.config import load_mcp_config
+
+    [db] = load_mcp_config(project).servers
+    assert db.command == "from-local" and db.scope == "local" and len(db.overrides) == 2
 
 
 @pytest.mark.slow

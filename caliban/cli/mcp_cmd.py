@@ -34,16 +34,17 @@ ScopeOption = Annotated[
         "--scope",
         "-s",
         metavar="SCOPE",
-        help="user (~/.config/caliban/mcp.toml) or project (.caliban/mcp.toml); Claude "
-        "Code's local means project.",
+        help="local (the default, as in Claude Code: yours, for this project only; no trust "
+        "needed), project (.caliban/mcp.toml, shared) or user (~/.config/caliban/mcp.toml).",
     ),
 ]
 
 
-def _write_scope(scope: str | None) -> Literal["user", "project"]:
-    """Claude Code's ``local`` (its default: this project, this user) is caliban's project
-    file, which is where caliban keeps a project's servers."""
-    return "user" if scope == "user" else "project"
+def _write_scope(
+    scope: Literal["user", "project", "local"] | None,
+) -> Literal["user", "project", "local"]:
+    """Without ``--scope``, Claude Code's default: ``local``."""
+    return scope or "local"
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -201,7 +202,8 @@ def mcp_add(
     ] = None,
     scope: ScopeOption = None,
 ) -> None:
-    """Add a server to the project's .caliban/mcp.toml (or the user file with --scope user).
+    """Add a server for you in this project (--scope project: .caliban/mcp.toml, shared;
+    --scope user: every project).
 
     stdio: caliban mcp add github -e GITHUB_TOKEN='${GITHUB_TOKEN}' -- npx -y PACKAGE
 
@@ -236,7 +238,9 @@ def mcp_add(
     _add(name, entry, scope)
 
 
-def _add(name: str, entry: dict[str, Any], scope: str | None) -> None:
+def _add(
+    name: str, entry: dict[str, Any], scope: Literal["user", "project", "local"] | None
+) -> None:
     from caliban.mcp.config import add_server, load_mcp_config, scope_path
 
     cwd = Path.cwd()
@@ -322,7 +326,7 @@ def mcp_get(name: Annotated[str, typer.Argument(help="Server name.")]) -> None:
     raw = server.raw
     out(server.name)
     out(f"  source:    {server.where} ({server.scope})")
-    if server.scope != "user" and not _trusted():
+    if server.scope in ("project", "mcp.json") and not _trusted():
         out("  trusted:   no (it does not start until you run `caliban trust`)")
     for path in server.overrides:
         out(f"  overrides: {path}")

@@ -12,7 +12,9 @@ One table per server::
     headers = { Authorization = "Bearer ${DOCS_TOKEN}" }
 
 Sources, lowest precedence first: the user ``mcp.toml``, the project's ``.mcp.json`` (Claude
-Code's format), the project ``.caliban/mcp.toml``, then each ``--mcp-config`` (a file or a JSON
+Code's format), the project ``.caliban/mcp.toml``, the user's own servers for this project
+(the ``local`` scope, Claude Code's default: a ``mcp.toml`` in the user's config directory,
+keyed by the project root, that needs no trust), then each ``--mcp-config`` (a file or a JSON
 string in ``.mcp.json``'s format; with ``--strict-mcp-config`` only those). A server defined in
 a later source replaces the whole entry of the same name. A bad entry is reported (file, line,
 server) and skipped; the other servers still load. Nothing here imports the MCP SDK.
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
 import json
 import math
 import os
@@ -38,7 +41,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -82,8 +85,8 @@ def default_tool_timeout() -> float:
 
 
 Transport = Literal["stdio", "http", "sse"]
-Scope = Literal["user", "project", "mcp.json", "flag"]
-WriteScope = Literal["user", "project"]
+Scope = Literal["user", "local", "project", "mcp.json", "flag"]
+WriteScope = Literal["user", "local", "project"]
 
 
 class ServerEntry(BaseModel):
@@ -239,8 +242,26 @@ def mcp_json_path(cwd: Path) -> Path:
     return paths.project_root(cwd) / MCP_JSON
 
 
+def local_mcp_path(cwd: Path) -> Path:
+    """The user's private servers for the project of ``cwd`` (Claude Code's ``local`` scope):
+    ``<config dir>/projects/<folder name>-<hash of its path>/mcp.toml``, outside the project,
+    so it needs no trust and is never committed."""
+    root = paths.project_root(cwd)
+    slug = re.sub(r"[^A-Za-z0-9_.-]", "_", root.name)[:40] or "root"
+    digest = hashlib.sha256(str(root).encode()).hexdigest()[:12]
+    return paths.user_config_dir() / "projects" / f"{slug}-{digest}" / MCP_FILE
+
+
 def scope_path(scope: WriteScope, cwd: Path) -> Path:
-    return user_mcp_path() if scope == "user" else project_mcp_path(cwd)
+    match scope:
+        case "user":
+            return user_mcp_path()
+        case "local":
+            return local_mcp_path(cwd)
+        case "project":
+            return project_mcp_path(cwd)
+        case _:
+            assert_never(scope)
 
 
 # ---------------------------------------------------------------------------- expansion
@@ -575,6 +596,7 @@ def load_mcp_config(
             *_read_toml_file(user_mcp_path(), "user", problems),
             *mcp_json,
             *_read_toml_file(project_mcp_path(cwd), "project", problems),
+            *_read_toml_file(local_mcp_path(cwd), "local", problems),
             *flagged,
         ]
         if user_mcp_path() == project_mcp_path(cwd):  # running inside the config dir itself
