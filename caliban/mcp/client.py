@@ -58,6 +58,7 @@ from caliban.mcp.connection import (
     State,
     describe_error,
 )
+from caliban.mcp.elicit import Elicitor, decline, sdk_callback
 from caliban.mcp.http import http_transport, sse_transport
 from caliban.mcp.logs import STDERR_RUN_BYTES, ServerLog, log_dir, log_path, read_tail
 from caliban.mcp.results import (
@@ -121,7 +122,8 @@ class McpManager:
     each configured server's last tool list is served until the server lists its own.
     ``limits`` bounds what servers may send; ``sdk`` is the loader of the MCP SDK (the
     process's own by default); ``sandbox`` confines the stdio servers whose entry says
-    ``sandbox = true``.
+    ``sandbox = true``. ``elicitor`` answers servers' elicitation requests (by default it
+    declines at once, as a headless run must).
     """
 
     def __init__(
@@ -134,9 +136,11 @@ class McpManager:
         limits: Limits | None = None,
         sdk: SdkLoader | None = None,
         sandbox: Confinement | None = None,
+        elicitor: Elicitor = decline,
     ) -> None:
         self._mode = connect_mode
         self._sandbox = sandbox
+        self._elicitor = elicitor
         self._cache = catalog_cache
         self._limits = limits or Limits()
         self._sdk = sdk or SDK
@@ -487,6 +491,9 @@ class McpManager:
             cache=None,
             message_handler=handle,
             client_info=mcp_types.Implementation(name="caliban", version=__version__),
+            elicitation_callback=sdk_callback(
+                conn.name, self._elicitor, lambda: conn.spec.tool_timeout
+            ),
         )
 
     def _transport(

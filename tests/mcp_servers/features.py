@@ -1,0 +1,48 @@
+"""An SDK server that uses the protocol beyond tools: instructions, a resource, a resource
+template, a prompt, and a tool that elicits. In-process in tests; ``python features.py``
+serves it on stdio."""
+
+from __future__ import annotations
+
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel, Field
+
+
+class Booking(BaseModel):
+    name: str = Field(description="Who is booking")
+    seats: int = Field(description="How many seats")
+    window: bool = Field(default=False, description="A window seat?")
+
+
+def build() -> MCPServer:
+    server = MCPServer("travel", instructions="Always confirm the date before booking.")
+
+    @server.resource("travel://policy", name="policy", mime_type="text/plain")
+    def policy() -> str:
+        """The travel policy."""
+        return "Economy class for trips under 6 hours."
+
+    @server.resource("travel://trips/{trip_id}", name="trip", mime_type="application/json")
+    def trip(trip_id: str) -> str:
+        """One trip by its id."""
+        return f'{{"id": "{trip_id}", "to": "Lisbon"}}'
+
+    @server.prompt()
+    def plan(city: str, days: str = "3") -> str:
+        """Plan a trip."""
+        return f"Plan a {days}-day trip to {city}."
+
+    @server.tool()
+    async def book(ctx: Context) -> str:
+        """Book a seat, asking the user for the details."""
+        answer = await ctx.elicit("Who is travelling?", Booking)
+        if answer.action != "accept" or answer.data is None:
+            return f"booking {answer.action}d"
+        data = answer.data
+        return f"booked {data.seats} seat(s) for {data.name}, window={data.window}"
+
+    return server
+
+
+if __name__ == "__main__":
+    build().run()
