@@ -9,8 +9,10 @@ from typing import Any
 
 import anyio
 import pytest
+from lazy_fakes import LazyBox
 from mcp_servers.features import build
 
+from caliban.mcp.catalog_cache import CatalogCache
 from caliban.mcp.client import McpManager
 from caliban.mcp.config import ServerConfig
 from caliban.mcp.elicit import (
@@ -20,7 +22,9 @@ from caliban.mcp.elicit import (
     form_fields,
     parse_answer,
 )
+from caliban.mcp.lazy.tool_search import format_outcome
 from caliban.mcp.tools import call_output
+from caliban.mcp.toolset import McpToolset
 
 pytestmark = pytest.mark.anyio
 FEATURES = Path(__file__).parent / "mcp_servers" / "features.py"
@@ -116,3 +120,39 @@ def test_form_fields_and_typed_answers() -> None:
         with pytest.raises(ValueError):
             parse_answer(field, text)
     assert isinstance(name, FormField)
+
+
+# ---------------------------------------------------------------------------- instructions
+
+
+async def test_instructions_reach_the_system_prompt_with_eager_loading_and_are_cached(
+    tmp_path: Path,
+) -> None:
+    travel = ServerConfig(
+        name="travel", transport="stdio", command=sys.executable, args=(str(FEATURES),)
+    )
+    cache = CatalogCache(tmp_path)
+    async with McpManager([travel], catalog_cache=cache) as manager:
+        with anyio.fail_after(60):
+            await manager.wait_ready()
+        addendum = McpToolset(manager).system_addendum()
+    assert addendum.startswith("# MCP server instructions")
+    assert '## travel\n<mcp-data server="travel">\nAlways confirm the date' in addendum
+    # The next session knows them before the server starts: turn 1's prompt is the same.
+    later = McpManager([travel], catalog_cache=cache)
+    assert McpToolset(later).system_addendum() == addendum
+
+
+async def test_lazily_instructions_come_with_the_first_activated_tool_of_a_server() -> None:
+    async with McpManager(in_process={"travel": build()}, connect_mode="legacy") as manager:
+        with anyio.fail_after(30):
+            await manager.wait_ready()
+        box = LazyBox(catalog=manager)
+        box.lazy.servers = manager
+        prompt = box.system_addendum()
+        assert "Always confirm" not in prompt  # the system prompt stays as it was
+        first = format_outcome(box.search_tools("select:mcp__travel__fares", 5))
+        assert "# MCP server instructions" in first and "Always confirm the date" in first
+        again = format_outcome(box.search_tools("select:mcp__travel__book", 5))
+        assert "Always confirm" not in again
+        assert box.system_addendum() == prompt

@@ -173,6 +173,12 @@ class FakeMcp:
     def unlisted(self) -> tuple[str, ...]:
         return ()
 
+    def instructions(self, name: str) -> str | None:
+        return None
+
+    def server_instructions(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
     async def wait_listed(
         self,
         names: Sequence[str],

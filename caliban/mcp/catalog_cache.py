@@ -65,7 +65,11 @@ def _tools(data: object) -> list[dict[str, Any]] | None:
 
     Checked field by field rather than by a pydantic model: a 10,000-tool list (5 MB) took
     ~0.35 s to validate that way, before the first request could leave."""
-    if not isinstance(data, dict) or set(data) != {"identity", "listed_at", "tools"}:
+    if not isinstance(data, dict) or set(data) - {"instructions"} != {
+        "identity",
+        "listed_at",
+        "tools",
+    }:
         return None
     tools = data["tools"]
     if not isinstance(tools, list):
@@ -133,9 +137,23 @@ class CatalogCache:
             for t, wire in zip(tools, names, strict=True)
         )
 
-    def store(self, config: ServerConfig, tools: Sequence[McpTool]) -> None:
-        """Remember ``tools`` as the server's list (best effort: a failure is only logged)."""
-        entry = {
+    def instructions(self, config: ServerConfig) -> str | None:
+        """The server's cached instructions (read apart from :meth:`load`, whose tools
+        are what start-up needs first)."""
+        try:
+            data = json.loads(self.path(config).read_bytes())
+        except (OSError, ValueError, RecursionError):
+            return None
+        text = data.get("instructions") if isinstance(data, dict) else None
+        identity = data.get("identity") if isinstance(data, dict) else None
+        return text if isinstance(text, str) and identity == cache_identity(config) else None
+
+    def store(
+        self, config: ServerConfig, tools: Sequence[McpTool], instructions: str | None = None
+    ) -> None:
+        """Remember ``tools`` (and the server's ``instructions``) as the server's list (best
+        effort: a failure is only logged)."""
+        entry: dict[str, Any] = {
             "identity": cache_identity(config),
             "listed_at": time.time(),
             "tools": [
@@ -149,6 +167,8 @@ class CatalogCache:
                 for t in tools
             ],
         }
+        if instructions:
+            entry["instructions"] = instructions
         try:
             atomic_write_text(self.path(config), json.dumps(entry, separators=(",", ":")))
         except OSError as exc:

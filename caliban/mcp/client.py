@@ -150,7 +150,8 @@ class McpManager:
             if catalog_cache is not None and not config.disabled:
                 cached = catalog_cache.load(config, dispatcher=self)
                 if cached is not None:
-                    conn.listing = Listing.of(cached, source="cache")
+                    instructions = catalog_cache.instructions(config)
+                    conn.listing = Listing.of(cached, source="cache", instructions=instructions)
             self._conns[config.name] = conn
         for name, server in (in_process or {}).items():
             existing = self._conns.get(name)
@@ -348,6 +349,19 @@ class McpManager:
     def status(self, name: str) -> ServerStatus:
         return self._conns[name].status()
 
+    def instructions(self, name: str) -> str | None:
+        """What server ``name`` said about using it, as last known (cached or live)."""
+        conn = self._conns.get(name)
+        return conn.listing.instructions if conn is not None else None
+
+    def server_instructions(self) -> tuple[tuple[str, str], ...]:
+        """``(server, instructions)`` of every enabled server that gave some, config order."""
+        return tuple(
+            (conn.name, conn.listing.instructions)
+            for conn in self._conns.values()
+            if conn.listing.instructions and not isinstance(conn.phase, Disabled)
+        )
+
     def statuses(self) -> list[ServerStatus]:
         return [conn.status() for conn in self._conns.values()]
 
@@ -542,16 +556,19 @@ class McpManager:
             for t, w in zip(listed, names, strict=True)
         )
         first = conn.listing.source != "server"
+        instructions = client.instructions or None
         changed = tools != conn.listing.tools
         if changed:
-            conn.listing = Listing.of(tools, source="server", skipped=skipped)
+            conn.listing = Listing.of(
+                tools, source="server", skipped=skipped, instructions=instructions
+            )
         else:
             conn.listing = dataclasses.replace(
-                conn.listing, source="server", skipped=tuple(skipped)
+                conn.listing, source="server", skipped=tuple(skipped), instructions=instructions
             )
         config = conn.spec.config
         if (changed or first) and self._cache is not None and config is not None:
-            self._cache.store(config, tools)
+            self._cache.store(config, tools, instructions)
         return changed
 
     async def _refresher(self, conn: Connection, attempt: Attempt, client: Client) -> None:

@@ -145,6 +145,8 @@ class Listing:
     """Tools left out for invalid definitions."""
     source: Literal["none", "cache", "server"] = "none"
     """Where they come from: nowhere yet, the catalog cache, or the server in this session."""
+    instructions: str | None = None
+    """What the server said about using it (``initialize``'s ``instructions``)."""
 
     @classmethod
     def of(
@@ -153,8 +155,10 @@ class Listing:
         *,
         source: Literal["cache", "server"],
         skipped: Sequence[str] = (),
+        instructions: str | None = None,
     ) -> Listing:
         return cls(
+            instructions=instructions,
             tools=tools,
             chars=sum(json_size(t.spec.as_dict()) for t in tools),
             tokens=sum(estimate_json_tokens(t.spec.as_dict()) for t in tools),

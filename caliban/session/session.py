@@ -59,6 +59,9 @@ class _NoMcp:
     def tools(self) -> tuple[Tool, ...]:
         return ()
 
+    def server_instructions(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
 
 NO_MCP = _NoMcp()
 

@@ -33,6 +33,11 @@ def build() -> MCPServer:
         return f"Plan a {days}-day trip to {city}."
 
     @server.tool()
+    def fares(city: str) -> str:
+        """Cheapest fares to a city."""
+        return f"{city}: 120 EUR"
+
+    @server.tool()
     async def book(ctx: Context) -> str:
         """Book a seat, asking the user for the details."""
         answer = await ctx.elicit("Who is travelling?", Booking)

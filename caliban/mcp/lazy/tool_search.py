@@ -108,6 +108,8 @@ class SearchOutcome:
     """When nothing matched: every server that has deferred tools, with their counts."""
     limited_to: int | None = None
     """Set when ``max_results`` was lowered to the activation cap."""
+    instructions: tuple[tuple[str, str], ...] = ()
+    """``(server, instructions)`` of servers whose first tool this search activated."""
     event: ActivationChanged | None = None
     """The change to announce (``None`` when the set's membership did not change)."""
     unavailable: tuple[ServerProblem, ...] = ()
@@ -193,6 +195,10 @@ def format_outcome(outcome: SearchOutcome) -> str:
     if missing:
         lines.append("")
         lines.extend(missing)
+    if outcome.instructions:
+        from caliban.mcp.toolset import instructions_text
+
+        lines += ["", instructions_text(outcome.instructions)]
     if outcome.evicted:
         lines += ["", f"Evicted (least recently used): {', '.join(outcome.evicted)}"]
     if outcome.unavailable:

@@ -57,6 +57,7 @@ from caliban.tools.base import (
     ToolOrigin,
     ToolOutput,
 )
+from caliban.tools.origin import McpOrigin
 from caliban.toolsets.base import ChildScope, LazyView, PromptTools, Toolset, ToolsetView
 
 __all__ = ["DeferredTool", "LazyMcpToolset"]
@@ -286,7 +287,11 @@ class LazyMcpToolset:
         return self._current().offered
 
     def system_addendum(self) -> str:
-        """The deferred paragraph, or '' when no MCP tool is deferred."""
+        """The deferred paragraph, or '' when no MCP tool is deferred; while loading is not
+        lazy, the servers' instructions as with eager loading (lazily, they come with a
+        server's first activated tool, so the system prompt stays the same)."""
+        if not self.lazy:
+            return self.inner.system_addendum()
         return self._current().addendum
 
     def find(self, name: str) -> Tool | None:
@@ -469,6 +474,25 @@ class LazyMcpToolset:
         tool = catalog.by_name.get(name) or catalog.bare_name(name)
         return tool if tool is not None and tool.name not in catalog.lazy_by_name else None
 
+    def _first_instructions(
+        self, catalog: Catalog, before: McpActivationSet, newly: Sequence[str]
+    ) -> tuple[tuple[str, str], ...]:
+        """The instructions of each server whose first tool was just activated."""
+        if self.servers is None:
+            return ()
+
+        def server(name: str) -> str | None:
+            tool = catalog.by_name.get(name)
+            origin = tool.origin if tool is not None else None
+            return origin.server if isinstance(origin, McpOrigin) else None
+
+        had = {server(name) for name in before.names()}
+        found = []
+        for name in dict.fromkeys(s for s in map(server, newly) if s and s not in had):
+            if text := self.servers.instructions(name):
+                found.append((name, text))
+        return tuple(found)
+
     def search_tools(self, query: str, max_results: int) -> SearchOutcome:
         """Rank the lazily loaded tools for ``query``, activate the hits, describe them."""
         catalog = self.catalog()
@@ -514,6 +538,7 @@ class LazyMcpToolset:
         )
         limited = limit if result.mode == "keywords" and max_results > limit else None
         return SearchOutcome(
+            instructions=self._first_instructions(catalog, before, newly),
             query=query,
             matches=matches,
             evicted=evicted,
