@@ -141,6 +141,9 @@ class FakeMcp:
     def instructions(self, name: str) -> str | None:
         return None
 
+    def serves_resources(self) -> bool:
+        return False
+
     def server_instructions(self) -> tuple[tuple[str, str], ...]:
         return ()
 
@@ -208,8 +211,9 @@ class LazyBox:
         cap: int = 24,
         eager: frozenset[str] = frozenset(),
         allow: Callable[[str], bool] | None = None,
+        resources: Any = None,
     ) -> None:
-        inner: Toolset = McpToolset(catalog)
+        inner: Toolset = McpToolset(catalog, resources=resources)
         if allow is not None:
             inner = FilteredToolset(inner, allow)
         self.lazy = LazyMcpToolset(

@@ -3,6 +3,9 @@ elicitation, server instructions, resources and prompts."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,8 +26,10 @@ from caliban.mcp.elicit import (
     parse_answer,
 )
 from caliban.mcp.lazy.tool_search import format_outcome
+from caliban.mcp.prompts import expand_prompt, split_prompt_name
 from caliban.mcp.tools import call_output
 from caliban.mcp.toolset import McpToolset
+from caliban.tools.base import CallContext, ToolEnv
 
 pytestmark = pytest.mark.anyio
 FEATURES = Path(__file__).parent / "mcp_servers" / "features.py"
@@ -66,10 +71,10 @@ async def test_an_elicitor_answers_the_form_with_typed_values() -> None:
     assert asked[0].server == "travel" and asked[0].message == "Who is travelling?"
 
 
-async def test_a_stdio_server_of_protocol_2025_elicits() -> None:
-    """``ctx.elicit`` sends a server request, as servers of 2025-11-25 (most today) do; on
-    2026-07-28 a server asks through an ``input_required`` result instead, which the SDK's
-    client hands to the same callback."""
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_stdio_server_elicits_in_either_protocol_generation(mode: Any) -> None:
+    """On 2025-11-25 the server sends a request (``ctx.elicit``); on 2026-07-28 it answers
+    ``input_required`` and the SDK's client hands that to the same callback."""
     travel = ServerConfig(
         name="travel", transport="stdio", command=sys.executable, args=(str(FEATURES),)
     )
@@ -77,7 +82,7 @@ async def test_a_stdio_server_of_protocol_2025_elicits() -> None:
     async def elicitor(request: Elicitation) -> ElicitAnswer:
         return ElicitAnswer(action="accept", content={"name": "Lin", "seats": 1})
 
-    async with McpManager([travel], elicitor=elicitor, connect_mode="legacy") as manager:
+    async with McpManager([travel], elicitor=elicitor, connect_mode=mode) as manager:
         with anyio.fail_after(60):
             [status] = await manager.wait_ready()
             assert status.state == "connected", status.error
@@ -156,3 +161,130 @@ async def test_lazily_instructions_come_with_the_first_activated_tool_of_a_serve
         again = format_outcome(box.search_tools("select:mcp__travel__book", 5))
         assert "Always confirm" not in again
         assert box.system_addendum() == prompt
+
+
+# ---------------------------------------------------------------------------- resources
+
+
+async def test_the_model_lists_and_reads_resources_and_templates() -> None:
+    async with McpManager(in_process={"travel": build()}) as manager:
+        with anyio.fail_after(30):
+            await manager.wait_ready()
+            toolset = McpToolset(manager, resources=manager)
+            assert toolset.names()[-2:] == ("ListMcpResourcesTool", "ReadMcpResourceTool")
+            listing = await run_tool(toolset, "ListMcpResourcesTool", {})
+            assert listing.startswith('<mcp-data server="travel">')
+            assert '"uri": "travel://policy"' in listing and '"server": "travel"' in listing
+            assert '"uriTemplate": "travel://trips/{trip_id}"' in listing
+            policy = await run_tool(
+                toolset, "ReadMcpResourceTool", {"server": "travel", "uri": "travel://policy"}
+            )
+            assert "Economy class for trips under 6 hours." in policy
+            trip = await run_tool(
+                toolset, "ReadMcpResourceTool", {"server": "travel", "uri": "travel://trips/42"}
+            )
+            assert '"id": "42"' in trip and "Lisbon" in trip
+            missing = await run_tool(
+                toolset, "ReadMcpResourceTool", {"server": "travel", "uri": "travel://nope"}
+            )
+            assert "travel://nope" in missing  # the server's error, as a result
+            reader = toolset.find("ReadMcpResourceTool")
+            assert reader is not None
+            assert "no MCP server named 'hotel'" in str(
+                reader.bind({"server": "hotel", "uri": "x"})
+            )
+            assert "'uri' is required" in str(reader.bind({"server": "travel"}))
+
+
+async def test_resource_tools_are_deferred_under_lazy_loading() -> None:
+    async with McpManager(in_process={"travel": build()}) as manager:
+        with anyio.fail_after(30):
+            await manager.wait_ready()
+        box = LazyBox(catalog=manager, resources=manager)
+        assert "ListMcpResourcesTool" not in [t.name for t in box.offered()]
+        assert "- resources of any server (2): ListMcpResourcesTool, ReadMcpResourceTool" in (
+            box.system_addendum()
+        )
+        found = format_outcome(box.search_tools("list resources", 5))
+        assert "ListMcpResourcesTool (newly activated)" in found
+        assert "ListMcpResourcesTool" in [t.name for t in box.offered()]
+
+
+async def run_tool(toolset: McpToolset, name: str, arguments: dict[str, Any]) -> str:
+    tool = toolset.find(name)
+    assert tool is not None
+    bound = tool.bind(arguments)
+    assert not isinstance(bound, str), bound
+    output = await bound.run(
+        CallContext(env=ToolEnv(cwd=Path.cwd(), project_root=Path.cwd()), call_id="c1")
+    )
+    return output.as_text
+
+
+# ---------------------------------------------------------------------------- prompts
+
+
+async def test_a_prompt_expands_with_its_arguments_in_order() -> None:
+    async with McpManager(in_process={"travel": build()}) as manager:
+        with anyio.fail_after(30):
+            await manager.wait_ready()
+            done = await expand_prompt(manager, "mcp__travel__plan", '"New York" 5')
+            assert done.text == "Plan a 5-day trip to New York."
+            default = await expand_prompt(manager, "mcp__travel__plan", "Lisbon")
+            assert default.text == "Plan a 3-day trip to Lisbon."
+            usage = await expand_prompt(manager, "mcp__travel__plan", "")
+            assert usage.error == "Usage: /mcp__travel__plan city [days]"
+            unknown = await expand_prompt(manager, "mcp__travel__nope", "")
+            assert unknown.error is not None and "/mcp__travel__plan" in unknown.error
+    assert split_prompt_name("mcp__a__b__c", ["a", "a__b"]) == ("a__b", "c")
+    assert split_prompt_name("mcp__x__y", ["a"]) is None
+
+
+# ---------------------------------------------------------------------------- -p end to end
+
+
+@pytest.mark.slow
+def test_prompt_resources_instructions_and_elicitation_through_p(
+    fake_model_server: Any, tmp_path: Path
+) -> None:
+    (tmp_path / ".git").mkdir()
+    env = {
+        **os.environ,
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": fake_model_server.anthropic_base_url,
+    }
+
+    def caliban(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "caliban", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    # Added by hand (the local scope): it starts in a folder nobody trusted.
+    assert caliban("mcp", "add", "travel", "--", sys.executable, str(FEATURES)).returncode == 0
+    fake_model_server.add(
+        {
+            "tool_calls": [
+                {
+                    "name": "ReadMcpResourceTool",
+                    "arguments": {"server": "travel", "uri": "travel://policy"},
+                },
+                {"name": "mcp__travel__book", "arguments": {}},
+            ]
+        },
+        {"text": "done"},
+    )
+    run = caliban("-p", "/mcp__travel__plan Lisbon 2", "--allowedTools", "mcp__travel__book")
+    assert run.returncode == 0, run.stderr
+    first, second = fake_model_server.requests
+    assert "Always confirm the date before booking." in json.dumps(first.body["system"])
+    assert "Plan a 2-day trip to Lisbon." in json.dumps(first.body["messages"])
+    assert {"ListMcpResourcesTool", "ReadMcpResourceTool"} <= set(first.tool_names)
+    results = json.dumps(second.body["messages"])
+    assert "Economy class for trips under 6 hours." in results
+    assert "booking declined" in results  # headless: the elicitation is declined at once

@@ -176,6 +176,9 @@ class FakeMcp:
     def instructions(self, name: str) -> str | None:
         return None
 
+    def serves_resources(self) -> bool:
+        return False
+
     def server_instructions(self) -> tuple[tuple[str, str], ...]:
         return ()
 

@@ -65,7 +65,7 @@ def _tools(data: object) -> list[dict[str, Any]] | None:
 
     Checked field by field rather than by a pydantic model: a 10,000-tool list (5 MB) took
     ~0.35 s to validate that way, before the first request could leave."""
-    if not isinstance(data, dict) or set(data) - {"instructions"} != {
+    if not isinstance(data, dict) or set(data) - {"instructions", "resources"} != {
         "identity",
         "listed_at",
         "tools",
@@ -137,22 +137,28 @@ class CatalogCache:
             for t, wire in zip(tools, names, strict=True)
         )
 
-    def instructions(self, config: ServerConfig) -> str | None:
-        """The server's cached instructions (read apart from :meth:`load`, whose tools
-        are what start-up needs first)."""
+    def about(self, config: ServerConfig) -> tuple[str | None, bool]:
+        """The server's cached instructions and whether it offers resources (read apart
+        from :meth:`load`, whose tools are what start-up needs first)."""
         try:
             data = json.loads(self.path(config).read_bytes())
         except (OSError, ValueError, RecursionError):
-            return None
-        text = data.get("instructions") if isinstance(data, dict) else None
-        identity = data.get("identity") if isinstance(data, dict) else None
-        return text if isinstance(text, str) and identity == cache_identity(config) else None
+            return None, False
+        if not isinstance(data, dict) or data.get("identity") != cache_identity(config):
+            return None, False
+        text = data.get("instructions")
+        return (text if isinstance(text, str) else None), data.get("resources") is True
 
     def store(
-        self, config: ServerConfig, tools: Sequence[McpTool], instructions: str | None = None
+        self,
+        config: ServerConfig,
+        tools: Sequence[McpTool],
+        instructions: str | None = None,
+        *,
+        resources: bool = False,
     ) -> None:
-        """Remember ``tools`` (and the server's ``instructions``) as the server's list (best
-        effort: a failure is only logged)."""
+        """Remember ``tools`` (with the server's ``instructions`` and whether it offers
+        ``resources``) as the server's list (best effort: a failure is only logged)."""
         entry: dict[str, Any] = {
             "identity": cache_identity(config),
             "listed_at": time.time(),
@@ -169,6 +175,8 @@ class CatalogCache:
         }
         if instructions:
             entry["instructions"] = instructions
+        if resources:
+            entry["resources"] = True
         try:
             atomic_write_text(self.path(config), json.dumps(entry, separators=(",", ":")))
         except OSError as exc:

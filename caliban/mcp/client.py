@@ -32,10 +32,10 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, assert_never
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, assert_never
 
 import anyio
 
@@ -63,6 +63,7 @@ from caliban.mcp.http import http_transport, sse_transport
 from caliban.mcp.logs import STDERR_RUN_BYTES, ServerLog, log_dir, log_path, read_tail
 from caliban.mcp.results import (
     CallFailed,
+    CallFailure,
     CallOutcome,
     CallTimedOut,
     ConnectionLost,
@@ -93,6 +94,7 @@ __all__ = [
 ]
 
 ConnectMode = Literal["auto", "legacy"]
+_T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)
 
@@ -150,8 +152,10 @@ class McpManager:
             if catalog_cache is not None and not config.disabled:
                 cached = catalog_cache.load(config, dispatcher=self)
                 if cached is not None:
-                    instructions = catalog_cache.instructions(config)
-                    conn.listing = Listing.of(cached, source="cache", instructions=instructions)
+                    instructions, resources = catalog_cache.about(config)
+                    conn.listing = Listing.of(
+                        cached, source="cache", instructions=instructions, resources=resources
+                    )
             self._conns[config.name] = conn
         for name, server in (in_process or {}).items():
             existing = self._conns.get(name)
@@ -354,6 +358,13 @@ class McpManager:
         conn = self._conns.get(name)
         return conn.listing.instructions if conn is not None else None
 
+    def serves_resources(self) -> bool:
+        """Whether any enabled server offers resources (as last known, cached or live)."""
+        return any(
+            conn.listing.resources and not isinstance(conn.phase, Disabled)
+            for conn in self._conns.values()
+        )
+
     def server_instructions(self) -> tuple[tuple[str, str], ...]:
         """``(server, instructions)`` of every enabled server that gave some, config order."""
         return tuple(
@@ -545,7 +556,8 @@ class McpManager:
                 assert_never(config.transport)
 
     async def _list_tools(self, conn: Connection, client: Client) -> bool:
-        """List the server's tools into ``conn`` (and the cache); True when they changed."""
+        """List the server's tools into ``conn`` (and the cache); True when they, its
+        instructions or its offer of resources changed."""
         listed, skipped = await listing.fetch_tools(client)
         if skipped and skipped != list(conn.listing.skipped):
             logger.warning("%s: skipped tools with invalid definitions: %s", conn.name, skipped)
@@ -557,18 +569,29 @@ class McpManager:
         )
         first = conn.listing.source != "server"
         instructions = client.instructions or None
-        changed = tools != conn.listing.tools
-        if changed:
+        capabilities = client.server_capabilities
+        resources = capabilities is not None and capabilities.resources is not None
+        old = conn.listing
+        changed = (tools, instructions, resources) != (old.tools, old.instructions, old.resources)
+        if tools != old.tools:
             conn.listing = Listing.of(
-                tools, source="server", skipped=skipped, instructions=instructions
+                tools,
+                source="server",
+                skipped=skipped,
+                instructions=instructions,
+                resources=resources,
             )
         else:
             conn.listing = dataclasses.replace(
-                conn.listing, source="server", skipped=tuple(skipped), instructions=instructions
+                old,
+                source="server",
+                skipped=tuple(skipped),
+                instructions=instructions,
+                resources=resources,
             )
         config = conn.spec.config
         if (changed or first) and self._cache is not None and config is not None:
-            self._cache.store(config, tools, instructions)
+            self._cache.store(config, tools, instructions, resources=resources)
         return changed
 
     async def _refresher(self, conn: Connection, attempt: Attempt, client: Client) -> None:
@@ -625,6 +648,23 @@ class McpManager:
     ) -> CallOutcome:
         """Call ``tool`` (its original name) on ``server``: the server's ``CallToolResult``,
         or a :data:`~caliban.mcp.results.CallFailure` saying why there is none."""
+
+        async def send(client: Client) -> Any:
+            return await client.call_tool(tool, dict(arguments))
+
+        return await self.request(server, tool, send, timeout)
+
+    async def request(
+        self,
+        server: str,
+        what: str,
+        send: Callable[[Client], Awaitable[_T]],
+        timeout: float | None = None,  # noqa: ASYNC109 - per-request limit, applied with fail_after
+    ) -> _T | CallFailure:
+        """``send(client)`` to ``server`` (reconnecting it if it died), bounded by ``timeout``
+        (the server's ``tool_timeout`` by default): its answer, or a
+        :data:`~caliban.mcp.results.CallFailure` naming ``what`` was asked."""
+        tool = what
         conn = self._conns.get(server)
         if conn is None:
             return UnknownServer(server=server)
@@ -642,7 +682,7 @@ class McpManager:
         limit = timeout if timeout is not None else conn.spec.tool_timeout
         try:
             with anyio.fail_after(limit):
-                return await client.call_tool(tool, dict(arguments))
+                return await send(client)
         except TimeoutError:
             return CallTimedOut(server=server, tool=tool, seconds=limit)
         except MCPError as exc:

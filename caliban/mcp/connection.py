@@ -147,6 +147,8 @@ class Listing:
     """Where they come from: nowhere yet, the catalog cache, or the server in this session."""
     instructions: str | None = None
     """What the server said about using it (``initialize``'s ``instructions``)."""
+    resources: bool = False
+    """The server offers resources (its ``resources`` capability)."""
 
     @classmethod
     def of(
@@ -156,9 +158,11 @@ class Listing:
         source: Literal["cache", "server"],
         skipped: Sequence[str] = (),
         instructions: str | None = None,
+        resources: bool = False,
     ) -> Listing:
         return cls(
             instructions=instructions,
+            resources=resources,
             tools=tools,
             chars=sum(json_size(t.spec.as_dict()) for t in tools),
             tokens=sum(estimate_json_tokens(t.spec.as_dict()) for t in tools),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from caliban.mcp.resources import ResourceServers, resource_tools
 from caliban.toolsets.base import ChildScope, ToolsetView
 from caliban.toolsets.filtered import FilteredToolset
 
@@ -78,10 +79,13 @@ def instructions_text(pairs: Sequence[tuple[str, str]]) -> str:
 
 
 class McpToolset:
-    """Offers every MCP tool, in catalog order (eagerly: the lazy wrapper filters)."""
+    """Offers every MCP tool, in catalog order, then the resource tools when ``resources``
+    (the manager) is given (eagerly: the lazy wrapper filters)."""
 
-    def __init__(self, catalog: McpCatalog) -> None:
+    def __init__(self, catalog: McpCatalog, resources: ResourceServers | None = None) -> None:
         self.catalog = catalog
+        self._servers = resources
+        self._resources = resource_tools(resources) if resources is not None else ()
         self._source: Sequence[Tool] | None = None
         self._tools: tuple[Tool, ...] = ()
         self._by_name: dict[str, Tool] = {}
@@ -91,7 +95,8 @@ class McpToolset:
         if source is not self._source:
             self._source = source
             self._by_name = {}
-            for tool in source:
+            served = self._servers is not None and self._servers.serves_resources()
+            for tool in (*source, *(self._resources if served else ())):
                 self._by_name.setdefault(tool.name, tool)
             self._tools = tuple(self._by_name.values())
         return self._tools

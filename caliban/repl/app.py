@@ -467,6 +467,8 @@ class Repl:
             if find_command(parsed[0]) is None and (skill := find_skill(session.skills, parsed[0])):
                 await self.run_custom(skill, parsed[1])
                 return
+            if find_command(parsed[0]) is None and await self.run_mcp_prompt(*parsed):
+                return
             context = CommandContext(
                 session=session,
                 console=self.console,
@@ -507,6 +509,20 @@ class Repl:
         for note in expanded.notes:
             self.console.print(outside_text(f"  ⚠  {note}", style="yellow"))
         await self.run_turn(expanded.message, model=expanded.model, allow=expanded.allow)
+
+    async def run_mcp_prompt(self, name: str, arguments: str) -> bool:
+        """``/mcp__server__prompt args``: run the server's prompt; False when ``name`` is not
+        an MCP prompt's."""
+        from caliban.skills.invoke import mcp_prompt
+
+        prompt = await mcp_prompt(self.session, name, arguments)
+        if prompt is None:
+            return False
+        if isinstance(prompt, str):
+            self.renderer.error(prompt)
+        else:
+            await self.run_turn(prompt)
+        return True
 
     async def run_turn(
         self, prompt: str | Message, *, model: str | None = None, allow: Sequence[Rule] = ()

@@ -148,7 +148,7 @@ class Session:
             from caliban.mcp.toolset import McpToolset
 
             self._lazy = LazyMcpToolset(
-                McpToolset(self.mcp if self.mcp is not None else NO_MCP),
+                McpToolset(self.mcp if self.mcp is not None else NO_MCP, resources=self.mcp),
                 activation=self.activation,
                 policy=self.lazy_policy,
                 context_window=self.context_window,
@@ -158,7 +158,7 @@ class Session:
         elif self.mcp is not None:
             from caliban.mcp.toolset import McpToolset
 
-            parts.append(McpToolset(self.mcp))
+            parts.append(McpToolset(self.mcp, resources=self.mcp))
         return CombinedToolset(parts)
 
     def _server_lazy_flags(self) -> dict[str, bool | None]:

@@ -130,6 +130,14 @@ async def run_command(
             message = dataclasses.replace(message, id=message_id)
         return await session.run(message)
     skill = find_skill(session.skills, name)
+    if skill is None and (prompt := await mcp_prompt(session, name, arguments)) is not None:
+        if isinstance(prompt, str):
+            return RunResult(
+                subtype="error_during_execution", text="", num_turns=0, usage=Usage(), error=prompt
+            )
+        if message_id is not None:
+            prompt = dataclasses.replace(prompt, id=message_id)
+        return await session.run(prompt)
     if skill is None:
         return RunResult(
             subtype="success", text=f"Unknown command: /{name}", num_turns=0, usage=Usage()
@@ -146,6 +154,20 @@ async def run_command(
     if message_id is not None:
         message = dataclasses.replace(message, id=message_id)
     return await session.run(message, model=expanded.model, allow=expanded.allow)
+
+
+async def mcp_prompt(session: Session, name: str, arguments: str) -> Message | str | None:
+    """``/mcp__<server>__<prompt> args`` (:mod:`caliban.mcp.prompts`): the user message, or
+    why there is none; ``None`` when ``name`` is not an MCP prompt's."""
+    from caliban.mcp.prompts import PROMPT_PREFIX, expand_prompt
+
+    if session.mcp is None or not name.startswith(PROMPT_PREFIX):
+        return None
+    expanded = await expand_prompt(session.mcp, name, arguments)
+    if expanded.text is None:
+        return expanded.error or f"/{name} failed"
+    parts = (TextPart(text=header(name, arguments)), TextPart(text=expanded.text))
+    return Message(role="user", parts=parts)
 
 
 def _refusal(session: Session, snippet: Snippet, allow: tuple[Rule, ...]) -> str | None:

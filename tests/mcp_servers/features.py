@@ -4,6 +4,9 @@ serves it on stdio."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
 
@@ -12,6 +15,9 @@ class Booking(BaseModel):
     name: str = Field(description="Who is booking")
     seats: int = Field(description="How many seats")
     window: bool = Field(default=False, description="A window seat?")
+
+
+QUESTION = "Who is travelling?"
 
 
 def build() -> MCPServer:
@@ -38,12 +44,25 @@ def build() -> MCPServer:
         return f"{city}: 120 EUR"
 
     @server.tool()
-    async def book(ctx: Context) -> str:
+    async def book(ctx: Context) -> Any:
         """Book a seat, asking the user for the details."""
-        answer = await ctx.elicit("Who is travelling?", Booking)
-        if answer.action != "accept" or answer.data is None:
-            return f"booking {answer.action}d"
-        data = answer.data
+        if (ctx.protocol_version or "") >= "2026":  # asks by an input_required round trip
+            got = (ctx.input_responses or {}).get("who")
+            if got is None:
+                schema = Booking.model_json_schema()
+                ask = types.ElicitRequestFormParams(message=QUESTION, requested_schema=schema)
+                return types.InputRequiredResult(
+                    input_requests={"who": types.ElicitRequest(params=ask)}
+                )
+            assert isinstance(got, types.ElicitResult)
+            if got.action != "accept" or got.content is None:
+                return f"booking {got.action}d"
+            data = Booking.model_validate(got.content)
+        else:
+            answer = await ctx.elicit(QUESTION, Booking)
+            if answer.action != "accept" or answer.data is None:
+                return f"booking {answer.action}d"
+            data = answer.data
         return f"booked {data.seats} seat(s) for {data.name}, window={data.window}"
 
     return server

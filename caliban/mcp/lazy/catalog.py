@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from caliban.mcp.lazy.manifest import deferred_paragraph, group_by_server
+from caliban.mcp.lazy.manifest import RESOURCES_GROUP, deferred_paragraph, group_by_server
 from caliban.mcp.lazy.policy import LazyDecision
+from caliban.mcp.resources import ResourceTool
 from caliban.mcp.tools import McpTool, wire_prefix
 from caliban.tools.base import McpOrigin, Tool
 
@@ -60,6 +61,8 @@ def search_doc(tool: Tool) -> SearchDoc:
 def _manifest_entry(tool: Tool) -> tuple[str, str]:
     """(server, short name): the model calls ``mcp__<server>__<short>``."""
     origin = tool.origin
+    if isinstance(tool, ResourceTool):
+        return RESOURCES_GROUP, tool.name
     if not isinstance(origin, McpOrigin):
         return "", tool.name
     return origin.server, tool.name.removeprefix(wire_prefix(origin.server))
@@ -94,11 +97,13 @@ class Catalog:
                 continue
             self.by_name[tool.name] = tool
             origin = tool.origin
-            deferred = (
-                decision.lazy
-                and isinstance(origin, McpOrigin)
-                and not decision.is_eager(origin.server)
-                and not (isinstance(tool, McpTool) and tool.always_load)
+            deferred = decision.lazy and (
+                isinstance(tool, ResourceTool)
+                or (
+                    isinstance(origin, McpOrigin)
+                    and not decision.is_eager(origin.server)
+                    and not (isinstance(tool, McpTool) and tool.always_load)
+                )
             )
             (lazy if deferred else eager).append(tool)
         self.eager = tuple(eager)

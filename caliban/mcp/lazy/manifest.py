@@ -33,6 +33,9 @@ PARAGRAPH = (
     "matching tools with their input schemas and loads them for the rest of the session. A "
     "tool can also be called directly by its full name, mcp__<server>__<tool>."
 )
+RESOURCES_GROUP = "resources of any server"
+"""How the manifest lists ListMcpResourcesTool and ReadMcpResourceTool (called by those
+names; not a server)."""
 MANIFEST_INTRO = "MCP tools by server (server (count): tool names):"
 CONNECTING = "Servers still starting (ToolSearch waits for them): {servers}"
 
@@ -124,7 +127,7 @@ def deferred_paragraph(
         return ""
     lines = [PARAGRAPH_HEADER]
     if count:
-        servers = len(groups)
+        servers = len([g for g in groups if g.server != RESOURCES_GROUP])
         first = COUNT.format(
             count=count,
             tools="tool" if count == 1 else "tools",
