@@ -288,3 +288,86 @@ def test_prompt_resources_instructions_and_elicitation_through_p(
     results = json.dumps(second.body["messages"])
     assert "Economy class for trips under 6 hours." in results
     assert "booking declined" in results  # headless: the elicitation is declined at once
+
+
+# ---------------------------------------------------------------------------- the REPL in a pty
+
+
+@pytest.mark.slow
+def test_prompt_resource_and_a_typed_elicitation_answer_in_the_repl(
+    fake_model_server: Any, tmp_path: Path
+) -> None:
+    pexpect = pytest.importorskip("pexpect")
+    (tmp_path / ".git").mkdir()
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_model_server.url}
+    env["TERM"] = "xterm-256color"
+    added = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "caliban",
+            "mcp",
+            "add",
+            "travel",
+            "--",
+            sys.executable,
+            str(FEATURES),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert added.returncode == 0, added.stderr
+    fake_model_server.add(
+        {"text": "Lisbon it is."},
+        {
+            "tool_calls": [
+                {
+                    "name": "ReadMcpResourceTool",
+                    "arguments": {"server": "travel", "uri": "travel://policy"},
+                },
+                {"name": "mcp__travel__book", "arguments": {}},
+            ]
+        },
+        {"text": "All booked."},
+    )
+    child = pexpect.spawn(
+        str(Path(sys.executable).parent / "caliban"),
+        cwd=str(tmp_path),
+        env=env,
+        dimensions=(40, 120),
+        encoding="utf-8",
+        timeout=60,
+    )
+    try:
+        child.expect(">")
+        child.send("/mcp__travel__plan Lisbon 2\r")
+        child.expect("Lisbon it is.")
+        child.send("book it\r")
+        child.expect("Do you want to proceed?")  # the MCP tool asks first, in default mode
+        child.send("1")
+        child.expect("MCP server 'travel' asks: Who is travelling?")
+        child.expect("Who is booking")
+        child.send("Ada\r")
+        child.expect("How many seats")
+        child.send("two\r")
+        child.expect("a whole number, please")
+        child.expect("How many seats")
+        child.send("2\r")
+        child.expect("A window seat")
+        child.send("y\r")
+        child.expect("All booked.")
+        child.expect("─{20}")  # the prompt is back
+        child.expect(">")
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    planned, _, answered = fake_model_server.bodies
+    assert "Plan a 2-day trip to Lisbon." in json.dumps(planned["messages"])
+    results = json.dumps(answered["messages"][-1])
+    assert "Economy class for trips under 6 hours." in results
+    assert "booked 2 seat(s) for Ada, window=True" in results

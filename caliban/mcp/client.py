@@ -291,6 +291,11 @@ class McpManager:
             "a log file and only their last stderr lines are kept"
         )
 
+    def set_elicitor(self, elicitor: Elicitor) -> None:
+        """Answer servers' elicitation requests with ``elicitor`` from now on (the REPL's,
+        once it is up)."""
+        self._elicitor = elicitor
+
     def on_change(self, callback: Callable[[int], None]) -> Callable[[], None]:
         """Call ``callback(version)`` after each tool-list change; returns an unsubscribe."""
         self._listeners.append(callback)
@@ -517,7 +522,7 @@ class McpManager:
             message_handler=handle,
             client_info=mcp_types.Implementation(name="caliban", version=__version__),
             elicitation_callback=sdk_callback(
-                conn.name, self._elicitor, lambda: conn.spec.tool_timeout
+                conn.name, lambda request: self._elicitor(request), lambda: conn.spec.tool_timeout
             ),
         )
 

@@ -360,6 +360,10 @@ class Repl:
                 app.exit(exception=failure)
             return
         session = ready.result()
+        if session.mcp is not None:
+            from caliban.repl.elicit import TerminalElicitor
+
+            session.mcp.set_elicitor(TerminalElicitor(self.console, pause=self.paused))
         policy = session.permissions
         if policy is not None and policy.mode == "bypassPermissions":
             self._cycle = (*MODE_CYCLE, "bypassPermissions")
