@@ -27,6 +27,7 @@ from caliban.mcp.elicit import (
 )
 from caliban.mcp.lazy.tool_search import format_outcome
 from caliban.mcp.prompts import expand_prompt, split_prompt_name
+from caliban.mcp.resources import attach_resources, resource_mention
 from caliban.mcp.tools import call_output
 from caliban.mcp.toolset import McpToolset
 from caliban.tools.base import CallContext, ToolEnv
@@ -196,6 +197,22 @@ async def test_the_model_lists_and_reads_resources_and_templates() -> None:
             assert "'uri' is required" in str(reader.bind({"server": "travel"}))
 
 
+async def test_an_at_server_uri_mention_attaches_the_resource() -> None:
+    assert resource_mention("travel:travel://policy", ["travel"]) == ("travel", "travel://policy")
+    assert resource_mention("alice", ["travel"]) is None
+    assert resource_mention("hotel:x://y", ["travel"]) is None
+    async with McpManager(in_process={"travel": build()}) as manager:
+        with anyio.fail_after(30):
+            await manager.wait_ready()
+            mentioned = ["travel:travel://policy", "src/a.py", "travel:travel://nope"]
+            blocks, problems = await attach_resources(mentioned, manager)
+    [(raw, block)] = blocks
+    assert raw == "travel:travel://policy"
+    assert block.startswith('<mcp-resource server="travel" uri="travel://policy">')
+    assert "Economy class" in block and '<mcp-data server="travel"' in block
+    assert problems and problems[0].startswith("@travel:travel://nope not attached: ")
+
+
 async def test_resource_tools_are_deferred_under_lazy_loading() -> None:
     async with McpManager(in_process={"travel": build()}) as manager:
         with anyio.fail_after(30):
@@ -322,6 +339,7 @@ def test_prompt_resource_and_a_typed_elicitation_answer_in_the_repl(
     )
     assert added.returncode == 0, added.stderr
     fake_model_server.add(
+        {"text": "Policy noted."},
         {"text": "Lisbon it is."},
         {
             "tool_calls": [
@@ -344,6 +362,9 @@ def test_prompt_resource_and_a_typed_elicitation_answer_in_the_repl(
     )
     try:
         child.expect(">")
+        child.send("mind @travel:travel://policy\r")
+        child.expect("Attached @travel:travel://policy")
+        child.expect("Policy noted.")
         child.send("/mcp__travel__plan Lisbon 2\r")
         child.expect("Lisbon it is.")
         child.send("book it\r")
@@ -366,7 +387,11 @@ def test_prompt_resource_and_a_typed_elicitation_answer_in_the_repl(
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
-    planned, _, answered = fake_model_server.bodies
+    mentioned, planned, _, answered = fake_model_server.bodies
+    assert '<mcp-resource server=\\"travel\\" uri=\\"travel://policy\\">' in json.dumps(
+        mentioned["messages"]
+    )
+    assert "Economy class" in json.dumps(mentioned["messages"])
     assert "Plan a 2-day trip to Lisbon." in json.dumps(planned["messages"])
     results = json.dumps(answered["messages"][-1])
     assert "Economy class for trips under 6 hours." in results

@@ -12,13 +12,15 @@ bounds).
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from caliban.mcp.results import CALL_FAILURES
-from caliban.mcp.tools import convert_result, failure_text, mark_data
+from caliban.mcp.tools import convert_result, failure_text, mark_data, unmark
 from caliban.messages import ToolSpec
 from caliban.tools.base import (
     BUILTIN,
@@ -41,6 +43,8 @@ __all__ = [
     "ListResourcesTool",
     "ReadResourceTool",
     "ResourceTool",
+    "attach_resources",
+    "resource_mention",
     "resource_tools",
 ]
 
@@ -234,3 +238,38 @@ async def _list_all(client: Client) -> list[dict[str, Any]]:
 def resource_tools(servers: ResourceServers) -> tuple[ResourceTool, ...]:
     """The two tools, for a set of servers of which one or more offer resources."""
     return (ListResourcesTool(servers), ReadResourceTool(servers))
+
+
+_RESOURCE_MENTION = re.compile(r"([A-Za-z0-9_-]{1,64}):([A-Za-z][\w+.-]*:\S+)")
+
+
+def resource_mention(raw: str, servers: Sequence[str]) -> tuple[str, str] | None:
+    """``travel:travel://policy`` (an ``@`` mention, Claude Code's ``@server:uri``) →
+    ``("travel", "travel://policy")`` when ``travel`` is a configured server; else None."""
+    match = _RESOURCE_MENTION.fullmatch(raw)
+    if match is None or match.group(1) not in servers:
+        return None
+    return match.group(1), match.group(2)
+
+
+async def attach_resources(
+    mentioned: Sequence[str], servers: ResourceServers
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """``(mention, <mcp-resource> block)`` for each ``@server:uri`` mention among
+    ``mentioned`` (read as ReadMcpResourceTool reads it, marked as that server's data), and
+    problems to show."""
+    reader = ReadResourceTool(servers)
+    blocks: list[tuple[str, str]] = []
+    problems: list[str] = []
+    for raw in mentioned:
+        found = resource_mention(raw, servers.server_names())
+        if found is None:
+            continue
+        server, uri = found
+        output = await reader.answer({"server": server, "uri": uri})
+        if output.is_error:
+            problems.append(f"@{raw} not attached: {unmark(output.as_text)}")
+            continue
+        attrs = f'server="{server}" uri="{html.escape(uri, quote=True)}"'
+        blocks.append((raw, f"<mcp-resource {attrs}>\n{output.as_text}\n</mcp-resource>"))
+    return blocks, problems

@@ -49,7 +49,7 @@ from caliban.cli.options import EXIT_INTERRUPTED, EXIT_USAGE, CliOptions
 from caliban.events import AgentEvent
 from caliban.messages import ImagePart, Message, TextPart
 from caliban.repl.approve import TerminalApprover, choose
-from caliban.repl.attach import attach
+from caliban.repl.attach import Attachment, attach
 from caliban.repl.clipboard import ClipboardError, paste_image
 from caliban.repl.commands import CommandContext, ExitRepl, find_command, run_command
 from caliban.repl.complete import ReplCompleter
@@ -492,7 +492,7 @@ class Repl:
             return
         images = [image for marker, image in self._images.items() if marker in text]
         self._images.clear()
-        message, attachments, problems = attach(text, session.env, images=images)
+        message, attachments, problems = await self._attach(session, text, images)
         for attachment in attachments:
             self.console.print(
                 outside_text(f"  {ELBOW}  Attached @{attachment.path} ({attachment.note})", "dim")
@@ -500,6 +500,30 @@ class Repl:
         for problem in problems:
             self.console.print(outside_text(f"  ⚠  {problem}", style="yellow"))
         await self.run_turn(message if attachments or images else text)
+
+    async def _attach(
+        self, session: Session, text: str, images: Sequence[ImagePart]
+    ) -> tuple[Message, list[Attachment], list[str]]:
+        """``text`` with its ``@file`` and ``@server:uri`` (MCP resource) mentions attached."""
+        mcp = session.mcp
+        if mcp is None:
+            return attach(text, session.env, images=images)
+        from caliban.mcp.resources import attach_resources, resource_mention
+        from caliban.util.mentions import mentions
+
+        servers = mcp.server_names()
+        message, attachments, problems = attach(
+            text,
+            session.env,
+            images=images,
+            skip=lambda raw: resource_mention(raw, servers) is not None,
+        )
+        blocks, more = await attach_resources(mentions(text), mcp)
+        for raw, block in blocks:
+            part = TextPart(text=block)
+            attachments.append(Attachment(path=raw, part=part, note="MCP resource"))
+        parts = (*message.parts, *(TextPart(text=block) for _, block in blocks))
+        return Message(role="user", parts=parts), attachments, [*problems, *more]
 
     async def run_custom(self, skill: Skill, arguments: str) -> None:
         """``/name args`` of a custom command or skill: expanded, then run as a prompt."""

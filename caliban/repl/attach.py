@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import codecs
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,17 +47,24 @@ class Attachment:
 
 
 def attach(
-    text: str, env: ToolEnv, *, images: Sequence[ImagePart] = ()
+    text: str,
+    env: ToolEnv,
+    *,
+    images: Sequence[ImagePart] = (),
+    skip: Callable[[str], bool] = lambda raw: False,
 ) -> tuple[Message, list[Attachment], list[str]]:
     """The user message for ``text`` with its ``@`` mentions attached (and ``images``, pasted
     with Ctrl-V), the attachments, and problems to show (a missing path, a binary file, the
     size budget exhausted, a file the permission rules deny reading: ``env.read_denied`` is
-    the session's policy). Each file attached whole is recorded as read in ``env``."""
+    the session's policy). Each file attached whole is recorded as read in ``env``. Mentions
+    that ``skip`` claims (``@server:uri`` resources) are left to their owner."""
     cwd, read_denied = env.cwd, env.read_denied
     attachments: list[Attachment] = []
     problems: list[str] = []
     budget = MAX_TOTAL_CHARS
     for raw in mentions(text):
+        if skip(raw):
+            continue
         path = Path(raw).expanduser()
         full = path if path.is_absolute() else cwd / path
         if not full.exists():
