@@ -104,6 +104,7 @@ def config(url: str, name: str = "guarded") -> ServerConfig:
     return ServerConfig(name=name, transport="http", url=url, startup_timeout=20)
 
 
+@pytest.mark.slow
 async def test_login_stores_tokens_for_the_user_only_and_the_session_uses_them(
     guarded: tuple[str, Path],
 ) -> None:
@@ -135,17 +136,24 @@ async def test_login_stores_tokens_for_the_user_only_and_the_session_uses_them(
     assert not logout(config(url))
 
 
+@pytest.mark.slow
 async def test_a_session_without_login_says_how_to_log_in_at_once(
     guarded: tuple[str, Path],
 ) -> None:
     async with McpManager([config(url := guarded[0])]) as manager:
         with anyio.fail_after(15):  # well before its 20 s start-up limit
             [status] = await manager.wait_ready()
-    assert status.state == "failed"
-    assert status.error == "needs login: run `caliban mcp login guarded`"
-    assert not TokenStore(config(url)).path.exists()  # nothing registered behind the user's back
+        assert status.state == "failed" and status.needs_login
+        assert status.error == "needs login: run `caliban mcp login guarded`"
+        assert not TokenStore(config(url)).path.exists()  # nothing registered behind the back
+        # What the REPL's /mcp login does: log in, then reconnect the server in the session.
+        with anyio.fail_after(60):
+            await login(config(url), open_url=browse, say=lambda _: None, timeout=30)
+            status = await manager.reconnect("guarded")
+        assert status.state == "connected" and status.tool_count == 1
 
 
+@pytest.mark.slow
 async def test_a_callback_with_a_wrong_state_ends_the_login(guarded: tuple[str, Path]) -> None:
     def forged(location: str) -> str:
         parts = urlsplit(location)
@@ -164,6 +172,7 @@ async def test_a_callback_with_a_wrong_state_ends_the_login(guarded: tuple[str, 
     assert "caliban mcp login guarded" in str(failed.value)
 
 
+@pytest.mark.slow
 async def test_malformed_metadata_is_a_clear_message(bad_metadata: tuple[str, Path]) -> None:
     with anyio.fail_after(60), pytest.raises(LoginFailed) as failed:
         await login(config(bad_metadata[0]), open_url=browse, say=lambda _: None, timeout=30)
@@ -173,6 +182,7 @@ async def test_malformed_metadata_is_a_clear_message(bad_metadata: tuple[str, Pa
     assert "without it: Registration failed: 404" in message
 
 
+@pytest.mark.slow
 async def test_a_hanging_token_endpoint_is_bounded(hanging_token: tuple[str, Path]) -> None:
     started = time.monotonic()
     with anyio.fail_after(60), pytest.raises(LoginFailed) as failed:
@@ -187,6 +197,7 @@ async def test_a_hanging_token_endpoint_is_bounded(hanging_token: tuple[str, Pat
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.slow
 async def test_no_browser_answer_is_bounded(guarded: tuple[str, Path]) -> None:
     with anyio.fail_after(60), pytest.raises(LoginFailed) as failed:
         await login(config(guarded[0]), open_url=lambda _: None, say=lambda _: None, timeout=1)

@@ -72,6 +72,7 @@ async def test_an_elicitor_answers_the_form_with_typed_values() -> None:
     assert asked[0].server == "travel" and asked[0].message == "Who is travelling?"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_stdio_server_elicits_in_either_protocol_generation(mode: Any) -> None:
     """On 2025-11-25 the server sends a request (``ctx.elicit``); on 2026-07-28 it answers
@@ -131,6 +132,7 @@ def test_form_fields_and_typed_answers() -> None:
 # ---------------------------------------------------------------------------- instructions
 
 
+@pytest.mark.slow
 async def test_instructions_reach_the_system_prompt_with_eager_loading_and_are_cached(
     tmp_path: Path,
 ) -> None:

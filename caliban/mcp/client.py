@@ -613,6 +613,15 @@ class McpManager:
             if changed:
                 self._bump()
 
+    async def reconnect(self, name: str) -> ServerStatus:
+        """Connect server ``name`` again (after a login, or to pick up a restarted server):
+        the running attempt is ended and a new one awaited."""
+        conn = self._conns[name]
+        if conn.attempt is not None and not isinstance(conn.phase, Connecting | Disabled):
+            conn.attempt.lose()
+        await self._connected(conn)
+        return conn.status()
+
     async def _connected(self, conn: Connection) -> tuple[Attempt, Client] | None:
         """The live attempt and its client, reconnecting a server that died or failed."""
         live = self._live(conn)

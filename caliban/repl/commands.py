@@ -283,8 +283,50 @@ async def switch_model(session: Session, console: Console, wanted: str) -> None:
     console.print(line)
 
 
-@command("mcp", "Show MCP servers, their status and tools")
+async def _mcp_server_action(ctx: CommandContext, action: str, name: str = "") -> None:
+    """``/mcp login NAME`` (OAuth, then reconnect) and ``/mcp reconnect NAME``."""
+    manager = ctx.session.mcp
+    name = name.strip()
+    if manager is None or name not in manager.server_names():
+        known = ", ".join(manager.server_names()) if manager is not None else "none"
+        ctx.console.print(outside_text(f"No MCP server {name!r} (servers: {known})", style="red"))
+        return
+    if action == "login":
+        import threading
+        import webbrowser
+
+        from caliban.mcp.auth import LoginFailed, login, uses_oauth
+
+        config = manager.server_config(name)
+        if config is None or not uses_oauth(config):
+            ctx.console.print(_dim(f"{name} does not log in with OAuth"))
+            return
+
+        def open_url(url: str) -> None:
+            threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
+
+        def say(text: str) -> None:
+            ctx.console.print(outside_text(text))
+
+        try:
+            await login(config, open_url=open_url, say=say)
+        except LoginFailed as exc:
+            ctx.console.print(outside_text(f"Login to {name} failed: {exc}", style="red"))
+            return
+        ctx.console.print(outside_text(f"Logged in to {name}.", style="green"))
+    status = await manager.reconnect(name)
+    ctx.console.print(outside_text(f"{name}: {status.state} {status.error or ''}".rstrip()))
+
+
+@command(
+    "mcp",
+    "Show MCP servers, their status and tools; log in to or reconnect one",
+    usage="[login NAME | reconnect NAME]",
+)
 async def _mcp(ctx: CommandContext, arg: str) -> None:
+    if arg.split(maxsplit=1)[:1] in (["login"], ["reconnect"]):
+        await _mcp_server_action(ctx, *arg.split(maxsplit=1))
+        return
     servers = mcp_servers(ctx.session)
     if not servers:
         hint = "Add one with `caliban mcp add` (see docs/mcp.md)."
