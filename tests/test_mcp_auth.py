@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 import anyio
 import httpx2
 import pytest
+from mcp_servers.listening import listening
 
 from caliban.mcp import auth
 from caliban.mcp.auth import LoginFailed, TokenStore, login, logout
@@ -32,39 +32,12 @@ SERVERS = Path(__file__).parent / "mcp_servers"
 BROWSER = SERVERS / "browser.py"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _serve(tmp_path: Path, *args: str) -> Iterator[tuple[str, Path]]:
-    port = _free_port()
     log = tmp_path / "issued.log"
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVERS / "oauth_server.py"), str(port), *args],
-        env={**os.environ, "OAUTH_SERVER_LOG": str(log)},
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:  # bounded: until it listens, exits, or 30 s pass
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("the OAuth test server did not start listening")
-                time.sleep(0.05)
+    script = str(SERVERS / "oauth_server.py")
+    env = {**os.environ, "OAUTH_SERVER_LOG": str(log)}
+    with listening(lambda port: [script, str(port), *args], env=env) as port:
         yield f"http://127.0.0.1:{port}/mcp", log
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ usage message, not a request. The server's messages become the user's prompt, af
 from __future__ import annotations
 
 import shlex
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from caliban.mcp.resources import ServerRequests
 from caliban.mcp.results import CALL_FAILURES
 from caliban.mcp.tools import failure_text
 
@@ -22,20 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["PROMPT_PREFIX", "PromptExpanded", "expand_prompt", "split_prompt_name"]
 
 PROMPT_PREFIX = "mcp__"
-
-
-class PromptServers(Protocol):
-    """Where prompts come from (:class:`caliban.mcp.client.McpManager`)."""
-
-    def server_names(self) -> list[str]: ...
-
-    async def request(
-        self,
-        server: str,
-        what: str,
-        send: Callable[[Client], Awaitable[Any]],
-        timeout: float | None = None,  # noqa: ASYNC109
-    ) -> Any: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,7 +44,7 @@ def split_prompt_name(name: str, servers: list[str]) -> tuple[str, str] | None:
     return None
 
 
-async def expand_prompt(servers: PromptServers, name: str, arguments: str) -> PromptExpanded:
+async def expand_prompt(servers: ServerRequests, name: str, arguments: str) -> PromptExpanded:
     """Ask the server for prompt ``name`` (``mcp__<server>__<prompt>``) with ``arguments``."""
     split = split_prompt_name(name, servers.server_names())
     if split is None:

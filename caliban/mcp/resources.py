@@ -54,16 +54,10 @@ MAX_PAGES = 20
 """Pages of ``resources/list`` read from one server (a server that pages forever stops here)."""
 
 
-class ResourceServers(Protocol):
-    """The servers resources come from (:class:`caliban.mcp.client.McpManager`)."""
+class ServerRequests(Protocol):
+    """Servers that can be asked (:class:`caliban.mcp.client.McpManager`)."""
 
     def server_names(self) -> list[str]: ...
-
-    def serves_resources(self) -> bool:
-        """Whether any server offers resources."""
-        ...
-
-    def status(self, name: str) -> ServerStatus: ...
 
     async def request(
         self,
@@ -71,7 +65,19 @@ class ResourceServers(Protocol):
         what: str,
         send: Callable[[Client], Awaitable[Any]],
         timeout: float | None = None,  # noqa: ASYNC109
-    ) -> Any: ...
+    ) -> Any:
+        """``send(client)``'s answer, or a ``CallFailure``."""
+        ...
+
+
+class ResourceServers(ServerRequests, Protocol):
+    """The servers resources come from."""
+
+    def serves_resources(self) -> bool:
+        """Whether any server offers resources."""
+        ...
+
+    def status(self, name: str) -> ServerStatus: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
