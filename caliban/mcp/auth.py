@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from caliban.config import paths
 from caliban.mcp.config import ServerConfig
+from caliban.mcp.connection import describe_error
 from caliban.util.fsutil import atomic_write_bytes
 
 if TYPE_CHECKING:
@@ -221,7 +222,7 @@ def _bounded_auth(
     on_login_required: Callable[[str], None] | None = None,
 ) -> httpx2.Auth:
     """The SDK's provider, wrapped: its own requests bounded by ``request_timeout`` and
-    marked (see :func:`caliban.mcp.http.auth_request_failed`), its failures told to
+    marked for the transport (:mod:`caliban.mcp.http`), its failures told to
     ``on_failure`` (the SDK's transports only log an exception raised here), and, unless
     ``interactive``, a 401 answered by ``needs login`` instead of a browser."""
     import httpx2
@@ -516,18 +517,12 @@ async def login(
     except LoginFailed:
         raise
     except Exception as exc:
-        raise LoginFailed(failure[0] if failure else _connect_error(exc, config)) from None
+        raise LoginFailed(failure[0] if failure else describe_error(exc, config)) from None
     finally:
         await callback.close()
     if not store.has_tokens():
         raise LoginFailed(f"{config.name!r} did not ask for a login (it answers without one)")
     return tools
-
-
-def _connect_error(exc: BaseException, config: ServerConfig) -> str:
-    from caliban.mcp.connection import describe_error
-
-    return describe_error(exc, config)
 
 
 def logout(config: ServerConfig) -> bool:
