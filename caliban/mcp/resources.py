@@ -17,8 +17,10 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from caliban.calls.effects import Effects, McpServer
 from caliban.mcp.results import CALL_FAILURES
 from caliban.mcp.tools import convert_result, failure_text, mark_data, unmark
 from caliban.messages import ToolSpec
@@ -86,10 +88,15 @@ class _Call:
 
     arguments: Mapping[str, Any]
     run_with: Callable[[Mapping[str, Any]], Awaitable[ToolOutput]]
+    servers: tuple[str, ...]
+    """The servers it asks."""
 
     @property
     def subject(self) -> str | None:
         return None
+
+    def effects(self, cwd: Path) -> Effects:
+        return Effects(reaches=tuple(McpServer(name) for name in self.servers))
 
     def preview(self, env: ToolEnv) -> Preview:
         return json_preview(self.arguments)
@@ -122,7 +129,11 @@ class ResourceTool:
 
     def bind(self, arguments: Mapping[str, Any]) -> _Call | str:
         problem = self.check(arguments)
-        return problem if problem else _Call(arguments=arguments, run_with=self.answer)
+        if problem:
+            return problem
+        server = arguments.get("server")
+        servers = (server,) if isinstance(server, str) else tuple(self.servers.server_names())
+        return _Call(arguments=arguments, run_with=self.answer, servers=servers)
 
     def check(self, arguments: Mapping[str, Any]) -> str | None:
         for key in self.schema.get("required", ()):
