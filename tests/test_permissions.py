@@ -30,6 +30,7 @@ from caliban.permissions.policy import (
     Confined,
     Decision,
     PermissionPolicy,
+    builtin_denials,
     decide,
 )
 from caliban.permissions.rules import (
@@ -425,7 +426,7 @@ def test_policy_from_settings_and_flags(tmp_path: Path) -> None:
     )
     assert policy.mode == "acceptEdits"
     assert [r.text for r in policy.rules.allow] == ["Read", "Bash(npm test*)"]
-    assert [r.text for r in policy.rules.deny] == ["Bash(curl*)", "mcp__slack"]
+    assert [r.text for r in policy.rules.deny] == ["Bash(curl*)", "mcp__slack", *builtin_denials()]
     assert (
         policy.decide(
             "Bash",
@@ -1052,3 +1053,22 @@ def test_the_repositorys_hooks_path_is_protected(tmp_path: Path) -> None:
         decision = write(name)
         assert decision.behavior == "ask" and "core.hooksPath" in decision.reason
     assert write("src/app.js").behavior == "allow"
+
+
+def test_no_tool_reads_the_mcp_oauth_tokens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A built-in deny rule every session has, whatever the settings say (an allow rule
+    for Read, or bypassPermissions, included)."""
+    monkeypatch.setenv("CALIBAN_STATE_DIR", str(tmp_path / "state"))
+    token = tmp_path / "state" / "mcp-auth" / "github-1234.json"
+    settings = PermissionsSettings(allow=["Read", "Grep"], mode="bypassPermissions")
+    policy = PermissionPolicy.from_settings(settings, project_root=tmp_path)
+    for tool in ("Read", "Grep", "Glob"):
+        decision = policy.decide(tool, str(token), read_only=True, origin=BUILTIN)
+        assert decision.behavior == "deny", tool
+        assert policy.read_denial(tool, token) is not None
+    assert (
+        policy.decide("Read", str(tmp_path / "a.py"), read_only=True, origin=BUILTIN).behavior
+        == "allow"
+    )

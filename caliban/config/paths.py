@@ -30,6 +30,12 @@ def state_dir() -> Path:
     return _xdg("CALIBAN_STATE_DIR", "XDG_STATE_HOME", ".local/state")
 
 
+def mcp_tokens_dir() -> Path:
+    """MCP servers' OAuth tokens (:mod:`caliban.mcp.auth`): ``<state dir>/mcp-auth``. No tool
+    may read them (a built-in deny rule: :func:`caliban.permissions.policy.builtin_denials`)."""
+    return state_dir() / "mcp-auth"
+
+
 def data_dir() -> Path:
     """Session transcripts: ``$CALIBAN_DATA_DIR``, else ``$XDG_DATA_HOME/caliban``."""
     return _xdg("CALIBAN_DATA_DIR", "XDG_DATA_HOME", ".local/share")

@@ -81,7 +81,7 @@ def uses_oauth(config: ServerConfig) -> bool:
 
 
 def auth_dir() -> Path:
-    return paths.state_dir() / "mcp-auth"
+    return paths.mcp_tokens_dir()
 
 
 class TokenStore:

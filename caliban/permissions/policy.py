@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Literal, assert_never
 
 from caliban.calls.effects import NO_EFFECTS, Command, Effects
+from caliban.config import paths
 from caliban.config.settings import ConfigError, PermissionMode, PermissionsSettings
 from caliban.permissions import bash_rules
 from caliban.permissions.protected import protected_reason
@@ -54,7 +55,15 @@ from caliban.permissions.rules import (
 from caliban.shell import Analysis, NotUnderstood, Understood
 from caliban.tools.base import BUILTIN, BuiltinOrigin, McpOrigin, ToolOrigin
 
-__all__ = ["PLAN_MODE_REASON", "Behavior", "Confined", "Decision", "PermissionPolicy", "decide"]
+__all__ = [
+    "PLAN_MODE_REASON",
+    "Behavior",
+    "Confined",
+    "Decision",
+    "PermissionPolicy",
+    "builtin_denials",
+    "decide",
+]
 
 Behavior = Literal["allow", "ask", "deny"]
 
@@ -353,6 +362,12 @@ def _decide(
     return Decision(behavior="ask", reason=f"{mode} mode asks before {tool_name} runs")
 
 
+def builtin_denials() -> tuple[str, ...]:
+    """Deny rules every session has: no tool reads the MCP servers' OAuth tokens (Read's
+    rules cover Grep and Glob, and the OS sandbox hides what they name)."""
+    return (f"Read(/{paths.mcp_tokens_dir()}/**)",)
+
+
 @dataclass(kw_only=True)
 class PermissionPolicy:
     """The session's permission state: mode, rules, and rules allowed for this session."""
@@ -382,7 +397,7 @@ class PermissionPolicy:
             rules = PermissionRules.parse(
                 allow=[*settings.allow, *allowed],
                 ask=settings.ask,
-                deny=[*settings.deny, *disallowed],
+                deny=[*settings.deny, *disallowed, *builtin_denials()],
             )
         except RuleError as exc:
             raise ConfigError(f"permissions: {exc}") from None
