@@ -23,7 +23,7 @@ pexpect = pytest.importorskip("pexpect")
 pytestmark = pytest.mark.slow
 
 CALIBAN = Path(sys.executable).parent / "caliban"
-WAIT = HANG_S
+WAIT = int(HANG_S)  # seconds (also a count of one-second tries)
 
 
 class Screen(io.StringIO):
