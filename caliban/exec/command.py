@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -32,6 +32,10 @@ class Command:
     pass_fds: tuple[int, ...] = ()
     """File descriptors kept open in the child besides stdin, stdout and stderr (a sandbox
     launcher reading its profile from a pipe, say); every other one is closed."""
+    on_exit: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    """What to undo once it has exited, or failed to start: called once, by whoever started
+    it (:func:`caliban.exec.spawn`, :func:`caliban.exec.run`). A sandbox backend sets it
+    (bubblewrap's placeholders for protected paths that did not exist)."""
 
     def __post_init__(self) -> None:
         if not self.argv:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from caliban.exec.command import Command, SandboxProfile
@@ -43,14 +44,20 @@ _POLL_FIRST_S, _POLL_MAX_S = 0.005, 0.05
 class _ExitAware(asyncio.subprocess.SubprocessStreamProtocol):
     """asyncio's protocol, plus a future settled when the process exits: on Python 3.11,
     ``Process.wait()`` also waits until its pipes close, which a grandchild can put off
-    for ever."""
+    for ever. It runs the command's ``on_exit`` then, whether or not anyone waits."""
 
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, limit: int, loop: asyncio.AbstractEventLoop, on_exit: Callable[[], None] | None
+    ) -> None:
         super().__init__(limit=limit, loop=loop)
         self.exited: asyncio.Future[None] = loop.create_future()
+        self._on_exit = on_exit
 
     def process_exited(self) -> None:
         super().process_exited()
+        on_exit, self._on_exit = self._on_exit, None
+        if on_exit is not None:
+            on_exit()
         if not self.exited.done():
             self.exited.set_result(None)
 
@@ -116,17 +123,22 @@ async def spawn(
     """
     command = confine(command, profile, sandbox)
     loop = asyncio.get_running_loop()
-    transport, protocol = await loop.subprocess_exec(
-        lambda: _ExitAware(limit, loop),
-        *command.argv,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        cwd=command.cwd,
-        env=None if command.env is None else dict(command.env),
-        pass_fds=command.pass_fds,
-        start_new_session=True,
-    )
+    try:
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _ExitAware(limit, loop, command.on_exit),
+            *command.argv,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=command.cwd,
+            env=None if command.env is None else dict(command.env),
+            pass_fds=command.pass_fds,
+            start_new_session=True,
+        )
+    except BaseException:
+        if command.on_exit is not None:
+            command.on_exit()
+        raise
     return Child(transport, protocol, command)
 
 

@@ -58,16 +58,21 @@ def run(
     """
     command = confine(command, profile, sandbox)
     deadline = time.monotonic() + timeout
-    popen = subprocess.Popen(
-        command.argv,
-        cwd=command.cwd,
-        env=None if command.env is None else dict(command.env),
-        pass_fds=command.pass_fds,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    try:
+        popen = subprocess.Popen(
+            command.argv,
+            cwd=command.cwd,
+            env=None if command.env is None else dict(command.env),
+            pass_fds=command.pass_fds,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except BaseException:
+        if command.on_exit is not None:
+            command.on_exit()
+        raise
     try:
         stdout, stderr, truncated = _collect(popen, deadline, max_output)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -78,6 +83,8 @@ def run(
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(popen.pid, signal.SIGKILL)
         popen.wait()
+        if command.on_exit is not None:
+            command.on_exit()
         wait_gone(popen.pid, REAP_WAIT_S)
         for pipe in (popen.stdout, popen.stderr):
             if pipe is not None:

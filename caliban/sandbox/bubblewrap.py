@@ -25,13 +25,15 @@ stops everything.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
 import tempfile
 import threading
+import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from caliban.exec import (
@@ -43,7 +45,7 @@ from caliban.exec import (
     launch,
 )
 
-__all__ = ["BubblewrapSandbox", "hard_links"]
+__all__ = ["BubblewrapSandbox", "Placeholders", "hard_links", "placeholder_sites"]
 
 HARD_LINK_SCAN_LIMIT = 50_000
 """Directory entries looked at, at most, to find the other names of a protected file that
@@ -63,6 +65,7 @@ class BubblewrapSandbox:
         self._availability: Availability | None = None
         self._filters: dict[tuple[bool, str], Path] = {}
         self._lock = threading.Lock()
+        self._placeholders = Placeholders()
 
     def available(self) -> Availability:
         """Whether ``bwrap`` is installed and can make namespaces here (Ubuntu 24.04's
@@ -100,14 +103,23 @@ class BubblewrapSandbox:
         elif not profile.all_unix_sockets:
             filter_file = self._filter(block_unix=True)
             argv += ["--seccomp", "3"]
-        argv += mounts(profile, also_read_only=() if filter_file is None else (filter_file,))
+        sites = placeholder_sites(profile)
+        release = self._placeholders.hold(sites)
+        try:
+            also = [*sites, *([] if filter_file is None else [filter_file])]
+            argv += mounts(profile, also_read_only=also)
+        except BaseException:
+            release()
+            raise
         argv += ["--dev", "/dev", "--proc", "/proc"]
         if command.cwd is not None:
             argv += ["--chdir", str(command.cwd)]
         argv += ["--", *inner, *command.argv]
         if filter_file is not None:
             argv = ["/bin/sh", "-c", 'exec "$@" 3<"$0"', str(filter_file), *argv]
-        return Command(argv=tuple(argv), cwd=command.cwd, env=env, pass_fds=command.pass_fds)
+        return Command(
+            argv=tuple(argv), cwd=command.cwd, env=env, pass_fds=command.pass_fds, on_exit=release
+        )
 
     def _filter(self, *, block_unix: bool) -> Path:
         """The seccomp program as a file, written once per backend in a folder of its own
@@ -145,6 +157,129 @@ def mounts(profile: SandboxProfile, *, also_read_only: Sequence[Path] = ()) -> l
         else:
             args += ["--ro-bind", "/dev/null", str(path)]
     return args
+
+
+def placeholder_sites(profile: SandboxProfile) -> list[Path]:
+    """Where placeholders keep protected paths that do not exist from being created: each
+    one's first missing component (symbolic links followed), when that lies under a
+    writable root in an existing folder; and a protected path that is an empty folder
+    (perhaps another session's placeholder, held while the command runs). Not
+    ``.git/commondir``: git refuses to work with anything there (see docs/sandbox.md)."""
+    writable = _existing(profile.writable)
+    found: list[Path] = []
+    for path in profile.read_only:
+        site = Path(os.path.realpath(path))
+        if not _under_any(site, writable):
+            continue
+        if os.path.lexists(site):
+            if _empty_folder(site):
+                found.append(site)
+            continue
+        while not os.path.lexists(site.parent) and site.parent != site:
+            site = site.parent
+        if site.name != "commondir" and site.parent.is_dir() and _under_any(site, writable):
+            found.append(site)
+    return list(dict.fromkeys(found))
+
+
+class Placeholders:
+    """Empty folders made on the host where protected paths did not exist, bound read-only
+    over themselves for the command (bubblewrap would make a mount point there itself, and
+    leave it behind), and removed once the last command of this backend using one has
+    exited.
+
+    A folder, whatever the path names: nothing can be written in it, no file or folder can
+    be made at its name, and git does not list it. Every command using one holds a shared
+    ``flock`` on it, and it is removed only under an exclusive one: removing a mount point
+    lifts the mounts on it in other namespaces, so while another session's command uses it,
+    it stays. Only the folder made here (same device and inode) is removed, by ``rmdir``,
+    which removes only an empty one: never a user's file.
+    """
+
+    BUSY_TRIES = 200
+    """Attempts, a millisecond apart, to use a placeholder another session is removing,
+    before the command is refused."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._made: dict[Path, tuple[int, tuple[int, int], int]] = {}
+        """Placeholders made here: path → (descriptor holding the shared lock, identity,
+        commands using it)."""
+
+    def hold(self, sites: Sequence[Path]) -> Callable[[], None]:
+        """Make or share a placeholder at each of ``sites``; returns what releases them
+        (once). Raises OSError when one cannot be made: the command must not start."""
+        made: list[Path] = []
+        shared: list[int] = []
+        release = _once(lambda: self._release(made, shared))
+        try:
+            with self._lock:
+                for site in sites:
+                    self._take(site, made, shared)
+        except BaseException:
+            release()
+            raise
+        return release
+
+    def _take(self, site: Path, made: list[Path], shared: list[int]) -> None:
+        for _ in range(self.BUSY_TRIES):
+            if site in self._made:
+                fd, identity, users = self._made[site]
+                if _identity(site) == identity:
+                    self._made[site] = (fd, identity, users + 1)
+                    made.append(site)
+                    return
+                self._made.pop(site)
+                os.close(fd)
+            try:
+                os.mkdir(site, 0o755)
+                mine = True
+            except FileExistsError:
+                mine = False
+            try:
+                fd = os.open(site, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return  # a file or a link made meanwhile: bound read-only as it is
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)  # being removed by the session that made it
+                time.sleep(0.001)
+                continue
+            identity = _identity_of(os.fstat(fd))
+            if _identity(site) != identity:
+                os.close(fd)
+                continue
+            if mine:
+                self._made[site] = (fd, identity, 1)
+                made.append(site)
+            else:
+                shared.append(fd)
+            return
+        raise OSError(f"{site}: another session is removing its sandbox placeholder there")
+
+    def _release(self, made: Sequence[Path], shared: Sequence[int]) -> None:
+        for fd in shared:
+            os.close(fd)
+        with self._lock:
+            for site in made:
+                fd, identity, users = self._made.get(site, (-1, (0, 0), 0))
+                if users > 1:
+                    self._made[site] = (fd, identity, users - 1)
+                    continue
+                if users == 0:
+                    continue
+                del self._made[site]
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    if _identity(site) == identity:
+                        os.rmdir(site)
+                except OSError:
+                    pass  # used by another session, filled meanwhile, or gone: left alone
+                finally:
+                    os.close(fd)
 
 
 def proxy_environment(port: int) -> dict[str, str]:
@@ -201,6 +336,38 @@ def _existing(paths: Iterable[Path]) -> list[Path]:
         if os.path.lexists(path) and os.path.lexists(real := os.path.realpath(path)):
             resolved.append(Path(real))
     return list(dict.fromkeys(resolved))
+
+
+def _empty_folder(path: Path) -> bool:
+    try:
+        if not stat.S_ISDIR(path.lstat().st_mode):
+            return False
+        with os.scandir(path) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        return _identity_of(path.lstat())
+    except OSError:
+        return None
+
+
+def _identity_of(info: os.stat_result) -> tuple[int, int]:
+    return (info.st_dev, info.st_ino)
+
+
+def _once(action: Callable[[], None]) -> Callable[[], None]:
+    done = threading.Event()
+
+    def run_once() -> None:
+        if not done.is_set():
+            done.set()
+            action()
+
+    return run_once
 
 
 def _under_any(path: Path, roots: Iterable[Path]) -> bool:
