@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,11 +120,129 @@ def test_bubblewrap_protects_a_hard_link_made_earlier(place: dict[str, Path]) ->
     assert (project / ".git" / "config").read_text() == "[core]\n", text(result)
 
 
+def _without_protected_files(place: dict[str, Path]) -> SandboxProfile:
+    project = place["project"]
+    names = (".mcp.json", ".claude", ".caliban", ".git/config", ".git/commondir")
+    return _profile(place, read_only=tuple(project / name for name in names))
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "echo x > .mcp.json",
+        "mkdir -p .claude && echo {} > .claude/settings.json",
+        "mkdir .caliban",
+        "rmdir .mcp.json",  # the placeholder itself
+        "ln -s elsewhere .claude",
+    ],
+)
+def test_bubblewrap_keeps_missing_protected_paths_uncreatable(
+    place: dict[str, Path], script: str
+) -> None:
+    sandbox = backend("bubblewrap")
+    project = place["project"]
+    before = sorted(p.name for p in project.iterdir())
+    result = sh(sandbox, _without_protected_files(place), script, project)
+    assert result.returncode != 0, text(result)
+    assert sorted(p.name for p in project.iterdir()) == before  # nothing left behind
+
+
+def test_bubblewrap_placeholder_under_a_missing_git_dir(tmp_path: Path) -> None:
+    sandbox = backend("bubblewrap")
+    project = tmp_path / "plain"
+    project.mkdir()
+    profile = SandboxProfile(writable=(project,), read_only=(project / ".git" / "hooks",))
+    result = sh(sandbox, profile, "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit", project)
+    assert result.returncode != 0
+    assert list(project.iterdir()) == []
+
+
+def test_bubblewrap_never_removes_what_the_user_put_at_a_placeholder(
+    place: dict[str, Path],
+) -> None:
+    import asyncio
+
+    sandbox = backend("bubblewrap")
+    project = place["project"]
+
+    async def scenario() -> None:
+        child = await spawn(
+            Command(argv=("sleep", "300"), cwd=project),
+            profile=_without_protected_files(place),
+            sandbox=sandbox,
+        )
+        try:
+            assert (project / ".claude").is_dir() and (project / ".mcp.json").is_dir()
+            # Meanwhile, outside the sandbox, the user writes into one placeholder and
+            # replaces another with a file of their own.
+            (project / ".claude" / "settings.json").write_text("{}")
+            (project / ".mcp.json").rmdir()
+            (project / ".mcp.json").write_text('{"mcpServers": {}}')
+        finally:
+            await stop_group(child, grace=0.5)
+
+    asyncio.run(scenario())
+    assert (project / ".claude" / "settings.json").read_text() == "{}"
+    assert (project / ".mcp.json").read_text() == '{"mcpServers": {}}'
+    assert not (project / ".caliban").exists()  # the untouched placeholder is gone
+
+
+@pytest.mark.parametrize("sessions", ["one session", "two sessions"])
+def test_a_placeholder_stays_while_another_command_uses_it(
+    place: dict[str, Path], sessions: str
+) -> None:
+    """Removing a mount point lifts the mounts on it in other namespaces: the first
+    command's end must not free the second one to write .mcp.json."""
+    import asyncio
+
+    from caliban.sandbox.bubblewrap import BubblewrapSandbox
+
+    first = backend("bubblewrap")
+    second = first if sessions == "one session" else BubblewrapSandbox()
+    project = place["project"]
+    profile = _without_protected_files(place)
+    wait_then_write = "while [ ! -e go ]; do sleep 0.01; done; echo x > .mcp.json"
+
+    async def scenario() -> int:
+        early = await spawn(Command(argv=("sleep", "300"), cwd=project), profile=profile,
+                            sandbox=first)  # fmt: skip
+        late = await spawn(
+            Command(argv=("sh", "-c", wait_then_write), cwd=project),
+            profile=profile,
+            sandbox=second,
+        )
+        await stop_group(early, grace=0.5)
+        (project / "go").touch()
+        return await asyncio.wait_for(late.wait(), 60)
+
+    assert asyncio.run(scenario()) != 0
+    assert not (project / ".mcp.json").is_file()
+    # The first session removes its placeholders once the second's command is over.
+    deadline = time.monotonic() + 60
+    while len(list(project.iterdir())) > 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(p.name for p in project.iterdir()) == [".git", "go"]
+
+
+def test_placeholders_are_released_when_the_command_cannot_start(place: dict[str, Path]) -> None:
+    sandbox = backend("bubblewrap")
+    project = place["project"]
+    with pytest.raises(OSError):
+        run(
+            Command(argv=("true",), cwd=project / "no-such-folder"),
+            timeout=60,
+            profile=_without_protected_files(place),
+            sandbox=sandbox,
+        )
+    assert sorted(p.name for p in project.iterdir()) == [".git"]
+
+
 def test_landlock_says_what_it_does_not_enforce(place: dict[str, Path]) -> None:
     from caliban.sandbox.landlocked import LandlockSandbox
 
     notes = LandlockSandbox().limits(_profile(place, unreadable=(place["project"] / ".env",)))
     assert "not kept read-only" in notes[0] and ".git/config" in notes[0]
+    assert "those missing may be created" in notes[0]
     assert "readable under Landlock" in notes[1]
 
 

@@ -188,6 +188,12 @@ def test_unavailable_is_said_once_and_refuses_with_fail_if_unavailable(tmp_path:
         ),
         ("curl: (6) Could not resolve host: pypi.org", "no network access"),
         ("mkdir: cannot create directory 'build': File exists", None),
+        (
+            "mkdir: cannot create directory '.caliban': File exists",
+            "write to PROJ/.caliban, a protected",
+        ),
+        ("sh: 1: cannot create .mcp.json: Is a directory", "write to PROJ/.mcp.json, a protected"),
+        ("sh: 1: cannot create src: Is a directory", None),
         ("bash: line 1: out.txt: Permission denied", None),  # inside the project: not us
     ],
 )
@@ -228,6 +234,27 @@ def test_describe_says_mode_backend_and_what_is_not_enforced(tmp_path: Path) -> 
         runtime.close()
     off = SandboxRuntime(SandboxConfig(), project_root=tmp_path).describe()
     assert off[0].startswith("Sandbox: off")
+
+
+def test_describe_under_landlock_says_missing_protected_paths_may_be_created(
+    tmp_path: Path,
+) -> None:
+    from caliban.sandbox.landlocked import LandlockSandbox
+
+    class _Landlock(LandlockSandbox):
+        def available(self) -> Availability:
+            return Availability(usable=True, detail="Landlock (test)")
+
+    (tmp_path / "proj").mkdir()
+    runtime = SandboxRuntime(
+        SandboxConfig(mode="workspace-write"), project_root=tmp_path / "proj", backend=_Landlock()
+    )
+    try:
+        text = "\n".join(runtime.describe())
+    finally:
+        runtime.close()
+    assert "Not enforced: protected paths inside writable folders are not kept" in text
+    assert "those missing may be created" in text and ".git/config" in text
 
 
 @pytest.mark.anyio

@@ -18,9 +18,11 @@ launcher (:mod:`caliban.exec.launch`) instead, which starts the bridge to the pr
 (it needs a unix socket), then installs the same filter and ``exec``s the command.
 A read-only bind mount of a protected file also stops a hard link to it (``ln`` across
 mounts fails with ``EXDEV``), and hard links made to it earlier are found by identity
-and bound read-only too (:func:`hard_links`). The command stays in its launcher's process
-group, and the PID namespace ends with bubblewrap, so :func:`caliban.exec.stop_group`
-stops everything.
+and bound read-only too (:func:`hard_links`). A protected path that does not exist is
+kept from being created by an empty folder bound read-only at its first missing component
+(:class:`Placeholders`), removed once the command has exited (``Command.on_exit``). The
+command stays in its launcher's process group, and the PID namespace ends with
+bubblewrap, so :func:`caliban.exec.stop_group` stops everything.
 """
 
 from __future__ import annotations
@@ -192,8 +194,9 @@ class Placeholders:
     be made at its name, and git does not list it. Every command using one holds a shared
     ``flock`` on it, and it is removed only under an exclusive one: removing a mount point
     lifts the mounts on it in other namespaces, so while another session's command uses it,
-    it stays. Only the folder made here (same device and inode) is removed, by ``rmdir``,
-    which removes only an empty one: never a user's file.
+    it stays (a thread removes it when that command ends). Only the folder made here (same
+    device and inode) is removed, by ``rmdir``, which removes only an empty one: never a
+    user's file.
     """
 
     BUSY_TRIES = 200
@@ -274,12 +277,25 @@ class Placeholders:
                 del self._made[site]
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    if _identity(site) == identity:
-                        os.rmdir(site)
-                except OSError:
-                    pass  # used by another session, filled meanwhile, or gone: left alone
-                finally:
-                    os.close(fd)
+                except BlockingIOError:  # another session's command uses it: once it ends
+                    waiter = (fd, site, identity, True)
+                    threading.Thread(target=_remove, args=waiter, daemon=True).start()
+                    continue
+                _remove(fd, site, identity, wait=False)
+
+
+def _remove(fd: int, site: Path, identity: tuple[int, int], wait: bool) -> None:
+    """Remove the placeholder ``site`` once no command uses it (after an exclusive lock on
+    ``fd``, waited for when ``wait``), if it is still the empty folder made there."""
+    try:
+        if wait:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        if _identity(site) == identity:
+            os.rmdir(site)
+    except OSError:
+        pass  # filled meanwhile, or gone: left alone
+    finally:
+        os.close(fd)
 
 
 def proxy_environment(port: int) -> dict[str, str]:

@@ -8,10 +8,11 @@ proxy's port (Landlock ABI 4) and no other sockets but TCP and netlink (seccomp)
 unix sockets; no signals to processes outside the sandbox (ABI 6).
 
 What it cannot: Landlock only grants, so a protected path *inside* a writable root
-(``.git/config``) cannot be made read-only, nor an unreadable one there hidden, without
-taking from the command the right to create files next to it; those are left to the
-permission rules and reported by :meth:`LandlockSandbox.limits`. The proxy's port is
-allowed on every address, not only ``127.0.0.1`` (Landlock rules name ports, not hosts).
+(``.git/config``) cannot be made read-only, nor a missing one (``.mcp.json``) kept from
+being created, nor an unreadable one there hidden, without taking from the command the
+right to create files next to it; those are left to the permission rules and reported by
+:meth:`LandlockSandbox.limits`. The proxy's port is allowed on every address, not only
+``127.0.0.1`` (Landlock rules name ports, not hosts).
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ class LandlockSandbox:
         kept = [p for p in profile.read_only if _under_any(p, profile.writable)]
         if kept:
             notes.append(
-                "protected paths inside writable folders are not kept read-only by Landlock "
+                "protected paths inside writable folders are not kept read-only by Landlock, "
+                "and those missing may be created "
                 f"({', '.join(map(str, kept[:3]))}{', …' if len(kept) > 3 else ''}): "
                 "install bubblewrap for that"
             )

@@ -511,9 +511,12 @@ def _under(path: Path, root: Path) -> bool:
 # ---------------------------------------------------------------------------- explaining
 
 _PROBLEMS = ("Read-only file system", "Permission denied", "Operation not permitted",
-             "Invalid cross-device link", "No such file or directory")  # fmt: skip
+             "Invalid cross-device link", "No such file or directory", "Is a directory",
+             "File exists")  # fmt: skip
 """Errors the sandbox causes (bubblewrap hides an unreadable folder under an empty one:
-what was in it is not there)."""
+what was in it is not there; a protected path that did not exist is an empty read-only
+folder: writing a file there finds a directory, making one finds it exists)."""
+_PLACEHOLDER_PROBLEMS = ("Is a directory", "File exists")
 _QUOTED = re.compile(r"['\"‘’“”`]([^'\"‘’“”`\n]+)['\"‘’“”`]")
 _NETWORK = re.compile(
     r"Could not resolve host|Temporary failure in name resolution|Network is unreachable|"
@@ -538,6 +541,7 @@ def _failed_paths(output: str, cwd: Path) -> list[tuple[Path, str]]:
             word = quoted[-1] if _QUOTED.findall(line[:at]) else quoted[0]
         else:
             word = line[:at].rstrip().rstrip(":").rsplit(": ", 1)[-1].strip()
+            word = word.removeprefix("cannot create ")  # dash: "sh: 1: cannot create x: …"
         if not word or word.startswith("-") or " " in word.strip():
             continue
         path = Path(os.path.expanduser(word))
@@ -554,6 +558,8 @@ def _classify(path: Path, problem: str, profile: SandboxProfile, mode: str) -> s
     if any(_under(path, kept) for kept in profile.read_only):
         verb = "hard link to" if "cross-device" in problem else "write to"
         return f"{verb} {path}, a protected path (read-only in the sandbox)"
+    if problem in _PLACEHOLDER_PROBLEMS:
+        return None
     if "cross-device" in problem or any(_under(path, root) for root in profile.writable):
         return None
     # Outside the writable folders: the sandbox's doing only if caliban itself could write
