@@ -224,6 +224,22 @@ def test_a_placeholder_stays_while_another_command_uses_it(
     assert sorted(p.name for p in project.iterdir()) == [".git", "go"]
 
 
+def test_a_placeholder_removed_from_outside_is_not_counted_against_its_successor(
+    tmp_path: Path,
+) -> None:
+    from caliban.sandbox.bubblewrap import Placeholders
+
+    placeholders, site = Placeholders(), tmp_path / ".mcp.json"
+    release_first = placeholders.hold([site])
+    site.rmdir()  # by the user, while the first command runs
+    release_second = placeholders.hold([site])
+    release_first()
+    assert site.is_dir()  # still the second command's
+    release_second()
+    release_second()  # once only
+    assert not site.exists()
+
+
 def test_placeholders_are_released_when_the_command_cannot_start(place: dict[str, Path]) -> None:
     sandbox = backend("bubblewrap")
     project = place["project"]

@@ -36,6 +36,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from caliban.exec import (
@@ -205,14 +206,12 @@ class Placeholders:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._made: dict[Path, tuple[int, tuple[int, int], int]] = {}
-        """Placeholders made here: path → (descriptor holding the shared lock, identity,
-        commands using it)."""
+        self._made: dict[Path, _Made] = {}
 
     def hold(self, sites: Sequence[Path]) -> Callable[[], None]:
         """Make or share a placeholder at each of ``sites``; returns what releases them
         (once). Raises OSError when one cannot be made: the command must not start."""
-        made: list[Path] = []
+        made: list[tuple[Path, _Made]] = []
         shared: list[int] = []
         release = _once(lambda: self._release(made, shared))
         try:
@@ -224,16 +223,14 @@ class Placeholders:
             raise
         return release
 
-    def _take(self, site: Path, made: list[Path], shared: list[int]) -> None:
+    def _take(self, site: Path, made: list[tuple[Path, _Made]], shared: list[int]) -> None:
         for _ in range(self.BUSY_TRIES):
-            if site in self._made:
-                fd, identity, users = self._made[site]
-                if _identity(site) == identity:
-                    self._made[site] = (fd, identity, users + 1)
-                    made.append(site)
+            if (ours := self._made.get(site)) is not None:
+                if _identity(site) == ours.identity:
+                    ours.users += 1
+                    made.append((site, ours))
                     return
-                self._made.pop(site)
-                os.close(fd)
+                del self._made[site]  # replaced from outside: no longer ours to remove
             try:
                 os.mkdir(site, 0o755)
                 mine = True
@@ -256,32 +253,40 @@ class Placeholders:
                 os.close(fd)
                 continue
             if mine:
-                self._made[site] = (fd, identity, 1)
-                made.append(site)
+                self._made[site] = ours = _Made(fd=fd, identity=identity)
+                made.append((site, ours))
             else:
                 shared.append(fd)
             return
         raise OSError(f"{site}: another session is removing its sandbox placeholder there")
 
-    def _release(self, made: Sequence[Path], shared: Sequence[int]) -> None:
+    def _release(self, made: Sequence[tuple[Path, _Made]], shared: Sequence[int]) -> None:
         for fd in shared:
             os.close(fd)
         with self._lock:
-            for site in made:
-                fd, identity, users = self._made.get(site, (-1, (0, 0), 0))
-                if users > 1:
-                    self._made[site] = (fd, identity, users - 1)
+            for site, ours in made:
+                ours.users -= 1
+                if ours.users > 0:
                     continue
-                if users == 0:
-                    continue
-                del self._made[site]
+                if self._made.get(site) is ours:
+                    del self._made[site]
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(ours.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:  # another session's command uses it: once it ends
-                    waiter = (fd, site, identity, True)
+                    waiter = (ours.fd, site, ours.identity, True)
                     threading.Thread(target=_remove, args=waiter, daemon=True).start()
                     continue
-                _remove(fd, site, identity, wait=False)
+                _remove(ours.fd, site, ours.identity, wait=False)
+
+
+@dataclass(kw_only=True, slots=True)
+class _Made:
+    """A placeholder made here: the descriptor holding its shared lock, its device and
+    inode, and how many commands use it."""
+
+    fd: int
+    identity: tuple[int, int]
+    users: int = 1
 
 
 def _remove(fd: int, site: Path, identity: tuple[int, int], wait: bool) -> None:
