@@ -263,20 +263,46 @@ class Placeholders:
     def _release(self, made: Sequence[tuple[Path, _Made]], shared: Sequence[int]) -> None:
         for fd in shared:
             os.close(fd)
+        unused: list[tuple[Path, _Made]] = []
         with self._lock:
             for site, ours in made:
                 ours.users -= 1
-                if ours.users > 0:
-                    continue
-                if self._made.get(site) is ours:
-                    del self._made[site]
-                try:
-                    fcntl.flock(ours.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:  # another session's command uses it: once it ends
-                    waiter = (ours.fd, site, ours.identity, True)
-                    threading.Thread(target=_remove, args=waiter, daemon=True).start()
-                    continue
-                _remove(ours.fd, site, ours.identity, wait=False)
+                if ours.users == 0:
+                    if self._made.get(site) is ours:
+                        del self._made[site]
+                    unused.append((site, ours))
+        if unused:
+            # Removing a folder costs milliseconds on a busy disk: not on the event loop.
+            threading.Thread(
+                target=_remove_all, args=(unused,), name="caliban-placeholders"
+            ).start()
+
+
+def _remove_all(unused: Sequence[tuple[Path, _Made]]) -> None:
+    """Remove each placeholder no command of this session uses; one another session's
+    command still uses is removed by a thread of its own, when that command ends."""
+    for site, ours in unused:
+        try:
+            fcntl.flock(ours.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waiter = threading.Thread(target=_remove, args=(site, ours, True), daemon=True)
+            waiter.start()
+            continue
+        _remove(site, ours, False)
+
+
+def _remove(site: Path, ours: _Made, wait: bool) -> None:
+    """Remove ``site`` if it is still the empty folder made there (after an exclusive
+    lock, waited for when ``wait``)."""
+    try:
+        if wait:
+            fcntl.flock(ours.fd, fcntl.LOCK_EX)
+        if _identity(site) == ours.identity:
+            os.rmdir(site)
+    except OSError:
+        pass  # filled meanwhile, or gone: left alone
+    finally:
+        os.close(ours.fd)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -287,20 +313,6 @@ class _Made:
     fd: int
     identity: tuple[int, int]
     users: int = 1
-
-
-def _remove(fd: int, site: Path, identity: tuple[int, int], wait: bool) -> None:
-    """Remove the placeholder ``site`` once no command uses it (after an exclusive lock on
-    ``fd``, waited for when ``wait``), if it is still the empty folder made there."""
-    try:
-        if wait:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        if _identity(site) == identity:
-            os.rmdir(site)
-    except OSError:
-        pass  # filled meanwhile, or gone: left alone
-    finally:
-        os.close(fd)
 
 
 def proxy_environment(port: int) -> dict[str, str]:
