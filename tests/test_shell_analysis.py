@@ -320,8 +320,11 @@ NOT_UNDERSTOOD = [
     ("echo x > ~bob/.bashrc", "another user's home"),
     ("echo x > ~+/f", "another user's home"),
     ("echo x > a=~/f", "pattern bash would expand"),
-    ("cd - && echo x > f", "`cd` whose directory cannot be known"),
-    ("popd; cat < f", "`cd` whose directory cannot be known"),
+    ("cd - && echo x > f", "the working directory cannot be known"),
+    ("popd; cat < f", "the working directory cannot be known"),
+    ("while mkdir d; do cd d; done > f", "the working directory cannot be known"),
+    ("HOME=/tmp; cd; echo > f", "an assignment to HOME"),
+    ("CDPATH=/etc cd ssh", "an assignment to CDPATH"),
     ("cd *; ls", "`cd` to a pattern"),
     ("cat <<EOF\n$HOME\nEOF", "unquoted delimiter"),
     ("cat <<EOF\nx\nEOF \nrm y\nEOF", "end bash finds elsewhere"),
@@ -601,8 +604,8 @@ def test_suggested_rules(command: str, expected: str | None) -> None:
 def test_written_and_read_paths(tmp_path: Path) -> None:
     home = tmp_path / "home"
     line = understood(
-        "make >build.log 2>&1; cd sub && echo x >> out.txt 2>/dev/null; cd ~/notes; "
-        'cat < in.txt > "~/literal"; cd; echo > ~/.bashrc; cd /; echo >| etc/f'
+        "make >build.log 2>&1; cd sub && echo x >> out.txt 2>/dev/null && cd ~/notes && "
+        'cat < in.txt > "~/literal" && cd && echo > ~/.bashrc && cd / && echo >| etc/f'
     )
     assert written_paths(line, cwd=tmp_path, home=home) == (
         tmp_path / "build.log",
@@ -612,6 +615,65 @@ def test_written_and_read_paths(tmp_path: Path) -> None:
         Path("/etc/f"),
     )
     assert read_paths(line, cwd=tmp_path, home=home) == (home / "notes" / "in.txt",)
+
+
+def test_a_cd_that_may_fail_leaves_both_places(tmp_path: Path) -> None:
+    line = understood("cd sub; echo > f; cd /; cat < g")
+    assert set(written_paths(line, cwd=tmp_path)) == {tmp_path / "f", tmp_path / "sub" / "f"}
+    assert set(read_paths(line, cwd=tmp_path)) == {
+        Path("/g"),
+        tmp_path / "g",
+        tmp_path / "sub" / "g",
+    }
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cd /etc & echo > f",  # a background job
+        "(cd /etc); echo > f",  # a subshell
+        "cd /etc | true; echo > f",  # a pipeline stage
+        "true | cd /etc; echo > f",
+        "cd /etc || echo > f",  # runs only when the cd failed
+        "! cd /etc && echo > f",
+        "if cd /etc; then :; else echo > f; fi",
+    ],
+)
+def test_a_cd_that_does_not_move_this_shell_moves_nothing(tmp_path: Path, command: str) -> None:
+    assert written_paths(understood(command), cwd=tmp_path) == (tmp_path / "f",)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "false && cd /etc; echo > f",
+        "if false; then cd /etc; fi; echo > f",
+        "if true; then :; elif false; then :; else cd /etc; fi; echo > f",
+        "while false; do cd /etc; done; echo > f",
+        "until true; do cd /etc; done; echo > f",
+        "while true; do echo > f; cd /etc; done",  # the second round writes /etc/f
+        "{ cd /etc; } 2>/dev/null; echo > f",
+        "time cd /etc; echo > f",
+        "cd /etc 2>/dev/null; echo > f",
+    ],
+)
+def test_a_cd_that_may_run_is_followed_both_ways(tmp_path: Path, command: str) -> None:
+    assert set(written_paths(understood(command), cwd=tmp_path)) == {
+        tmp_path / "f",
+        Path("/etc/f"),
+    }
+
+
+def test_a_cd_through_a_symlink_and_up_is_checked_both_ways(tmp_path: Path) -> None:
+    """bash reads `link/..` lexically, but takes the physical way when the lexical
+    directory does not exist: a planted symlink cannot hide where `..` leads."""
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "link").symlink_to(outside / "deep")
+    line = understood("cd link/../x && echo > f")
+    assert set(written_paths(line, cwd=project)) == {project / "x" / "f", outside / "x" / "f"}
 
 
 def test_written_paths_follow_symlinks(tmp_path: Path) -> None:

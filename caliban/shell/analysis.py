@@ -57,8 +57,8 @@ def analyze(command: str) -> Analysis:
     if reason is None:
         try:
             walker = Walker(data)
-            walker.program(root)
-            return Understood(command=command, commands=walker.result())
+            flow = walker.program(root)
+            return Understood(command=command, commands=walker.result(flow), flow=flow)
         except Unclear as exc:
             reason = str(exc)
         except RecursionError:  # pragma: no cover - MAX_DEPTH stops the walk first

@@ -7,12 +7,27 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import assert_never
 
 from caliban.shell.commands import CD, cd_argument, unwrap_builtins
-from caliban.shell.values import Analysis, NotUnderstood, RedirectKind, SimpleCommand, Understood
+from caliban.shell.values import (
+    Analysis,
+    Apart,
+    Both,
+    Choice,
+    Flow,
+    Loop,
+    Negated,
+    NotUnderstood,
+    RedirectKind,
+    Run,
+    Series,
+    SimpleCommand,
+    Understood,
+)
 from caliban.shell.words import Unclear
 from caliban.util.fsutil import resolved
 
@@ -43,55 +58,164 @@ def line_effects(analysis: Analysis, *, cwd: Path, home: Path | None = None) -> 
         return LineEffects(unknown=str(exc))
 
 
-def chdir(argv: Sequence[str], cwd: Path | None, home: Path) -> Path | None:
-    """The working directory after a ``cd``/``pushd``/``popd`` (None: cannot be known).
+MAX_PLACES = 16
+"""More directories than this that a line's ``cd`` s could lead a command to: where it
+runs is unknown."""
+MAX_ROUNDS = 8
+"""A loop whose ``cd`` s still lead somewhere new after this many rounds: where the
+commands in and after it run is unknown."""
+
+Place = str | None
+"""A directory as bash names it (lexically, symlinks kept), or None: it cannot be known."""
+Places = frozenset[Place]
+_UNKNOWN: Places = frozenset({None})
+_NOWHERE: Places = frozenset()
+
+
+def chdir(argv: Sequence[str], here: Place, home: str, physical: Callable[[str], str]) -> Places:
+    """Every directory a ``cd``/``pushd``/``popd`` that succeeds may lead to from ``here``.
 
     ``cd NAME`` is taken as ``./NAME``: CDPATH is not consulted (the Bash tool runs with it
-    unset). ``..`` is read as bash's default ``cd -L`` reads it, lexically; with another
-    option (``cd -P`` follows symlinks first, ``pushd -n`` does not move) the directory
-    is unknown.
+    unset, and a line assigning it is not understood). bash's default ``cd -L`` reads ``..``
+    lexically, but goes the physical way when the lexical directory does not exist: both
+    are places (``physical`` resolves symlinks). With another option (``cd -P``, ``pushd
+    -n``), ``cd -``, ``popd`` or ``~user`` the directory is unknown.
     """
     name = argv[0]
     target = cd_argument(argv) if name != "popd" else None
     rest = argv[argv.index(target) + 1 :] if target is not None else ()
     options = argv[1 : argv.index(target)] if target is not None else argv[1:]
     if name == "popd" or rest or any(option not in ("-L", "--") for option in options):
-        return None
+        return _UNKNOWN
     if target is None:
-        return home if name == "cd" else None  # pushd alone swaps with an unknown dir
+        return frozenset({home}) if name == "cd" else _UNKNOWN  # pushd alone swaps
     if target == "-" or (name == "pushd" and re.fullmatch(r"[-+]\d+", target)):
-        return None
+        return _UNKNOWN
     if target == "~" or target.startswith("~/"):
-        return Path(os.path.normpath(home / target[2:]))
-    if target.startswith("~"):
-        return None
-    if target.startswith("/"):
-        return Path(os.path.normpath(target))
-    return None if cwd is None else Path(os.path.normpath(cwd / target))
+        base: Place = home
+        target = target[2:]
+    elif target.startswith("~"):
+        return _UNKNOWN
+    else:
+        base = "/" if target.startswith("/") else here
+    if base is None:
+        return _UNKNOWN
+    joined = os.path.join(base, target)
+    lexical = os.path.normpath(joined)
+    if ".." not in target.split("/"):
+        return frozenset({lexical})
+    return frozenset({lexical, physical(joined)})
 
 
-def check_directories(commands: Sequence[SimpleCommand]) -> None:
-    """After a ``cd`` whose directory cannot be known (``cd -``, ``popd``), a relative
-    redirection's file cannot be known either."""
-    cwd: Path | None = Path("/")
-    for command in commands:
+@dataclass(slots=True)
+class _Tracker:
+    """Follows a line's flow from where it starts, gathering every directory each simple
+    command may start in: a ``cd`` may fail, and one in a child shell (``( … )``, a
+    pipeline, ``&``) moves nothing after it."""
+
+    commands: Sequence[SimpleCommand]
+    home: str
+    physical: Callable[[str], str]
+    at: list[set[Place]]
+
+    def run(self, flow: Flow, here: Places) -> tuple[Places, Places]:
+        """Where the shell may be after ``flow`` when it succeeded, and when it failed."""
+        match flow:
+            case Run(index):
+                self.at[index] |= here
+                inner = unwrap_builtins(self.commands[index].argv)
+                if not inner or inner[0] not in CD:
+                    return here, here
+                moved = frozenset(
+                    place
+                    for start in here
+                    for place in chdir(inner, start, self.home, self.physical)
+                )
+                return _bounded(moved), here
+            case Series(parts):
+                ok, failed = here, _NOWHERE
+                for part in parts:
+                    ok, failed = self.run(part, ok | failed)
+                return ok, failed
+            case Both(left, operator, right):
+                ok, failed = self.run(left, here)
+                if operator == "&&":
+                    right_ok, right_failed = self.run(right, ok) if ok else (_NOWHERE,) * 2
+                    return right_ok, failed | right_failed
+                right_ok, right_failed = self.run(right, failed) if failed else (_NOWHERE,) * 2
+                return ok | right_ok, right_failed
+            case Apart(body):
+                self.run(body, here)
+                return here, here
+            case Negated(body):
+                ok, failed = self.run(body, here)
+                return failed, ok
+            case Choice(condition, then, otherwise):
+                ok, failed = self.run(condition, here)
+                then_ok, then_failed = self.run(then, ok) if ok else (_NOWHERE,) * 2
+                if otherwise is None:  # no branch taken: `if` succeeds
+                    return then_ok | failed, then_failed
+                else_ok, else_failed = self.run(otherwise, failed) if failed else (_NOWHERE,) * 2
+                return then_ok | else_ok, then_failed | else_failed
+            case Loop(condition, body, until):
+                seen = here
+                for _ in range(MAX_ROUNDS):
+                    ok, failed = self.run(condition, seen)
+                    body_ok, body_failed = self.run(body, failed if until else ok)
+                    grown = _bounded(seen | ok | failed | body_ok | body_failed)
+                    if grown == seen:
+                        break
+                    seen = grown
+                else:
+                    seen = _bounded(seen | _UNKNOWN)
+                    self.run(condition, seen)
+                    self.run(body, seen)
+                # `break` may leave from anywhere in the body: every place seen.
+                return seen, seen
+            case _:
+                assert_never(flow)
+
+
+def _bounded(places: Places) -> Places:
+    return places if len(places) <= MAX_PLACES else _UNKNOWN
+
+
+def command_places(
+    analysis: Understood,
+    cwd: Place,
+    home: str,
+    physical: Callable[[str], str] = os.path.realpath,
+) -> tuple[Places, ...]:
+    """Where each simple command of an understood line may start when the line starts in
+    ``cwd`` (None: unknown): every directory the ``cd`` s that may run before it in the
+    same shell could lead to, and ``cwd`` itself when they may all fail."""
+    tracker = _Tracker(analysis.commands, home, physical, [set() for _ in analysis.commands])
+    tracker.run(analysis.structure, frozenset({cwd}))
+    return tuple(frozenset(at) if at else _UNKNOWN for at in tracker.at)
+
+
+def check_directories(commands: Sequence[SimpleCommand], flow: Flow) -> None:
+    """A relative redirection where the working directory cannot be known (after ``cd -``,
+    ``popd``, a loop of ``cd`` s) names a file that cannot be known."""
+    line = Understood(command="", commands=tuple(commands), flow=flow)
+    for command, places in zip(commands, command_places(line, "/", "/", str), strict=True):
+        if None not in places:
+            continue
         for redirect in command.redirects:
             relative = not (redirect.tilde or redirect.target.startswith("/"))
-            if redirect.kind in ("read", "write") and relative and cwd is None:
+            if redirect.kind in ("read", "write") and relative:
                 raise Unclear(
-                    f"a relative redirection ({redirect.operator}{redirect.target}) after a "
-                    "`cd` whose directory cannot be known"
+                    f"a relative redirection ({redirect.operator}{redirect.target}) where the "
+                    "working directory cannot be known (after `cd -`, `popd`, a loop of `cd`s…)"
                 )
-        inner = unwrap_builtins(command.argv)
-        if inner and inner[0] in CD:
-            cwd = chdir(inner, cwd, Path("/home"))
 
 
 def written_paths(analysis: Understood, *, cwd: Path, home: Path | None = None) -> tuple[Path, ...]:
     """The files an understood line's redirections write (``>``, ``>>``, ``&>``…),
-    absolute and resolved (symlinks followed), following ``cd`` through the line;
-    ``/dev/null`` and descriptor copies left out. Run each through the Write path rules.
-    Raises :class:`UnknownTarget` for a target only the shell's process could resolve."""
+    absolute and resolved (symlinks followed), in every directory the line's ``cd`` s could
+    lead each command to (:func:`command_places`); ``/dev/null`` and descriptor copies left
+    out. Run each through the Write path rules. Raises :class:`UnknownTarget` for a target
+    only the shell's process could resolve."""
     return _paths(analysis, cwd, home, "write")
 
 
@@ -123,37 +247,43 @@ def _paths(
 ) -> tuple[Path, ...]:
     home = home if home is not None else Path.home()
     found: dict[Path, None] = {}
-    current: Path | None = cwd
-    for command in analysis.commands:
+    places = command_places(analysis, str(cwd), str(home))
+    for command, where in zip(analysis.commands, places, strict=True):
         for redirect in command.redirects:
             if redirect.kind != kind or redirect.benign:
                 continue
             target = redirect.target
             if redirect.tilde:
-                path = home / target[2:] if target != "~" else home
+                paths = [home / target[2:] if target != "~" else home]
             elif target.startswith("/"):
-                path = Path(target)
-            elif current is None:  # pragma: no cover - analyze() refuses this line
-                raise ValueError(f"cannot resolve {target!r} after an unknown cd")
-            else:
-                path = current / target
-            if _through_this_process(path):
+                paths = [Path(target)]
+            elif None in where:
                 raise UnknownTarget(
-                    f"a redirection through the shell's own /proc entry "
-                    f"({redirect.operator}{target}), which caliban cannot resolve for it"
+                    f"a relative redirection ({redirect.operator}{target}) where the working "
+                    "directory cannot be known"
                 )
-            found[resolved(path)] = None
-        inner = unwrap_builtins(command.argv)
-        if inner and inner[0] in CD:
-            current = chdir(inner, current, home)
+            else:
+                paths = [Path(place) / target for place in sorted(where, key=str)]
+            for path in paths:
+                if _through_this_process(path):
+                    raise UnknownTarget(
+                        f"a redirection through the shell's own /proc entry "
+                        f"({redirect.operator}{target}), which caliban cannot resolve for it"
+                    )
+                found[resolved(path)] = None
     return tuple(found)
 
 
 __all__ = [
+    "MAX_PLACES",
+    "MAX_ROUNDS",
     "LineEffects",
+    "Place",
+    "Places",
     "UnknownTarget",
     "chdir",
     "check_directories",
+    "command_places",
     "line_effects",
     "read_paths",
     "written_paths",

@@ -66,12 +66,85 @@ class SimpleCommand:
         object.__setattr__(self, "text", render(self.argv))
 
 
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A simple command: ``commands[index]`` of the line."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """Statements run one after the other in the same shell (``a; b``, ``{ a; b; }``)."""
+
+    parts: tuple[Flow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Both:
+    """``left && right`` (right runs when left succeeds) or ``left || right`` (when it
+    fails)."""
+
+    left: Flow
+    operator: Literal["&&", "||"]
+    right: Flow
+
+
+@dataclass(frozen=True, slots=True)
+class Apart:
+    """Run in a child shell — ``( … )``, a stage of a pipeline, a background job ``&``: a
+    ``cd`` inside moves only what follows it inside."""
+
+    body: Flow
+
+
+@dataclass(frozen=True, slots=True)
+class Negated:
+    """``! body``: succeeds when the body fails."""
+
+    body: Flow
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """``if condition; then then; else otherwise; fi`` (an ``elif`` is a Choice in
+    ``otherwise``)."""
+
+    condition: Flow
+    then: Flow
+    otherwise: Flow | None
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """``while condition; do body; done`` (``until``: the body runs while it fails); the
+    body may run any number of times, none included."""
+
+    condition: Flow
+    body: Flow
+    until: bool
+
+
+Flow = Run | Series | Both | Apart | Negated | Choice | Loop
+"""How a line's simple commands run: in order, conditionally, repeatedly, or in a child
+shell — what decides where a ``cd`` moves the commands after it."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Understood:
     """A command line analysed completely: every simple command it can run is here."""
 
     command: str
     commands: tuple[SimpleCommand, ...]
+    flow: Flow | None = None
+    """How the commands run (:data:`Flow`); None: one after the other, in this shell."""
+
+    @property
+    def structure(self) -> Flow:
+        """:attr:`flow`, or the commands one after the other when it is None."""
+        if self.flow is not None:
+            return self.flow
+        return Series(tuple(Run(index) for index in range(len(self.commands))))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -108,9 +181,17 @@ _NEEDS_QUOTES = re.compile(r"[\s'\"\\]")
 __all__ = [
     "BENIGN_TARGETS",
     "Analysis",
+    "Apart",
+    "Both",
+    "Choice",
+    "Flow",
+    "Loop",
+    "Negated",
     "NotUnderstood",
     "Redirect",
     "RedirectKind",
+    "Run",
+    "Series",
     "SimpleCommand",
     "Understood",
     "render",

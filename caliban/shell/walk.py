@@ -21,7 +21,19 @@ from typing import TYPE_CHECKING, Literal
 
 from caliban.shell.commands import check_command, check_test
 from caliban.shell.effects import check_directories
-from caliban.shell.values import Redirect, RedirectKind, SimpleCommand
+from caliban.shell.values import (
+    Apart,
+    Both,
+    Choice,
+    Flow,
+    Loop,
+    Negated,
+    Redirect,
+    RedirectKind,
+    Run,
+    Series,
+    SimpleCommand,
+)
 from caliban.shell.words import ASSIGNMENT, Unclear, Word, dollar, lex_word, snippet
 
 if TYPE_CHECKING:
@@ -67,6 +79,8 @@ _LIST_TOKENS = {
     "else_clause": frozenset({"else", ";", "&", "\n"}),
     "while_statement": frozenset({"while", "until", ";", "&", "\n"}),
 }
+_MOVING_VARIABLES = frozenset({"HOME", "CDPATH"})
+"""Variables that decide where ``cd`` and ``~`` lead: a line assigning them is not understood."""
 _CLAUSES = frozenset({"elif_clause", "else_clause", "do_group"})
 _JOINERS = frozenset({"&&", "||", "|", "|&"})
 _FILE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<", ">&", "<&", ">&-", "<&-"})
@@ -103,11 +117,13 @@ class Walker:
 
     # -- entry and exit
 
-    def program(self, root: Node) -> None:
-        self.statements(root, (), 0)
+    def program(self, root: Node) -> Flow:
+        """Walk the whole line; how its simple commands run (:meth:`result` lists them)."""
+        flow = self.statements(root, (), 0)
         self.check_coverage()
+        return flow
 
-    def result(self) -> tuple[SimpleCommand, ...]:
+    def result(self, flow: Flow) -> tuple[SimpleCommand, ...]:
         commands: list[SimpleCommand] = []
         for index, item in enumerate(self.pending):
             separator = item.separator
@@ -122,7 +138,7 @@ class Walker:
                     separator=separator,
                 )
             )
-        check_directories(commands)
+        check_directories(commands, flow)
         return tuple(commands)
 
     # -- helpers
@@ -164,8 +180,12 @@ class Walker:
 
     # -- statements
 
-    def statements(self, node: Node, group: tuple[Redirect, ...], depth: int) -> None:
+    def statements(self, node: Node, group: tuple[Redirect, ...], depth: int) -> Flow:
+        """A list of statements (a program, a group, a clause), or an ``if`` or a loop,
+        whose parts the keywords separate."""
         allowed = _LIST_TOKENS[node.type]
+        segments: list[list[Flow]] = [[]]
+        until = False
         for child in node.children:
             if child.type == "comment":
                 self.comment(child)
@@ -177,46 +197,38 @@ class Walker:
                 self.atom(child, "op")
                 if child.type in (";", "&", "\n"):
                     self.separate(child.type)
+                    if child.type == "&" and segments[-1]:  # a background job
+                        segments[-1][-1] = Apart(segments[-1][-1])
+                else:  # a keyword: the next part starts
+                    segments.append([])
+                    until = until or child.type == "until"
             elif child.type in _CLAUSES:
-                self.statements(child, group, depth + 1)
+                segments.append([self.statements(child, group, depth + 1)])
             else:
-                self.statement(child, group, depth + 1)
+                segments[-1].append(self.statement(child, group, depth + 1))
+        return _shape(node.type, [Series(tuple(parts)) for parts in segments if parts], until)
 
     def statement(
         self, node: Node, group: tuple[Redirect, ...], depth: int, tail: _Tail = _NO_TAIL
-    ) -> None:
+    ) -> Flow:
         """One statement. ``tail`` holds redirections (and stray words) the grammar hung on
         an enclosing list or pipeline; bash binds them to its last command."""
         if depth > MAX_DEPTH:
             raise Unclear(f"it is nested more than {MAX_DEPTH} levels deep")
         kind = node.type
         if kind == "command":
-            self.command(node, group, tail)
-        elif kind == "redirected_statement":
-            self.redirected(node, group, depth, tail)
-        elif kind in ("list", "pipeline", "negated_command"):
-            last = node.named_children[-1] if node.named_children else None
-            for child in node.children:
-                if child.type == "comment":
-                    self.comment(child)
-                elif not child.is_named:
-                    if child.type not in (*_JOINERS, "!") or (child.type == "!") != (
-                        kind == "negated_command"
-                    ):
-                        raise Unclear(f"{child.type!r} where bash does not allow it")
-                    self.atom(child, "op")
-                    if child.type != "!":
-                        self.separate(child.type)
-                else:
-                    inner = tail if last is not None and child.id == last.id else _NO_TAIL
-                    self.statement(child, group, depth + 1, inner)
-        elif tail.words:
+            return self.command(node, group, tail)
+        if kind == "redirected_statement":
+            return self.redirected(node, group, depth, tail)
+        if kind in ("list", "pipeline", "negated_command"):
+            return self.compound(node, group, depth, tail)
+        if tail.words:
             raise Unclear(f"words after a redirection ({self.snip(node)!r})")
-        elif tail.redirects:
-            self.statement(node, (*group, *tail.redirects), depth)
-        elif kind in _LIST_TOKENS:
-            self.statements(node, group, depth + 1)
-        elif kind in ("variable_assignment", "variable_assignments"):
+        if tail.redirects:
+            return self.statement(node, (*group, *tail.redirects), depth)
+        if kind in _LIST_TOKENS:
+            return self.statements(node, group, depth + 1)
+        if kind in ("variable_assignment", "variable_assignments"):
             children = [node] if kind == "variable_assignment" else node.named_children
             pending = _Pending(start=node.start_byte, end=node.end_byte)
             for child in children:
@@ -225,14 +237,52 @@ class Walker:
                 else:
                     pending.assignments.append(self.assignment(child))
             pending.redirects.extend(group)
-            self.pending.append(pending)
-        elif kind == "test_command":
-            self.test_command(node, group)
-        else:
-            reason = _REFUSED.get(kind, kind.replace("_", " "))
-            raise Unclear(f"{reason} ({self.snip(node)!r})")
+            return self.add(pending)
+        if kind == "test_command":
+            return self.test_command(node, group)
+        reason = _REFUSED.get(kind, kind.replace("_", " "))
+        raise Unclear(f"{reason} ({self.snip(node)!r})")
 
-    def redirected(self, node: Node, group: tuple[Redirect, ...], depth: int, tail: _Tail) -> None:
+    def compound(self, node: Node, group: tuple[Redirect, ...], depth: int, tail: _Tail) -> Flow:
+        """``a && b || c``, ``a | b``, ``! a``."""
+        kind = node.type
+        last = node.named_children[-1] if node.named_children else None
+        parts: list[Flow] = []
+        operators: list[str] = []
+        for child in node.children:
+            if child.type == "comment":
+                self.comment(child)
+            elif not child.is_named:
+                if child.type not in (*_JOINERS, "!") or (child.type == "!") != (
+                    kind == "negated_command"
+                ):
+                    raise Unclear(f"{child.type!r} where bash does not allow it")
+                self.atom(child, "op")
+                if child.type != "!":
+                    self.separate(child.type)
+                    operators.append(child.type)
+            else:
+                inner = tail if last is not None and child.id == last.id else _NO_TAIL
+                parts.append(self.statement(child, group, depth + 1, inner))
+        if kind == "negated_command" and len(parts) == 1:
+            return Negated(parts[0])
+        if kind == "pipeline":  # every stage runs in a child shell (no `lastpipe`)
+            return Series(tuple(Apart(part) for part in parts))
+        if kind != "list" or len(parts) != len(operators) + 1:
+            raise Unclear(f"an unusual {kind.replace('_', ' ')} ({self.snip(node)!r})")
+        flow = parts[0]
+        for operator, part in zip(operators, parts[1:], strict=True):
+            if operator not in ("&&", "||"):
+                raise Unclear(f"{operator!r} in a list ({self.snip(node)!r})")
+            flow = Both(flow, "&&" if operator == "&&" else "||", part)
+        return flow
+
+    def add(self, pending: _Pending) -> Run:
+        """Record a simple command; its place in the line's flow."""
+        self.pending.append(pending)
+        return Run(len(self.pending) - 1)
+
+    def redirected(self, node: Node, group: tuple[Redirect, ...], depth: int, tail: _Tail) -> Flow:
         body = node.child_by_field_name("body")
         redirects: list[Redirect] = []
         words: list[Word] = []
@@ -256,11 +306,10 @@ class Walker:
             # `> file` alone: truncates (creates) the file and runs nothing.
             pending = _Pending(start=node.start_byte, end=node.end_byte)
             pending.redirects.extend([*tail.redirects, *group])
-            self.pending.append(pending)
-        else:
-            self.statement(body, group, depth + 1, tail)
+            return self.add(pending)
+        return self.statement(body, group, depth + 1, tail)
 
-    def command(self, node: Node, group: tuple[Redirect, ...], tail: _Tail) -> None:
+    def command(self, node: Node, group: tuple[Redirect, ...], tail: _Tail) -> Run:
         pending = _Pending(start=node.start_byte, end=node.end_byte)
         previous: int | None = None
         for child in node.children:
@@ -297,7 +346,7 @@ class Walker:
         pending.argv.extend(tail.words)
         pending.redirects.extend((*tail.redirects, *group))
         check_command(pending.argv)
-        self.pending.append(pending)
+        return self.add(pending)
 
     def assignment(self, node: Node) -> str:
         if node.type != "variable_assignment":
@@ -312,6 +361,8 @@ class Walker:
             raise Unclear(f"an assignment the parser and bash read differently ({text!r})")
         if value is not None and value.type == "array":
             raise Unclear(f"an array assignment ({snippet(text)!r})")
+        if (variable := self.text(name)) in _MOVING_VARIABLES:
+            raise Unclear(f"an assignment to {variable} (it changes where `cd` and ~ lead)")
         self.atom(node, "word")
         rest = text[match.end() :]
         return match.group() + (lex_word(rest).value if rest else "")
@@ -430,7 +481,7 @@ class Walker:
             text = "\n".join(line.lstrip("\t") for line in text.split("\n"))
         return text
 
-    def test_command(self, node: Node, group: tuple[Redirect, ...]) -> None:
+    def test_command(self, node: Node, group: tuple[Redirect, ...]) -> Run:
         children = node.children
         if not children or children[0].type != "[" or children[-1].type != "]":
             raise Unclear(f"{_REFUSED['test_command']} ({self.snip(node)!r})")
@@ -459,7 +510,7 @@ class Walker:
             pending.argv.append(lex_word(self.data[start:stop].decode("utf-8")))
         check_test([word.value for word in pending.argv])
         pending.redirects.extend(group)
-        self.pending.append(pending)
+        return self.add(pending)
 
     # -- every byte accounted for
 
@@ -475,6 +526,30 @@ class Walker:
             _check_gap(data[position:start], previous, kind)
             position, previous = stop, kind
         _check_gap(data[position:], previous, None)
+
+
+def _shape(kind: str, parts: list[Series], until: bool) -> Flow:
+    """The flow of a statement list from its parts (the statements between keywords)."""
+    if kind == "subshell":
+        return Apart(_joined(parts))
+    if kind in ("if_statement", "elif_clause"):
+        condition, then, *rest = parts
+        otherwise: Flow | None = None
+        for part in reversed(rest):  # elif clauses, then an else clause
+            [clause] = part.parts
+            if isinstance(clause, Choice):
+                otherwise = Choice(clause.condition, clause.then, otherwise)
+            else:
+                otherwise = clause
+        return Choice(condition, then, otherwise)
+    if kind == "while_statement":
+        condition, body = parts
+        return Loop(condition, body, until=until)
+    return _joined(parts)
+
+
+def _joined(parts: list[Series]) -> Series:
+    return Series(tuple(flow for part in parts for flow in part.parts))
 
 
 def _check_gap(gap: bytes, previous: _AtomKind | None, kind: _AtomKind | None) -> None:
