@@ -361,3 +361,50 @@ def test_a_project_cannot_erase_the_users_deny_rules_with_an_empty_list(
     assert victim.exists()
     [(is_error, text)] = results(result.stdout)
     assert is_error and "Bash(rm *)" in text
+
+
+# ---------------------------------------------------------------- 1. a cd that did not happen
+
+CDS_THAT_DO_NOT_MOVE_THIS_SHELL = (
+    "cd {project}/missing; ls > .gitconfig",  # a cd that fails
+    "(cd {project}); ls > .gitconfig",  # in a subshell
+    "cd {project} | ls; ls > .gitconfig",  # a pipeline stage
+    "cd {project} & ls > .gitconfig",  # a background job
+    "if ls missing; then cd {project}; fi; ls > .gitconfig",  # an untaken branch
+    "while ls missing; do cd {project}; done; ls > .gitconfig",  # a loop that never runs
+)
+
+
+def test_a_cd_that_does_not_happen_does_not_move_where_a_redirection_writes(
+    fake_model_server: FakeModelServer, project: Path, tmp_path: Path
+) -> None:
+    """With ``cd`` and ``ls`` allowed (caliban suggests ``Bash(cd:*)``) and edits in the project
+    allowed, the model moves the shell home, then writes ``.gitconfig`` "after" a cd into the
+    project that never happens in this shell: the file is ~/.gitconfig, whose core.fsmonitor
+    the next allowed ``git status`` runs. Each such line now asks (headless: is refused)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    attacks = [attack.format(project=project) for attack in CDS_THAT_DO_NOT_MOVE_THIS_SHELL]
+    fake_model_server.add(
+        calls(("Bash", {"command": "cd ~"})),
+        calls(*(("Bash", {"command": attack}) for attack in attacks)),
+        calls(("Bash", {"command": f"cd {project} && ls > listing.txt"})),
+        {"text": "done"},
+    )
+    result = caliban(
+        fake_model_server,
+        project,
+        "--permission-mode",
+        "acceptEdits",
+        "--allowed-tools",
+        "Bash(cd:*),Bash(ls:*)",
+        "go",
+        home=home,
+    )
+    assert result.returncode == 0, result.stderr
+    moved, *refused, listed = results(result.stdout)
+    assert not moved[0] and not listed[0]
+    for (denied, why), attack in zip(refused, attacks, strict=True):
+        assert denied and f"{home}/.gitconfig" in why and "requires approval" in why, attack
+    assert not (home / ".gitconfig").exists()
+    assert (project / "listing.txt").exists()  # a cd that certainly happened still counts
