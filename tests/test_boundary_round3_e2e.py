@@ -408,3 +408,39 @@ def test_a_cd_that_does_not_happen_does_not_move_where_a_redirection_writes(
         assert denied and f"{home}/.gitconfig" in why and "requires approval" in why, attack
     assert not (home / ".gitconfig").exists()
     assert (project / "listing.txt").exists()  # a cd that certainly happened still counts
+
+
+# ---------------------------------------------------------------------------- 7. unreadable words
+
+UNREADABLE_RM = (
+    "{rm,-rf,victim}",  # brace expansion
+    "/bin/r[m] -rf victim",  # a globbed command name
+    "X=rm; $X -rf victim",  # a command name only the shell knows
+)
+
+
+def test_a_deny_rule_over_matches_what_caliban_cannot_read(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """``deny = Bash(rm *)`` in bypassPermissions: bash runs ``rm`` for each of these lines,
+    which the rule's text never matched. Each is now denied."""
+    fake_model_server.add(
+        calls(*(("Bash", {"command": line}) for line in UNREADABLE_RM)), {"text": "done"}
+    )
+    (project / "victim").mkdir()
+    (project / "victim" / "keep").write_text("precious")
+    result = caliban(
+        fake_model_server,
+        project,
+        "--permission-mode",
+        "bypassPermissions",
+        "--disallowed-tools",
+        "Bash(rm *)",
+        "go",
+    )
+    assert result.returncode == 0, result.stderr
+    answers = results(result.stdout)
+    assert len(answers) == len(UNREADABLE_RM)
+    for (denied, why), line in zip(answers, UNREADABLE_RM, strict=True):
+        assert denied and "'Bash(rm *)' denies it" in why, line
+    assert (project / "victim" / "keep").exists()

@@ -460,6 +460,47 @@ def test_deny_rules_see_through_quoting_wrappers_and_syntax(command: str) -> Non
 
 
 @pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("{rm,-rf,build}", "Bash(rm *)"),  # brace expansion the grammar cannot parse
+        ("{rm,-rf,build} x", "Bash(rm *)"),
+        ("rm {-rf,build}", "Bash(rm -rf *)"),
+        ("rm -{r,f} build", "Bash(rm -rf *)"),
+        ("/bin/r[m] -rf build", "Bash(rm *)"),  # a globbed command name
+        ("/usr/bin/r? -rf build", "Bash(rm *)"),
+        ("/???/rm -rf build", "Bash(rm *)"),
+        ("r* -rf build", "Bash(rm *)"),
+        ("sudo /bin/r[m] -rf build", "Bash(rm *)"),
+        ("rm -r? build", "Bash(rm -rf *)"),  # a file named -rf makes it rm -rf
+        ("X=rm; $X -rf build", "Bash(rm *)"),  # a command name only the shell knows
+        ("cat ~/.ssh/id_rsa", "Bash(cat /root/*)"),  # ~ is a directory only bash knows
+        ("bash -c '/bin/r[m] -rf build'", "Bash(rm *)"),
+    ],
+)
+def test_deny_rules_over_match_what_they_cannot_read(command: str, rule: str) -> None:
+    for mode in ("default", "acceptEdits", "bypassPermissions"):
+        decision = bash_decision(command, deny=(rule,), mode=mode)
+        assert decision.behavior == "deny", (command, analyze(command))
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("ls *.py", "Bash(rm *)"),
+        ("echo {a,b}", "Bash(rm *)"),
+        ("rm -f *.o", "Bash(rm -rf *)"),  # the words before the glob already differ
+        ("echo $HOME", "Bash(rm *)"),
+        ("git add src/*.py", "Bash(git push:*)"),
+    ],
+)
+def test_over_matching_stops_where_the_words_before_an_expansion_differ(
+    command: str, rule: str
+) -> None:
+    decision = bash_decision(command, deny=(rule,), mode="bypassPermissions")
+    assert decision.behavior == "allow", (command, analyze(command))
+
+
+@pytest.mark.parametrize(
     "command",
     [
         "command rm -rf build",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from caliban.shell import Analysis, NotUnderstood, SimpleCommand, Understood, analyze, render
@@ -25,6 +25,8 @@ from caliban.shell.commands import MAX_WRAPPED_WORDS, inner_scripts, wrapped
 MAX_INNER_DEPTH = 3
 """How many levels of ``bash -c '…'`` / ``eval`` deny and ask rules look into."""
 
+_EXPANDING = re.compile(r"[*?\[{$`\"'\\~\s]")
+"""Where the words bash may make of a word start to be unknown (an expansion, a quote)."""
 _RAW_SPLIT = re.compile(r"\$\(|[<>]\(|[\n;&|(){}`]")
 
 
@@ -72,6 +74,15 @@ def allows(pattern: str, command: SimpleCommand) -> bool:
     return pattern_matches(pattern, command.text)
 
 
+def _could_match(pattern: str, start: str) -> bool:
+    """Whether some text starting with ``start`` matches ``pattern`` (whitespace normalised)."""
+    if pattern.endswith(":*"):
+        prefix = pattern[:-2] + " "
+        return prefix.startswith(start) or start.startswith(prefix)
+    first, star, _ = pattern.partition("*")
+    return first.startswith(start) or (bool(star) and start.startswith(first))
+
+
 @dataclass(frozen=True, slots=True)
 class LineTexts:
     """Every text of a line that deny and ask patterns are tried on: the whole line, each
@@ -79,6 +90,10 @@ class LineTexts:
     :func:`deny_matches`). Collected once per line, whatever the number of rules."""
 
     texts: tuple[str, ...]
+    starts: tuple[str, ...] = ()
+    """How commands start before a word bash expands into words the analysis cannot read
+    (:attr:`~caliban.shell.SimpleCommand.opaque_from`): ``r?`` starts ``r``, ``rm {-rf,x}``
+    starts ``rm ``. A pattern that any continuation could match matches."""
     unreadable: bool = False
     """The line was too long to parse, or nests shells deeper than caliban looks: every
     pattern matches it (over-matching a deny rule is the safe mistake)."""
@@ -88,7 +103,9 @@ class LineTexts:
         if self.unreadable:
             return True
         normal = " ".join(pattern.split())
-        return any(_matches(normal, text) for text in self.texts)
+        return any(_matches(normal, text) for text in self.texts) or any(
+            _could_match(normal, start) for start in self.starts
+        )
 
 
 def line_texts(analysis: Analysis) -> LineTexts:
@@ -96,8 +113,9 @@ def line_texts(analysis: Analysis) -> LineTexts:
     if isinstance(analysis, NotUnderstood) and analysis.unchecked:
         return LineTexts(texts=(), unreadable=True)
     texts: dict[str, None] = {}
-    too_deep = _collect(analysis, texts, 0)
-    return LineTexts(texts=tuple(texts), unreadable=too_deep)
+    starts: dict[str, None] = {}
+    too_deep = _collect(analysis, _Found(texts, starts), 0)
+    return LineTexts(texts=tuple(texts), starts=tuple(starts), unreadable=too_deep)
 
 
 def deny_matches(pattern: str, analysis: Analysis) -> bool:
@@ -107,9 +125,18 @@ def deny_matches(pattern: str, analysis: Analysis) -> bool:
     return line_texts(analysis).matched_by(pattern)
 
 
-def _collect(analysis: Analysis, texts: dict[str, None], depth: int) -> bool:
-    """Add the texts of ``analysis`` to ``texts``; True when a shell string was nested
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """What :func:`line_texts` collects (dicts: ordered sets)."""
+
+    texts: dict[str, None]
+    starts: dict[str, None]
+
+
+def _collect(analysis: Analysis, found: _Found, depth: int) -> bool:
+    """Add the texts of ``analysis`` to ``found``; True when a shell string was nested
     deeper than :data:`MAX_INNER_DEPTH` and not looked into."""
+    texts = found.texts
     texts[" ".join(analysis.command.split())] = None
     if isinstance(analysis, Understood):
         commands = analysis.commands
@@ -122,36 +149,60 @@ def _collect(analysis: Analysis, texts: dict[str, None], depth: int) -> bool:
                 texts[" ".join(words[start:])] = None
     too_deep = False
     for command in commands:
-        too_deep |= _command_texts(command, texts, depth)
+        too_deep |= _command_texts(command, found, depth)
     return too_deep
 
 
-def _command_texts(command: SimpleCommand, texts: dict[str, None], depth: int) -> bool:
+def _command_texts(command: SimpleCommand, found: _Found, depth: int) -> bool:
     argv = command.argv
     if not argv:
         return False
+    texts = found.texts
     if command.assignments:
         texts[" ".join((*command.assignments, render(argv)))] = None
-    _variants(argv, texts)
+    opaque = argv[command.opaque_from] if command.opaque_from is not None else None
+    _variants(argv, found, opaque)
     for inner in wrapped(argv):
-        _variants(inner, texts)
+        _variants(inner, found, opaque)
     scripts = inner_scripts(command)
     if depth >= MAX_INNER_DEPTH:
         return next(scripts, None) is not None
     too_deep = False
     for script in scripts:
-        too_deep |= _collect(analyze(script), texts, depth + 1)
+        too_deep |= _collect(analyze(script), found, depth + 1)
     return too_deep
 
 
-def _variants(argv: Sequence[str], texts: dict[str, None]) -> None:
+def _variants(argv: Sequence[str], found: _Found, opaque: str | None) -> None:
+    """The texts of ``argv`` (and with its command's directory left out); and, when
+    ``opaque`` (a word bash expands) is among its words, how they start before it."""
     if not argv:
         return
+    texts = found.texts
     texts[render(argv)] = None
     texts[" ".join(" ".join(argv).split())] = None
     base = os.path.basename(argv[0])
     if base and base != argv[0]:
         texts[render((base, *argv[1:]))] = None
+    if opaque is not None and opaque in argv:
+        found.starts.update(dict.fromkeys(_starts(argv, opaque)))
+
+
+def _starts(argv: Sequence[str], opaque: str) -> Iterator[str]:
+    """How ``argv`` starts, whatever bash makes of the word ``opaque`` in it: the words
+    before it, then its characters up to the first one bash may expand."""
+    index = argv.index(opaque)
+    if index == 0:
+        yield _literal_start(opaque)
+        yield _literal_start(os.path.basename(opaque))
+        return
+    for head in (argv[:index], (os.path.basename(argv[0]), *argv[1:index])):
+        yield f"{render(head)} {_literal_start(opaque)}"
+
+
+def _literal_start(word: str) -> str:
+    match = _EXPANDING.search(word)
+    return word[: match.start()] if match else word
 
 
 def suggest_rule(analysis: Analysis, tool_name: str = "Bash") -> str | None:

@@ -66,7 +66,14 @@ def analyze(command: str) -> Analysis:
         except (ValueError, IndexError, KeyError, UnicodeDecodeError) as exc:
             # A case the walk did not foresee: refusing is the safe answer.
             reason = f"an unexpected shape ({type(exc).__name__}: {exc})"
-    return NotUnderstood(command=command, reason=reason, seen=tuple(_lenient(root, data)))
+    # A line the grammar cannot parse may still be bash (`{rm,-rf,x}` is): what it runs
+    # cannot be read at all, so every deny and ask rule matches it.
+    return NotUnderstood(
+        command=command,
+        reason=reason,
+        seen=tuple(_lenient(root, data)),
+        unchecked=root.has_error,
+    )
 
 
 _CHAR_NAMES = {"\0": "NUL byte", "\r": "carriage return", "\x1b": "escape"}
@@ -110,25 +117,35 @@ def _lenient(root: Node, data: bytes) -> Iterator[SimpleCommand]:
         stack.extend((child, node) for child in reversed(node.children))
 
 
-def _lenient_word(node: Node, data: bytes) -> str:
+def _lenient_word(node: Node, data: bytes) -> tuple[str, bool]:
+    """A word resolved where possible, else as written; and whether bash expands it into
+    something the analysis cannot read."""
     text = node_text(data, node)
     try:
-        return lex_word(text).value
+        word = lex_word(text)
     except Unclear:
-        return text
+        return text, True
+    return word.value, word.expands
 
 
 def _lenient_command(node: Node, parent: Node | None, data: bytes) -> SimpleCommand:
     argv: list[str] = []
+    opaque: list[bool] = []
     assignments: list[str] = []
     redirects: list[Redirect] = []
+
+    def add(word: Node) -> None:
+        value, expands = _lenient_word(word, data)
+        argv.append(value)
+        opaque.append(expands)
+
     for child in node.children:
         if child.type == "command_name" and child.named_children:
-            argv.append(_lenient_word(child.named_children[0], data))
+            add(child.named_children[0])
         elif child.type == "variable_assignment":
             assignments.append(node_text(data, child))
         elif child.is_named and child.type in WORD_NODES:
-            argv.append(_lenient_word(child, data))
+            add(child)
     siblings = (
         parent.children if parent is not None and parent.type == "redirected_statement" else []
     )
@@ -136,9 +153,10 @@ def _lenient_command(node: Node, parent: Node | None, data: bytes) -> SimpleComm
         words = [c for c in sibling.named_children if c.type in WORD_NODES]
         if sibling.type == "file_redirect":
             # The grammar files words after a redirection's target under it: `>f rm -rf /`.
-            argv.extend(_lenient_word(word, data) for word in words[1:])
+            for word in words[1:]:
+                add(word)
         elif sibling.type == "herestring_redirect" and words:
-            body = _lenient_word(words[0], data)
+            body, _ = _lenient_word(words[0], data)
             redirects.append(Redirect(operator="<<<", fd=None, target="", kind="input", body=body))
         elif sibling.type == "heredoc_redirect":
             for part in sibling.named_children:
@@ -148,7 +166,10 @@ def _lenient_command(node: Node, parent: Node | None, data: bytes) -> SimpleComm
                         Redirect(operator="<<", fd=None, target="", kind="input", body=body)
                     )
     return SimpleCommand(
-        argv=tuple(argv), assignments=tuple(assignments), redirects=tuple(redirects)
+        argv=tuple(argv),
+        assignments=tuple(assignments),
+        redirects=tuple(redirects),
+        opaque_from=opaque.index(True) if True in opaque else None,
     )
 
 

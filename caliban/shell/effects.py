@@ -257,13 +257,14 @@ def _paths(
                 paths = [home / target[2:] if target != "~" else home]
             elif target.startswith("/"):
                 paths = [Path(target)]
-            elif None in where:
-                raise UnknownTarget(
-                    f"a relative redirection ({redirect.operator}{target}) where the working "
-                    "directory cannot be known"
-                )
             else:
-                paths = [Path(place) / target for place in sorted(where, key=str)]
+                known = sorted(place for place in where if place is not None)
+                if len(known) < len(where):
+                    raise UnknownTarget(
+                        f"a relative redirection ({redirect.operator}{target}) where the "
+                        "working directory cannot be known"
+                    )
+                paths = [Path(place) / target for place in known]
             for path in paths:
                 if _through_this_process(path):
                     raise UnknownTarget(

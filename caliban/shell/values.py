@@ -58,6 +58,11 @@ class SimpleCommand:
     separator: str = ""
     """What follows it: ``;``, ``&``, ``&&``, ``||``, ``|``, ``|&``, ``\\n``, or ``""`` at
     the end. Subshells and ``{ }`` groups are flattened, so this is approximate there."""
+    opaque_from: int | None = None
+    """The index of the first word bash turns into words the analysis cannot read — a glob
+    (``r?``, ``*.o``), brace expansion (``{rm,-rf,x}``), ``~``, and in a line not understood
+    any expansion (``$X``) — or None. Deny and ask rules match anything that could follow
+    the words before it (:mod:`caliban.permissions.bash_rules`)."""
     text: str = field(init=False, repr=False, compare=False)
     """The argv as rules see it (:func:`render`): words joined by spaces, a word quoted
     only when it is empty or contains whitespace, quotes or backslashes."""
@@ -160,7 +165,8 @@ class NotUnderstood:
     (substitutions, functions, loops, around parse errors), unresolvable words kept as
     written (``$HOME``)."""
     unchecked: bool = False
-    """True when the line was too long to parse at all: every Bash deny and ask rule
+    """True when the line could not be read: too long to parse, not text, or not parsed by
+    the grammar (which bash may still run: ``{rm,-rf,x}``). Every Bash deny and ask rule
     then matches it (over-matching a deny rule is the safe mistake)."""
 
 

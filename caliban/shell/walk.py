@@ -136,6 +136,9 @@ class Walker:
                     assignments=tuple(item.assignments),
                     redirects=tuple(item.redirects),
                     separator=separator,
+                    opaque_from=next(
+                        (index for index, word in enumerate(item.argv) if word.expands), None
+                    ),
                 )
             )
         check_directories(commands, flow)

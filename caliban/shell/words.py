@@ -47,6 +47,11 @@ class Word:
     inner_tilde: bool
     """An unquoted ``~`` further in (bash expands ``x=~/a`` too)."""
 
+    @property
+    def expands(self) -> bool:
+        """Bash turns it into words of its own choosing: a glob, braces, a ``~``."""
+        return self.glob or self.brace or self.tilde or self.inner_tilde
+
 
 _QUOTED = "\0"  # stands for a quoted piece in a word's shape (NUL never reaches the lexer)
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:,+=@%^-]+")  # nothing bash would quote or expand
