@@ -444,3 +444,35 @@ def test_a_deny_rule_over_matches_what_caliban_cannot_read(
     for (denied, why), line in zip(answers, UNREADABLE_RM, strict=True):
         assert denied and "'Bash(rm *)' denies it" in why, line
     assert (project / "victim" / "keep").exists()
+
+
+# ---------------------------------------------------------------------------- 6. hard links
+
+
+def test_a_hard_link_made_earlier_is_as_protected_as_its_file(
+    fake_model_server: FakeModelServer, project: Path
+) -> None:
+    """An allowed ``ln`` in one call, an allowed ``echo … >>`` in the next: the second
+    appended to ``.git/config`` (core.fsmonitor, run by the next ``git status``)."""
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    config = project / ".git" / "config"
+    before = config.read_text()
+    fake_model_server.add(
+        calls(("Bash", {"command": "ln .git/config notes"})),
+        calls(("Bash", {"command": "echo '[core] fsmonitor = touch pwned' >> notes"})),
+        {"text": "done"},
+    )
+    result = caliban(
+        fake_model_server,
+        project,
+        "--permission-mode",
+        "acceptEdits",
+        "--allowed-tools",
+        "Bash(ln:*),Bash(echo:*)",
+        "go",
+    )
+    assert result.returncode == 0, result.stderr
+    (linked, _), (denied, why) = results(result.stdout)
+    assert not linked and (project / "notes").exists()
+    assert denied and f"a hard link to {config}" in why
+    assert config.read_text() == before

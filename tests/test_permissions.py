@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -1072,3 +1073,38 @@ def test_no_tool_reads_the_mcp_oauth_tokens(
         policy.decide("Read", str(tmp_path / "a.py"), read_only=True, origin=BUILTIN).behavior
         == "allow"
     )
+
+
+def test_a_hard_link_to_a_protected_file_is_protected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file is protected by what it is, not only by the name written: a hard link made
+    earlier into `.git/config` or `~/.bashrc` is that file."""
+    policy = PermissionPolicy.from_settings(
+        PermissionsSettings(), project_root=tmp_path, mode="acceptEdits"
+    )
+
+    def write(path: Path) -> Decision:
+        return policy.decide(
+            "Write", str(path), effects_of("Write", str(path)), read_only=False, origin=BUILTIN
+        )
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("[core]\n")
+    os.link(tmp_path / ".git" / "config", tmp_path / "notes.txt")
+    decision = write(tmp_path / "notes.txt")
+    assert decision.behavior == "ask"
+    assert f"a hard link to {tmp_path}/.git/config" in decision.reason
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    bashrc = tmp_path / "home" / ".bashrc"
+    bashrc.parent.mkdir()
+    bashrc.write_text("# mine\n")
+    os.link(bashrc, tmp_path / "rc.txt")
+    assert "a hard link to" in write(tmp_path / "rc.txt").reason
+    # A file with another name caliban cannot find is protected too: it may be one.
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "a").write_text("x")
+    os.link(tmp_path / "elsewhere" / "a", tmp_path / "b.txt")
+    assert "2 names (hard links)" in write(tmp_path / "b.txt").reason
+    (tmp_path / "plain.txt").write_text("x")
+    assert write(tmp_path / "plain.txt").behavior == "allow"

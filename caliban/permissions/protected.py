@@ -8,13 +8,17 @@ even in ``acceptEdits`` and even under a broad allow rule; only an allow rule na
 very file allows it (:func:`caliban.permissions.rules.Rule.names_file`).
 
 Matching is on the resolved path (symlinks followed by the caller) and ignores case, so
-``.GIT/config`` on a case-insensitive file system is caught too.
+``.GIT/config`` on a case-insensitive file system is caught too. A name is not the only way
+to a file: a hard link made earlier (``ln .git/config notes``) is the protected file under
+another name, so a file with more than one name is protected too (:func:`_other_names`).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from caliban.config import paths
@@ -46,6 +50,10 @@ SHELL_STARTUP = frozenset(
 def protected_reason(path: Path) -> str | None:
     """Why writing ``path`` (absolute, resolved) could widen permissions or run code later,
     as a phrase ("git runs it as a hook"); None for an ordinary file."""
+    return _by_name(path) or _other_names(path)
+
+
+def _by_name(path: Path) -> str | None:
     parts = [part.casefold() for part in PurePosixPath(os.path.normpath(path)).parts]
     name = parts[-1] if parts else ""
     for index, part in enumerate(parts[:-1]):
@@ -79,6 +87,53 @@ def protected_reason(path: Path) -> str | None:
     if name in SHELL_STARTUP:
         return "every new shell runs it"
     return _user_file(Path(os.path.normpath(path)))
+
+
+def _other_names(path: Path) -> str | None:
+    """Why a file with several names (hard links) is protected: caliban cannot list a
+    file's other names, and one of them may be protected; the one found among the usual
+    places is named."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    if info.st_nlink < 2 or not stat.S_ISREG(info.st_mode):
+        return None
+    identity = (info.st_dev, info.st_ino)
+    for candidate in _usual_protected_files(path):
+        try:
+            same = candidate.stat()
+        except OSError:
+            continue
+        if (same.st_dev, same.st_ino) == identity and (why := _by_name(candidate)):
+            return f"it is a hard link to {candidate}, and {why}"
+    return (
+        f"it has {info.st_nlink} names (hard links), and caliban cannot tell whether another "
+        "of them is a protected file"
+    )
+
+
+_PROJECT_FILES = (
+    ".git/config",
+    ".git/config.worktree",
+    ".mcp.json",
+    ".caliban/config.toml",
+    ".caliban/mcp.toml",
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+)
+
+
+def _usual_protected_files(path: Path) -> Iterator[Path]:
+    """Protected files a hard link to ``path`` most likely is: the shell's and git's
+    start-up files at home, and the project files of every directory above ``path``."""
+    home = Path.home()
+    yield from (home / name for name in sorted(SHELL_STARTUP))
+    yield home / ".gitconfig"
+    yield Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config") / "git" / "config"
+    yield paths.user_config_dir() / "config.toml"
+    for directory in path.parents:
+        yield from (directory / name for name in _PROJECT_FILES)
 
 
 def _user_file(path: Path) -> str | None:
