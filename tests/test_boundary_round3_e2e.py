@@ -476,3 +476,49 @@ def test_a_hard_link_made_earlier_is_as_protected_as_its_file(
     assert not linked and (project / "notes").exists()
     assert denied and f"a hard link to {config}" in why
     assert config.read_text() == before
+
+
+# ---------------------------------------------------------------------------- 2. git discovery
+
+
+def _plant_bare_repository(directory: Path, marker: Path) -> None:
+    """What a cloned repository can commit: a directory git takes for a repository by its
+    shape (HEAD, objects/, refs/), whose config runs a command at the next ``git status``."""
+    (directory / "objects").mkdir(parents=True)
+    (directory / "refs").mkdir()
+    (directory / "HEAD").write_text("ref: refs/heads/main\n")
+    (directory / "config").write_text(
+        "[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
+        f"\tworktree = {directory.parent}\n\tfsmonitor = \"touch '{marker}'; false\"\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("start", "command"),
+    [
+        (".", "cd vendor/x && git status"),
+        (".", "git -C vendor/x status"),
+        ("vendor/x", "git status"),  # caliban started in a subdirectory of the repository
+    ],
+)
+def test_git_does_not_run_a_planted_bare_repositorys_configuration(
+    fake_model_server: FakeModelServer, project: Path, tmp_path: Path, start: str, command: str
+) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    marker = tmp_path / "pwned"
+    _plant_bare_repository(project / "vendor" / "x", marker)
+    fake_model_server.add(calls(("Bash", {"command": command})), {"text": "done"})
+    result = caliban(
+        fake_model_server,
+        project / start,
+        "--allowed-tools",
+        "Bash(cd:*),Bash(git status*),Bash(git -C vendor/x status*)",
+        "go",
+    )
+    assert result.returncode == 0, result.stderr
+    [(denied, why)] = results(result.stdout)
+    assert denied and "shaped like a bare repository" in why
+    assert not marker.exists()
+    # The plant is real: git runs it.
+    subprocess.run(["git", "status"], cwd=project / "vendor" / "x", capture_output=True)
+    assert marker.exists()

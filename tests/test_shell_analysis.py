@@ -29,6 +29,7 @@ from caliban.shell import (
     SimpleCommand,
     Understood,
     analyze,
+    line_effects,
     read_paths,
     render,
     written_paths,
@@ -1071,3 +1072,41 @@ def test_deny_rule_bypasses_fail_through_the_executable(
     assert (tmp_path / "ran").read_text() == "ok\n"
     sent = str(fake_model_server.requests[1].body["messages"])
     assert sent.count("denies it") == 4
+
+
+# ---------------------------------------------------------------------------- git discovery
+
+
+def _bare(directory: Path) -> Path:
+    for name in ("objects", "refs"):
+        (directory / name).mkdir(parents=True)
+    (directory / "HEAD").write_text("ref: refs/heads/main\n")
+    return directory
+
+
+def test_git_commands_report_the_bare_repositories_they_would_use(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    _bare(project / ".git")  # the project's own: a .git directory
+    _bare(project / "vendor" / "lib" / ".git")  # a nested clone: its config is protected
+    bare = _bare(project / "vendor" / "x")
+    (project / "sub").mkdir()
+    (project / "sub" / ".git").write_text("gitdir: ../vendor/x\n")  # a .git file naming it
+
+    def repositories(command: str) -> tuple[Path, ...]:
+        effects = line_effects(analyze(command), cwd=project)
+        assert effects.unknown is None, effects
+        return effects.repositories
+
+    for plain in ("git status", "cd vendor/lib && git log", "cd .git && git status", "ls x"):
+        assert repositories(plain) == (), plain
+    for planted in (
+        "cd vendor/x && git status",
+        "cd vendor/x/objects; git status",  # from inside, and whether or not the cd failed
+        "git -C vendor -C x status",
+        "git --git-dir=vendor/x log",
+        "sudo git --git-dir vendor/x log",
+        "(cd vendor/x && git status)",
+        "cd sub && git status",
+    ):
+        assert repositories(planted) == (bare,), planted
+    assert line_effects(analyze("popd; git status"), cwd=project).unknown is not None

@@ -61,6 +61,10 @@ class Effects:
     writes: tuple[Path, ...] = ()
     runs: Command | None = None
     reaches: tuple[Reach, ...] = ()
+    repositories: tuple[Path, ...] = ()
+    """Git directories the command line's ``git`` commands may use that are not a ``.git``
+    directory (a bare repository git finds by its shape): their configuration runs
+    commands (:func:`caliban.shell.git.repositories`)."""
     unknown: str | None = None
     """Why what the call reads and writes cannot be known (a command line that is not
     understood, a redirection only the shell could resolve); ``reads`` and ``writes`` then
@@ -88,6 +92,7 @@ def command_effects(
         reads=files.reads,
         writes=files.writes,
         runs=Command(analysis=analysis, cwd=cwd, outside_sandbox=outside_sandbox),
+        repositories=files.repositories,
         unknown=files.unknown,
     )
 

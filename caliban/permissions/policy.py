@@ -16,7 +16,8 @@ Precedence, first match wins:
 3. ``plan`` mode denies every tool that is not read-only (allow rules do not override it);
 4. an ``ask`` rule asks;
 5. a write to a protected path (:mod:`caliban.permissions.protected`) asks, unless an allow
-   rule names that very file;
+   rule names that very file; so does a command line whose ``git`` would use a repository
+   that is not a ``.git`` directory (:mod:`caliban.shell.git`);
 6. a write (Write/Edit) outside the project root asks, unless an allow rule names that
    place by an absolute path;
 7. an ``allow`` rule (config, ``--allowed-tools`` or "don't ask again this session") allows;
@@ -235,7 +236,23 @@ def _decide_line(
         (path, decide_one("Write", str(path), read_only=False, origin=BUILTIN, writes=(path,)))
         for path in effects.writes
     ]
-    return _with_writes(decision, writes, project_root)
+    decision = _with_writes(decision, writes, project_root)
+    if effects.repositories and decision.behavior != "deny" and mode != "bypassPermissions":
+        return _with_repositories(decision, effects.repositories)
+    return decision
+
+
+def _with_repositories(decision: Decision, repositories: Sequence[Path]) -> Decision:
+    """``decision`` about a command line whose git commands would use ``repositories``,
+    git directories that are not a ``.git`` directory: it asks (:mod:`caliban.shell.git`)."""
+    what = (
+        f"git would use {', '.join(map(str, repositories))} as its repository (a directory "
+        "shaped like a bare repository, not a .git directory), and a repository's "
+        "configuration can run commands (core.fsmonitor, …)"
+    )
+    if decision.behavior == "ask":
+        return dataclasses.replace(decision, reason=f"{decision.reason}; also, {what}")
+    return Decision(behavior="ask", reason=what)
 
 
 def _auto_allowed(decision: Decision, effects: Effects, confined: Confined) -> Decision:

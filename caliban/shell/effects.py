@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import assert_never
 
 from caliban.shell.commands import CD, cd_argument, unwrap_builtins
+from caliban.shell.git import repositories
 from caliban.shell.values import (
     Analysis,
     Apart,
@@ -39,23 +40,45 @@ class LineEffects:
 
     reads: tuple[Path, ...] = ()
     writes: tuple[Path, ...] = ()
+    repositories: tuple[Path, ...] = ()
+    """Git directories its ``git`` commands may use that are not a ``.git`` directory — a
+    bare repository git finds by its shape, or one ``--git-dir`` names
+    (:func:`caliban.shell.git.repositories`): git reads their configuration, which runs
+    commands."""
     unknown: str | None = None
     """Why the files cannot be known: the line is not understood, or a redirection goes
-    through a name only the shell's own process could resolve. ``reads`` and ``writes``
-    are then empty and say nothing."""
+    through a name only the shell's own process could resolve. ``reads``, ``writes`` and
+    ``repositories`` are then empty and say nothing."""
 
 
 def line_effects(analysis: Analysis, *, cwd: Path, home: Path | None = None) -> LineEffects:
-    """What ``analysis`` reads and writes through its redirections when it starts in ``cwd``."""
+    """What ``analysis`` reads and writes through its redirections, and the repositories its
+    git commands use, when it starts in ``cwd``."""
     if isinstance(analysis, NotUnderstood):
         return LineEffects(unknown=analysis.reason)
+    home = home if home is not None else Path.home()
+    places = command_places(analysis, str(cwd), str(home))
     try:
         return LineEffects(
-            reads=read_paths(analysis, cwd=cwd, home=home),
-            writes=written_paths(analysis, cwd=cwd, home=home),
+            reads=_paths(analysis, places, home, "read"),
+            writes=_paths(analysis, places, home, "write"),
+            repositories=_repositories(analysis, places),
         )
     except UnknownTarget as exc:
         return LineEffects(unknown=str(exc))
+
+
+def _repositories(analysis: Understood, places: Sequence[Places]) -> tuple[Path, ...]:
+    found: dict[Path, None] = {}
+    for command, where in zip(analysis.commands, places, strict=True):
+        for repository in repositories(command.argv, sorted(where, key=str)):
+            if repository is None:
+                raise UnknownTarget(
+                    "a git command where the working directory, and so the repository git "
+                    "finds, cannot be known"
+                )
+            found[repository] = None
+    return tuple(found)
 
 
 MAX_PLACES = 16
@@ -216,12 +239,14 @@ def written_paths(analysis: Understood, *, cwd: Path, home: Path | None = None) 
     lead each command to (:func:`command_places`); ``/dev/null`` and descriptor copies left
     out. Run each through the Write path rules. Raises :class:`UnknownTarget` for a target
     only the shell's process could resolve."""
-    return _paths(analysis, cwd, home, "write")
+    home = home if home is not None else Path.home()
+    return _paths(analysis, command_places(analysis, str(cwd), str(home)), home, "write")
 
 
 def read_paths(analysis: Understood, *, cwd: Path, home: Path | None = None) -> tuple[Path, ...]:
     """The files an understood line's ``<`` redirections read, like :func:`written_paths`."""
-    return _paths(analysis, cwd, home, "read")
+    home = home if home is not None else Path.home()
+    return _paths(analysis, command_places(analysis, str(cwd), str(home)), home, "read")
 
 
 class UnknownTarget(ValueError):
@@ -243,11 +268,9 @@ def _through_this_process(path: Path) -> bool:
 
 
 def _paths(
-    analysis: Understood, cwd: Path, home: Path | None, kind: RedirectKind
+    analysis: Understood, places: Sequence[Places], home: Path, kind: RedirectKind
 ) -> tuple[Path, ...]:
-    home = home if home is not None else Path.home()
     found: dict[Path, None] = {}
-    places = command_places(analysis, str(cwd), str(home))
     for command, where in zip(analysis.commands, places, strict=True):
         for redirect in command.redirects:
             if redirect.kind != kind or redirect.benign:

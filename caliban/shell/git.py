@@ -1,0 +1,102 @@
+"""Which repository a ``git`` command would use — git's own discovery, read before it runs.
+
+git reads the configuration of the repository it finds, and that configuration runs
+commands (``core.fsmonitor``, ``core.pager``, hooks…). Walking up from where it starts, git
+takes the first directory holding a ``.git`` (a directory, or a file naming one), or that
+*is* a repository by its shape — ``HEAD``, ``objects/`` and ``refs/``: a bare repository,
+which a cloned project can commit and a model can write without touching any ``.git``.
+:func:`repositories` finds, for a simple command, the git directories it may use that are
+not a ``.git`` directory; the permission policy asks before a command uses one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from caliban.shell.commands import unwrap_builtins, wrapped
+
+_OPTIONS_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})
+
+
+def repositories(argv: Sequence[str], places: Iterable[str | None]) -> Iterator[Path | None]:
+    """The git directories a command (``git …``, or ``git`` after a wrapper) may use, when it
+    starts in any of ``places``, that are not inside a ``.git`` directory: a bare repository
+    git discovers by its shape, or one ``--git-dir`` or a ``.git`` file names. None for a
+    place that is not known (None): what git would find there cannot be known."""
+    inner = unwrap_builtins(argv)
+    for command in (tuple(inner), *wrapped(inner)):
+        if command and os.path.basename(command[0]) == "git":
+            for place in places:
+                if place is None:
+                    yield None
+                    continue
+                found = _git_dir(command[1:], Path(place))
+                if found is not None and not _inside_dot_git(found):
+                    yield found
+
+
+def _git_dir(arguments: Sequence[str], start: Path) -> Path | None:
+    """The git directory ``git ARGUMENTS`` uses when started in ``start``."""
+    here = start
+    named: Path | None = None
+    index = 0
+    while index < len(arguments) and arguments[index].startswith("-"):
+        option, equals, value = arguments[index].partition("=")
+        if option in _OPTIONS_WITH_VALUE and not equals:
+            value = arguments[index + 1] if index + 1 < len(arguments) else ""
+            index += 1
+        if option == "-C" and value:
+            here = here / value
+        elif option == "--git-dir" and value:
+            named = here / value
+        index += 1
+    return Path(os.path.realpath(named)) if named is not None else discover(here)
+
+
+def discover(start: Path) -> Path | None:
+    """The git directory git's discovery finds from ``start`` (absolute, symlinks
+    followed), or None."""
+    directory = Path(os.path.realpath(start))
+    while True:
+        dot_git = directory / ".git"
+        if dot_git.is_file():
+            return _gitfile_target(dot_git)
+        if dot_git.is_dir() and is_git_directory(dot_git):
+            return dot_git
+        if is_git_directory(directory):
+            return directory
+        if directory.parent == directory:
+            return None
+        directory = directory.parent
+
+
+def is_git_directory(path: Path) -> bool:
+    """Whether git takes ``path`` for a repository's git directory (its ``HEAD``, and its
+    ``objects/`` and ``refs/``, here or in the directory its ``commondir`` names)."""
+    if not (path / "HEAD").is_file():
+        return False
+    return (path / "commondir").is_file() or (
+        (path / "objects").is_dir() and (path / "refs").is_dir()
+    )
+
+
+def _gitfile_target(path: Path) -> Path:
+    """The directory a ``.git`` file (``gitdir: …``) names; the file itself when it names
+    none (git stops there with an error)."""
+    try:
+        text = path.read_text(errors="replace")[:4096]
+    except OSError:
+        return path
+    for line in text.splitlines():
+        if line.startswith("gitdir:"):
+            return Path(os.path.realpath(path.parent / line.removeprefix("gitdir:").strip()))
+    return path
+
+
+def _inside_dot_git(path: Path) -> bool:
+    return any(part.casefold() == ".git" for part in path.parts)
+
+
+__all__ = ["discover", "is_git_directory", "repositories"]
