@@ -679,6 +679,7 @@ def test_a_cd_that_may_fail_leaves_both_places(tmp_path: Path) -> None:
         "cd /etc || echo > f",  # runs only when the cd failed
         "! cd /etc && echo > f",
         "if cd /etc; then :; else echo > f; fi",
+        "true && cd /etc 2>/dev/null | true; echo > f",  # the grammar: (true && cd 2>…) | true
     ],
 )
 def test_a_cd_that_does_not_move_this_shell_moves_nothing(tmp_path: Path, command: str) -> None:
@@ -704,6 +705,22 @@ def test_a_cd_that_may_run_is_followed_both_ways(tmp_path: Path, command: str) -
         tmp_path / "f",
         Path("/etc/f"),
     }
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # The grammar nests these as `(cd /etc && x >/dev/null) | y`; bash reads
+        # `cd /etc && (x >/dev/null | y)`: the cd is in this shell.
+        "cd /etc && x >/dev/null | y; echo > f",
+        "cd /etc 2>/dev/null && x 2>/dev/null |& y; echo > f",
+        "false || cd /etc && x >/dev/null | y && echo > f",
+    ],
+)
+def test_pipelines_bind_tighter_than_and_or_whatever_the_grammar_nests(
+    tmp_path: Path, command: str
+) -> None:
+    assert Path("/etc/f") in written_paths(understood(command), cwd=tmp_path)
 
 
 def test_a_cd_through_a_symlink_and_up_is_checked_both_ways(tmp_path: Path) -> None:

@@ -83,6 +83,8 @@ _MOVING_VARIABLES = frozenset({"HOME", "CDPATH"})
 """Variables that decide where ``cd`` and ``~`` lead: a line assigning them is not understood."""
 _CLAUSES = frozenset({"elif_clause", "else_clause", "do_group"})
 _JOINERS = frozenset({"&&", "||", "|", "|&"})
+_CHAINS = frozenset({"list", "pipeline", "negated_command"})
+"""Node kinds of an and-or list of pipelines, which :meth:`Walker.compound` reads flat."""
 _FILE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<", ">&", "<&", ">&-", "<&-"})
 
 
@@ -221,10 +223,10 @@ class Walker:
         kind = node.type
         if kind == "command":
             return self.command(node, group, tail)
+        if kind in _CHAINS or (kind == "redirected_statement" and _is_chain(node)):
+            return self.compound(node, group, depth, tail)
         if kind == "redirected_statement":
             return self.redirected(node, group, depth, tail)
-        if kind in ("list", "pipeline", "negated_command"):
-            return self.compound(node, group, depth, tail)
         if tail.words:
             raise Unclear(f"words after a redirection ({self.snip(node)!r})")
         if tail.redirects:
@@ -247,11 +249,35 @@ class Walker:
         raise Unclear(f"{reason} ({self.snip(node)!r})")
 
     def compound(self, node: Node, group: tuple[Redirect, ...], depth: int, tail: _Tail) -> Flow:
-        """``a && b || c``, ``a | b``, ``! a``."""
+        """An and-or list of pipelines: ``a && b | c``, ``! a || b``. The grammar nests these
+        its own way (``a && b >f | c`` as ``(a && b >f) | c``) while bash reads them flat,
+        pipelines binding tighter than ``&&`` and ``||``: the flow is rebuilt from the
+        operators in the order they come."""
+        items: list[Flow | str] = []
+        self.chain(node, group, depth, tail, items)
+        return _and_or(items, self.snip(node))
+
+    def chain(
+        self,
+        node: Node,
+        group: tuple[Redirect, ...],
+        depth: int,
+        tail: _Tail,
+        items: list[Flow | str],
+    ) -> None:
+        """Add ``node``'s statements and operators to ``items``, in order."""
+        if depth > MAX_DEPTH:
+            raise Unclear(f"it is nested more than {MAX_DEPTH} levels deep")
         kind = node.type
+        if kind == "redirected_statement" and _is_chain(node):
+            body, tail = self.redirections(node, tail)
+            assert body is not None  # _is_chain
+            self.chain(body, group, depth + 1, tail, items)
+            return
+        if kind not in _CHAINS:
+            items.append(self.statement(node, group, depth + 1, tail))
+            return
         last = node.named_children[-1] if node.named_children else None
-        parts: list[Flow] = []
-        operators: list[str] = []
         for child in node.children:
             if child.type == "comment":
                 self.comment(child)
@@ -263,22 +289,10 @@ class Walker:
                 self.atom(child, "op")
                 if child.type != "!":
                     self.separate(child.type)
-                    operators.append(child.type)
+                items.append(child.type)
             else:
                 inner = tail if last is not None and child.id == last.id else _NO_TAIL
-                parts.append(self.statement(child, group, depth + 1, inner))
-        if kind == "negated_command" and len(parts) == 1:
-            return Negated(parts[0])
-        if kind == "pipeline":  # every stage runs in a child shell (no `lastpipe`)
-            return Series(tuple(Apart(part) for part in parts))
-        if kind != "list" or len(parts) != len(operators) + 1:
-            raise Unclear(f"an unusual {kind.replace('_', ' ')} ({self.snip(node)!r})")
-        flow = parts[0]
-        for operator, part in zip(operators, parts[1:], strict=True):
-            if operator not in ("&&", "||"):
-                raise Unclear(f"{operator!r} in a list ({self.snip(node)!r})")
-            flow = Both(flow, "&&" if operator == "&&" else "||", part)
-        return flow
+                self.chain(child, group, depth + 1, inner, items)
 
     def add(self, pending: _Pending) -> Run:
         """Record a simple command; its place in the line's flow."""
@@ -286,6 +300,18 @@ class Walker:
         return Run(len(self.pending) - 1)
 
     def redirected(self, node: Node, group: tuple[Redirect, ...], depth: int, tail: _Tail) -> Flow:
+        body, tail = self.redirections(node, tail)
+        if body is None:
+            if tail.words:
+                raise Unclear(f"words after a redirection ({self.snip(node)!r})")
+            # `> file` alone: truncates (creates) the file and runs nothing.
+            pending = _Pending(start=node.start_byte, end=node.end_byte)
+            pending.redirects.extend([*tail.redirects, *group])
+            return self.add(pending)
+        return self.statement(body, group, depth + 1, tail)
+
+    def redirections(self, node: Node, tail: _Tail) -> tuple[Node | None, _Tail]:
+        """A redirected statement's body, and its redirections added to ``tail``."""
         body = node.child_by_field_name("body")
         redirects: list[Redirect] = []
         words: list[Word] = []
@@ -302,15 +328,7 @@ class Walker:
             redirects.extend(found)
             words.extend(extra)
             previous = child.end_byte if child.type != "heredoc_redirect" else None
-        tail = _Tail(redirects=(*redirects, *tail.redirects), words=(*words, *tail.words))
-        if body is None:
-            if tail.words:
-                raise Unclear(f"words after a redirection ({self.snip(node)!r})")
-            # `> file` alone: truncates (creates) the file and runs nothing.
-            pending = _Pending(start=node.start_byte, end=node.end_byte)
-            pending.redirects.extend([*tail.redirects, *group])
-            return self.add(pending)
-        return self.statement(body, group, depth + 1, tail)
+        return body, _Tail(redirects=(*redirects, *tail.redirects), words=(*words, *tail.words))
 
     def command(self, node: Node, group: tuple[Redirect, ...], tail: _Tail) -> Run:
         pending = _Pending(start=node.start_byte, end=node.end_byte)
@@ -529,6 +547,49 @@ class Walker:
             _check_gap(data[position:start], previous, kind)
             position, previous = stop, kind
         _check_gap(data[position:], previous, None)
+
+
+def _is_chain(node: Node) -> bool:
+    """A redirected statement whose body is an and-or list or a pipeline: the grammar hangs
+    the redirections of its last command there."""
+    body = node.child_by_field_name("body")
+    return body is not None and body.type in _CHAINS
+
+
+def _and_or(items: list[Flow | str], shown: str) -> Flow:
+    """The flow of ``[! ] stage | stage … && [! ] stage …`` read as bash reads it: pipelines
+    (each stage in a child shell, no ``lastpipe``) joined left to right by ``&&``/``||``."""
+    pipelines: list[Flow] = []
+    operators: list[str] = []
+    stages: list[Flow] = []
+    negated = False
+    expecting = True  # a stage must come next
+    for item in items:
+        if item == "!" and expecting and not stages and not negated:
+            negated = True
+        elif item in ("|", "|&", "&&", "||") and not expecting:
+            if item in ("&&", "||"):
+                pipelines.append(_pipeline(stages, negated))
+                operators.append(item)
+                stages, negated = [], False
+            expecting = True
+        elif isinstance(item, str) or not expecting:
+            raise Unclear(f"an and-or list bash reads differently ({shown!r})")
+        else:
+            stages.append(item)
+            expecting = False
+    if expecting:
+        raise Unclear(f"an and-or list bash reads differently ({shown!r})")
+    pipelines.append(_pipeline(stages, negated))
+    flow = pipelines[0]
+    for operator, pipeline in zip(operators, pipelines[1:], strict=True):
+        flow = Both(flow, "&&" if operator == "&&" else "||", pipeline)
+    return flow
+
+
+def _pipeline(stages: list[Flow], negated: bool) -> Flow:
+    flow = stages[0] if len(stages) == 1 else Series(tuple(Apart(stage) for stage in stages))
+    return Negated(flow) if negated else flow
 
 
 def _shape(kind: str, parts: list[Series], until: bool) -> Flow:
