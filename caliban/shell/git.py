@@ -12,8 +12,10 @@ not a ``.git`` directory; the permission policy asks before a command uses one.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Literal
 
 from caliban.shell.commands import unwrap_builtins, wrapped
 
@@ -52,46 +54,61 @@ def _git_dir(arguments: Sequence[str], start: Path) -> Path | None:
         elif option == "--git-dir" and value:
             named = here / value
         index += 1
-    return Path(os.path.realpath(named)) if named is not None else discover(here)
+    if named is not None:
+        return Path(os.path.realpath(named))
+    found = discover(str(here))
+    return Path(found) if found is not None else None
 
 
-def discover(start: Path) -> Path | None:
+def discover(start: str) -> str | None:
     """The git directory git's discovery finds from ``start`` (absolute, symlinks
-    followed), or None."""
-    directory = Path(os.path.realpath(start))
+    followed), or None. Two ``stat`` calls a level where there is none."""
+    directory = os.path.realpath(start)
     while True:
-        dot_git = directory / ".git"
-        if dot_git.is_file():
+        dot_git = os.path.join(directory, ".git")
+        kind = _kind(dot_git)
+        if kind == "file":
             return _gitfile_target(dot_git)
-        if dot_git.is_dir() and is_git_directory(dot_git):
+        if kind == "dir" and is_git_directory(dot_git):
             return dot_git
         if is_git_directory(directory):
             return directory
-        if directory.parent == directory:
+        parent = os.path.dirname(directory)
+        if parent == directory:
             return None
-        directory = directory.parent
+        directory = parent
 
 
-def is_git_directory(path: Path) -> bool:
+def is_git_directory(path: str) -> bool:
     """Whether git takes ``path`` for a repository's git directory (its ``HEAD``, and its
     ``objects/`` and ``refs/``, here or in the directory its ``commondir`` names)."""
-    if not (path / "HEAD").is_file():
+    if _kind(os.path.join(path, "HEAD")) != "file":
         return False
-    return (path / "commondir").is_file() or (
-        (path / "objects").is_dir() and (path / "refs").is_dir()
-    )
+    if _kind(os.path.join(path, "commondir")) == "file":
+        return True
+    return _kind(os.path.join(path, "objects")) == "dir" == _kind(os.path.join(path, "refs"))
 
 
-def _gitfile_target(path: Path) -> Path:
+def _kind(path: str) -> Literal["file", "dir", None]:
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return "file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode) else None
+
+
+def _gitfile_target(path: str) -> str:
     """The directory a ``.git`` file (``gitdir: …``) names; the file itself when it names
     none (git stops there with an error)."""
     try:
-        text = path.read_text(errors="replace")[:4096]
+        with open(path, errors="replace") as file:
+            text = file.read(4096)
     except OSError:
         return path
     for line in text.splitlines():
         if line.startswith("gitdir:"):
-            return Path(os.path.realpath(path.parent / line.removeprefix("gitdir:").strip()))
+            target = line.removeprefix("gitdir:").strip()
+            return os.path.realpath(os.path.join(os.path.dirname(path), target))
     return path
 
 
