@@ -365,6 +365,23 @@ def test_a_project_cannot_erase_the_users_deny_rules_with_an_empty_list(
 
 # ---------------------------------------------------------------- 1. a cd that did not happen
 
+
+def _accepting_edits(
+    server: FakeModelServer, project: Path, allowed: str, home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``caliban -p`` in acceptEdits with ``allowed`` Bash rules."""
+    return caliban(
+        server,
+        project,
+        "--permission-mode",
+        "acceptEdits",
+        "--allowed-tools",
+        allowed,
+        "go",
+        home=home,
+    )
+
+
 CDS_THAT_DO_NOT_MOVE_THIS_SHELL = (
     "cd {project}/missing; ls > .gitconfig",  # a cd that fails
     "(cd {project}); ls > .gitconfig",  # in a subshell
@@ -391,16 +408,7 @@ def test_a_cd_that_does_not_happen_does_not_move_where_a_redirection_writes(
         calls(("Bash", {"command": f"cd {project} && ls > listing.txt"})),
         {"text": "done"},
     )
-    result = caliban(
-        fake_model_server,
-        project,
-        "--permission-mode",
-        "acceptEdits",
-        "--allowed-tools",
-        "Bash(cd:*),Bash(ls:*)",
-        "go",
-        home=home,
-    )
+    result = _accepting_edits(fake_model_server, project, "Bash(cd:*),Bash(ls:*)", home=home)
     assert result.returncode == 0, result.stderr
     moved, *refused, listed = results(result.stdout)
     assert not moved[0] and not listed[0]
@@ -462,15 +470,7 @@ def test_a_hard_link_made_earlier_is_as_protected_as_its_file(
         calls(("Bash", {"command": "echo '[core] fsmonitor = touch pwned' >> notes"})),
         {"text": "done"},
     )
-    result = caliban(
-        fake_model_server,
-        project,
-        "--permission-mode",
-        "acceptEdits",
-        "--allowed-tools",
-        "Bash(ln:*),Bash(echo:*)",
-        "go",
-    )
+    result = _accepting_edits(fake_model_server, project, "Bash(ln:*),Bash(echo:*)")
     assert result.returncode == 0, result.stderr
     (linked, _), (denied, why) = results(result.stdout)
     assert not linked and (project / "notes").exists()
