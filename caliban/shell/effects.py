@@ -87,6 +87,9 @@ runs is unknown."""
 MAX_ROUNDS = 8
 """A loop whose ``cd`` s still lead somewhere new after this many rounds: where the
 commands in and after it run is unknown."""
+MAX_STEPS = 20_000
+"""Steps of following a line's flow (nested loops repeat their bodies) beyond which where
+its commands run is unknown: the time a decision takes stays bounded."""
 
 Place = str | None
 """A directory as bash names it (lexically, symlinks kept), or None: it cannot be known."""
@@ -140,9 +143,13 @@ class _Tracker:
     home: str
     physical: Callable[[str], str]
     at: list[set[Place]]
+    steps: int = MAX_STEPS
 
     def run(self, flow: Flow, here: Places) -> tuple[Places, Places]:
         """Where the shell may be after ``flow`` when it succeeded, and when it failed."""
+        self.steps -= 1
+        if self.steps < 0:
+            raise _TooLong
         match flow:
             case Run(index):
                 self.at[index] |= here
@@ -199,6 +206,10 @@ class _Tracker:
                 assert_never(flow)
 
 
+class _TooLong(Exception):
+    """Following the flow took more than :data:`MAX_STEPS`."""
+
+
 def _bounded(places: Places) -> Places:
     return places if len(places) <= MAX_PLACES else _UNKNOWN
 
@@ -213,7 +224,10 @@ def command_places(
     ``cwd`` (None: unknown): every directory the ``cd`` s that may run before it in the
     same shell could lead to, and ``cwd`` itself when they may all fail."""
     tracker = _Tracker(analysis.commands, home, physical, [set() for _ in analysis.commands])
-    tracker.run(analysis.structure, frozenset({cwd}))
+    try:
+        tracker.run(analysis.structure, frozenset({cwd}))
+    except _TooLong:
+        return (_UNKNOWN,) * len(analysis.commands)
     return tuple(frozenset(at) if at else _UNKNOWN for at in tracker.at)
 
 
@@ -301,6 +315,7 @@ def _paths(
 __all__ = [
     "MAX_PLACES",
     "MAX_ROUNDS",
+    "MAX_STEPS",
     "LineEffects",
     "Place",
     "Places",
