@@ -27,6 +27,8 @@ def repositories(argv: Sequence[str], places: Iterable[str | None]) -> Iterator[
     starts in any of ``places``, that are not inside a ``.git`` directory: a bare repository
     git discovers by its shape, or one ``--git-dir`` or a ``.git`` file names. None for a
     place that is not known (None): what git would find there cannot be known."""
+    if not any(word == "git" or word.endswith("/git") for word in argv):
+        return
     inner = unwrap_builtins(argv)
     for command in (tuple(inner), *wrapped(inner)):
         if command and os.path.basename(command[0]) == "git":
