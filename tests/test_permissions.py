@@ -387,6 +387,26 @@ def test_auto_allow_under_a_backend_that_cannot_protect_asks_for_protected_write
     assert _decide("Bash", "npm test", confined=GRANTS_ONLY).behavior == "allow"
 
 
+def test_auto_allow_under_a_backend_that_cannot_protect_asks_about_a_planted_repository(
+    tmp_path: Path,
+) -> None:
+    """A bare repository's core.fsmonitor would run inside the sandbox, where Landlock
+    cannot keep the project's .git/config read-only: still asked."""
+    planted = tmp_path / "vendor"
+    for part in ("objects", "refs"):
+        (planted / part).mkdir(parents=True)
+    (planted / "HEAD").write_text("ref: refs/heads/main\n")
+    (planted / "config").write_text("[core]\n\tbare = true\n")
+    effects = command_effects(shell.analyze("git status"), planted)
+    assert effects.repositories
+    for confined, behavior in ((GRANTS_ONLY, "ask"), (WALLED, "allow")):
+        decision = decide(
+            "Bash", "git status", effects, read_only=False, origin=BUILTIN, mode="default",
+            rules=NO_RULES, project_root=tmp_path, confined=confined,
+        )  # fmt: skip
+        assert decision.behavior == behavior
+
+
 def test_an_absolute_allow_rule_allows_writing_outside_the_root() -> None:
     named = rules(allow=["Edit(/tmp/scratch/**)"])
     assert _decide("Write", "/tmp/scratch/a/x.py", rules=named).behavior == "allow"

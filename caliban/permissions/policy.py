@@ -258,14 +258,17 @@ def _with_repositories(decision: Decision, repositories: Sequence[Path]) -> Deci
 def _auto_allowed(decision: Decision, effects: Effects, confined: Confined) -> Decision:
     """``decision`` about a command line the sandbox will confine, with
     ``autoAllowBashIfSandboxed``: a question becomes an allow, unless an ``ask`` rule asked,
-    or the line writes a protected path (or may: not understood) that the backend cannot
-    keep read-only. A deny stands."""
+    or the line writes a protected path (or may: not understood, or a planted repository's
+    configuration runs a command that could) that the backend cannot keep read-only. A deny
+    stands."""
     if decision.behavior != "ask" or decision.rule is not None:
         return decision
     if not confined.keeps_protected_paths:
         command = effects.runs
-        unknowable = effects.unknown is not None or (
-            command is not None and isinstance(command.analysis, NotUnderstood)
+        unknowable = (
+            effects.unknown is not None
+            or bool(effects.repositories)
+            or (command is not None and isinstance(command.analysis, NotUnderstood))
         )
         if unknowable or any(protected_reason(path) for path in effects.writes):
             return decision
