@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_repl_pty import CALIBAN, WAIT, expect_prompt
+from test_repl_pty import CALIBAN, WAIT, answer, expect_prompt
 
 pexpect = pytest.importorskip("pexpect")
 
@@ -62,7 +62,7 @@ def repo(project: Path) -> Path:
 
 
 def test_rewind_code_only_then_esc_esc_after_continue(repo: Path, fake_model_server: Any) -> None:
-    fake_model_server.add(changes(repo), {"text": "Changed."})
+    fake_model_server.add(changes(repo), {"text": "Changed."}, {"text": "Hi."})
     child = spawn(repo, fake_model_server)
     try:
         expect_prompt(child)
@@ -70,13 +70,16 @@ def test_rewind_code_only_then_esc_esc_after_continue(repo: Path, fake_model_ser
         child.expect("Changed.")
         expect_prompt(child)
         assert files(repo)["c.txt"] == "changed\n"
+        child.send("hello\r")  # a second prompt: `answer` moves the selection to option 2
+        child.expect("Hi.")
+        expect_prompt(child)
 
         child.send("/rewind\r")
         child.expect("Rewind to before which prompt")
         child.expect(r"make changes  · 3 files \+3 -1")
-        child.send("1")
+        answer(child, "2")  # the older prompt, "make changes"
         child.expect("Restore what")
-        child.send("3")  # code only
+        answer(child, "3")  # code only
         child.expect("Restored 3 files")
         expect_prompt(child)
         assert files(repo) == ORIGINAL
@@ -97,9 +100,9 @@ def test_rewind_code_only_then_esc_esc_after_continue(repo: Path, fake_model_ser
         expect_prompt(child)
         child.send("\x1b\x1b")
         child.expect("Rewind to before which prompt")
-        child.send("2")  # the older prompt: "make changes", from the first process
+        answer(child, "3")  # the oldest prompt: "make changes", from the first process
         child.expect("Restore what")
-        child.send("1")  # code and conversation
+        answer(child, "1")  # code and conversation
         child.expect("Conversation rewound to before: make changes")
         child.expect("make changes")  # back in the input
         assert files(repo) == ORIGINAL

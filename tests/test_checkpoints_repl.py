@@ -3,11 +3,13 @@ provider, real files, real Bash), and ``/context``'s line on checkpoint storage.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
 import pytest
-from test_repl import CTRL_C, CTRL_D, ENTER, harness
+from test_repl import CTRL_C, CTRL_D, ENTER, Harness, harness, wait_until
 
 from caliban.checkpoints import Checkpoints
 from caliban.providers.scripted import reply, tool_call
@@ -42,6 +44,32 @@ def setup(project: Path) -> Checkpoints:
     return Checkpoints(project=project, session_id="s1")
 
 
+async def start(h: Harness, keys: str, *, done: str) -> asyncio.Future[int]:
+    """Run the REPL on ``keys``; return it once ``done`` is on the screen and the prompt
+    reads keys again."""
+    h.input.send_text(keys)
+    task = asyncio.ensure_future(h.repl.run())
+    await wait_until(lambda: done in h.text and h.repl.prompt.app.is_running)
+    return task
+
+
+async def answer_menus(h: Harness, keys: str, *answers: str, done: str) -> None:
+    """Send ``keys``; answer each menu with the next of ``answers`` once it is drawn (keys
+    typed earlier would not answer it); wait for ``done`` and the prompt again."""
+    shown = h.repl.menus_shown
+    h.input.send_text(keys)
+    for number, answer in enumerate(answers, start=shown + 1):
+        await wait_until(lambda number=number: h.repl.menus_shown >= number)  # type: ignore[misc]
+        h.input.send_text(answer)
+    await wait_until(lambda: done in h.text and h.repl.prompt.app.is_running)
+
+
+async def leave(h: Harness, task: asyncio.Future[int], keys: str = CTRL_D) -> None:
+    h.input.send_text(keys)
+    with anyio.fail_after(10):
+        await task
+
+
 AFTER_BOTH = {"b.txt": "one\nagain\n", "c.txt": "changed\n", "d.txt": "made\n", "new.txt": "new\n"}
 
 
@@ -53,10 +81,14 @@ async def test_rewind_to_the_first_prompt(project: Path, opener: str, choice: st
     async with harness(steps, project, checkpoints=checkpoints, id="s1") as h:
         # The older prompt is the second line of the picker (newest first); after a
         # conversation rewind its text is back in the input: Enter sends it again.
-        keys = "make changes" + ENTER + "again" + ENTER + opener + "2" + choice
         resend = choice in ("1", "2")
-        keys += ENTER if resend else ""
-        await h.run(keys + CTRL_D)
+        task = await start(h, "make changes" + ENTER + "again" + ENTER, done="Again.")
+        done = "Conversation rewound" if resend else "Restored 4 files"
+        await answer_menus(h, opener, "2", choice, done=done)
+        if resend:
+            h.input.send_text(ENTER)
+            await wait_until(lambda: "Ran it again." in h.text and h.repl.prompt.app.is_running)
+        await leave(h, task)
         prompts = [m.text for m in h.session.conversation.messages if m.role == "user"]
     code_restored = choice in ("1", "3")
     assert files(project) == (ORIGINAL if code_restored else AFTER_BOTH)
@@ -107,8 +139,10 @@ async def test_outside_edits_are_named_and_asked_about(project: Path) -> None:
     checkpoints = setup(project)
     async with harness(two_prompts(project)[:2], project, checkpoints=checkpoints, id="s1") as h:
         # The user changes c.txt between the prompt and /undo (a shell command of theirs).
-        keys = "make changes" + ENTER + "!echo mine > c.txt" + ENTER + "/undo" + ENTER + "2"
-        await h.run(keys + CTRL_D)
+        keys = "make changes" + ENTER + "!echo mine > c.txt" + ENTER
+        task = await start(h, keys, done="mine")
+        await answer_menus(h, "/undo" + ENTER, "2", done="Undo cancelled.")
+        await leave(h, task)
     assert "changed outside caliban since" in h.text and "c.txt" in h.text
     assert "Undo cancelled." in h.text
     assert (project / "c.txt").read_text() == "mine\n"
@@ -117,17 +151,33 @@ async def test_outside_edits_are_named_and_asked_about(project: Path) -> None:
 async def test_esc_cancels_the_picker_and_context_shows_storage(project: Path) -> None:
     checkpoints = setup(project)
     async with harness(two_prompts(project)[:2], project, checkpoints=checkpoints, id="s1") as h:
-        keys = "make changes" + ENTER + "/rewind" + ENTER + "\x1b" + "/context" + ENTER
-        await h.run(keys + CTRL_D)
+        task = await start(h, "make changes" + ENTER, done="Changed them.")
+        await answer_menus(h, "/rewind" + ENTER, "\x1b", done="Rewind cancelled.")
+        await leave(h, task, "/context" + ENTER + CTRL_D)
     assert "Rewind cancelled." in h.text
     assert files(project)["c.txt"] == "changed\n"
     assert "Checkpoints: 1 checkpoint this session;" in h.text
 
 
+async def test_keys_typed_before_restore_what_is_drawn_restore_nothing(project: Path) -> None:
+    checkpoints = setup(project)
+    async with harness(two_prompts(project)[:2], project, checkpoints=checkpoints, id="s1") as h:
+        # "1" picks the prompt; the second "1" ("Restore code and conversation") is typed
+        # before "Restore what?" is drawn: it goes to the draft, and Esc cancels the menu.
+        task = await start(h, "make changes" + ENTER, done="Changed them.")
+        await answer_menus(h, "/rewind" + ENTER, "11", "\x1b", done="Rewind cancelled.")
+        assert h.repl.prompt.app.current_buffer.text == "1"
+        await leave(h, task, CTRL_C + CTRL_D)
+    assert files(project)["c.txt"] == "changed\n" and "Restored" not in h.text
+    assert [m.text for m in h.session.conversation.messages][:1] == ["make changes"]
+
+
 async def test_without_checkpoints_only_the_conversation_rewinds(project: Path) -> None:
     setup(project)
     async with harness(two_prompts(project)[:2], project) as h:
-        await h.run("make changes" + ENTER + "/rewind" + ENTER + "1" + "1" + CTRL_C + CTRL_D)
+        task = await start(h, "make changes" + ENTER, done="Changed them.")
+        await answer_menus(h, "/rewind" + ENTER, "1", "1", done="Conversation rewound")
+        await leave(h, task, CTRL_C + CTRL_D)
     assert h.session.conversation.messages == []
     assert files(project)["c.txt"] == "changed\n"
 

@@ -296,6 +296,8 @@ class Repl:
         """A short note in the toolbar (``stashed``, a failed Ctrl-V) until the next prompt."""
         self.exit_armed_until = 0.0
         self._cycle: tuple[PermissionMode, ...] = MODE_CYCLE
+        self.menus_shown = 0
+        """A command's menus (``/rewind``) drawn so far, each reading keys from then on."""
         self.attention = Attention(write_to_terminal() if self._real_terminal else _no_write)
         self.status_line = StatusLine()
         self.renderer.typed = lambda: (self.typeahead.draft, self.typeahead.queued)
@@ -442,6 +444,20 @@ class Repl:
             self.console.print(outside_text(f"> {queued}", "bold"))
             await self.submit(queued)
 
+    async def _menu(self, question: str, options: Sequence[str]) -> int | None:
+        """A command's menu (``/rewind``): the chosen index; Esc and Ctrl-C raise
+        KeyboardInterrupt. Keys typed before it was drawn go to the draft, never answer it."""
+
+        def shown() -> None:
+            self.menus_shown += 1
+
+        return await choose(
+            list(enumerate(options)),
+            question=question,
+            early_keys=self._take_keys,
+            on_shown=shown,
+        )
+
     def _prefill(self, text: str) -> None:
         """Start the next prompt with ``text`` (a rewound prompt's, to edit and resend)."""
         self._stashed = text
@@ -481,6 +497,7 @@ class Repl:
                 toggle_vi=self.toggle_vi,
                 restart=self.restart,
                 set_input=self._prefill,
+                choose=self._menu,
             )
             # Interruptible like a turn: /compact waits for the model, /resume for servers.
             task = await self._interruptible(run_command(text, context))

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from caliban.permissions.approval import PermissionAnswer, PermissionRequest
 
 Choice = Literal["once", "session", "deny"]
-T = TypeVar("T", bound=str)
+T = TypeVar("T")
 EarlyKeys = Callable[[list[KeyPress]], None]
 """Where keys typed before a question was drawn go (the REPL's draft)."""
 DIALOG_STYLE = Style.from_dict(
@@ -286,7 +286,7 @@ async def choose(
         event.app.exit(exception=KeyboardInterrupt())
 
     picks: dict[str, T] = dict(shortcuts or {})
-    for number, (choice, _) in enumerate(options, start=1):
+    for number, (choice, _) in enumerate(options[:9], start=1):  # one key each: 1 to 9
         picks[str(number)] = choice
     for key, choice in picks.items():
 

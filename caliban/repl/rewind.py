@@ -15,18 +15,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from prompt_toolkit.application import Application
-from prompt_toolkit.formatted_text import StyleAndTextTuples
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
-from prompt_toolkit.layout import FormattedTextControl, Layout, Window
-from prompt_toolkit.styles import Style
 from rich.console import Console
 from rich.text import Text
 
 from caliban.checkpoints import Change, Checkpoint, CheckpointNotFound, RewindPlan, StoreError
 from caliban.messages import Message, ToolResult
+from caliban.repl.approve import choose
 from caliban.repl.render import ELBOW, outside_text
-from caliban.util.text import plural, visible
+from caliban.util.text import plural
 
 if TYPE_CHECKING:
     from caliban.session.session import Session
@@ -41,66 +37,7 @@ RESTORE_CHOICES: tuple[tuple[Restore, str], ...] = (
     ("code", "Restore code"),
     ("cancel", "Never mind"),
 )
-MENU_STYLE = Style.from_dict({"selected": "bold #5fafff", "question": "bold"})
 PROMPT_WIDTH = 60
-
-
-async def menu(question: str, options: Sequence[str]) -> int | None:
-    """A transient numbered menu on the terminal: the chosen index, ``None`` on Esc.
-    Arrows and Enter choose, or a digit at once; Ctrl-C raises KeyboardInterrupt."""
-    selected = 0
-
-    def fragments() -> StyleAndTextTuples:
-        lines: StyleAndTextTuples = [("class:question", f" {question}\n")]
-        for index, label in enumerate(options):
-            style, mark = ("class:selected", "❯") if index == selected else ("", " ")
-            lines.append((style, f" {mark} {index + 1}. {visible(label)}\n"))
-        return lines
-
-    keys = KeyBindings()
-
-    @keys.add("up")
-    def _up(event: KeyPressEvent) -> None:
-        nonlocal selected
-        selected = (selected - 1) % len(options)
-
-    @keys.add("down")
-    @keys.add("tab")
-    def _down(event: KeyPressEvent) -> None:
-        nonlocal selected
-        selected = (selected + 1) % len(options)
-
-    @keys.add("enter")
-    def _accept(event: KeyPressEvent) -> None:
-        event.app.exit(result=selected)
-
-    @keys.add("escape", eager=True)
-    def _cancel(event: KeyPressEvent) -> None:
-        event.app.exit(result=None)
-
-    @keys.add("c-c")
-    def _interrupt(event: KeyPressEvent) -> None:
-        event.app.exit(exception=KeyboardInterrupt())
-
-    for number in range(1, min(len(options), 9) + 1):
-
-        def pick(event: KeyPressEvent, index: int = number - 1) -> None:
-            event.app.exit(result=index)
-
-        keys.add(str(number))(pick)
-
-    app: Application[int | None] = Application(
-        layout=Layout(
-            Window(
-                FormattedTextControl(fragments, focusable=True, show_cursor=False), wrap_lines=True
-            )
-        ),
-        key_bindings=keys,
-        style=MENU_STYLE,
-        erase_when_done=True,
-        full_screen=False,
-    )
-    return await app.run_async()
 
 
 def prompts_in(messages: Sequence[Message]) -> list[Message]:
@@ -132,14 +69,16 @@ class RewindContext:
     session: Session
     console: Console
     choose: Choose | None = None
-    """None: :func:`menu` on the terminal."""
+    """None: :func:`caliban.repl.approve.choose` on the terminal, which reads only keys
+    pressed once the menu is drawn."""
     set_input: Callable[[str], None] | None = None
 
 
 async def _choose(ctx: RewindContext, question: str, options: Sequence[str]) -> int | None:
-    choose = ctx.choose if ctx.choose is not None else menu
     try:
-        return await choose(question, options)
+        if ctx.choose is not None:
+            return await ctx.choose(question, options)
+        return await choose(list(enumerate(options)), question=question)
     except (KeyboardInterrupt, EOFError):
         return None
 
