@@ -83,7 +83,7 @@ def answer(child: Any, key: str) -> None:
     not as an answer (issue 27: keys typed while the model worked answered a question the
     user never saw). So Down is pressed until the selection visibly moves to option 2,
     then ``key`` is sent (a number picks its option wherever the selection is)."""
-    for _ in range(int(WAIT)):
+    for _ in range(WAIT):
         child.send(DOWN)
         if child.expect([r"❯ 2\.", pexpect.TIMEOUT], timeout=1) == 0:
             child.send(key)
