@@ -25,6 +25,7 @@ from typing import Any
 
 from caliban.config import paths
 from caliban.util.fsutil import atomic_write_text, updating
+from caliban.util.mappings import dotted_get
 
 __all__ = [
     "OPAQUE_KEYS",
@@ -201,7 +202,7 @@ def drop_widening_settings(
                 continue  # checked key by key against the sandbox below it
             if isinstance(value, dict) and key not in UNTRUSTED_MAY_SET and key not in OPAQUE_KEYS:
                 walk(value, key + ".")
-            elif not untrusted_may_set(key, value, _get(below or {}, key)):
+            elif not untrusted_may_set(key, value, dotted_get(below or {}, key)):
                 del node[name]
                 dropped.append(key)
 
@@ -219,7 +220,7 @@ def _drop_widening_sandbox(layer: dict[str, Any], below: Mapping[str, Any] | Non
         return []
     from caliban.sandbox.settings import widening_keys
 
-    under = None if below is None else _get(below, "sandbox")
+    under = None if below is None else dotted_get(below, "sandbox")
     dropped = []
     known = under if isinstance(under, Mapping) else None if below is None else {}
     for key in widening_keys(table, known):
@@ -238,15 +239,6 @@ def _wider(mode: Any, base: Any) -> bool:
     if mode not in MODE_ORDER:
         return True
     return MODE_ORDER.index(mode) > MODE_ORDER.index(base)
-
-
-def _get(data: Mapping[str, Any], key: str) -> Any:
-    node: Any = data
-    for part in key.split("."):
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(part)
-    return node
 
 
 def _copy(data: Mapping[str, Any]) -> dict[str, Any]:

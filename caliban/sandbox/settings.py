@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from caliban.util.mappings import dotted_get
+
 __all__ = ["MODES", "SandboxConfig", "SandboxLayer", "resolve", "widening_keys"]
 
 Mode = Literal["off", "read-only", "workspace-write"]
@@ -113,7 +115,7 @@ def resolve(
     for layer in layers:
         skip = set(widening_keys(layer.table, state)) if layer.project and not trusted else set()
         for key in _FLAGS:
-            value = _get(layer.table, key)
+            value = dotted_get(layer.table, key)
             if isinstance(value, bool) and key not in skip:
                 _put(state, key, value)
                 if key == "enabled":
@@ -123,13 +125,13 @@ def resolve(
             state["mode"] = mode
             mode_source = layer.source
         for key in _LISTS:
-            value = _get(layer.table, key)
+            value = dotted_get(layer.table, key)
             if isinstance(value, list) and key not in skip:
                 lists[key] += [v for v in value if isinstance(v, str)]
     mode = _mode_of(state)
     if flag is not None:
         mode, mode_source = flag, "--sandbox"
-    auto = _get(state, "autoAllowBashIfSandboxed")
+    auto = dotted_get(state, "autoAllowBashIfSandboxed")
 
     def joined(key: str) -> tuple[str, ...]:
         return tuple(dict.fromkeys(lists[key]))
@@ -160,14 +162,14 @@ def widening_keys(table: Mapping[str, Any], below: Mapping[str, Any] | None) -> 
     widen anything is left out."""
     dropped = []
     for key, (widening, default) in _FLAGS.items():
-        value = _get(table, key)
+        value = dotted_get(table, key)
         if value is widening and (below is None or _effective(below, key, default) is not widening):
             dropped.append(key)
     mode = table.get("mode")
     floor = "read-only" if below is None else _mode_of(below)
     if mode is not None and (mode not in MODES or _rank(mode) < _rank(floor)):
         dropped.append("mode")
-    dropped += [key for key in sorted(_WIDENING_LISTS) if _get(table, key)]
+    dropped += [key for key in sorted(_WIDENING_LISTS) if dotted_get(table, key)]
     return dropped
 
 
@@ -183,7 +185,7 @@ def _rank(mode: str) -> int:
 
 
 def _effective(table: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = _get(table, key)
+    value = dotted_get(table, key)
     return value if isinstance(value, bool) else default
 
 
@@ -192,12 +194,3 @@ def _put(table: dict[str, Any], key: str, value: Any) -> None:
     for part in tables:
         table = table.setdefault(part, {})
     table[leaf] = value
-
-
-def _get(table: Mapping[str, Any], key: str) -> Any:
-    node: Any = table
-    for part in key.split("."):
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(part)
-    return node
