@@ -26,8 +26,7 @@ Precedence, first match wins:
 
 With ``autoAllowBashIfSandboxed``, a command line the OS sandbox will confine
 (:class:`Confined`) runs where the steps above would ask — unless an ``ask`` rule asked, or
-the backend cannot keep protected paths read-only (Landlock) and the line writes one or
-cannot be known not to.
+the backend cannot keep protected paths read-only (Landlock: auto-allow does not apply).
 """
 
 from __future__ import annotations
@@ -192,7 +191,7 @@ def decide(
         rules=rules,
         project_root=project_root,
     )
-    return decision if confined is None else _auto_allowed(decision, effects, confined)
+    return decision if confined is None else _auto_allowed(decision, confined)
 
 
 def _decide_line(
@@ -255,23 +254,16 @@ def _with_repositories(decision: Decision, repositories: Sequence[Path]) -> Deci
     return Decision(behavior="ask", reason=what)
 
 
-def _auto_allowed(decision: Decision, effects: Effects, confined: Confined) -> Decision:
+def _auto_allowed(decision: Decision, confined: Confined) -> Decision:
     """``decision`` about a command line the sandbox will confine, with
-    ``autoAllowBashIfSandboxed``: a question becomes an allow, unless an ``ask`` rule asked,
-    or the line writes a protected path (or may: not understood, or a planted repository's
-    configuration runs a command that could) that the backend cannot keep read-only. A deny
-    stands."""
+    ``autoAllowBashIfSandboxed``: a question becomes an allow, unless an ``ask`` rule asked.
+    A deny stands. Under a backend that cannot keep protected paths read-only (Landlock) it
+    does not apply at all: any program the line runs could write ``.git/config`` or a hook,
+    which run outside the sandbox later — the parser cannot see what a program writes."""
     if decision.behavior != "ask" or decision.rule is not None:
         return decision
     if not confined.keeps_protected_paths:
-        command = effects.runs
-        unknowable = (
-            effects.unknown is not None
-            or bool(effects.repositories)
-            or (command is not None and isinstance(command.analysis, NotUnderstood))
-        )
-        if unknowable or any(protected_reason(path) for path in effects.writes):
-            return decision
+        return decision
     return Decision(behavior="allow", reason=AUTO_ALLOWED)
 
 

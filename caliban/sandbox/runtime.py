@@ -380,9 +380,12 @@ class SandboxRuntime:
         lines.append(
             "Bash commands: "
             + (
-                "run without asking (autoAllowBashIfSandboxed; ask and deny rules still apply)"
-                if config.auto_allow_bash
-                else "asked about as usual"
+                "asked about as usual"
+                if not config.auto_allow_bash
+                else "run without asking (autoAllowBashIfSandboxed; ask and deny rules still apply)"
+                if self.keeps_protected_paths
+                else "asked about as usual (autoAllowBashIfSandboxed does not apply: this backend "
+                "cannot keep protected paths read-only)"
             )
             + (
                 "; may be retried outside with approval"
