@@ -18,6 +18,7 @@ class _Works:
     """A backend that works and wraps nothing (the runtime's logic alone is tested)."""
 
     name = "test"
+    keeps_protected_paths = True
 
     def available(self) -> Availability:
         return Availability(usable=True, detail="a test backend")
@@ -228,6 +229,8 @@ def test_describe_says_mode_backend_and_what_is_not_enforced(tmp_path: Path) -> 
         assert "Writable: " in text and str(runtime.tmpdir) in text
         assert "Network: through the proxy to docs.python.org (never evil.python.org)" in text
         assert "run without asking (autoAllowBashIfSandboxed" in text
+        runtime.backend.keeps_protected_paths = False  # type: ignore[attr-defined]  # Landlock
+        assert "autoAllowBashIfSandboxed does not apply" in "\n".join(runtime.describe())
         assert "Outside the sandbox: docker:*" in text
         assert "Not enforced: Read(.env), Read(**/*.pem)" in text
     finally:
