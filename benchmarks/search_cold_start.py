@@ -25,6 +25,9 @@ short queries of ``queries_short.jsonl``, each new (its embedding computed) and 
 repeated (remembered), and memory is the bytes held by the tool embeddings (MiniLM's and the
 static model's matrices) and by the BM25 postings.
 
+``--pure-stemmer`` hides PyStemmer from the sessions, so ``snowballstemmer`` stems in pure
+Python as it did before PyStemmer became a dependency (the "before" of the index column).
+
 Targets (issue 29): the first ToolSearch under 200 ms at 1,000 tools, a warm query under
 10 ms, 1,000 tools' embeddings under 10 MB.
 """
@@ -59,6 +62,8 @@ def child(tools: int, wait: bool) -> dict[str, Any]:
     catalog_path = Path(os.environ["BENCH_CATALOG"])
     raw = json.loads(catalog_path.read_text())
     out: dict[str, Any] = {}
+    if os.environ.get("BENCH_PURE_STEMMER"):
+        sys.modules["Stemmer"] = None  # type: ignore[assignment] # snowballstemmer's fallback
     start = _clocks()
     from caliban.search.index import SearchDoc, ToolIndex
     from caliban.search.models import semantic_models
@@ -155,8 +160,12 @@ def write_catalog(path: Path, tools: int) -> str:
     return f"{len(docs):,} {what}"
 
 
-def run_child(catalog: Path, cache: Path, tools: int, wait: bool) -> dict[str, Any]:
+def run_child(
+    catalog: Path, cache: Path, tools: int, wait: bool, *, pure_stemmer: bool
+) -> dict[str, Any]:
     env = {**os.environ, "BENCH_CATALOG": str(catalog), "CALIBAN_CACHE_DIR": str(cache)}
+    if pure_stemmer:
+        env["BENCH_PURE_STEMMER"] = "1"
     argv = [sys.executable, __file__, "--child", "--tools", str(tools)]
     done = subprocess.run(
         [*argv, *(["--wait"] if wait else [])], env=env, capture_output=True, text=True, check=True
@@ -169,6 +178,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tools", type=int, default=1_000)
     parser.add_argument("--runs", type=int, default=3, help="sessions per phase (medians)")
+    parser.add_argument("--pure-stemmer", action="store_true", help="without PyStemmer")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--wait", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -187,8 +197,9 @@ def main() -> None:
             if run:  # MiniLM embeds 1,000 new tools once (minutes on a busy machine)
                 cache.mkdir()
                 (cache / "tool-embeddings").symlink_to(Path(scratch) / "cache0" / "tool-embeddings")
-            firsts.append(run_child(catalog, cache, args.tools, wait=run == 0))
-            nexts.append(run_child(catalog, cache, args.tools, wait=False))
+            pure = args.pure_stemmer
+            firsts.append(run_child(catalog, cache, args.tools, run == 0, pure_stemmer=pure))
+            nexts.append(run_child(catalog, cache, args.tools, False, pure_stemmer=pure))
             warm = warm or firsts[0]
     parts = ("import", "static model", "index", "query", "first search")
     print(f"\nfirst ToolSearch, median of {args.runs} sessions: wall ms / its thread's CPU ms")
