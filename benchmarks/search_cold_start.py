@@ -25,8 +25,9 @@ short queries of ``queries_short.jsonl``, each new (its embedding computed) and 
 repeated (remembered), and memory is the bytes held by the tool embeddings (MiniLM's and the
 static model's matrices) and by the BM25 postings.
 
-``--pure-stemmer`` hides PyStemmer from the sessions, so ``snowballstemmer`` stems in pure
-Python as it did before PyStemmer became a dependency (the "before" of the index column).
+``--stemmers`` times only a new catalog's index build (BM25 and the static model; MiniLM
+left out), in new sessions taking turns with PyStemmer and with PyStemmer hidden, so that
+``snowballstemmer`` stems in pure Python as it did before PyStemmer became a dependency.
 
 Targets (issue 29): the first ToolSearch under 200 ms at 1,000 tools, a warm query under
 10 ms, 1,000 tools' embeddings under 10 MB.
@@ -58,13 +59,16 @@ def _since(start: tuple[float, float]) -> dict[str, float]:
 
 
 def child(tools: int, wait: bool) -> dict[str, Any]:
-    """One session's first ToolSearch (and, with ``wait``, the warm figures)."""
+    """One session's first ToolSearch (and, with ``wait``, the warm figures; with
+    ``BENCH_INDEX_ONLY``, only up to the index build)."""
     catalog_path = Path(os.environ["BENCH_CATALOG"])
     raw = json.loads(catalog_path.read_text())
     out: dict[str, Any] = {}
+    index_only = bool(os.environ.get("BENCH_INDEX_ONLY"))
     if os.environ.get("BENCH_PURE_STEMMER"):
         sys.modules["Stemmer"] = None  # type: ignore[assignment] # snowballstemmer's fallback
     start = _clocks()
+    from caliban.search import text
     from caliban.search.index import SearchDoc, ToolIndex
     from caliban.search.models import semantic_models
 
@@ -80,10 +84,13 @@ def child(tools: int, wait: bool) -> dict[str, Any]:
     index = ToolIndex.build(
         docs,
         embedder=models.static,
-        dense=models.dense,
+        dense=None if index_only else models.dense,
         store=IndexStore(cache_dir() / "tool-index"),
     )
     out["index"] = _since(t)
+    if index_only:
+        out["stemmer"] = type(text._STEMMER).__module__
+        return out
     t = _clocks()
     hits = index.search(_QUERY, 5).hits
     out["query"] = _since(t)
@@ -161,11 +168,10 @@ def write_catalog(path: Path, tools: int) -> str:
 
 
 def run_child(
-    catalog: Path, cache: Path, tools: int, wait: bool, *, pure_stemmer: bool
+    catalog: Path, cache: Path, tools: int, wait: bool, *, extra: dict[str, str] | None = None
 ) -> dict[str, Any]:
     env = {**os.environ, "BENCH_CATALOG": str(catalog), "CALIBAN_CACHE_DIR": str(cache)}
-    if pure_stemmer:
-        env["BENCH_PURE_STEMMER"] = "1"
+    env.update(extra or {})
     argv = [sys.executable, __file__, "--child", "--tools", str(tools)]
     done = subprocess.run(
         [*argv, *(["--wait"] if wait else [])], env=env, capture_output=True, text=True, check=True
@@ -174,11 +180,27 @@ def run_child(
     return result
 
 
+def compare_stemmers(catalog: Path, scratch: Path, tools: int, runs: int) -> None:
+    """A new catalog's index build with PyStemmer and with snowballstemmer's pure Python."""
+    builds: dict[str, list[dict[str, float]]] = {}
+    for run in range(runs):
+        for pure in (True, False):
+            extra = {"BENCH_INDEX_ONLY": "1", **({"BENCH_PURE_STEMMER": "1"} if pure else {})}
+            cache = scratch / f"stemmers{run}{pure}"
+            out = run_child(catalog, cache, tools, wait=False, extra=extra)
+            builds.setdefault(out["stemmer"], []).append(out["index"])
+    print(f"\nnew catalog's index build, median of {runs} sessions: wall ms / CPU ms")
+    for stemmer, samples in builds.items():
+        wall = statistics.median(s["wall_ms"] for s in samples)
+        cpu = statistics.median(s["cpu_ms"] for s in samples)
+        print(f"  {stemmer}: {wall:.0f} / {cpu:.0f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tools", type=int, default=1_000)
     parser.add_argument("--runs", type=int, default=3, help="sessions per phase (medians)")
-    parser.add_argument("--pure-stemmer", action="store_true", help="without PyStemmer")
+    parser.add_argument("--stemmers", action="store_true", help="index build, PyStemmer or not")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--wait", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -190,6 +212,9 @@ def main() -> None:
         catalog = Path(scratch) / "catalog.json"
         what = write_catalog(catalog, args.tools)
         print(f"{what}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        if args.stemmers:
+            compare_stemmers(catalog, Path(scratch), args.tools, args.runs)
+            return
         firsts, nexts = [], []
         warm: dict[str, Any] = {}
         for run in range(args.runs):
@@ -197,9 +222,8 @@ def main() -> None:
             if run:  # MiniLM embeds 1,000 new tools once (minutes on a busy machine)
                 cache.mkdir()
                 (cache / "tool-embeddings").symlink_to(Path(scratch) / "cache0" / "tool-embeddings")
-            pure = args.pure_stemmer
-            firsts.append(run_child(catalog, cache, args.tools, run == 0, pure_stemmer=pure))
-            nexts.append(run_child(catalog, cache, args.tools, False, pure_stemmer=pure))
+            firsts.append(run_child(catalog, cache, args.tools, wait=run == 0))
+            nexts.append(run_child(catalog, cache, args.tools, wait=False))
             warm = warm or firsts[0]
     parts = ("import", "static model", "index", "query", "first search")
     print(f"\nfirst ToolSearch, median of {args.runs} sessions: wall ms / its thread's CPU ms")
