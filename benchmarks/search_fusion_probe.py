@@ -1,7 +1,9 @@
-"""Ranking ideas measured against the default on every set (issue 29, round 2; none kept).
+"""Ranking ideas measured against the default on every set (issue 29, rounds 2 and 3; none kept).
 
-Run: ``python benchmarks/search_fusion_probe.py`` (first run: ~25 CPU-minutes, most of it
-MiniLM embedding the catalogs' tools in four other wordings; cached afterwards).
+Run: ``python benchmarks/search_fusion_probe.py`` for round 2's ideas, ``--round3`` for round
+3's (BM25's ``k1`` and ``b``, the cosine floor, a tool as the mean of several wordings, a
+server-name field, the query normalised before MiniLM embeds it). First run: ~25 CPU-minutes,
+most of it MiniLM embedding the catalogs' tools in four other wordings; cached afterwards.
 
 Each query of every set of ``search_quality.py`` is scored once into its parts — BM25 over
 the index's postings (and over postings with one field changed), the static model's and
@@ -23,6 +25,7 @@ import caliban.search  # noqa: F401 - first: it loads numpy with one BLAS thread
 
 # isort: on
 
+import argparse
 import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -58,8 +61,13 @@ def _without_params(doc: SearchDoc) -> npt.NDArray[np.int64]:
     return np.concatenate([term_ids(doc.tool), server, term_ids(doc.description)])
 
 
+def _with_server_twice(doc: SearchDoc) -> npt.NDArray[np.int64]:
+    return np.concatenate([term_ids(doc.server, keep_stop_words=True), ix._doc_term_ids(doc)])
+
+
 FIELD_VARIANTS: dict[str, Callable[[SearchDoc], npt.NDArray[np.int64]]] = {
     "name x2": _with_name_twice,
+    "server x2": _with_server_twice,
     "name, server x2": _with_name_and_server_twice,
     "no parameters": _without_params,
 }
@@ -80,6 +88,20 @@ WORDINGS: dict[str, Callable[[SearchDoc], str]] = {
 }
 """A tool's text for MiniLM other than ``index.tool_text`` (name: description Parameters)."""
 
+BM25_PARAMETERS = ((0.9, 0.75), (1.5, 0.75), (2.0, 0.75), (1.2, 0.3), (1.2, 0.5), (1.2, 0.9))
+"""(k1, b) other than the index's (1.2, 0.75)."""
+
+
+def _query_words(text: str) -> str:
+    return " ".join(words(text))
+
+
+QUERY_FORMS: dict[str, Callable[[str], str]] = {
+    "split into words": _query_words,
+    "split, no stop words": lambda t: " ".join(w for w in words(t) if w not in STOP_WORDS),
+}
+"""What MiniLM embeds of a query other than its ranked text (issue 29, round 3)."""
+
 EXPANSIONS = ((0.6, 0.5), (0.7, 0.5), (0.7, 1.0), (0.8, 0.5))
 """(cosine floor, weight): each query word adds the tool-name word nearest to it under the
 static model, when that close, to BM25 with that weight."""
@@ -93,6 +115,7 @@ class Parts:
     static: Vector | None
     dense: Vector | None
     wordings: dict[str, Vector] = field(default_factory=dict)
+    query_forms: dict[str, Vector] = field(default_factory=dict)
     exact: list[int] = field(default_factory=list)
     terms: tuple[str, ...] = ()
     parts: list[Parts] = field(default_factory=list)
@@ -128,6 +151,9 @@ def score_set(qs: QuerySet, *, rich: bool) -> Scored:
     if rich:
         for label, fn in FIELD_VARIANTS.items():
             postings[label] = Postings.build([fn(d) for d in docs])
+        term_lists = [ix._doc_term_ids(d) for d in docs]
+        for k1, b in BM25_PARAMETERS:
+            postings[f"k1 {k1}, b {b}"] = Postings.build(term_lists, k1=k1, b=b)
         alt = encoder(MINILM_DIR)
         for label, wording in WORDINGS.items():
             catalog = alt.catalog(ix._server_groups(docs, [wording(d) for d in docs]))
@@ -148,6 +174,11 @@ def score_set(qs: QuerySet, *, rich: bool) -> Scored:
             static=index._embeddings.similarities(ranked) if meaningful else None,
             dense=index._dense.similarities(ranked) if meaningful else None,
             wordings={k: c.similarities(ranked) for k, c in wordings.items()} if meaningful else {},
+            query_forms=(
+                {k: index._dense.similarities(form(ranked)) for k, form in QUERY_FORMS.items()}
+                if meaningful and rich
+                else {}
+            ),
             exact=[i for w in identifiers for i in index._by_tool_lower.get(w, ())],
             terms=tuple(terms),
         )
@@ -204,20 +235,22 @@ Fusion = Callable[[Parts], tuple[Vector, npt.NDArray[np.bool_]]]
 
 def fuse(
     *,
-    lexical: str = "default",
+    lexical: str | Callable[[Parts], str] = "default",
     dense: Callable[[Parts], Vector | None] = lambda p: p.dense,
     weight: float | Callable[[Parts], float] = 1.2,
     transform: Callable[[Vector], Vector] | None = None,
     rrf: bool = False,
     static_weight: float = 0.0,
+    floor: float = ix._MIN_DENSE_COSINE,
 ) -> Fusion:
     def run(p: Parts) -> tuple[Vector, npt.NDArray[np.bool_]]:
-        lex = p.lexical.get(lexical, p.lexical["default"])
+        label = lexical(p) if callable(lexical) else lexical
+        lex = p.lexical.get(label, p.lexical["default"])
         cos = dense(p)
         candidates = lex > 0
-        for cosines, floor in ((p.static, ix._MIN_COSINE), (cos, ix._MIN_DENSE_COSINE)):
+        for cosines, least in ((p.static, ix._MIN_COSINE), (cos, floor)):
             if cosines is not None:
-                candidates = candidates | (cosines >= max(float(cosines.mean()), floor))
+                candidates = candidates | (cosines >= max(float(cosines.mean()), least))
         shaped = transform(lex) if transform else lex
         w = weight(p) if callable(weight) else weight
         if cos is not None and rrf:
@@ -324,6 +357,34 @@ def _max_with(p: Parts, wording: str) -> Vector | None:
     return np.maximum(p.dense, p.wordings.get(wording, p.dense))
 
 
+def _mean_of(p: Parts, views: Sequence[str]) -> Vector | None:
+    """Each tool's mean cosine over its default text and other wordings."""
+    if p.dense is None:
+        return None
+    return np.mean([p.dense, *(p.wordings.get(v, p.dense) for v in views)], axis=0)
+
+
+def round3() -> dict[str, Fusion]:
+    """Issue 29, round 3: BM25's parameters, the candidate floor, a tool's text as the mean
+    of several views, the query normalised before MiniLM embeds it, a server-name field."""
+    out: dict[str, Fusion] = {}
+    for k1, b in BM25_PARAMETERS:
+        out[f"BM25 k1 {k1}, b {b}"] = fuse(lexical=f"k1 {k1}, b {b}")
+    for b in (0.3, 0.5):
+        out[f"BM25 b {b} for queries of <= 3 words"] = fuse(
+            lexical=lambda p, b=b: f"k1 1.2, b {b}" if len(set(p.terms)) <= 3 else "default"
+        )
+    for floor in (0.2, 0.25, 0.35):
+        out[f"MiniLM candidate floor {floor}"] = fuse(floor=floor)
+    out["BM25 fields: server x2"] = fuse(lexical="server x2")
+    for views in (["description"], ["name: description"], list(WORDINGS)):
+        label = ", ".join(views) if len(views) < len(WORDINGS) else "all four"
+        out[f"MiniLM: mean(default, {label})"] = fuse(dense=lambda p, v=views: _mean_of(p, v))
+    for form in QUERY_FORMS:
+        out[f"MiniLM query {form}"] = fuse(dense=lambda p, f=form: p.query_forms.get(f, p.dense))
+    return out
+
+
 def variants() -> dict[str, Fusion]:
     out: dict[str, Fusion] = {"default (BM25 + MiniLM 1.2, z-scores)": fuse()}
     for w in (1.0, 1.4, 1.6, 2.0):
@@ -352,6 +413,10 @@ def variants() -> dict[str, Fusion]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--round3", action="store_true", help="round 3's ideas")
+    rows = round3() if parser.parse_args().round3 else variants()
+    rows = {"default (BM25 + MiniLM 1.2, z-scores)": fuse(), **rows}
     eval_dir = eval_dir_or_exit()
     sets = [score_set(qs, rich=True) for qs in query_sets()]
     for name, docs in (
@@ -360,7 +425,6 @@ def main() -> None:
     ):
         qs = QuerySet(name=f"joined* {name}", docs=docs, queries=joined_all(name))
         sets.append(score_set(qs, rich=False))
-    rows = variants()
     base = {s.name: measure(s, next(iter(rows.values()))) for s in sets}
     print("| variant | " + " | ".join(s.name for s in sets) + " | all-ok |")
     print("|---|" + "---|" * (len(sets) + 1))

@@ -94,9 +94,9 @@ class Postings:
         object.__setattr__(self, "blocks", {t: i for i, t in enumerate(self.terms.tolist())})
 
     @classmethod
-    def build(cls, docs: Sequence[IntArray]) -> Postings:
+    def build(cls, docs: Sequence[IntArray], *, k1: float = K1, b: float = B) -> Postings:
         """Postings of a catalog given each tool's term ids (its text's length is their
-        number)."""
+        number); ``k1`` and ``b`` other than the defaults are for the benchmarks' ablation."""
         n = len(docs)
         lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=n)
         total = int(lengths.sum())
@@ -113,8 +113,8 @@ class Postings:
         starts = np.append(starts, len(keys))
         df = np.diff(starts)
         idf = np.log1p((n - df + 0.5) / (df + 0.5))
-        norm = K1 * (1 - B + B * lengths[doc_ids] / (total / n))
-        scores = np.repeat(idf, df) * tf * (K1 + 1) / (tf + norm)
+        norm = k1 * (1 - b + b * lengths[doc_ids] / (total / n))
+        scores = np.repeat(idf, df) * tf * (k1 + 1) / (tf + norm)
         return cls(terms=terms, starts=starts, doc_ids=doc_ids, scores=scores.astype(np.float64))
 
     def _slice(self, term: int) -> slice | None:
