@@ -5,14 +5,16 @@ and finish when a backend confines it.
 
 For each backend that works here (bubblewrap, Landlock+seccomp; Seatbelt on macOS), with
 the profile a Bash command gets (the project writable, its protected paths read-only,
-``~/.ssh`` hidden, no network) and with the proxy network (bubblewrap's bridge process
-included), it starts the command ``--runs`` times through :func:`caliban.exec.spawn` and
-waits for its exit (as Bash does), alternating with the unconfined command, and prints the
+``~/.ssh`` hidden, no network) and with the proxy network, it starts the command
+``--runs`` times through :func:`caliban.exec.spawn` and waits for its exit (as Bash does),
+alternating with the unconfined command, and prints the
 fastest and the median wall time of each. The overhead is the confined time minus the
 unconfined one. On a machine shared with other work the median carries the others' load;
 the fastest run is nearest the cost itself (the CPU time of children is no help:
 bubblewrap's PID namespace hides most of it from ``getrusage``). The budget is 20 ms on
-the fastest runs; the script exits non-zero when a backend is over it.
+the fastest runs; the script exits non-zero when a backend is over it. The launch server
+(:mod:`caliban.exec.launch_server`), started by a session's first sandboxed command, is
+started before the runs.
 """
 
 from __future__ import annotations
@@ -79,19 +81,20 @@ def main() -> int:
         read_only=tuple(protected_paths([project], Path.home())),
         unreadable=(Path.home() / ".ssh",),
     )
-    proxy = DomainProxy(DomainPolicy(allowed=("pypi.org",)).refusal, socket_path=project / "p.sock")
+    proxy = DomainProxy(DomainPolicy(allowed=("pypi.org",)).refusal)
     proxy.start()
     with_proxy = SandboxProfile(
         writable=base.writable,
         read_only=base.read_only,
         unreadable=base.unreadable,
-        network=ProxyNetwork(port=proxy.port, socket=proxy.socket_path),
+        network=ProxyNetwork(port=proxy.port, serve=proxy.serve),
     )
     print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; {args.runs} runs each\n")
     failed = False
     try:
         for backend in _backends():
             for label, profile in (("no network", base), ("proxy", with_proxy)):
+                _once(command, profile, backend)  # the launch server starts once a session
                 plain: list[float] = []
                 boxed: list[float] = []
                 for _ in range(args.runs):

@@ -24,6 +24,16 @@ from caliban.exec import Command, RunResult, Sandbox, SandboxProfile, run
 TEST_USER = "caliban-sbx-test"
 
 
+@pytest.fixture(autouse=True)
+def launch_server_stopped() -> Iterator[None]:
+    """caliban keeps one launch server a process: one a test started stops with the test
+    (import this fixture into a test module that runs sandboxed commands)."""
+    from caliban.exec.launch_server import LaunchServer
+
+    yield
+    LaunchServer.shared().close()
+
+
 def backend(name: str) -> Sandbox:
     """A backend by name, or skip the test with the reason it cannot run here."""
     from caliban.sandbox.bubblewrap import BubblewrapSandbox

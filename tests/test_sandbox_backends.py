@@ -12,10 +12,19 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 from hang import HANG_S
-from sandbox_helpers import Unprivileged, backend, http_server, sh, text, unprivileged_user
+from sandbox_helpers import (
+    Unprivileged,
+    backend,
+    http_server,
+    launch_server_stopped,  # noqa: F401  (an autouse fixture)
+    sh,
+    text,
+    unprivileged_user,
+)
 
 from caliban.exec import (
     AllNetwork,
@@ -158,6 +167,27 @@ def test_bubblewrap_keeps_missing_protected_paths_uncreatable(
     assert _settled(project, before) == before  # nothing left behind
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_git_init_in_a_folder_that_is_not_a_repository_is_explained(tmp_path: Path) -> None:
+    from caliban.sandbox.runtime import SandboxRuntime
+    from caliban.sandbox.settings import SandboxConfig
+
+    sandbox = backend("bubblewrap")
+    project = tmp_path / "plain"
+    project.mkdir()
+    runtime = SandboxRuntime(
+        SandboxConfig(mode="workspace-write"), project_root=project, backend=sandbox
+    )
+    try:
+        result = sh(sandbox, runtime.profile(), "git init", project)
+        assert result.returncode != 0
+        assert not (project / ".git" / "HEAD").exists()
+        said = runtime.explain(text(result), cwd=project)
+    finally:
+        runtime.close()
+    assert said is not None and "git init in a folder that is not a repository" in said, said
+
+
 def test_bubblewrap_placeholder_under_a_missing_git_dir(tmp_path: Path) -> None:
     sandbox = backend("bubblewrap")
     project = tmp_path / "plain"
@@ -286,13 +316,10 @@ def test_no_network_reaches_no_local_server(name: str, place: dict[str, Path]) -
 @pytest.mark.parametrize("name", BACKENDS)
 def test_the_proxy_lets_allowed_domains_through_only(name: str, place: dict[str, Path]) -> None:
     sandbox = backend(name)
-    proxy = DomainProxy(
-        DomainPolicy(allowed=("127.0.0.1",)).refusal,
-        socket_path=place["project"].parent / "proxy.sock",
-    )
+    proxy = DomainProxy(DomainPolicy(allowed=("127.0.0.1",)).refusal)
     proxy.start()
     try:
-        network = ProxyNetwork(port=proxy.port, socket=proxy.socket_path)
+        network = ProxyNetwork(port=proxy.port, serve=proxy.serve)
         mark = proxy.mark()
         with http_server() as port:
             script = (
@@ -371,6 +398,167 @@ def test_the_launcher_fails_closed(place: dict[str, Path]) -> None:
     assert bad.stderr.startswith(b"caliban sandbox: bad arguments")
     missing = run(Command(argv=(*launch.invocation(), "no-such-program-xyz")), timeout=HANG_S)
     assert missing.returncode == launch.EXIT_NOT_FOUND
+
+
+# ----------------------------------------------------------------- the launch server
+
+
+def _spawned(
+    sandbox: object, profile: SandboxProfile, script: str, cwd: Path
+) -> tuple[int, str, int]:
+    """``sh -c script`` started through spawn (as Bash starts it: output into a file) and
+    waited for: its exit code, its output, and the pid it ran as."""
+    import asyncio
+
+    async def scenario(output: IO[bytes]) -> tuple[int, int]:
+        child = await spawn(
+            Command(argv=("sh", "-c", script), cwd=cwd),
+            stdout=output,
+            stderr=output,
+            profile=profile,
+            sandbox=sandbox,  # type: ignore[arg-type]
+        )
+        code = await asyncio.wait_for(child.wait(), HANG_S)
+        await stop_group(child, grace=0)
+        child.close()
+        return code, child.pid
+
+    with open(cwd.parent / "out.txt", "wb") as output:
+        code, pid = asyncio.run(scenario(output))
+    return code, (cwd.parent / "out.txt").read_text(), pid
+
+
+def test_landlock_commands_are_forked_by_the_launch_server(place: dict[str, Path]) -> None:
+    from caliban.exec.launch_server import LaunchServer
+
+    sandbox = backend("landlock")
+    script = (
+        f"echo parent $PPID; ls /proc/$$/fd | tr '\\n' ' '; echo; echo in > made.txt; "
+        f"echo out > {place['outside']}/x; cat {place['secret']}/id_ed25519; exit 7"
+    )
+    code, said, pid = _spawned(sandbox, _profile(place), script, place["project"])
+    assert code == 7, said
+    assert f"parent {LaunchServer.shared().pid}" in said
+    assert said.splitlines()[1].split() == ["0", "1", "2"]  # nothing of caliban's leaks in
+    assert (place["project"] / "made.txt").exists()
+    assert not (place["outside"] / "x").exists()
+    assert "PRIVATE KEY" not in said
+    assert not group_alive(pid)
+
+
+def test_the_launch_server_fails_closed(place: dict[str, Path]) -> None:
+    """A launcher that cannot apply its options, under the server: nothing runs."""
+    bad = Command(
+        argv=(*launch.invocation()[:-1], "--net", "sideways", "--", "touch", "ran"),
+        cwd=place["project"],
+        by_launcher=True,
+    )
+    import asyncio
+
+    async def scenario(output: IO[bytes]) -> int:
+        child = await spawn(bad, stdout=output, stderr=output)
+        return await asyncio.wait_for(child.wait(), HANG_S)
+
+    with open(place["outside"] / "out.txt", "wb") as output:
+        assert asyncio.run(scenario(output)) == launch.EXIT_SETUP_FAILED
+    said = (place["outside"] / "out.txt").read_text()
+    assert said.startswith("caliban sandbox: bad arguments"), said
+    assert not (place["project"] / "ran").exists()
+
+
+def test_without_the_launch_server_a_command_starts_a_launcher(
+    place: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from caliban.exec.launch_server import LaunchServer
+
+    sandbox = backend("landlock")
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError("no server here")
+
+    monkeypatch.setattr(LaunchServer, "launch", refuse)
+    script = f"echo parent $PPID; echo in > made.txt; echo out > {place['outside']}/x"
+    _, said, _ = _spawned(sandbox, _profile(place), script, place["project"])
+    assert f"parent {os.getpid()}" in said  # a launcher of its own, exec'd into the shell
+    assert (place["project"] / "made.txt").exists()
+    assert not (place["outside"] / "x").exists()
+
+
+def test_commands_of_a_lost_launch_server_are_killed(place: dict[str, Path]) -> None:
+    import asyncio
+    import signal
+
+    from caliban.exec.launch_server import LaunchServer
+
+    sandbox = backend("landlock")
+
+    async def scenario() -> tuple[int, int]:
+        child = await spawn(
+            Command(argv=("sleep", "300"), cwd=place["project"]),
+            profile=_profile(place),
+            sandbox=sandbox,
+        )
+        server = LaunchServer.shared().pid
+        assert server is not None
+        os.kill(server, signal.SIGKILL)
+        return await asyncio.wait_for(child.wait(), HANG_S), child.pid
+
+    code, pid = asyncio.run(scenario())
+    assert code == -signal.SIGKILL
+    deadline = time.monotonic() + HANG_S
+    while group_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not group_alive(pid)
+
+
+@needs_curl
+def test_bubblewrap_reaches_the_proxy_with_no_process_of_caliban_inside(
+    place: dict[str, Path],
+) -> None:
+    sandbox = backend("bubblewrap")
+    proxy = DomainProxy(DomainPolicy(allowed=("127.0.0.1",)).refusal)
+    proxy.start()
+    try:
+        profile = _profile(place, network=ProxyNetwork(port=proxy.port, serve=proxy.serve))
+        code = (
+            "import os, socket\n"
+            "names = {open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')[0] "
+            "for p in os.listdir('/proc') if p.isdigit()}\n"
+            "print('processes', sorted(n.decode() for n in names if n))\n"
+            "try:\n    socket.socket(socket.AF_UNIX)\n"
+            "except OSError as e:\n    print('unix', e.strerror)\n"
+        )
+        with http_server() as port:
+            script = f'curl -s -m 10 http://127.0.0.1:{port}/; {sys.executable} -I -c "{code}"'
+            result = sh(sandbox, profile, script, place["project"])
+    finally:
+        proxy.close()
+    said = text(result)
+    assert "hello from the test server" in said
+    assert "unix Operation not permitted" in said
+    processes = next(line for line in said.splitlines() if line.startswith("processes"))
+    assert "launch.py" not in processes and processes.count("python") == 1, processes
+
+
+def test_bubblewrap_does_not_start_a_command_that_cannot_reach_the_proxy(
+    place: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import concurrent.futures
+
+    from caliban.exec.launch_server import LaunchServer
+
+    sandbox = backend("bubblewrap")
+
+    def broken(self: object, pid: int, port: int) -> concurrent.futures.Future[object]:
+        failed: concurrent.futures.Future[object] = concurrent.futures.Future()
+        failed.set_exception(OSError("setns: Operation not permitted"))
+        return failed
+
+    monkeypatch.setattr(LaunchServer, "listen_in", broken)
+    profile = _profile(place, network=ProxyNetwork(port=9, serve=lambda listener: lambda: None))
+    with pytest.raises(OSError, match="cannot reach its proxy"):
+        _spawned(sandbox, profile, "touch ran", place["project"])
+    assert not (place["project"] / "ran").exists()
 
 
 def test_seccomp_program_shape() -> None:
@@ -492,3 +680,49 @@ def test_bubblewrap_without_root(user: Unprivileged, user_tmp: Path) -> None:
     assert not (place["outside"] / "x").exists()
     assert (place["project"] / ".git" / "config").read_text() == "[core]\n"
     assert "secret-hidden" in said and "PRIVATE KEY" not in said
+
+
+@needs_curl
+def test_bubblewrap_reaches_the_proxy_without_root(
+    user: Unprivileged, user_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bubblewrap as a user makes a user namespace of its own: the launch server, run as
+    that user too, joins it to make the proxy's socket in the network namespace."""
+    from caliban.exec.launch_server import LaunchServer
+    from caliban.sandbox.bubblewrap import BubblewrapSandbox
+
+    sandbox = BubblewrapSandbox()
+    if sandbox.executable is None:
+        pytest.skip("bwrap is not installed")
+    server = LaunchServer(program=user.argv(user.python, "-I", "-S", str(user.launcher)))
+    monkeypatch.setattr(LaunchServer, "shared", classmethod(lambda cls: server))
+    place = _user_place(user, user_tmp)
+    proxy = DomainProxy(DomainPolicy(allowed=("127.0.0.1",)).refusal)
+    proxy.start()
+    try:
+        profile = SandboxProfile(
+            writable=(place["project"],),
+            network=ProxyNetwork(port=proxy.port, serve=proxy.serve),
+        )
+        with http_server() as port:
+            script = f"id -u; curl -s -m 10 http://127.0.0.1:{port}/"
+            wrapped = sandbox.wrap(
+                Command(argv=("sh", "-c", script), cwd=place["project"]), profile
+            )
+            as_user = Command(
+                argv=user.relaunch(wrapped.argv),
+                cwd=place["project"],
+                env=wrapped.env,
+                pass_fds=wrapped.pass_fds,
+                started=wrapped.started,
+                on_exit=wrapped.on_exit,
+            )
+            result = run(as_user, timeout=HANG_S)
+    finally:
+        server.close()
+        proxy.close()
+    said = text(result)
+    if "setting up uid map" in said or "No permissions to creat" in said:
+        pytest.skip(f"unprivileged user namespaces are not allowed here: {said.strip()}")
+    assert said.splitlines()[0] == str(user.uid), said
+    assert "hello from the test server" in said

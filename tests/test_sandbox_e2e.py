@@ -19,7 +19,11 @@ from typing import Any
 
 import pytest
 from fake_model_server import CapturedRequest, FakeModelServer
-from sandbox_helpers import backend, http_server
+from sandbox_helpers import (
+    backend,
+    http_server,
+    launch_server_stopped,  # noqa: F401  (an autouse fixture)
+)
 from test_boundary_e2e import caliban, calls, results
 from test_boundary_e2e import repo as git_repository  # noqa: F401 (a fixture: a git project)
 

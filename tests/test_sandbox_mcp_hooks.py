@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 from hang import hang_guard
-from sandbox_helpers import backend
+from sandbox_helpers import (
+    backend,
+    launch_server_stopped,  # noqa: F401  (an autouse fixture)
+)
 
 from caliban.exec import Sandbox
 from caliban.mcp.client import McpManager

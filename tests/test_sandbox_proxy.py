@@ -1,15 +1,18 @@
 """The domain-filtering proxy, spoken to with raw sockets: plain HTTP and CONNECT tunnels to
 allowed hosts, 403 for others (remembered for explaining failures), malformed, oversized
-and slow requests, the unix socket, and the domain patterns."""
+and slow requests, a listening socket handed to it (bubblewrap's, made in a command's
+network namespace), and the domain patterns."""
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hang import HANG_S
 from sandbox_helpers import http_server
 
 from caliban.sandbox import proxy as proxy_module
@@ -17,23 +20,17 @@ from caliban.sandbox.proxy import DomainPolicy, DomainProxy
 
 
 @pytest.fixture
-def proxy(tmp_path: Path) -> Iterator[DomainProxy]:
+def proxy() -> Iterator[DomainProxy]:
     running = DomainProxy(
-        DomainPolicy(allowed=("localhost", "*.example.test"), denied=("bad.example.test",)).refusal,
-        socket_path=tmp_path / "proxy.sock",
+        DomainPolicy(allowed=("localhost", "*.example.test"), denied=("bad.example.test",)).refusal
     )
     running.start()
     yield running
     running.close()
 
 
-def _exchange(proxy: DomainProxy, request: bytes, *, unix: bool = False) -> bytes:
-    if unix:
-        assert proxy.socket_path is not None
-        sock = socket.socket(socket.AF_UNIX)
-        sock.connect(str(proxy.socket_path))
-    else:
-        sock = socket.create_connection(("127.0.0.1", proxy.port))
+def _exchange(proxy: DomainProxy, request: bytes, *, port: int | None = None) -> bytes:
+    sock = socket.create_connection(("127.0.0.1", port or proxy.port))
     with sock:
         sock.settimeout(30)
         sock.sendall(request)
@@ -76,12 +73,31 @@ def test_connect_tunnels_to_allowed_hosts_only(proxy: DomainProxy) -> None:
     assert refused.startswith(b"HTTP/1.1 403")
 
 
-def test_the_unix_socket_serves_the_same(proxy: DomainProxy) -> None:
+def test_a_socket_handed_to_it_is_served_the_same_until_stopped(proxy: DomainProxy) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    other = listener.getsockname()[1]
+    stop = proxy.serve(listener)
     with http_server() as port:
         answer = _exchange(
-            proxy, f"GET http://localhost:{port}/ HTTP/1.1\r\n\r\n".encode(), unix=True
+            proxy, f"GET http://localhost:{port}/ HTTP/1.1\r\n\r\n".encode(), port=other
         )
+        refused = _exchange(proxy, b"GET http://elsewhere.test/ HTTP/1.1\r\n\r\n", port=other)
     assert b"hello from the test server" in answer
+    assert refused.startswith(b"HTTP/1.1 403")
+    stop()
+    deadline = time.monotonic() + HANG_S
+    while listener.fileno() != -1 and time.monotonic() < deadline:
+        time.sleep(0.01)  # closed on the proxy's loop
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", other), timeout=5).close()
+
+
+def test_a_socket_handed_to_a_stopped_proxy_is_closed() -> None:
+    stopped = DomainProxy(DomainPolicy().refusal)
+    listener = socket.create_server(("127.0.0.1", 0))
+    with pytest.raises(OSError, match="not running"):
+        stopped.serve(listener)
+    assert listener.fileno() == -1
 
 
 def test_a_second_request_on_the_connection_goes_nowhere_else(proxy: DomainProxy) -> None:
@@ -130,13 +146,12 @@ def test_a_slow_head_is_dropped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
         slow.close()
 
 
-def test_close_stops_listening_and_removes_the_socket(tmp_path: Path) -> None:
-    running = DomainProxy(DomainPolicy().refusal, socket_path=tmp_path / "p.sock")
+def test_close_stops_listening() -> None:
+    running = DomainProxy(DomainPolicy().refusal)
     running.start()
     port = running.port
     threads = threading.active_count()
     running.close()
-    assert not (tmp_path / "p.sock").exists()
     assert threading.active_count() == threads - 1
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=5).close()

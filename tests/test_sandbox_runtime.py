@@ -196,6 +196,11 @@ def test_unavailable_is_said_once_and_refuses_with_fail_if_unavailable(tmp_path:
         ("sh: 1: cannot create .mcp.json: Is a directory", "write to PROJ/.mcp.json, a protected"),
         ("sh: 1: cannot create src: Is a directory", None),
         ("bash: line 1: out.txt: Permission denied", None),  # inside the project: not us
+        (
+            "fatal: cannot copy '/usr/share/git-core/templates/description' to "
+            "'PROJ/.git/description': Read-only file system",
+            "PROJ/.git does not exist, and the sandbox keeps it so (git init in a folder",
+        ),
     ],
 )
 def test_explaining_a_failure(tmp_path: Path, output: str, expected: str | None) -> None:

@@ -3,9 +3,10 @@ how to fix it.
 
 Each check looks at one thing — the install, the configuration files, the folder's trust,
 the MCP servers' commands, the model provider's key, the tools caliban runs, the state
-directory — and says ``ok``, ``warn`` or ``fail`` with the fix. Nothing is started or sent:
-the checks read files and ``PATH`` only, so they are safe in any folder. (The sandbox check
-comes with the sandbox.)
+directory, the OS sandbox — and says ``ok``, ``warn`` or ``fail`` with the fix. Nothing is
+sent, and nothing of the folder's runs: the checks read files and ``PATH``, and the sandbox
+check runs ``true`` under each backend it tries (as a session's first sandboxed command
+does), so they are safe in any folder.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ NODE_LAUNCHERS = frozenset({"npx", "npm", "node", "pnpm", "yarn", "bunx"})
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Check:
     area: str
-    """``install``, ``config``, ``trust``, ``servers``, ``keys``, ``tools``, ``state``."""
+    """``install``, ``config``, ``trust``, ``servers``, ``keys``, ``tools``, ``state``,
+    ``sandbox``."""
     status: Status
     detail: str
     fix: str = ""
@@ -48,6 +50,7 @@ def run_checks(cwd: Path, environ: Mapping[str, str] | None = None) -> list[Chec
         _keys,
         _tools,
         _state,
+        _sandbox,
     )
     for check in checks:
         try:
@@ -212,6 +215,60 @@ def _state(cwd: Path, env: Mapping[str, str]) -> Iterator[Check]:
                 "trust cannot be saved)",
                 fix=f"set {variable} to a writable directory",
             )
+
+
+def _sandbox(cwd: Path, env: Mapping[str, str]) -> Iterator[Check]:
+    from caliban.claude_code.settings import load_claude_settings
+    from caliban.config.settings import load_config
+    from caliban.permissions.trust import is_trusted
+    from caliban.sandbox.runtime import choose_backend
+    from caliban.sandbox.session import session_config
+
+    trusted = is_trusted(paths.project_root(cwd))
+    config = session_config(
+        load_config(cwd, trusted=trusted),
+        load_claude_settings(cwd, trusted=trusted),
+        flag=None,
+        trusted=trusted,
+    )
+    backend = choose_backend()
+    availability = backend.available()
+    mode = f"sandbox {config.mode}" + (f" (from {config.sources[0]})" if config.sources else "")
+    if availability.usable:
+        limited = "" if getattr(backend, "keeps_protected_paths", False) else (
+            "; protected paths inside the project are kept by the permission rules only"
+        )  # fmt: skip
+        yield Check(
+            area="sandbox",
+            status="ok",
+            detail=f"{mode}; backend {backend.name}: {availability.detail}{limited}",
+        )
+        return
+    fix = (
+        "install bubblewrap (apt-get install bubblewrap) and allow unprivileged user "
+        "namespaces, or run Linux 6.7 or later (Landlock)"
+        if sys.platform.startswith("linux")
+        else "no OS sandbox exists for this system"
+    )
+    if not config.enabled:
+        yield Check(area="sandbox", status="ok", detail=f"{mode}; no backend would work here: "
+                    f"{availability.detail}")  # fmt: skip
+    elif config.fail_if_unavailable:
+        yield Check(
+            area="sandbox",
+            status="fail",
+            detail=f"{mode}, but no backend works here ({availability.detail}): Bash commands "
+            "are refused (failIfUnavailable)",
+            fix=fix,
+        )
+    else:
+        yield Check(
+            area="sandbox",
+            status="warn",
+            detail=f"{mode}, but no backend works here ({availability.detail}): commands run "
+            "WITHOUT a sandbox",
+            fix=f"{fix}; or set sandbox.failIfUnavailable = true to refuse them instead",
+        )
 
 
 def worst(checks: list[Check]) -> Status:

@@ -9,6 +9,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import socket
 
 __all__ = [
     "AllNetwork",
@@ -32,6 +36,14 @@ class Command:
     pass_fds: tuple[int, ...] = ()
     """File descriptors kept open in the child besides stdin, stdout and stderr (a sandbox
     launcher reading its profile from a pipe, say); every other one is closed."""
+    by_launcher: bool = False
+    """``argv`` is the sandbox launcher's (:func:`caliban.exec.launch.invocation`, then the
+    command): :func:`caliban.exec.spawn` may have the launch server fork it rather than
+    start a new Python (:mod:`caliban.exec.launch_server`). Same arguments, same code."""
+    started: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    """What to do once it has started and before it is handed out (bubblewrap: make the
+    proxy's socket in its network namespace, then let the command run). Blocking: it runs
+    in a thread. When it raises, the process group is killed and the start fails."""
     on_exit: Callable[[], None] | None = field(default=None, compare=False, repr=False)
     """What to undo once it has exited, or failed to start: called once, by whoever started
     it (:func:`caliban.exec.spawn`, :func:`caliban.exec.run`). A sandbox backend sets it
@@ -61,10 +73,13 @@ class ProxyNetwork:
     lets through the domains the rules allow; the backend points ``HTTP(S)_PROXY`` at it."""
 
     port: int
-    socket: Path | None = None
-    """The same proxy on a unix socket, for a backend whose command has a network of its
-    own (bubblewrap's namespace has no route to the host's ``127.0.0.1``): a bridge inside
-    forwards ``127.0.0.1:port`` there."""
+    serve: Callable[[socket.socket], Callable[[], None]] | None = field(
+        default=None, compare=False, repr=False
+    )
+    """How the proxy also serves a socket listening on ``127.0.0.1:port`` in a network of
+    the command's own (bubblewrap's namespace has no route to the host's ``127.0.0.1``):
+    given it, it serves it until the function it returns is called
+    (:meth:`caliban.sandbox.proxy.DomainProxy.serve`)."""
 
 
 @dataclass(frozen=True, slots=True)

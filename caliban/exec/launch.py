@@ -1,14 +1,13 @@
 """The sandbox launcher: restricts itself, then ``exec``s the command.
 
-    python -I -S /…/caliban/sandbox/launch.py [OPTIONS] -- PROGRAM [ARG…]
+    python -I -S /…/caliban/exec/launch.py [OPTIONS] -- PROGRAM [ARG…]
 
-Run by :class:`~caliban.sandbox.landlocked.LandlockSandbox` (Landlock and seccomp) and
-inside bubblewrap by :class:`~caliban.sandbox.bubblewrap.BubblewrapSandbox` (the proxy
-bridge and seccomp): the child's side of the one door. Doing this in a process of its own
-keeps it out of caliban, which has threads: nothing runs between ``fork`` and ``exec``
-there (no ``preexec_fn``). ``-I -S`` skips site-packages, so it starts in a few
-milliseconds; it imports only the standard library and :mod:`caliban.sandbox.landlock` and
-:mod:`caliban.sandbox.seccomp` (never :mod:`caliban.exec`'s own ``__init__``).
+Run by :class:`~caliban.sandbox.landlocked.LandlockSandbox` (Landlock and seccomp): the
+child's side of the one door. Doing this in a process of its own keeps it out of caliban,
+which has threads: nothing runs between ``fork`` and ``exec`` there (no ``preexec_fn``).
+``-I -S`` skips site-packages; it imports only the standard library and
+:mod:`caliban.sandbox.landlock` and :mod:`caliban.sandbox.seccomp` (never
+:mod:`caliban.exec`'s own ``__init__``).
 
 Options, each at most once unless said:
 
@@ -16,13 +15,21 @@ Options, each at most once unless said:
   ``--write`` paths (each repeatable);
 - ``--net all|tcp|none``: ``tcp``: TCP only, and (with ``--landlock``) connections only to
   the ``--connect-port`` ports (repeatable); ``none``: no network sockets at all;
-- ``--unix``: allow new unix sockets (by default seccomp refuses them);
-- ``--bridge PORT:SOCKET``: inside a network namespace, forward ``127.0.0.1:PORT`` to the
-  proxy's unix socket, from a process started before seccomp (it needs a unix socket).
+- ``--unix``: allow new unix sockets (by default seccomp refuses them).
 
 Anything that cannot be applied stops it with exit status 126 and a line on stderr that
 starts with ``caliban sandbox:``; nothing runs unconfined. A program that cannot be run
 exits 127 like a shell's.
+
+    python -I -S /…/caliban/exec/launch.py --serve
+
+runs it as the **launch server** instead (:mod:`caliban.exec.launch_server`: one per
+caliban process, its socket on stdin), a Python started once that forks for each request,
+so that a command costs a ``fork`` rather than a Python start. A forked child either runs
+:func:`main` for a command (the same options, the same code, once it has taken the
+command's file descriptors, working directory, session and environment), or makes a TCP
+socket listening inside another process's network namespace (bubblewrap's, for the proxy)
+and sends it back.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ import sys
 EXIT_SETUP_FAILED = 126
 EXIT_NOT_FOUND = 127
 PREFIX = "caliban sandbox: "
+PROGRAM = (sys.executable, "-I", "-S", os.path.abspath(__file__))
+"""How the launcher starts (its options and the command follow)."""
 
 
 class _Options:
@@ -43,7 +52,6 @@ class _Options:
         self.net = "all"
         self.ports: list[int] = []
         self.unix = False
-        self.bridge: tuple[int, str] | None = None
 
 
 def invocation(
@@ -54,10 +62,9 @@ def invocation(
     net: str = "all",
     ports: tuple[int, ...] = (),
     unix: bool = False,
-    bridge: tuple[int, str] | None = None,
 ) -> list[str]:
     """The launcher's argv up to and including ``--`` (the command follows)."""
-    argv = [sys.executable, "-I", "-S", os.path.abspath(__file__)]
+    argv = [*PROGRAM]
     if landlock:
         argv.append("--landlock")
     for path in hide:
@@ -70,8 +77,6 @@ def invocation(
         argv += ["--connect-port", str(port)]
     if unix:
         argv.append("--unix")
-    if bridge is not None:
-        argv += ["--bridge", f"{bridge[0]}:{bridge[1]}"]
     return [*argv, "--"]
 
 
@@ -90,7 +95,7 @@ def parse(args: list[str]) -> tuple[_Options, list[str]]:
             options.landlock = True
         elif flag == "--unix":
             options.unix = True
-        elif flag in ("--hide", "--write", "--net", "--connect-port", "--bridge"):
+        elif flag in ("--hide", "--write", "--net", "--connect-port"):
             index += 1
             if index == len(args):
                 raise ValueError(f"{flag} needs a value")
@@ -110,26 +115,21 @@ def _set(options: _Options, flag: str, value: str) -> None:
         if value not in ("all", "tcp", "none"):
             raise ValueError(f"--net {value!r}: expected all, tcp or none")
         options.net = value
-    elif flag == "--connect-port":
-        options.ports.append(int(value))
     else:
-        port, _, path = value.partition(":")
-        options.bridge = (int(port), path)
+        options.ports.append(int(value))
 
 
-def main(args: list[str]) -> int:
+def main(args: list[str], env: dict[str, str] | None = None) -> int:
+    """Apply the options in ``args`` to this process and ``exec`` the command after them,
+    with ``env`` (or this process's environment); the exit status when that fails."""
     try:
         options, command = parse(args)
     except ValueError as exc:
         return _fail(f"bad arguments: {exc}")
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     try:
-        # Imported before the bridge forks (ctypes with it), so the bridge sets its death
-        # signal at once: it must not keep bubblewrap waiting after a quick command.
         from caliban.sandbox import seccomp
 
-        if options.bridge is not None:
-            _start_bridge(*options.bridge)
         if options.landlock:
             from caliban.sandbox import landlock
 
@@ -145,7 +145,7 @@ def main(args: list[str]) -> int:
     except (OSError, ValueError) as exc:
         return _fail(str(exc))
     try:
-        os.execvp(command[0], command)
+        os.execvpe(command[0], command, os.environ if env is None else env)
     except OSError as exc:
         sys.stderr.write(f"{command[0]}: {exc.strerror}\n")
         return EXIT_NOT_FOUND
@@ -157,67 +157,147 @@ def _fail(what: str) -> int:
     return EXIT_SETUP_FAILED
 
 
-def _start_bridge(port: int, path: str) -> None:
-    """Listen on ``127.0.0.1:port`` now (so a connection made at once waits in the backlog)
-    and serve it from a child process that forwards each connection to the unix socket
-    ``path``. The child dies with the command (``PR_SET_PDEATHSIG``) and holds none of its
-    output pipes."""
+# -------------------------------------------------------------------------- the server
+
+MAX_MESSAGE_BYTES = 1 << 20
+"""The largest request (a command's argv and environment, as JSON) the server takes."""
+MAX_FDS = 64
+_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
+_NS_GET_USERNS = 0xB701  # ioctl: the user namespace that owns a namespace
+
+
+def serve(channel_fd: int) -> int:
+    """The launch server: read requests from the ``SOCK_SEQPACKET`` socket ``channel_fd``
+    until caliban closes it, fork for each, and report each launched command's exit.
+    Single-threaded, so that a forked child may join namespaces."""
+    import json
+    import select
+    import signal
     import socket
 
+    # What each child needs, imported once here rather than in every child.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    import caliban.sandbox.landlock
+    import caliban.sandbox.seccomp  # noqa: F401
+
+    channel = socket.socket(fileno=channel_fd)
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    launched: set[int] = set()
+    while True:
+        try:
+            ready, _, _ = select.select([channel_fd, wake_r], [], [])
+        except InterruptedError:
+            continue
+        if wake_r in ready:
+            while len(os.read(wake_r, 512)) == 512:
+                pass
+            for pid, status in _reaped():
+                if pid in launched:
+                    launched.discard(pid)
+                    code = os.waitstatus_to_exitcode(status)
+                    channel.send(json.dumps({"exited": pid, "code": code}).encode())
+        if channel_fd in ready:
+            data, fds, _, _ = socket.recv_fds(channel, MAX_MESSAGE_BYTES, MAX_FDS)
+            if not data:
+                return 0  # caliban has gone
+            request = json.loads(data)
+            pid = os.fork()
+            if pid == 0:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                code = EXIT_SETUP_FAILED
+                try:
+                    code = _child(channel, request, fds)
+                finally:
+                    os._exit(code)
+            for fd in fds:
+                os.close(fd)
+            if "launch" in request:
+                launched.add(pid)
+                channel.send(json.dumps({"id": request["id"], "pid": pid}).encode())
+
+
+def _reaped() -> list[tuple[int, int]]:
+    found: list[tuple[int, int]] = []
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return found
+        if pid == 0:
+            return found
+        found.append((pid, status))
+
+
+def _child(channel: object, request: dict[str, object], fds: list[int]) -> int:
+    """In a forked child of the server: do what ``request`` asks; the exit status."""
+    import json
+    import socket
+
+    assert isinstance(channel, socket.socket)
+    if "listen" in request:
+        target = request["listen"]
+        assert isinstance(target, list)
+        try:
+            listener = _listen_in(int(target[0]), int(target[1]))
+        except OSError as exc:
+            channel.send(json.dumps({"id": request["id"], "error": str(exc)}).encode())
+            return 1
+        socket.send_fds(channel, [json.dumps({"id": request["id"]}).encode()], [listener])
+        return 0
+    launch = request["launch"]
+    assert isinstance(launch, dict)
+    channel.close()
+    os.setsid()
+    targets: list[int] = launch["fds"]
+    # Each descriptor received becomes the number caliban gave it: first staged above all
+    # of those numbers, then put in place; every other one is closed.
+    base = max([*fds, *targets]) + 1
+    staged = [os.dup2(fd, base + i) for i, fd in enumerate(fds)]
+    for source, target in zip(staged, targets, strict=True):
+        os.dup2(source, target)
+    after = 0
+    for fd in sorted(set(targets)):
+        if fd > after:  # os.closerange(n, n) may close every descriptor (close_range)
+            os.closerange(after, fd)
+        after = fd + 1
+    os.closerange(after, os.sysconf("SC_OPEN_MAX"))
+    try:
+        os.chdir(launch["cwd"])
+    except OSError as exc:
+        return _fail(f"{launch['cwd']}: {exc.strerror}")
+    code = main(launch["args"], launch["env"])
+    sys.stderr.flush()
+    return code
+
+
+def _listen_in(pid: int, port: int) -> int:
+    """A TCP socket listening on ``127.0.0.1:port`` in the network namespace of ``pid``
+    (joining the user namespace that owns it first, when that is not this process's: as its
+    owner's user, this process may). It stays there: a forked child that exits next."""
+    import ctypes
+    import fcntl
+    import socket
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    owner = fcntl.ioctl(net, _NS_GET_USERNS)
+    joined = os.fstat(owner).st_ino == os.stat("/proc/self/ns/user").st_ino
+    if not joined and libc.setns(owner, _CLONE_NEWUSER) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"setns(user namespace of {pid}): {os.strerror(code)}")
+    if libc.setns(net, _CLONE_NEWNET) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"setns(network namespace of {pid}): {os.strerror(code)}")
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
     listener.listen(64)
-    pid = os.fork()
-    if pid:
-        listener.close()
-        return
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:  # the command is gone already
-            os._exit(0)
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        _serve(listener, path)
-    finally:
-        os._exit(0)
-
-
-def _serve(listener: object, path: str) -> None:
-    import contextlib
-    import socket
-    import threading
-
-    assert isinstance(listener, socket.socket)
-
-    def pump(source: socket.socket, target: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                target.sendall(data)
-        except OSError:
-            pass
-        with contextlib.suppress(OSError):
-            target.shutdown(socket.SHUT_WR)
-
-    def pair(client: socket.socket) -> None:
-        with client, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as upstream:
-            try:
-                upstream.connect(path)
-            except OSError:
-                return
-            back = threading.Thread(target=pump, args=(upstream, client), daemon=True)
-            back.start()
-            pump(client, upstream)
-            back.join()
-
-    while True:
-        client, _ = listener.accept()
-        threading.Thread(target=pair, args=(client,), daemon=True).start()
+    return listener.detach()
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        sys.exit(serve(0))
     sys.exit(main(sys.argv[1:]))

@@ -124,22 +124,148 @@ async def spawn(
     command = confine(command, profile, sandbox)
     loop = asyncio.get_running_loop()
     try:
-        transport, protocol = await loop.subprocess_exec(
-            lambda: _ExitAware(limit, loop, command.on_exit),
-            *command.argv,
-            stdin=stdin,
-            stdout=stdout,
-            stderr=stderr,
-            cwd=command.cwd,
-            env=None if command.env is None else dict(command.env),
-            pass_fds=command.pass_fds,
-            start_new_session=True,
-        )
+        child = None
+        if command.by_launcher and PIPE not in (stdin, stdout, stderr):
+            child = await _spawn_served(command, loop, limit, (stdin, stdout, stderr))
+        if child is None:
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _ExitAware(limit, loop, command.on_exit),
+                *command.argv,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                cwd=command.cwd,
+                env=None if command.env is None else dict(command.env),
+                pass_fds=command.pass_fds,
+                start_new_session=True,
+            )
+            child = Child(transport, protocol, command)
     except BaseException:
         if command.on_exit is not None:
             command.on_exit()
         raise
+    if command.started is not None:
+        try:
+            await asyncio.to_thread(command.started)
+        except BaseException:
+            _signal(child.pid, signal.SIGKILL)
+            await _until_gone(child, REAP_WAIT_S)
+            child.close()
+            raise
+    return child
+
+
+async def _spawn_served(
+    command: Command, loop: asyncio.AbstractEventLoop, limit: int, stdio: tuple[Stdio, ...]
+) -> Child | None:
+    """``command`` (the launcher's argv) forked by the launch server
+    (:mod:`caliban.exec.launch_server`) rather than started as a new Python; None when the
+    server cannot take it (then it starts as usual)."""
+    from caliban.exec.launch import PROGRAM
+    from caliban.exec.launch_server import LaunchServer
+
+    assert command.argv[: len(PROGRAM)] == PROGRAM, command.argv
+    transport = _ServedTransport(loop)
+    protocol = _ExitAware(limit, loop, command.on_exit)
+    transport.set_protocol(protocol)
+    protocol.connection_made(transport)
+    with contextlib.ExitStack() as opened:
+        fds = {number: _descriptor(value, number, stdio, opened) for number, value in
+               enumerate(stdio)}  # fmt: skip
+        fds.update({fd: fd for fd in command.pass_fds})
+        try:
+            started = LaunchServer.shared().launch(
+                list(command.argv[len(PROGRAM) :]),
+                env=command.environment(),
+                cwd=str(command.cwd or os.getcwd()),
+                fds=fds,
+                on_exit=lambda code: _settle(loop, transport, code),
+            )
+        except OSError:
+            return None
+    try:
+        transport.pid = await asyncio.wrap_future(started)
+    except OSError:
+        return None
     return Child(transport, protocol, command)
+
+
+def _descriptor(
+    value: Stdio, number: int, stdio: tuple[Stdio, ...], opened: contextlib.ExitStack
+) -> int:
+    """The descriptor here that a child's stdin, stdout or stderr (``number``) is to be."""
+    if value == DEVNULL:
+        fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        opened.callback(os.close, fd)
+        return fd
+    if value == subprocess.STDOUT and number == 2:
+        return _descriptor(stdio[1], 1, stdio, opened)
+    if value is None:
+        return number
+    if isinstance(value, int):
+        return value
+    return value.fileno()
+
+
+def _settle(loop: asyncio.AbstractEventLoop, transport: _ServedTransport, code: int) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
+        loop.call_soon_threadsafe(transport.exited, code)
+
+
+class _ServedTransport(asyncio.SubprocessTransport):
+    """A process the launch server forked: not caliban's child, so its exit comes from the
+    server (:meth:`exited`) rather than ``waitpid``. No pipes (only descriptors are passed
+    to it)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._loop = loop
+        self.pid = 0
+        self._returncode: int | None = None
+        self._closed = False
+        self._protocol: asyncio.SubprocessProtocol | None = None
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        assert isinstance(protocol, asyncio.SubprocessProtocol)
+        self._protocol = protocol
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        assert self._protocol is not None
+        return self._protocol
+
+    def exited(self, code: int) -> None:
+        self._returncode = code
+        protocol = self._protocol
+        if protocol is not None:
+            protocol.process_exited()
+
+    def get_pid(self) -> int:
+        return self.pid
+
+    def get_returncode(self) -> int | None:
+        return self._returncode
+
+    def get_pipe_transport(self, fd: int) -> None:
+        return None
+
+    def send_signal(self, signal: int) -> None:
+        if self._returncode is None and self.pid:
+            os.kill(self.pid, signal)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def is_closing(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            with contextlib.suppress(ProcessLookupError):
+                self.kill()
 
 
 async def stop_group(child: Child, *, grace: float | None = None) -> None:

@@ -74,6 +74,8 @@ def run(
             command.on_exit()
         raise
     try:
+        if command.started is not None:
+            command.started()
         stdout, stderr, truncated = _collect(popen, deadline, max_output)
         with contextlib.suppress(subprocess.TimeoutExpired):
             popen.wait(max(0.0, deadline - time.monotonic()))

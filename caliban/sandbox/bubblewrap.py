@@ -6,6 +6,7 @@ The argv, in order (later mounts cover earlier ones)::
 
     sh -c 'exec "$@" 3<"$0"' FILTER
     bwrap --die-with-parent --unshare-pid --unshare-ipc [--unshare-net] --seccomp 3
+          [--info-fd I --block-fd B]
           --ro-bind / /  --bind ROOT ROOT …  --ro-bind PROTECTED PROTECTED …
           --tmpfs HIDDEN_DIR --remount-ro HIDDEN_DIR …  --ro-bind /dev/null HIDDEN_FILE …
           --dev /dev --proc /proc [--chdir CWD] -- COMMAND…
@@ -13,9 +14,10 @@ The argv, in order (later mounts cover earlier ones)::
 The seccomp filter (no new unix sockets, :mod:`caliban.sandbox.seccomp`) is loaded by
 bubblewrap itself from a file this backend writes once (``sh -c 'exec "$@" 3<FILTER'``
 opens it as descriptor 3 and becomes bubblewrap): no Python starts, so a command costs
-bubblewrap's few milliseconds. With the proxy network the command starts under the
-launcher (:mod:`caliban.exec.launch`) instead, which starts the bridge to the proxy first
-(it needs a unix socket), then installs the same filter and ``exec``s the command.
+bubblewrap's few milliseconds. With the proxy network, the proxy serves a socket
+listening on ``127.0.0.1:PORT`` inside the namespace, made there by the launch server
+while bubblewrap waits (:class:`_ProxyHandshake`): no process relays inside, and the
+filter covers everything there.
 A read-only bind mount of a protected file also stops a hard link to it (``ln`` across
 mounts fails with ``EXDEV``), and hard links made to it earlier are found by identity
 and bound read-only too (:func:`hard_links`). A protected path that does not exist is
@@ -28,8 +30,10 @@ bubblewrap, so :func:`caliban.exec.stop_group` stops everything.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
+import socket
 import stat
 import tempfile
 import threading
@@ -39,14 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from caliban.exec import (
-    AllNetwork,
-    Availability,
-    Command,
-    ProxyNetwork,
-    SandboxProfile,
-    launch,
-)
+from caliban.exec import AllNetwork, Availability, Command, ProxyNetwork, SandboxProfile
 
 __all__ = ["BubblewrapSandbox", "Placeholders", "hard_links", "placeholder_sites"]
 
@@ -94,34 +91,43 @@ class BubblewrapSandbox:
         if not isinstance(network, AllNetwork):
             argv.append("--unshare-net")
         env = command.environment()
-        inner: list[str] = []
-        filter_file = None
+        pass_fds = command.pass_fds
+        handshake = None
         if isinstance(network, ProxyNetwork):
-            if network.socket is None:
-                raise ValueError("bubblewrap reaches the proxy through its unix socket: none")
+            if network.serve is None:
+                raise ValueError("bubblewrap serves the proxy in its namespace: no serve given")
             env.update(proxy_environment(network.port))
-            # The bridge needs a unix socket, so the filter comes after it: the launcher.
-            bridge = (network.port, str(network.socket))
-            inner = launch.invocation(unix=profile.all_unix_sockets, bridge=bridge)
-        elif not profile.all_unix_sockets:
+            handshake = _ProxyHandshake(network.port, network.serve)
+            argv += ["--info-fd", str(handshake.info), "--block-fd", str(handshake.block)]
+            pass_fds += (handshake.info, handshake.block)
+        filter_file = None
+        # A descriptor free in the child, that sh can name (one digit).
+        filter_fd = min(set(range(3, 10)) - set(pass_fds))
+        if not profile.all_unix_sockets:
             filter_file = self._filter(block_unix=True)
-            argv += ["--seccomp", "3"]
+            argv += ["--seccomp", str(filter_fd)]
         sites = placeholder_sites(profile)
         release = self._placeholders.hold(sites)
+        done = release if handshake is None else _both(handshake.close, release)
         try:
             also = [*sites, *([] if filter_file is None else [filter_file])]
             argv += mounts(profile, also_read_only=also)
         except BaseException:
-            release()
+            done()
             raise
         argv += ["--dev", "/dev", "--proc", "/proc"]
         if command.cwd is not None:
             argv += ["--chdir", str(command.cwd)]
-        argv += ["--", *inner, *command.argv]
+        argv += ["--", *command.argv]
         if filter_file is not None:
-            argv = ["/bin/sh", "-c", 'exec "$@" 3<"$0"', str(filter_file), *argv]
+            argv = ["/bin/sh", "-c", f'exec "$@" {filter_fd}<"$0"', str(filter_file), *argv]
         return Command(
-            argv=tuple(argv), cwd=command.cwd, env=env, pass_fds=command.pass_fds, on_exit=release
+            argv=tuple(argv),
+            cwd=command.cwd,
+            env=env,
+            pass_fds=pass_fds,
+            started=None if handshake is None else handshake.run,
+            on_exit=done,
         )
 
     def _filter(self, *, block_unix: bool) -> Path:
@@ -313,6 +319,73 @@ class _Made:
     fd: int
     identity: tuple[int, int]
     users: int = 1
+
+
+class _ProxyHandshake:
+    """How a command in bubblewrap's network namespace reaches the proxy with no process
+    of caliban's inside: bubblewrap tells the pid of its child (``--info-fd``) and waits
+    (``--block-fd``) while the launch server makes a socket listening on
+    ``127.0.0.1:PORT`` in that namespace, which the proxy then serves; only then does the
+    command start. Nothing in the sandbox holds a unix socket, so seccomp applies to all
+    of it. When it fails, the command never starts (:attr:`Command.started` raising)."""
+
+    TIMEOUT_S = 60.0
+    """How long the launch server may take to answer (a busy machine; it is a fork)."""
+
+    def __init__(self, port: int, serve: Callable[[socket.socket], Callable[[], None]]) -> None:
+        self._port = port
+        self._serve = serve
+        self._info_r, self.info = os.pipe()
+        self.block, self._block_w = os.pipe()
+        self._stop: Callable[[], None] | None = None
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        """Once bubblewrap has started: read its child's pid, have the proxy serve a
+        socket made in its namespace, let the command run."""
+        self._close("info", "block")  # the child's ends: bubblewrap has its own now
+        report = b""
+        while chunk := os.read(self._info_r, 4096):
+            report += chunk
+        if not report:
+            return  # bubblewrap failed before its child started: its own error says why
+        pid = json.loads(report)["child-pid"]
+        from caliban.exec.launch_server import LaunchServer
+
+        try:
+            listener = LaunchServer.shared().listen_in(pid, self._port).result(self.TIMEOUT_S)
+        except (OSError, TimeoutError) as exc:
+            raise OSError(f"the sandbox cannot reach its proxy: {exc}") from exc
+        stop = self._serve(listener)
+        with self._lock:
+            self._stop = stop
+        os.write(self._block_w, b"go")
+
+    def close(self) -> None:
+        """Once the command has exited: stop serving its socket, close the pipes."""
+        with self._lock:
+            stop, self._stop = self._stop, None
+        if stop is not None:
+            stop()
+        self._close("_info_r", "info", "block", "_block_w")
+
+    def _close(self, *names: str) -> None:
+        with self._lock:
+            for name in names:
+                fd = getattr(self, name)
+                setattr(self, name, -1)
+                if fd >= 0:
+                    os.close(fd)
+
+
+def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
+    def both() -> None:
+        try:
+            first()
+        finally:
+            then()
+
+    return both
 
 
 def proxy_environment(port: int) -> dict[str, str]:

@@ -101,7 +101,11 @@ class LandlockSandbox:
             unix=profile.all_unix_sockets,
         )
         return Command(
-            argv=(*argv, *command.argv), cwd=command.cwd, env=env, pass_fds=command.pass_fds
+            argv=(*argv, *command.argv),
+            cwd=command.cwd,
+            env=env,
+            pass_fds=command.pass_fds,
+            by_launcher=True,
         )
 
 

@@ -9,8 +9,10 @@ and is remembered so a failed command can be explained to the model
 on it could name another host, so the proxy asks the server to close after the first.
 
 It listens on ``127.0.0.1`` (a random port) and, for backends whose commands have a network
-namespace of their own, on a unix socket too (bubblewrap's bridge forwards to it). It runs
-its own event loop in a daemon thread, so a busy agent loop never stalls a download.
+namespace of their own, also on a socket made in that namespace for the command
+(:meth:`DomainProxy.serve`: bubblewrap's ``127.0.0.1:PORT``), so no process relays inside the
+sandbox. It runs its own event loop in a daemon thread, so a busy agent loop never stalls a
+download.
 
 Bounded: a request head is at most :data:`MAX_HEAD_BYTES` and must arrive within
 :data:`HEAD_TIMEOUT_S`; connecting upstream gives up after :data:`CONNECT_TIMEOUT_S`; at most
@@ -23,10 +25,10 @@ import asyncio
 import collections
 import contextlib
 import re
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import urlsplit
 
 __all__ = ["DomainPolicy", "DomainProxy"]
@@ -66,12 +68,8 @@ class DomainPolicy:
 class DomainProxy:
     """An HTTP proxy that connects only to hosts ``refusal`` has nothing against."""
 
-    def __init__(
-        self, refusal: Callable[[str], str | None], *, socket_path: Path | None = None
-    ) -> None:
+    def __init__(self, refusal: Callable[[str], str | None]) -> None:
         self._refusal = refusal
-        self.socket_path = socket_path
-        """Where it also listens, as a unix socket (None: TCP only)."""
         self.port = 0
         """Its TCP port on 127.0.0.1, once started."""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -116,11 +114,6 @@ class DomainProxy:
         server = await asyncio.start_server(self._serve, "127.0.0.1", 0, limit=limit)
         self._servers.append(server)
         self.port = server.sockets[0].getsockname()[1]
-        if self.socket_path is not None:
-            with contextlib.suppress(FileNotFoundError):
-                self.socket_path.unlink()
-            unix = await asyncio.start_unix_server(self._serve, str(self.socket_path), limit=limit)
-            self._servers.append(unix)
         self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
 
     async def _shutdown(self) -> None:
@@ -137,9 +130,26 @@ class DomainProxy:
         if loop is not None and thread is not None and thread.is_alive():
             loop.call_soon_threadsafe(loop.stop)
             thread.join()
-        if self.socket_path is not None:
-            with contextlib.suppress(OSError):
-                self.socket_path.unlink()
+
+    def serve(self, listener: socket.socket) -> Callable[[], None]:
+        """Serve the connections made to ``listener`` (a listening TCP socket, made in a
+        sandboxed command's network namespace) as those to its own port, until the function
+        returned is called (once the command has exited); the socket is then closed. Raises
+        OSError when the proxy is not running."""
+        loop = self._loop
+        if loop is None or self._thread is None or not self._thread.is_alive():
+            listener.close()
+            raise OSError("the sandbox's proxy is not running")
+        listening = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._serve, sock=listener, limit=MAX_HEAD_BYTES), loop
+        )
+        server = listening.result()
+
+        def stop() -> None:
+            with contextlib.suppress(RuntimeError):  # the proxy's loop has stopped: closed
+                loop.call_soon_threadsafe(server.close)
+
+        return stop
 
     def mark(self) -> int:
         """A point in the record of blocked hosts, for :meth:`blocked_since`."""

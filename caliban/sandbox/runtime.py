@@ -308,13 +308,12 @@ class SandboxRuntime:
         if policy.allowed == ("*",) and not policy.denied:
             return AllNetwork()
         proxy = self._running_proxy()
-        return ProxyNetwork(port=proxy.port, socket=proxy.socket_path)
+        return ProxyNetwork(port=proxy.port, serve=proxy.serve)
 
     def _running_proxy(self) -> DomainProxy:
-        place = self._private()
         with self._lock:
             if self._proxy is None:
-                proxy = DomainProxy(self.refusal, socket_path=place / "proxy.sock")
+                proxy = DomainProxy(self.refusal)
                 proxy.start()
                 self._proxy = proxy
             return self._proxy
@@ -561,6 +560,14 @@ def _classify(path: Path, problem: str, profile: SandboxProfile, mode: str) -> s
     if any(_under(path, kept) for kept in profile.read_only):
         verb = "hard link to" if "cross-device" in problem else "write to"
         return f"{verb} {path}, a protected path (read-only in the sandbox)"
+    if (site := _placeholder_over(path, problem, profile)) is not None:
+        why = (
+            "git init in a folder that is not a repository: a .git made in the sandbox could "
+            "hold config and hooks that run outside it later"
+            if site.name == ".git"
+            else "a protected path"
+        )
+        return f"write to {path}: {site} does not exist, and the sandbox keeps it so ({why})"
     if problem in _PLACEHOLDER_PROBLEMS:
         return None
     if "cross-device" in problem or any(_under(path, root) for root in profile.writable):
@@ -572,6 +579,17 @@ def _classify(path: Path, problem: str, profile: SandboxProfile, mode: str) -> s
     if mode == "read-only":
         return f"write in a read-only sandbox ({path})"
     return f"write outside the project ({path})"
+
+
+def _placeholder_over(path: Path, problem: str, profile: SandboxProfile) -> Path | None:
+    """The missing protected path that ``path`` is at or under (where bubblewrap keeps an
+    empty read-only folder while a command runs: :func:`placeholder_sites`), if any."""
+    from caliban.sandbox.bubblewrap import placeholder_sites
+
+    if problem not in ("Read-only file system", *_PLACEHOLDER_PROBLEMS):
+        return None
+    real = Path(os.path.realpath(path))
+    return next((site for site in placeholder_sites(profile) if _under(real, site)), None)
 
 
 def _writable_here(path: Path) -> bool:
