@@ -188,6 +188,37 @@ def test_git_init_in_a_folder_that_is_not_a_repository_is_explained(tmp_path: Pa
     assert said is not None and "git init in a folder that is not a repository" in said, said
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_bubblewrap_keeps_a_missing_commondir_uncreatable_and_git_working(
+    tmp_path: Path,
+) -> None:
+    """git refuses a folder at .git/commondir: the placeholder there is a file naming the
+    git directory itself, with which git works as before; it is gone afterwards."""
+    sandbox = backend("bubblewrap")
+    project = tmp_path / "repo"
+    project.mkdir()
+    git = ("git", "-c", "user.name=t", "-c", "user.email=t@t")
+    run(Command(argv=(*git, "init", "-q"), cwd=project), timeout=HANG_S)
+    run(
+        Command(argv=(*git, "commit", "-q", "--allow-empty", "-m", "x"), cwd=project),
+        timeout=HANG_S,
+    )
+    profile = SandboxProfile(writable=(project,), read_only=(project / ".git" / "commondir",))
+    script = (
+        "git status --short && git rev-parse --git-common-dir && echo status-ok; "
+        "echo ../elsewhere > .git/commondir || echo refused; rm -f .git/commondir || echo kept"
+    )
+    result = sh(sandbox, profile, script, project)
+    said = text(result)
+    assert "status-ok" in said and "refused" in said and "kept" in said, said
+    deadline = time.monotonic() + 60
+    while (project / ".git" / "commondir").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)  # removed by a thread once the command has exited
+    assert not (project / ".git" / "commondir").exists()
+    status = run(Command(argv=("git", "status", "--short"), cwd=project), timeout=HANG_S)
+    assert status.ok, status.stderr
+
+
 def test_bubblewrap_placeholder_under_a_missing_git_dir(tmp_path: Path) -> None:
     sandbox = backend("bubblewrap")
     project = tmp_path / "plain"
@@ -433,17 +464,40 @@ def test_landlock_commands_are_forked_by_the_launch_server(place: dict[str, Path
 
     sandbox = backend("landlock")
     script = (
-        f"echo parent $PPID; ls /proc/$$/fd | tr '\\n' ' '; echo; echo in > made.txt; "
+        f"echo parent $PPID; echo in > made.txt; "
         f"echo out > {place['outside']}/x; cat {place['secret']}/id_ed25519; exit 7"
     )
     code, said, pid = _spawned(sandbox, _profile(place), script, place["project"])
     assert code == 7, said
     assert f"parent {LaunchServer.shared().pid}" in said
-    assert said.splitlines()[1].split() == ["0", "1", "2"]  # nothing of caliban's leaks in
     assert (place["project"] / "made.txt").exists()
     assert not (place["outside"] / "x").exists()
     assert "PRIVATE KEY" not in said
     assert not group_alive(pid)
+
+
+def test_a_forked_command_holds_only_its_own_descriptors(place: dict[str, Path]) -> None:
+    import asyncio
+
+    sandbox = backend("landlock")
+
+    async def scenario() -> list[str]:
+        child = await spawn(
+            Command(argv=("sleep", "300"), cwd=place["project"]),
+            profile=_profile(place),
+            sandbox=sandbox,
+        )
+        try:
+            deadline = time.monotonic() + HANG_S
+            while not os.readlink(f"/proc/{child.pid}/exe").endswith("sleep"):
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)  # still the launcher: it has not exec'd yet
+            return sorted(os.listdir(f"/proc/{child.pid}/fd"))
+        finally:
+            await stop_group(child, grace=0)
+            child.close()
+
+    assert asyncio.run(scenario()) == ["0", "1", "2"]  # nothing of caliban's leaks in
 
 
 def test_the_launch_server_fails_closed(place: dict[str, Path]) -> None:

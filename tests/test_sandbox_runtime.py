@@ -198,7 +198,7 @@ def test_unavailable_is_said_once_and_refuses_with_fail_if_unavailable(tmp_path:
         ("bash: line 1: out.txt: Permission denied", None),  # inside the project: not us
         (
             "fatal: cannot copy '/usr/share/git-core/templates/description' to "
-            "'PROJ/.git/description': Read-only file system",
+            "'.git/description': Read-only file system",
             "PROJ/.git does not exist, and the sandbox keeps it so (git init in a folder",
         ),
     ],

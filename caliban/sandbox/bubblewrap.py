@@ -172,8 +172,9 @@ def placeholder_sites(profile: SandboxProfile) -> list[Path]:
     """Where placeholders keep protected paths that do not exist from being created: each
     one's first missing component (symbolic links followed), when that lies under a
     writable root in an existing folder; and a protected path that is an empty folder
-    (perhaps another session's placeholder, held while the command runs). Not
-    ``.git/commondir``: git refuses to work with anything there (see docs/sandbox.md)."""
+    (perhaps another session's placeholder, held while the command runs). A missing
+    ``.git/commondir`` in a git directory gets a file naming that directory itself
+    (:data:`COMMONDIR_PLACEHOLDER`; git refuses a folder there)."""
     writable = _existing(profile.writable)
     found: list[Path] = []
     for path in profile.read_only:
@@ -181,12 +182,12 @@ def placeholder_sites(profile: SandboxProfile) -> list[Path]:
         if not _under_any(site, writable):
             continue
         if os.path.lexists(site):
-            if _empty_folder(site):
+            if _empty_folder(site) or _commondir_placeholder(site):
                 found.append(site)
             continue
         while not os.path.lexists(site.parent) and site.parent != site:
             site = site.parent
-        if site.name != "commondir" and site.parent.is_dir() and _under_any(site, writable):
+        if site.parent.is_dir() and _under_any(site, writable):
             found.append(site)
     return list(dict.fromkeys(found))
 
@@ -198,12 +199,14 @@ class Placeholders:
     exited.
 
     A folder, whatever the path names: nothing can be written in it, no file or folder can
-    be made at its name, and git does not list it. Every command using one holds a shared
+    be made at its name, and git does not list it. But ``.git/commondir``, where git
+    refuses anything but a file naming a git directory: a file naming its own (``.``), with
+    which git works as without one. Every command using one holds a shared
     ``flock`` on it, and it is removed only under an exclusive one: removing a mount point
     lifts the mounts on it in other namespaces, so while another session's command uses it,
     it stays (a thread removes it when that command ends). Only the folder made here (same
-    device and inode) is removed, by ``rmdir``, which removes only an empty one: never a
-    user's file.
+    device and inode) is removed, by ``rmdir``, which removes only an empty one (the
+    ``commondir`` file only while it still says ``.``): never a user's file.
     """
 
     BUSY_TRIES = 200
@@ -238,16 +241,19 @@ class Placeholders:
                     return
                 del self._made[site]  # replaced from outside: no longer ours to remove
             try:
-                os.mkdir(site, 0o755)
+                _make(site)
                 mine = True
             except FileExistsError:
                 mine = False
             try:
-                fd = os.open(site, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+                fd = os.open(site, os.O_RDONLY | os.O_NOFOLLOW | _kind_flag(site))
             except FileNotFoundError:
                 continue
             except OSError:
                 return  # a file or a link made meanwhile: bound read-only as it is
+            if not mine and site.name == "commondir" and not _commondir_placeholder(site):
+                os.close(fd)
+                return  # the user's own, made meanwhile: bound read-only as it is
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -298,13 +304,16 @@ def _remove_all(unused: Sequence[tuple[Path, _Made]]) -> None:
 
 
 def _remove(site: Path, ours: _Made, wait: bool) -> None:
-    """Remove ``site`` if it is still the empty folder made there (after an exclusive
+    """Remove ``site`` if it is still the placeholder made there (after an exclusive
     lock, waited for when ``wait``)."""
     try:
         if wait:
             fcntl.flock(ours.fd, fcntl.LOCK_EX)
         if _identity(site) == ours.identity:
-            os.rmdir(site)
+            if site.name != "commondir":
+                os.rmdir(site)
+            elif _commondir_placeholder(site):
+                os.unlink(site)
     except OSError:
         pass  # filled meanwhile, or gone: left alone
     finally:
@@ -442,6 +451,39 @@ def _existing(paths: Iterable[Path]) -> list[Path]:
         if os.path.lexists(path) and os.path.lexists(real := os.path.realpath(path)):
             resolved.append(Path(real))
     return list(dict.fromkeys(resolved))
+
+
+COMMONDIR_PLACEHOLDER = b".\n"
+"""What the placeholder at a missing ``.git/commondir`` says: the common directory is the
+git directory itself (git with it works as git without it)."""
+
+
+def _make(site: Path) -> None:
+    """Make the placeholder at ``site``; FileExistsError when something is there."""
+    if site.name != "commondir":
+        os.mkdir(site, 0o755)
+        return
+    fd = os.open(site, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, COMMONDIR_PLACEHOLDER)
+    finally:
+        os.close(fd)
+
+
+def _kind_flag(site: Path) -> int:
+    return 0 if site.name == "commondir" else os.O_DIRECTORY
+
+
+def _commondir_placeholder(path: Path) -> bool:
+    """Whether ``path`` is a ``commondir`` file saying only ``.`` (a placeholder)."""
+    if path.name != "commondir":
+        return False
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return False
+        return path.read_bytes() == COMMONDIR_PLACEHOLDER
+    except OSError:
+        return False
 
 
 def _empty_folder(path: Path) -> bool:
