@@ -476,6 +476,13 @@ def test_landlock_commands_are_forked_by_the_launch_server(place: dict[str, Path
     assert not group_alive(pid)
 
 
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_sandboxed_command_gets_default_signals(name: str, place: dict[str, Path]) -> None:
+    """Python ignores SIGPIPE; the launcher's command must not (``yes | head`` ends)."""
+    code, said, _ = _spawned(backend(name), _profile(place), "yes | head -1", place["project"])
+    assert code == 0 and said == "y\n", said
+
+
 def test_a_forked_command_holds_only_its_own_descriptors(place: dict[str, Path]) -> None:
     import asyncio
 

@@ -144,6 +144,11 @@ def main(args: list[str], env: dict[str, str] | None = None) -> int:
             seccomp.install(seccomp.program(block_unix=not options.unix, inet=options.net))  # type: ignore[arg-type]
     except (OSError, ValueError) as exc:
         return _fail(str(exc))
+    # Python ignores these; a command starts with them as a shell would give them.
+    import signal
+
+    for number in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(number, signal.SIG_DFL)
     try:
         os.execvpe(command[0], command, os.environ if env is None else env)
     except OSError as exc:
