@@ -165,7 +165,7 @@ async def _spawn_served(
     from caliban.exec.launch_server import LaunchServer
 
     assert command.argv[: len(PROGRAM)] == PROGRAM, command.argv
-    transport = _ServedTransport(loop)
+    transport = _ServedTransport()
     protocol = _ExitAware(limit, loop, command.on_exit)
     transport.set_protocol(protocol)
     protocol.connection_made(transport)
@@ -217,9 +217,8 @@ class _ServedTransport(asyncio.SubprocessTransport):
     server (:meth:`exited`) rather than ``waitpid``. No pipes (only descriptors are passed
     to it)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self._loop = loop
         self.pid = 0
         self._returncode: int | None = None
         self._closed = False
@@ -234,6 +233,7 @@ class _ServedTransport(asyncio.SubprocessTransport):
         return self._protocol
 
     def exited(self, code: int) -> None:
+        """The server saw it exit with ``code``."""
         self._returncode = code
         protocol = self._protocol
         if protocol is not None:
@@ -248,9 +248,9 @@ class _ServedTransport(asyncio.SubprocessTransport):
     def get_pipe_transport(self, fd: int) -> None:
         return None
 
-    def send_signal(self, signal: int) -> None:
+    def send_signal(self, signum: int) -> None:
         if self._returncode is None and self.pid:
-            os.kill(self.pid, signal)
+            os.kill(self.pid, signum)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
