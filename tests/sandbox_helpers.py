@@ -106,13 +106,9 @@ class Unprivileged:
 
     def relaunch(self, argv: tuple[str, ...]) -> tuple[str, ...]:
         """``argv`` of a wrapped command with caliban's launcher and Python replaced by the
-        copies the user can run (and the seccomp filter file made readable to the user:
-        the wrap was made by root)."""
+        copies the user can run."""
         from caliban.exec import launch
 
-        if argv[:3] == ("/bin/sh", "-c", 'exec "$@" 3<"$0"'):  # the seccomp filter's file
-            Path(argv[3]).parent.chmod(0o755)
-            Path(argv[3]).chmod(0o644)
         mine = os.path.abspath(launch.__file__)
         swapped = (
             self.python if a == sys.executable else str(self.launcher) if a == mine else a

@@ -732,7 +732,13 @@ def test_bubblewrap_without_root(user: Unprivileged, user_tmp: Path) -> None:
         f"echo x >> .git/config; cat {place['secret']}/key || echo secret-hidden"
     )
     wrapped = sandbox.wrap(Command(argv=("sh", "-c", script), cwd=place["project"]), profile)
-    result = run(Command(argv=user.relaunch(wrapped.argv), cwd=place["project"]), timeout=HANG_S)
+    as_user = Command(
+        argv=user.relaunch(wrapped.argv),
+        cwd=place["project"],
+        pass_fds=wrapped.pass_fds,  # the seccomp filter, opened by root
+        on_exit=wrapped.on_exit,
+    )
+    result = run(as_user, timeout=HANG_S)
     said = text(result)
     if "setting up uid map" in said or "No permissions to creat" in said:
         pytest.skip(f"unprivileged user namespaces are not allowed here: {said.strip()}")

@@ -4,17 +4,16 @@ and a network namespace of its own.
 
 The argv, in order (later mounts cover earlier ones)::
 
-    sh -c 'exec "$@" 3<"$0"' FILTER
-    bwrap --die-with-parent --unshare-pid --unshare-ipc [--unshare-net] --seccomp 3
+    bwrap --die-with-parent --unshare-pid --unshare-ipc [--unshare-net] --seccomp FD
           [--info-fd I --block-fd B]
           --ro-bind / /  --bind ROOT ROOT …  --ro-bind PROTECTED PROTECTED …
           --tmpfs HIDDEN_DIR --remount-ro HIDDEN_DIR …  --ro-bind /dev/null HIDDEN_FILE …
           --dev /dev --proc /proc [--chdir CWD] -- COMMAND…
 
 The seccomp filter (no new unix sockets, :mod:`caliban.sandbox.seccomp`) is loaded by
-bubblewrap itself from a file this backend writes once (``sh -c 'exec "$@" 3<FILTER'``
-opens it as descriptor 3 and becomes bubblewrap): no Python starts, so a command costs
-bubblewrap's few milliseconds. With the proxy network, the proxy serves a socket
+bubblewrap itself from a file this backend writes once, opened for each command and
+passed as a descriptor: no Python starts, so a command costs bubblewrap's few
+milliseconds. With the proxy network, the proxy serves a socket
 listening on ``127.0.0.1:PORT`` inside the namespace, made there by the launch server
 while bubblewrap waits (:class:`_ProxyHandshake`): no process relays inside, and the
 filter covers everything there.
@@ -92,42 +91,43 @@ class BubblewrapSandbox:
             argv.append("--unshare-net")
         env = command.environment()
         pass_fds = command.pass_fds
+        undo: list[Callable[[], None]] = []  # once the command has exited, or failed to
         handshake = None
-        if isinstance(network, ProxyNetwork):
-            if network.serve is None:
-                raise ValueError("bubblewrap serves the proxy in its namespace: no serve given")
-            env.update(proxy_environment(network.port))
-            handshake = _ProxyHandshake(network.port, network.serve)
-            argv += ["--info-fd", str(handshake.info), "--block-fd", str(handshake.block)]
-            pass_fds += (handshake.info, handshake.block)
         filter_file = None
-        # A descriptor free in the child, that sh can name (one digit).
-        filter_fd = min(set(range(3, 10)) - set(pass_fds))
-        if not profile.all_unix_sockets:
-            filter_file = self._filter(block_unix=True)
-            argv += ["--seccomp", str(filter_fd)]
-        sites = placeholder_sites(profile)
-        release = self._placeholders.hold(sites)
-        done = release if handshake is None else _both(handshake.close, release)
         try:
+            if isinstance(network, ProxyNetwork):
+                if network.serve is None:
+                    raise ValueError("bubblewrap serves the proxy in its namespace: none given")
+                env.update(proxy_environment(network.port))
+                handshake = _ProxyHandshake(network.port, network.serve)
+                undo.append(handshake.close)
+                argv += ["--info-fd", str(handshake.info), "--block-fd", str(handshake.block)]
+                pass_fds += (handshake.info, handshake.block)
+            if not profile.all_unix_sockets:
+                # Opened for each command: bubblewrap reads it to the end.
+                filter_file = self._filter(block_unix=True)
+                filter_fd = os.open(filter_file, os.O_RDONLY | os.O_CLOEXEC)
+                undo.append(lambda: os.close(filter_fd))
+                argv += ["--seccomp", str(filter_fd)]
+                pass_fds += (filter_fd,)
+            sites = placeholder_sites(profile)
+            undo.append(self._placeholders.hold(sites))
             also = [*sites, *([] if filter_file is None else [filter_file])]
             argv += mounts(profile, also_read_only=also)
         except BaseException:
-            done()
+            _run_all(undo)
             raise
         argv += ["--dev", "/dev", "--proc", "/proc"]
         if command.cwd is not None:
             argv += ["--chdir", str(command.cwd)]
         argv += ["--", *command.argv]
-        if filter_file is not None:
-            argv = ["/bin/sh", "-c", f'exec "$@" {filter_fd}<"$0"', str(filter_file), *argv]
         return Command(
             argv=tuple(argv),
             cwd=command.cwd,
             env=env,
             pass_fds=pass_fds,
             started=None if handshake is None else handshake.run,
-            on_exit=done,
+            on_exit=lambda: _run_all(undo),
         )
 
     def _filter(self, *, block_unix: bool) -> Path:
@@ -387,14 +387,14 @@ class _ProxyHandshake:
                     os.close(fd)
 
 
-def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
-    def both() -> None:
+def _run_all(actions: Sequence[Callable[[], None]]) -> None:
+    """Each of ``actions``, in order, whichever fails."""
+    for index, action in enumerate(actions):
         try:
-            first()
-        finally:
-            then()
-
-    return both
+            action()
+        except BaseException:
+            _run_all(actions[index + 1 :])
+            raise
 
 
 def proxy_environment(port: int) -> dict[str, str]:
