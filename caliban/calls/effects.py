@@ -69,6 +69,9 @@ class Effects:
     """Why what the call reads and writes cannot be known (a command line that is not
     understood, a redirection only the shell could resolve); ``reads`` and ``writes`` then
     say nothing."""
+    leaves_plan_mode: bool = False
+    """The call asks the user to approve a plan and end plan mode (ExitPlanMode): the policy
+    always asks, and only in plan mode."""
 
 
 NO_EFFECTS = Effects()

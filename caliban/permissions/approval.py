@@ -20,9 +20,11 @@ from typing import Any, Literal, Protocol, assert_never
 from caliban.calls.bound import BoundCall
 from caliban.calls.effects import NO_EFFECTS, Effects
 from caliban.calls.verdict import ALLOW, AllowWith, Ask, Decided, Deny, Settled, with_hook
+from caliban.config.settings import PermissionMode
 from caliban.permissions.policy import Confined, Decision, PermissionPolicy
 from caliban.permissions.rules import PATH_TOOLS, RuleError, is_within
 from caliban.tools.base import Invocation, Preview, ToolEnv, ToolOrigin
+from caliban.tools.exit_plan_mode import UNATTENDED
 from caliban.util.fsutil import resolved
 
 __all__ = [
@@ -81,10 +83,15 @@ class PermissionAnswer:
     updated_input: Mapping[str, Any] | None = None
     """For ``allow_once``: run the call with this input instead (the Agent SDK's
     ``updatedInput``). It is validated and decided again: a deny rule on it still wins."""
+    mode: PermissionMode | None = None
+    """For an allow: the session's permission mode from now on (a plan approval's choice,
+    the Agent SDK's ``setMode`` update); None leaves it."""
 
     @classmethod
-    def allow_once(cls, updated_input: Mapping[str, Any] | None = None) -> PermissionAnswer:
-        return cls(behavior="allow_once", updated_input=updated_input)
+    def allow_once(
+        cls, updated_input: Mapping[str, Any] | None = None, *, mode: PermissionMode | None = None
+    ) -> PermissionAnswer:
+        return cls(behavior="allow_once", updated_input=updated_input, mode=mode)
 
     @classmethod
     def allow_session(cls, pattern: str | None = None) -> PermissionAnswer:
@@ -113,7 +120,9 @@ def describe(request: PermissionRequest) -> str:
 
 def headless_denial(request: PermissionRequest) -> str:
     """The model's message for a call denied because nobody can be asked, with the flag
-    that would allow it."""
+    that would allow it (none approves a plan: plan mode stays read-only)."""
+    if request.effects.leaves_plan_mode:
+        return UNATTENDED
     start = (
         f"{describe(request)} requires approval ({request.reason}); caliban is running "
         "headless (-p)."
@@ -143,7 +152,8 @@ class DenyingApprover:
     denied: list[PermissionRequest] = field(default_factory=list)
 
     async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
-        self.denied.append(request)
+        if not request.effects.leaves_plan_mode:  # no flag would have approved a plan
+            self.denied.append(request)
         return await deny_approver(request)
 
 
@@ -237,9 +247,14 @@ class PolicyAuthorizer:
         answer = await self.approver(request)
         match answer.behavior:
             case "allow_once":
-                if answer.updated_input is not None:
-                    return self._changed(call, answer.updated_input)
-                return ALLOW
+                settled = (
+                    ALLOW
+                    if answer.updated_input is None
+                    else self._changed(call, answer.updated_input)
+                )
+                if answer.mode is not None and not isinstance(settled, Deny):
+                    self.policy.mode = answer.mode
+                return settled
             case "allow_session":
                 # No rule, or one that does not parse: this call was allowed, nothing more
                 # (never a different rule than the one the user saw).

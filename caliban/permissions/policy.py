@@ -13,7 +13,9 @@ Precedence, first match wins:
 
 1. a ``deny`` rule denies (in every mode, ``bypassPermissions`` included);
 2. ``bypassPermissions`` allows everything else;
-3. ``plan`` mode denies every tool that is not read-only (allow rules do not override it);
+3. a call that ends plan mode (ExitPlanMode) asks in plan mode and is denied in any other;
+   ``plan`` mode denies every other tool that is not read-only (allow rules do not override
+   it);
 4. an ``ask`` rule asks;
 5. a write to a protected path (:mod:`caliban.permissions.protected`) asks, unless an allow
    rule names that very file; so does a command line whose ``git`` would use a repository
@@ -56,6 +58,8 @@ from caliban.shell import Analysis, NotUnderstood, Understood
 from caliban.tools.base import BUILTIN, BuiltinOrigin, McpOrigin, ToolOrigin
 
 __all__ = [
+    "NOT_PLANNING_REASON",
+    "PLAN_APPROVAL_REASON",
     "PLAN_MODE_REASON",
     "Behavior",
     "Confined",
@@ -68,8 +72,11 @@ __all__ = [
 Behavior = Literal["allow", "ask", "deny"]
 
 PLAN_MODE_REASON = (
-    "plan mode is read-only: present your plan instead of changing files or running commands"
+    "plan mode is read-only: present your plan instead of changing files or running commands "
+    "(keep exploring with read-only tools, then call ExitPlanMode to ask the user to approve it)"
 )
+NOT_PLANNING_REASON = "the session is not in plan mode: there is no plan to approve, carry on"
+PLAN_APPROVAL_REASON = "the user approves a plan before plan mode ends"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -177,7 +184,12 @@ def decide(
     command = effects.runs
     if command is None:
         return decide_one(
-            tool_name, subject, read_only=read_only, origin=origin, writes=effects.writes
+            tool_name,
+            subject,
+            read_only=read_only,
+            origin=origin,
+            writes=effects.writes,
+            leaves_plan_mode=effects.leaves_plan_mode,
         )
     decision = _decide_line(
         decide_one,
@@ -314,6 +326,7 @@ def _decide(
     writes: Sequence[Path] = (),
     line: Analysis | None = None,
     working_dirs: Sequence[Path] = (),
+    leaves_plan_mode: bool = False,
 ) -> Decision:
     """:func:`decide` for one call, without looking at a command line's redirections:
     ``writes`` are the call's own, ``line`` the command line it runs."""
@@ -322,6 +335,12 @@ def _decide(
         return Decision(
             behavior="deny", reason=f"the permission rule {rule.text!r} denies it", rule=rule.text
         )
+    if leaves_plan_mode:
+        # No allow rule or mode approves a plan nobody saw (a PreToolUse hook's allow, the
+        # user's own program, still may).
+        if mode != "plan":
+            return Decision(behavior="deny", reason=NOT_PLANNING_REASON)
+        return Decision(behavior="ask", reason=PLAN_APPROVAL_REASON)
     match mode:
         case "bypassPermissions":
             return Decision(behavior="allow", reason="bypassPermissions mode allows everything")
@@ -447,7 +466,9 @@ class PermissionPolicy:
     def suggestion(self, tool_name: str, subject: str | None, effects: Effects = NO_EFFECTS) -> str:
         """The rule "don't ask again this session" offers for a call: ``Bash(git commit:*)``,
         ``Edit(src/**)``, the tool's name; "" when no rule could allow it (a command line
-        that is not understood)."""
+        that is not understood, a plan to approve)."""
+        if effects.leaves_plan_mode:
+            return ""
         if effects.runs is not None:
             return bash_rules.suggest_rule(effects.runs.analysis, tool_name) or ""
         return suggest_rule(tool_name, subject, self.project_root)

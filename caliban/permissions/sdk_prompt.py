@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from caliban.config.settings import PermissionMode
 from caliban.permissions.approval import PermissionAnswer, PermissionRequest, describe
 from caliban.permissions.rules import Rule, RuleError
 
@@ -92,21 +93,20 @@ class StdioApprover:
 
 def request_frame(request_id: str, request: PermissionRequest) -> dict[str, Any]:
     """The ``control_request`` Claude Code writes (plus ``decision_reason``, a field of the
-    SDK's type: why caliban asks)."""
-    return {
-        "type": "control_request",
-        "request_id": request_id,
-        "request": {
-            "subtype": "can_use_tool",
-            "tool_name": request.tool_name,
-            "display_name": request.tool_name,
-            "input": dict(request.arguments),
-            "description": describe(request),
-            "permission_suggestions": _suggestions(request.suggestion),
-            "tool_use_id": request.call_id,
-            "decision_reason": request.reason,
-        },
+    SDK's type: why caliban asks). For a plan (ExitPlanMode) it has no description and no
+    suggestions, as Claude Code's has none."""
+    asked: dict[str, Any] = {
+        "subtype": "can_use_tool",
+        "tool_name": request.tool_name,
+        "display_name": request.tool_name,
+        "input": dict(request.arguments),
     }
+    if not request.effects.leaves_plan_mode:
+        asked["description"] = describe(request)
+        asked["permission_suggestions"] = _suggestions(request.suggestion)
+    asked["tool_use_id"] = request.call_id
+    asked["decision_reason"] = request.reason
+    return {"type": "control_request", "request_id": request_id, "request": asked}
 
 
 def answer_from(
@@ -133,15 +133,32 @@ def answer_from(
             updated = body.get("updatedInput")
             if not isinstance(updated, dict):
                 return _malformed("an allow without an updatedInput object"), False
+            mode = _mode_set(body.get("updatedPermissions"))
             if updated == dict(request.arguments):
-                return PermissionAnswer.allow_once(), False
-            return PermissionAnswer.allow_once(updated), False
+                return PermissionAnswer.allow_once(mode=mode), False
+            return PermissionAnswer.allow_once(updated, mode=mode), False
         case "deny":
             message = body.get("message")
             reason = message if isinstance(message, str) and message else None
             return PermissionAnswer.deny(reason), body.get("interrupt") is True
         case _:
             return _malformed("a behavior other than allow or deny"), False
+
+
+def _mode_set(updates: object) -> PermissionMode | None:
+    """The mode a ``setMode`` entry of an allow's ``updatedPermissions`` switches to (the
+    last one wins; Claude Code switches after an approved plan the same way). Only the modes
+    a plan approval offers, and plan itself: ``bypassPermissions`` is chosen at start-up,
+    never in an answer."""
+    mode: PermissionMode | None = None
+    for update in updates if isinstance(updates, list) else ():
+        if isinstance(update, dict) and update.get("type") == "setMode":
+            match update.get("mode"):
+                case "default" | "acceptEdits" | "plan" as wanted:
+                    mode = wanted
+                case _:
+                    pass
+    return mode
 
 
 def _malformed(what: str) -> PermissionAnswer:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from caliban.events import (
 from caliban.hooks import NO_HOOKS, LoopHooks
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
 from caliban.mcp.lazy.policy import LazyPolicy, resolve_policy
-from caliban.messages import Message
+from caliban.messages import Message, TextPart
 from caliban.providers.base import Provider
 from caliban.session.ledger import SpendingLimit, UsageLedger
 from caliban.tools.base import BUILTIN, CallContext, Tool, ToolEnv
@@ -124,6 +125,8 @@ class Session:
     toolset: Toolset = field(init=False)
     """Every tool the session's agent may call, composed once (see :mod:`caliban.toolsets`)."""
     _lazy: LazyMcpToolset | None = field(default=None, init=False, repr=False)
+    _told_planning: bool = field(default=False, init=False, repr=False)
+    """The last prompt carried the plan mode reminder, and no approved plan ended it since."""
 
     def __post_init__(self) -> None:
         if self.lazy_policy is None:
@@ -139,6 +142,11 @@ class Session:
 
             tools.append(AgentTool(self.agents, self.spawn_child))
         parts: list[Toolset] = [ToolList(tools)]
+        if self.permissions is not None:
+            from caliban.tools.exit_plan_mode import ExitPlanMode
+            from caliban.toolsets.plan_mode import PlanModeToolset
+
+            parts.append(PlanModeToolset(ExitPlanMode(self._leave_plan_mode), self.planning))
         if any(skill.model_invocable for skill in self.skills):
             from caliban.skills.toolset import SkillToolset
 
@@ -173,6 +181,31 @@ class Session:
     @property
     def cwd(self) -> Path:
         return self.env.cwd
+
+    def planning(self) -> bool:
+        """Whether the session is in plan mode (read-only; ExitPlanMode offered)."""
+        return self.permissions is not None and self.permissions.mode == "plan"
+
+    def _leave_plan_mode(self) -> None:
+        """An approved plan: plan mode ends (for the default mode, unless the approval chose
+        another); the tool's result tells the model, so no reminder follows."""
+        if self.permissions is not None and self.permissions.mode == "plan":
+            self.permissions.mode = "default"
+        self._told_planning = False
+
+    def _mode_reminder(self) -> str | None:
+        """What a user prompt carries about plan mode: its reminder while it lasts, and once
+        that it ended (Shift-Tab out of it) — never in the system prompt, which stays
+        byte-stable for prompt caches."""
+        from caliban.tools.exit_plan_mode import EXITED_PLAN_MODE_REMINDER, PLAN_MODE_REMINDER
+
+        if self.planning():
+            self._told_planning = True
+            return PLAN_MODE_REMINDER
+        if self._told_planning:
+            self._told_planning = False
+            return EXITED_PLAN_MODE_REMINDER
+        return None
 
     @property
     def lazy(self) -> bool:
@@ -256,6 +289,8 @@ class Session:
         """Run one prompt to completion on this session's conversation; ``model`` and the
         ``allow`` rules apply to this prompt only (a custom command's frontmatter)."""
         message = Message.user(prompt) if isinstance(prompt, str) else prompt
+        if (reminder := self._mode_reminder()) is not None:
+            message = dataclasses.replace(message, parts=(*message.parts, TextPart(text=reminder)))
         agent = self.agent()
         if model:
             agent.model = model
