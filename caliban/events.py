@@ -98,6 +98,15 @@ class ModelChanged:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class PermissionModeChanged:
+    """The session's permission mode changed during a turn (an approved plan ended plan
+    mode); later calls are decided in ``mode``."""
+
+    mode: str
+    parent_tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ConversationCleared:
     """The session started a new, empty conversation (``/clear``)."""
 
@@ -197,6 +206,7 @@ AgentEvent = (
     | ToolResultsMessage
     | HistoryAppended
     | ModelChanged
+    | PermissionModeChanged
     | ConversationCleared
     | ConversationRewound
     | ConversationCompacted

@@ -15,6 +15,10 @@ Only keys pressed after the question is drawn answer it: keys typed ahead while 
 was working (``also add tests``: its ``a`` would be "don't ask again") are handed back to
 the REPL's draft, never read as an answer.
 
+A plan (ExitPlanMode, in plan mode) is shown whole, as Markdown left in the scrollback, and
+asks "Would you like to proceed?": yes with edits accepted (``acceptEdits``), yes asking before
+each edit (``default``), or no, keep planning, with what to change, which the model reads.
+
 On a terminal the question is a transient prompt-toolkit dialog: once answered it
 disappears and the renderer's line for the tool call (with its diff or output) takes its
 place. Elsewhere (tests, a console that is not a terminal) the request is printed.
@@ -48,6 +52,7 @@ from caliban.repl.render import (
     TerminalConsole,
     display_name,
     head_tail,
+    markdown_text,
     relative,
     render_diff,
     shorten,
@@ -56,6 +61,7 @@ from caliban.tools.diff import FileChange, diff_lines
 from caliban.util.text import visible
 
 if TYPE_CHECKING:
+    from caliban.config.settings import PermissionMode
     from caliban.permissions.approval import PermissionAnswer, PermissionRequest
 
 Choice = Literal["once", "session", "deny"]
@@ -72,6 +78,14 @@ class Decision:
     choice: Choice
     said: str | None = None
     """What the user typed after choosing "No"."""
+    interrupted: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanVerdict:
+    """The answer about a plan, and whether the user interrupted the turn (Esc)."""
+
+    answer: PermissionAnswer
     interrupted: bool = False
 
 
@@ -128,6 +142,13 @@ class TerminalApprover:
     async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
         from caliban.permissions.approval import PermissionAnswer, user_denial
 
+        if request.effects.leaves_plan_mode:
+            async with self._lock:
+                with self.pause():
+                    verdict = await self.approve_plan(request)
+            if verdict.interrupted:
+                self.on_interrupt()
+            return verdict.answer
         async with self._lock:
             with self.pause():
                 decision = await self.ask(request)
@@ -185,6 +206,51 @@ class TerminalApprover:
         except (KeyboardInterrupt, EOFError):
             return Decision(choice="deny", interrupted=True)
         return Decision(choice="deny", said=said.strip() or None)
+
+    async def approve_plan(self, request: PermissionRequest) -> PlanVerdict:
+        """Show the model's plan (rendered Markdown, left in the scrollback) and ask: start
+        with edits accepted, start asking before each edit, or keep planning (with what to
+        change, which the model reads)."""
+        from caliban.permissions.approval import PermissionAnswer
+        from caliban.tools.exit_plan_mode import rejected
+
+        plan = str(request.arguments.get("plan", ""))
+        self.console.print(
+            Panel(
+                markdown_text(plan),
+                title=Text("Here is caliban's plan", style="bold"),
+                title_align="left",
+                border_style="cyan",
+                expand=True,
+            )
+        )
+        options: list[tuple[PermissionMode | None, str]] = [
+            ("acceptEdits", "Yes, and auto-accept edits"),
+            ("default", "Yes, and manually approve edits"),
+            (None, "No, keep planning"),
+        ]
+        try:
+            mode = await choose(
+                options,
+                question="Would you like to proceed?",
+                shortcuts={"n": None},
+                footer="Esc to keep planning and interrupt",
+                early_keys=self.early_keys,
+                on_shown=self._shown,
+            )
+        except (KeyboardInterrupt, EOFError):
+            self.console.print(Text(f"  {ELBOW}  Kept planning; interrupting.", style="red"))
+            return PlanVerdict(answer=PermissionAnswer.deny(rejected(None)), interrupted=True)
+        if mode is not None:
+            return PlanVerdict(answer=PermissionAnswer.allow_once(mode=mode))
+        try:
+            said = await PromptSession[str]().prompt_async(
+                [("", "  What should change in the plan? (Enter to just keep planning) ")],
+                pre_run=self._follow_up_shown,
+            )
+        except (KeyboardInterrupt, EOFError):
+            return PlanVerdict(answer=PermissionAnswer.deny(rejected(None)), interrupted=True)
+        return PlanVerdict(answer=PermissionAnswer.deny(rejected(said.strip() or None)))
 
     def _shown(self) -> None:
         self.shown += 1

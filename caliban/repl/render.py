@@ -47,6 +47,7 @@ from caliban.events import (
     ModelChanged,
     ModelFallback,
     Notice,
+    PermissionModeChanged,
     ToolFinished,
     ToolResultsMessage,
     ToolStarted,
@@ -195,10 +196,16 @@ def outside_text(text: str, style: str = "") -> Text:
     return Text(visible(text), style=style)
 
 
+def markdown_text(text: str) -> RenderableType:
+    """Markdown the model wrote (an answer's block, a plan), its control characters made
+    :func:`visible`, without blank lines around it."""
+    return _Trimmed(_markdown_class()(visible(text.strip("\n"))))
+
+
 def markdown_block(text: str, *, first: bool) -> RenderableType:
     """One finished markdown block: the first of a message behind a bullet, later ones
     indented under it with a blank line between."""
-    markdown = _Trimmed(_markdown_class()(visible(text.strip("\n"))))
+    markdown = markdown_text(text)
     if not first:
         return Padding(markdown, (1, 0, 0, 2))
     grid = Table.grid(padding=(0, 1))
@@ -489,6 +496,7 @@ class Renderer:
             case (
                 HistoryAppended()
                 | ModelChanged()
+                | PermissionModeChanged()
                 | ConversationCleared()
                 | ConversationRewound()
                 | BackgroundTaskUpdate()

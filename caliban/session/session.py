@@ -29,6 +29,7 @@ from caliban.events import (
     HistoryAppended,
     ModelChanged,
     Notice,
+    PermissionModeChanged,
 )
 from caliban.hooks import NO_HOOKS, LoopHooks
 from caliban.mcp.lazy.activation import ActivationCell, McpActivationSet
@@ -189,9 +190,12 @@ class Session:
     def _leave_plan_mode(self) -> None:
         """An approved plan: plan mode ends (for the default mode, unless the approval chose
         another); the tool's result tells the model, so no reminder follows."""
-        if self.permissions is not None and self.permissions.mode == "plan":
+        if self.permissions is None:
+            return
+        if self.permissions.mode == "plan":
             self.permissions.mode = "default"
         self._told_planning = False
+        self.emit(PermissionModeChanged(mode=self.permissions.mode))
 
     def _mode_reminder(self) -> str | None:
         """What a user prompt carries about plan mode: its reminder while it lasts, and once

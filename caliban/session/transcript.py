@@ -49,6 +49,7 @@ from caliban.events import (
     ModelChanged,
     ModelFallback,
     Notice,
+    PermissionModeChanged,
     ToolFinished,
     ToolResultsMessage,
     ToolStarted,
@@ -107,7 +108,12 @@ def event_to_json(event: AgentEvent) -> dict[str, Any] | None:
     """
     body: dict[str, Any]
     match event:
-        case AssistantDelta() | AssistantThinkingDelta() | BackgroundTaskUpdate():
+        case (
+            AssistantDelta()
+            | AssistantThinkingDelta()
+            | BackgroundTaskUpdate()
+            | PermissionModeChanged()
+        ):
             return None
         case ModelFallback():
             body = {

@@ -132,7 +132,7 @@ class ExitPlanMode(BuiltinTool[ExitPlanModeInput]):
     async def run(self, args: ExitPlanModeInput, ctx: CallContext) -> ToolOutput:
         self._leave()
         return ToolOutput.text(
-            approved(args.plan), summary="plan approved", data={"plan": args.plan}
+            approved(args.plan), summary="plan approved", data={"plan": args.plan, "isAgent": False}
         )
 
 

@@ -23,6 +23,7 @@ from caliban.events import (
     ModelChanged,
     ModelFallback,
     Notice,
+    PermissionModeChanged,
     ToolFinished,
     ToolResultsMessage,
     ToolStarted,
@@ -174,6 +175,11 @@ class FrameBuilder:
                         self.emit(frame)
             case ActivationChanged():
                 self.emit(activation_frame(event, self.session_id))
+            case PermissionModeChanged(mode=mode):
+                if child is None:  # Claude Code's frame after an approved plan
+                    self.emit(
+                        system_frame("status", self.session_id, status=None, permissionMode=mode)
+                    )
             case ModelChanged() | ConversationCleared() | ConversationRewound() | Notice():
                 pass
             case _:
