@@ -223,6 +223,16 @@ async def test_leaving_plan_mode_by_hand_is_told_once(project: Path) -> None:
     assert last_user_texts(provider.requests[2]) == ["three"]
 
 
+async def test_a_new_conversation_is_not_told_plan_mode_ended(project: Path) -> None:
+    session, provider, _ = plan_session(project, ["a", "b"], never)
+    await session.run("one")
+    assert session.permissions is not None
+    session.permissions.mode = "default"
+    session.clear()
+    await session.run("two")
+    assert last_user_texts(provider.requests[1]) == ["two"]
+
+
 async def test_a_plan_approved_leaves_nothing_to_tell_on_the_next_prompt(project: Path) -> None:
     steps = [exit_plan(), "Starting.", "Next."]
     session, provider, _ = plan_session(project, steps, lambda r: PermissionAnswer.allow_once())

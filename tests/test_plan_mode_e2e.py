@@ -201,6 +201,7 @@ async def test_the_agent_sdk_approves_a_plan_through_can_use_tool(project: Path)
         PermissionResultAllow,
         PermissionUpdate,
         ResultMessage,
+        SystemMessage,
         ToolPermissionContext,
     )
 
@@ -214,6 +215,7 @@ async def test_the_agent_sdk_approves_a_plan_through_can_use_tool(project: Path)
             ],
         },
         {"text": "Done."},
+        {"text": "Carried on."},
     ]
     seen: list[tuple[str, dict[str, Any]]] = []
 
@@ -233,15 +235,23 @@ async def test_the_agent_sdk_approves_a_plan_through_can_use_tool(project: Path)
             can_use_tool=can_use_tool,
         )
         results: list[ResultMessage] = []
+        modes: list[str] = []
         with hang_guard():
             async with ClaudeSDKClient(options) as client:
-                await client.query("plan writing a.txt")
-                async for message in client.receive_response():
-                    if isinstance(message, ResultMessage):
-                        results.append(message)
-        first = server.requests[0].body
+                for prompt in ("plan writing a.txt", "carry on"):
+                    await client.query(prompt)
+                    async for message in client.receive_response():
+                        if isinstance(message, ResultMessage):
+                            results.append(message)
+                        if isinstance(message, SystemMessage) and message.subtype == "init":
+                            modes.append(message.data["permissionMode"])
+        first, second = server.requests[0].body, server.requests[3].body
     assert seen == [("ExitPlanMode", {"plan": PLAN})]  # the Write ran unasked: acceptEdits
-    assert [r.is_error for r in results] == [False]
+    assert [r.is_error for r in results] == [False, False]
+    assert modes == ["plan", "acceptEdits"]
+    # Out of plan mode: no reminder on the next prompt, no ExitPlanMode offered.
+    assert [block["text"] for block in second["messages"][-1]["content"]] == ["carry on"]
+    assert "ExitPlanMode" not in [tool["name"] for tool in second["tools"]]
     assert target.read_text() == "hello\n"
     assert first["messages"][-1]["content"][-1]["text"] == PLAN_MODE_REMINDER
 

@@ -306,6 +306,7 @@ def _bind(builder: FrameBuilder, session: Session) -> None:
 def init_info(session: Session) -> dict[str, Any]:
     """The values of a turn's ``system/init`` frame."""
     from caliban import __version__
+    from caliban.claude_code.compat import caliban_mode
     from caliban.subagents import AGENT_TOOL_NAME
 
     servers = session.mcp.statuses() if session.mcp is not None else []
@@ -316,6 +317,8 @@ def init_info(session: Session) -> dict[str, Any]:
     if session.offers_web_search():
         tools.append("WebSearch")
     mode = session.permission_mode_name or session.settings.permissions.mode
+    if session.permissions is not None and session.permissions.mode != caliban_mode(mode):
+        mode = session.permissions.mode  # changed since the start: an approved plan
     return {
         "cwd": str(session.cwd),
         "tools": tools,

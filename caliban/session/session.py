@@ -395,6 +395,7 @@ class Session:
         self.conversation = Conversation()
         self.ledger = UsageLedger()
         self.env.state.clear()  # the todo list belongs to the conversation
+        self._told_planning = False
         if self.activation is not None:
             self.activation.swap(lambda current: McpActivationSet.empty(current.cap))
         if self._lazy is not None:
