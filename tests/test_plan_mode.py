@@ -262,23 +262,14 @@ def test_a_sub_agent_gets_no_exit_plan_mode(project: Path) -> None:
 async def test_headless_without_a_prompt_tool_the_plan_is_refused_and_nothing_is_summed(
     project: Path,
 ) -> None:
+    session, provider, _ = plan_session(project, [exit_plan(), "Here is the plan."], never)
+    assert session.permissions is not None
     denying = DenyingApprover()
-    policy = PermissionPolicy(project_root=project, mode="plan")
-    provider = ScriptedProvider([exit_plan(), "Here is the plan instead."])
-    session = Session(
-        settings=Settings(),
-        provider=provider,
-        model="m",
-        system_prompt="s",
-        env=ToolEnv(cwd=project, project_root=project),
-        builtins=[Read(), Write()],
-        permissions=policy,
-        authorizer=PolicyAuthorizer(policy, denying),
-    )
+    session.authorizer = PolicyAuthorizer(session.permissions, denying)
     await session.run("plan it")
     result = provider.requests[1].messages[-1].parts[0]
     assert UNATTENDED in str(result.content)  # type: ignore[union-attr]
-    assert denying.denied == [] and policy.mode == "plan"
+    assert denying.denied == [] and session.permissions.mode == "plan"
 
 
 def _plan_request(arguments: dict[str, Any]) -> PermissionRequest:

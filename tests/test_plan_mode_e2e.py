@@ -19,7 +19,15 @@ import pytest
 from claude_code_recordings import compare
 from fake_model_server import FakeModelServer
 from hang import hang_guard
-from test_permission_prompt_stdio_e2e import LOOSE, Run, allow, recorded, sdk_session, success
+from test_permission_prompt_stdio_e2e import (
+    LOOSE,
+    Answer,
+    Run,
+    allow,
+    recorded,
+    sdk_session,
+    success,
+)
 from test_repl_pty import WAIT, answer, expect_prompt, spawn
 
 from caliban.tools.exit_plan_mode import PLAN_MODE_REMINDER, UNATTENDED
@@ -116,6 +124,15 @@ def check_against(name: str, run: Run, base: Path) -> None:
     assert problems == [], "\n".join(problems)
 
 
+def sdk_planning(server: FakeModelServer, base: Path, reply: Answer) -> Run:
+    """The Agent SDK's session in plan mode, each question answered by ``reply``."""
+    run = sdk_session(
+        server, base / "proj", reply, "--permission-mode", "plan", "--model", "claude-opus-4-8"
+    )
+    assert run.code == 0, run.stderr
+    return run
+
+
 def plan_then_write(base: Path) -> list[dict[str, Any]]:
     _, script, _ = recorded(f"{RECORDED}/stdio_approve", base)
     return script
@@ -133,11 +150,7 @@ def test_an_sdk_approval_leaves_plan_mode_as_claude_code_does(
         asked.append(request["request"])
         return allow(request)
 
-    run = sdk_session(
-        fake_model_server, base / "proj", reply, "--permission-mode", "plan", "--model",
-        "claude-opus-4-8",
-    )  # fmt: skip
-    assert run.code == 0, run.stderr
+    run = sdk_planning(fake_model_server, base, reply)
     assert [r["tool_name"] for r in asked] == ["ExitPlanMode", "Write"]
     assert asked[0]["input"] == {"plan": PLAN}
     assert "permission_suggestions" not in asked[0] and "description" not in asked[0]
@@ -163,11 +176,7 @@ def test_an_sdk_approval_setting_accept_edits_runs_the_write_unasked(
         }
         return success(request, body)
 
-    run = sdk_session(
-        fake_model_server, base / "proj", reply, "--permission-mode", "plan", "--model",
-        "claude-opus-4-8",
-    )  # fmt: skip
-    assert run.code == 0, run.stderr
+    run = sdk_planning(fake_model_server, base, reply)
     assert asked == ["ExitPlanMode"]
     assert (base / "proj" / "a.txt").read_text() == "hello\n"
     check_against(f"{RECORDED}/stdio_approve_accept_edits", run, base)
@@ -179,12 +188,9 @@ def test_an_sdk_rejection_keeps_planning_with_its_message(
     _, script, _ = recorded(f"{RECORDED}/stdio_reject", base)
     fake_model_server.add(*script)
     message = "Keep planning: add a test first."
-    run = sdk_session(
-        fake_model_server, base / "proj",
-        lambda r: success(r, {"behavior": "deny", "message": message}),
-        "--permission-mode", "plan", "--model", "claude-opus-4-8",
-    )  # fmt: skip
-    assert run.code == 0, run.stderr
+    run = sdk_planning(
+        fake_model_server, base, lambda r: success(r, {"behavior": "deny", "message": message})
+    )
     result = run.tool_result()
     assert result["is_error"] is True and message in result["content"]
     [denial] = run.of("result")[0]["permission_denials"]
