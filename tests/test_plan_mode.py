@@ -322,3 +322,54 @@ def test_an_sdk_allow_may_set_the_mode(updates: Any, mode: PermissionMode | None
         body["updatedPermissions"] = updates
     answer, _ = answer_from({"subtype": "success", "response": body}, request)
     assert (answer.behavior, answer.mode) == ("allow_once", mode)
+
+
+# ---------------------------------------------------------------------------- the REPL
+
+
+async def test_in_the_repl_keys_typed_ahead_never_answer_the_plan(project: Path) -> None:
+    """A ``1`` typed while the model works ("Yes, and auto-accept edits") goes to the
+    draft; the ``2`` pressed once the plan is drawn answers: the default mode."""
+    import asyncio
+
+    from test_repl import ENTER, harness, wait_until
+
+    policy = PermissionPolicy(project_root=project, mode="plan")
+    async with harness([exit_plan(), "Starting."], project, permissions=policy) as h:
+        h.session.authorizer = PolicyAuthorizer(policy, h.approver)
+        h.input.send_text("plan it" + ENTER + "1")
+        task = asyncio.ensure_future(h.repl.run())
+        await wait_until(lambda: h.approver.shown >= 1)
+        h.input.send_text("2")
+        await wait_until(lambda: "Starting." in h.text and h.repl.prompt.app.is_running)
+        assert policy.mode == "default"
+        assert "Here is caliban's plan" in h.text and " 1 Create a.txt containing" in h.text
+        h.input.send_text("\x15\x04")  # Ctrl-U clears the typed-ahead "1", Ctrl-D leaves
+        await task
+
+
+async def test_a_rewound_plan_mode_prompt_comes_back_without_its_reminder(
+    project: Path,
+) -> None:
+    import asyncio
+
+    from test_repl import ENTER, harness, wait_until
+
+    policy = PermissionPolicy(project_root=project, mode="plan")
+    async with harness(["Looking.", "Again."], project, permissions=policy) as h:
+        h.input.send_text("plan it" + ENTER)
+        task = asyncio.ensure_future(h.repl.run())
+        await wait_until(lambda: "Looking." in h.text and h.repl.prompt.app.is_running)
+        shown = h.repl.menus_shown
+        h.input.send_text("/rewind" + ENTER)
+        await wait_until(lambda: h.repl.menus_shown > shown)
+        h.input.send_text("1")
+        await wait_until(lambda: h.repl.menus_shown > shown + 1)
+        h.input.send_text("1")  # the conversation (no checkpoints here)
+        await wait_until(lambda: "Conversation rewound" in h.text and h.repl.prompt.app.is_running)
+        assert "Conversation rewound to before: plan it\n" in h.text + "\n"
+        h.input.send_text(ENTER)  # the prompt is back in the input, as typed
+        await wait_until(lambda: "Again." in h.text and h.repl.prompt.app.is_running)
+        h.input.send_text("\x04")
+        await task
+    assert last_user_texts(h.provider.requests[1]) == ["plan it", PLAN_MODE_REMINDER]

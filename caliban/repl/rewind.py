@@ -22,6 +22,7 @@ from caliban.checkpoints import Change, Checkpoint, CheckpointNotFound, RewindPl
 from caliban.messages import Message, ToolResult
 from caliban.repl.approve import choose
 from caliban.repl.render import ELBOW, outside_text
+from caliban.session.store import user_words
 from caliban.util.text import plural
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ async def rewind(ctx: RewindContext) -> None:
             what = "no checkpoint: conversation only"
         else:
             what = change_summary(await _changes_after(ctx, checkpoint))
-        labels.append(f"{_one_line(prompt.text)}  · {what}")
+        labels.append(f"{_one_line(user_words(prompt.text))}  · {what}")
     index = await _choose(ctx, "Rewind to before which prompt?", labels)
     if index is None:
         ctx.console.print(Text("Rewind cancelled.", style="dim"))
@@ -121,13 +122,12 @@ async def rewind(ctx: RewindContext) -> None:
         return
     if restore in ("both", "conversation"):
         session.rewind_conversation(prompt.id)
+        typed = user_words(prompt.text)  # without the reminders it carried (plan mode)
         ctx.console.print(
-            outside_text(
-                f"  {ELBOW}  Conversation rewound to before: {_one_line(prompt.text)}", "dim"
-            )
+            outside_text(f"  {ELBOW}  Conversation rewound to before: {_one_line(typed)}", "dim")
         )
         if ctx.set_input is not None:
-            ctx.set_input(prompt.text)
+            ctx.set_input(typed)
 
 
 async def undo(ctx: RewindContext) -> None:
