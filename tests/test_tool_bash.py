@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from hang import hang_guard
 
+from caliban.calls.effects import command_effects
 from caliban.exec import process as exec_process
+from caliban.shell import analyze
 from caliban.tools import bash as bash_module
 from caliban.tools.base import CallContext, ToolEnv, ToolOutput
 from caliban.tools.bash import Bash
@@ -183,6 +185,32 @@ async def test_timeout_validation(env: ToolEnv) -> None:
 async def test_pagers_are_disabled(env: ToolEnv) -> None:
     out = await run(env, 'echo "$PAGER $GIT_PAGER"')
     assert out.as_text == "cat cat"
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["cd .. && echo x > escaped", "cd ../.. && echo x > escaped", "echo x > ../escaped"],
+)
+async def test_cd_dotdot_goes_where_the_permission_check_read_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str
+) -> None:
+    """Differential: caliban started through a symlink has that path as its PWD, and bash
+    took it for where it was: `cd ..` went up from the symlink while the check had read
+    the line from the directory itself. The file bash writes is the one that was checked."""
+    real = tmp_path / "real" / "proj"
+    real.mkdir(parents=True)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "link").symlink_to(real)
+    monkeypatch.setenv("PWD", str(tmp_path / "other" / "link"))
+    env = ToolEnv(cwd=real, project_root=real)  # Path.cwd(): the physical directory
+    checked = command_effects(analyze(line), env.cwd).writes
+    await run(env, line)
+    written = _named(tmp_path, "escaped")
+    assert written and set(written) <= set(checked), (written, checked)
+
+
+def _named(top: Path, name: str) -> list[Path]:
+    return sorted(top.rglob(name))
 
 
 def test_schema_and_subject() -> None:

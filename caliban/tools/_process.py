@@ -40,9 +40,12 @@ async def spawn_shell(
     """Start ``shell -c command`` in a new process group, stdin from /dev/null, stdout and
     stderr both into ``output`` (a file descriptor or a binary file), confined by
     ``sandbox`` when given (its profile as of now, its temporary folder as ``TMPDIR``);
-    raises OSError."""
+    raises OSError. ``cwd`` is absolute."""
     argv = (shell(), "-c", command)
-    env = shell_environment()
+    # bash takes an inherited PWD that names its start directory by another path (caliban
+    # started through a symlink) for where it is, and a `cd ..` would leave from there: PWD
+    # is the directory the permission check read the line from.
+    env = {**shell_environment(), "PWD": str(cwd)}
     if sandbox is None:
         return await spawn(
             Command(argv=argv, cwd=cwd, env=env), stdin=DEVNULL, stdout=output, stderr=output
