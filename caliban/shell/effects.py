@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import assert_never
 
 from caliban.shell.commands import CD, cd_argument, unwrap_builtins
-from caliban.shell.git import repositories
+from caliban.shell.git import discover, repositories
 from caliban.shell.values import (
     Analysis,
     Apart,
@@ -58,20 +58,55 @@ def line_effects(analysis: Analysis, *, cwd: Path, home: Path | None = None) -> 
         return LineEffects(unknown=analysis.reason)
     home = home if home is not None else Path.home()
     places = command_places(analysis, str(cwd), str(home))
+    lookups = _Lookups()
     try:
         return LineEffects(
-            reads=_paths(analysis, places, home, "read"),
-            writes=_paths(analysis, places, home, "write"),
-            repositories=_repositories(analysis, places),
+            reads=_paths(analysis, places, home, "read", lookups),
+            writes=_paths(analysis, places, home, "write", lookups),
+            repositories=_repositories(analysis, places, lookups.discover),
         )
     except UnknownTarget as exc:
         return LineEffects(unknown=str(exc))
 
 
-def _repositories(analysis: Understood, places: Sequence[Places]) -> tuple[Path, ...]:
+@dataclass(slots=True)
+class _Lookups:
+    """The file system as one decision sees it: a line names the same places again and
+    again (each prefix of each redirection's path, where each git command starts), and
+    each is looked up once. Nothing is kept across decisions, between which the file system
+    may change."""
+
+    paths: dict[Path, Path] = field(default_factory=dict)
+    git_dirs: dict[str, str | None] = field(default_factory=dict)
+
+    def resolved(self, path: Path) -> Path:
+        """:func:`caliban.util.fsutil.resolved`, once per path."""
+        found = self.paths.get(path)
+        if found is None:
+            found = self.paths[path] = resolved(path)
+        return found
+
+    def physical(self, path: str) -> tuple[str, bool]:
+        """``path`` resolved (:func:`~caliban.util.fsutil.resolved`), and whether that left
+        no symlink in it (not where a loop made it fall back to normalising)."""
+        try:
+            return str(Path(path).resolve()), True
+        except (OSError, RuntimeError, ValueError):
+            return str(self.resolved(Path(path))), False
+
+    def discover(self, start: str) -> str | None:
+        """:func:`caliban.shell.git.discover`, once per directory."""
+        if start not in self.git_dirs:
+            self.git_dirs[start] = discover(start)
+        return self.git_dirs[start]
+
+
+def _repositories(
+    analysis: Understood, places: Sequence[Places], find: Callable[[str], str | None]
+) -> tuple[Path, ...]:
     found: dict[Path, None] = {}
     for command, where in zip(analysis.commands, places, strict=True):
-        for repository in repositories(command.argv, sorted(where, key=str)):
+        for repository in repositories(command.argv, sorted(where, key=str), find):
             if repository is None:
                 raise UnknownTarget(
                     "a git command where the working directory, and so the repository git "
@@ -268,22 +303,35 @@ class UnknownTarget(ValueError):
     ``/dev/fd``): caliban, another process, cannot resolve it for the shell."""
 
 
-def _through_this_process(path: Path) -> bool:
+def _through_this_process(path: Path, lookups: _Lookups) -> bool:
     """Whether resolving ``path`` goes through caliban's own ``/proc/PID`` entry, as
     ``/proc/self``, ``/proc/thread-self`` and ``/dev/fd`` do: the shell would find its own
-    there (its working directory after a ``cd``, its descriptors), not caliban's."""
-    own = Path(f"/proc/{os.getpid()}")
-    current = Path(path.anchor)
+    there (its working directory after a ``cd``, its descriptors), not caliban's. Each
+    prefix of ``path`` is resolved in turn, each from the one before (one ``lstat`` a
+    component where there is no symlink)."""
+    own = f"/proc/{os.getpid()}"
+    current = path.anchor
+    plain = True  # `current` holds no symlink: a step from it resolves only its last part
     for part in path.parts[1:]:
-        current = resolved(current / part)
-        if current == own or own in current.parents:
+        if plain and part == "..":
+            current = os.path.dirname(current)
+        elif plain and not os.path.islink(step := os.path.join(current, part)):
+            current = step
+        else:
+            current, plain = lookups.physical(os.path.join(current, part))
+        if current == own or current.startswith(own + os.sep):
             return True
     return False
 
 
 def _paths(
-    analysis: Understood, places: Sequence[Places], home: Path, kind: RedirectKind
+    analysis: Understood,
+    places: Sequence[Places],
+    home: Path,
+    kind: RedirectKind,
+    lookups: _Lookups | None = None,
 ) -> tuple[Path, ...]:
+    lookups = lookups if lookups is not None else _Lookups()
     found: dict[Path, None] = {}
     for command, where in zip(analysis.commands, places, strict=True):
         for redirect in command.redirects:
@@ -303,12 +351,12 @@ def _paths(
                     )
                 paths = [Path(place) / target for place in known]
             for path in paths:
-                if _through_this_process(path):
+                if _through_this_process(path, lookups):
                     raise UnknownTarget(
                         f"a redirection through the shell's own /proc entry "
                         f"({redirect.operator}{target}), which caliban cannot resolve for it"
                     )
-                found[resolved(path)] = None
+                found[lookups.resolved(path)] = None
     return tuple(found)
 
 

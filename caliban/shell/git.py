@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -22,11 +22,16 @@ from caliban.shell.commands import unwrap_builtins, wrapped
 _OPTIONS_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})
 
 
-def repositories(argv: Sequence[str], places: Iterable[str | None]) -> Iterator[Path | None]:
+def repositories(
+    argv: Sequence[str],
+    places: Iterable[str | None],
+    find: Callable[[str], str | None] | None = None,
+) -> Iterator[Path | None]:
     """The git directories a command (``git …``, or ``git`` after a wrapper) may use, when it
     starts in any of ``places``, that are not inside a ``.git`` directory: a bare repository
     git discovers by its shape, or one ``--git-dir`` or a ``.git`` file names. None for a
-    place that is not known (None): what git would find there cannot be known."""
+    place that is not known (None): what git would find there cannot be known. ``find`` is
+    :func:`discover`, or a memo of it for one decision."""
     if not any(word == "git" or word.endswith("/git") for word in argv):
         return
     inner = unwrap_builtins(argv)
@@ -36,15 +41,15 @@ def repositories(argv: Sequence[str], places: Iterable[str | None]) -> Iterator[
                 if place is None:
                     yield None
                     continue
-                found = _git_dir(command[1:], Path(place))
+                found = _git_dir(command[1:], place, find or discover)
                 if found is not None and not _inside_dot_git(found):
-                    yield found
+                    yield Path(found)
 
 
-def _git_dir(arguments: Sequence[str], start: Path) -> Path | None:
+def _git_dir(arguments: Sequence[str], start: str, find: Callable[[str], str | None]) -> str | None:
     """The git directory ``git ARGUMENTS`` uses when started in ``start``."""
     here = start
-    named: Path | None = None
+    named: str | None = None
     index = 0
     while index < len(arguments) and arguments[index].startswith("-"):
         option, equals, value = arguments[index].partition("=")
@@ -52,14 +57,13 @@ def _git_dir(arguments: Sequence[str], start: Path) -> Path | None:
             value = arguments[index + 1] if index + 1 < len(arguments) else ""
             index += 1
         if option == "-C" and value:
-            here = here / value
+            here = os.path.join(here, value)
         elif option == "--git-dir" and value:
-            named = here / value
+            named = os.path.join(here, value)
         index += 1
     if named is not None:
-        return Path(os.path.realpath(named))
-    found = discover(str(here))
-    return Path(found) if found is not None else None
+        return os.path.realpath(named)
+    return find(here)
 
 
 def discover(start: str) -> str | None:
@@ -114,8 +118,8 @@ def _gitfile_target(path: str) -> str:
     return path
 
 
-def _inside_dot_git(path: Path) -> bool:
-    return any(part.casefold() == ".git" for part in path.parts)
+def _inside_dot_git(path: str) -> bool:
+    return any(part.casefold() == ".git" for part in path.split(os.sep))
 
 
 __all__ = ["discover", "is_git_directory", "repositories"]
