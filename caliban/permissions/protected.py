@@ -19,7 +19,7 @@ import functools
 import os
 import stat
 from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from caliban.config import paths
 from caliban.exec import Command, run
@@ -54,8 +54,9 @@ def protected_reason(path: Path) -> str | None:
 
 
 def _by_name(path: Path) -> str | None:
-    parts = [part.casefold() for part in PurePosixPath(os.path.normpath(path)).parts]
-    name = parts[-1] if parts else ""
+    normal = os.path.normpath(path)
+    parts = normal.casefold().split(os.sep)
+    name = parts[-1]
     for index, part in enumerate(parts[:-1]):
         rest = parts[index + 1 :]
         if part == ".caliban":
@@ -82,11 +83,11 @@ def _by_name(path: Path) -> str | None:
         return "a .git file tells git where its directory, and so its configuration, is"
     if name == ".mcp.json":
         return "it lists MCP servers, which start as commands"
-    if _in_hooks_path(Path(os.path.normpath(path))):
+    if _in_hooks_path(normal):
         return "git runs it as a hook (the repository's core.hooksPath)"
     if name in SHELL_STARTUP:
         return "every new shell runs it"
-    return _user_file(Path(os.path.normpath(path)))
+    return _user_file(normal)
 
 
 def _other_names(path: Path) -> str | None:
@@ -136,8 +137,35 @@ def _usual_protected_files(path: Path) -> Iterator[Path]:
         yield from (directory / name for name in _PROJECT_FILES)
 
 
-def _user_file(path: Path) -> str | None:
-    """The user's own files that decide permissions or run code."""
+def _user_file(path: str) -> str | None:
+    """The user's own files that decide permissions or run code (``path`` normalised)."""
+    target = path.casefold()
+    for top, reason in _user_places(*(os.environ.get(name) for name in _USER_PLACES_FROM)):
+        if _within(target, top):
+            return reason
+    return None
+
+
+def _within(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
+
+
+_USER_PLACES_FROM = (
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_STATE_HOME",
+    "CALIBAN_CONFIG_DIR",
+    "CALIBAN_STATE_DIR",
+    "CLAUDE_CONFIG_DIR",
+)
+"""The environment variables that place the user's files: :func:`_user_places` is
+memoised on their values."""
+
+
+@functools.lru_cache(maxsize=8)
+def _user_places(*environment: str | None) -> tuple[tuple[str, str], ...]:
+    """The user's files and folders of :func:`_user_file` (normalised, case folded), for
+    ``environment`` (the values of :data:`_USER_PLACES_FROM`, which they are read from)."""
     home = Path.home()
     config_home = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
     places = (
@@ -150,24 +178,22 @@ def _user_file(path: Path) -> str | None:
         (home / ".claude", "it is Claude Code's user configuration"),
         (paths.claude_user_dir(), "it is Claude Code's user configuration"),
     )
-    target = str(path).casefold()
-    for place, reason in places:
-        top = os.path.normpath(place).casefold()
-        if target == top or target.startswith(top.rstrip(os.sep) + os.sep):
-            return reason
-    return None
+    return tuple((os.path.normpath(place).casefold(), reason) for place, reason in places)
 
 
-def _in_hooks_path(path: Path) -> bool:
-    """Whether ``path`` is in the directory the enclosing repository's ``core.hooksPath``
-    names (husky's ``.husky/_``, whose hooks run the scripts in ``.husky/``: that too)."""
-    for directory in path.parents:
-        if os.path.lexists(directory / ".git"):
-            hooks = _hooks_dir(directory)
+def _in_hooks_path(path: str) -> bool:
+    """Whether ``path`` (normalised) is in the directory the enclosing repository's
+    ``core.hooksPath`` names (husky's ``.husky/_``, whose hooks run the scripts in
+    ``.husky/``: that too)."""
+    directory = path
+    while (parent := os.path.dirname(directory)) != directory:
+        directory = parent
+        if os.path.lexists(os.path.join(directory, ".git")):
+            hooks = _hooks_dir(Path(directory))
             if hooks is None:
                 return False
             places = (hooks, hooks.parent) if hooks.name == "_" else (hooks,)
-            return any(path == place or place in path.parents for place in places)
+            return any(_within(path, str(place)) for place in places)
     return False
 
 
