@@ -113,12 +113,13 @@ def _find(
     allowing: bool,
     absolute_only: bool = False,
     line: Analysis | None = None,
+    texts: bash_rules.LineTexts | None = None,
 ) -> Rule | None:
     """The first rule covering the call. For a call that runs a command ``line``, allow
     rules must cover every simple command of the line; deny and ask rules match the line
-    or any simple command in it."""
+    or any simple command in it (its ``texts``, when already collected)."""
     if line is not None:
-        return _find_in_line(rules, tool_name, line, allowing=allowing)
+        return _find_in_line(rules, tool_name, line, allowing=allowing, texts=texts)
     for rule in rules:
         if rule.matches(tool_name, subject, project_root=project_root, absolute_only=absolute_only):
             return rule
@@ -126,7 +127,12 @@ def _find(
 
 
 def _find_in_line(
-    rules: Sequence[Rule], tool_name: str, line: Analysis, *, allowing: bool
+    rules: Sequence[Rule],
+    tool_name: str,
+    line: Analysis,
+    *,
+    allowing: bool,
+    texts: bash_rules.LineTexts | None = None,
 ) -> Rule | None:
     """The first rule for ``tool_name`` covering a command line, matched on its analysis
     (:mod:`caliban.permissions.bash_rules`), never on its text alone.
@@ -141,7 +147,7 @@ def _find_in_line(
     if not allowing:
         if not named:
             return None
-        texts = bash_rules.line_texts(line)
+        texts = texts if texts is not None else bash_rules.line_texts(line)
         return next((r for r in named if r.pattern is None or texts.matched_by(r.pattern)), None)
     if whole := next((rule for rule in named if rule.pattern is None), None):
         return whole
@@ -330,7 +336,12 @@ def _decide(
 ) -> Decision:
     """:func:`decide` for one call, without looking at a command line's redirections:
     ``writes`` are the call's own, ``line`` the command line it runs."""
-    find = functools.partial(_find, tool_name=tool_name, project_root=project_root, line=line)
+    texts = None
+    if line is not None and any(rule.names(tool_name) for rule in (*rules.deny, *rules.ask)):
+        texts = bash_rules.line_texts(line)  # collected once for deny and ask rules both
+    find = functools.partial(
+        _find, tool_name=tool_name, project_root=project_root, line=line, texts=texts
+    )
     if rule := find(rules.deny, subject=subject, allowing=False):
         return Decision(
             behavior="deny", reason=f"the permission rule {rule.text!r} denies it", rule=rule.text

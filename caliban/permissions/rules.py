@@ -81,12 +81,7 @@ class Rule:
 
     def names(self, tool_name: str) -> bool:
         """Whether the tool part of the rule covers ``tool_name``."""
-        if fnmatch.fnmatchcase(tool_name, self.tool):
-            return True
-        if tool_name in _FAMILIES.get(self.tool, ()):
-            return True
-        # mcp__server covers every tool of that server, as in Claude Code.
-        return self.tool.startswith("mcp__") and tool_name.startswith(self.tool + "__")
+        return _tool_covers(self.tool, tool_name)
 
     @property
     def absolute(self) -> bool:
@@ -126,6 +121,18 @@ class Rule:
         if tool_name == WEB_FETCH:
             return not absolute_only and domain_matches(self.pattern, subject)
         return not absolute_only and command_matches(self.pattern, subject)
+
+
+@functools.lru_cache(maxsize=1024)
+def _tool_covers(tool: str, tool_name: str) -> bool:
+    """Whether a rule's tool part ``tool`` covers ``tool_name`` (:meth:`Rule.names`; asked
+    for every rule in every decision, so remembered)."""
+    if tool == tool_name or tool_name in _FAMILIES.get(tool, ()):
+        return True
+    if fnmatch.fnmatchcase(tool_name, tool):
+        return True
+    # mcp__server covers every tool of that server, as in Claude Code.
+    return tool.startswith("mcp__") and tool_name.startswith(tool + "__")
 
 
 def _parse_all(texts: Iterable[str]) -> tuple[Rule, ...]:
