@@ -303,15 +303,17 @@ class UnknownTarget(ValueError):
     ``/dev/fd``): caliban, another process, cannot resolve it for the shell."""
 
 
-def _through_this_process(path: Path, lookups: _Lookups) -> bool:
-    """Whether resolving ``path`` goes through caliban's own ``/proc/PID`` entry, as
+def _shell_target(path: Path, lookups: _Lookups) -> Path | None:
+    """``path`` resolved (symlinks followed, as :func:`~caliban.util.fsutil.resolved`), or
+    None when resolving it goes through caliban's own ``/proc/PID`` entry, as
     ``/proc/self``, ``/proc/thread-self`` and ``/dev/fd`` do: the shell would find its own
     there (its working directory after a ``cd``, its descriptors), not caliban's. Each
-    prefix of ``path`` is resolved in turn, each from the one before (one ``lstat`` a
-    component where there is no symlink)."""
+    prefix of ``path`` is resolved in turn, from the one before: one ``lstat`` a component
+    where there is no symlink."""
     own = f"/proc/{os.getpid()}"
     current = path.anchor
-    plain = True  # `current` holds no symlink: a step from it resolves only its last part
+    plain = current == os.sep  # `current` holds no symlink: a step resolves only its last part
+    exact = path.is_absolute()  # and is what resolving the prefix at once gives
     for part in path.parts[1:]:
         if plain and part == "..":
             current = os.path.dirname(current)
@@ -319,9 +321,10 @@ def _through_this_process(path: Path, lookups: _Lookups) -> bool:
             current = step
         else:
             current, plain = lookups.physical(os.path.join(current, part))
+            exact = exact and plain  # not after a loop, where resolving falls back
         if current == own or current.startswith(own + os.sep):
-            return True
-    return False
+            return None
+    return Path(current) if exact else lookups.resolved(path)
 
 
 def _paths(
@@ -351,12 +354,12 @@ def _paths(
                     )
                 paths = [Path(place) / target for place in known]
             for path in paths:
-                if _through_this_process(path, lookups):
+                if (resolved_path := _shell_target(path, lookups)) is None:
                     raise UnknownTarget(
                         f"a redirection through the shell's own /proc entry "
                         f"({redirect.operator}{target}), which caliban cannot resolve for it"
                     )
-                found[lookups.resolved(path)] = None
+                found[resolved_path] = None
     return tuple(found)
 
 
