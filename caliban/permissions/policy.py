@@ -153,11 +153,13 @@ def _find_in_line(
         return whole
     if not isinstance(line, Understood) or not line.commands:
         return None
-    found = [
-        next((r for r in named if r.pattern and bash_rules.allows(r.pattern, one)), None)
-        for one in line.commands
-    ]
-    return found[0] if all(found) else None
+    found = []
+    for one in line.commands:
+        rule = next((r for r in named if r.pattern and bash_rules.allows(r.pattern, one)), None)
+        if rule is None:
+            return None
+        found.append(rule)
+    return found[0]
 
 
 def decide(
