@@ -179,8 +179,8 @@ class Walker:
 
     def same_line(self, start: int, end: int) -> None:
         """Bash ends a command at a newline; the grammar sometimes reads on."""
-        gap = self.data[start:end].replace(b"\\\n", b"")
-        if b"\n" in gap:
+        gap = self.data[start:end]
+        if b"\n" in gap and b"\n" in gap.replace(b"\\\n", b""):
             raise Unclear("a command the parser continues past the end of its line")
 
     # -- statements
