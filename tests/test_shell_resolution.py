@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 
 from caliban.shell import analyze, line_effects
-from caliban.shell.effects import _Lookups, _shell_target
+from caliban.shell.effects import _shell_target
 from caliban.util.fsutil import resolved
 
 
@@ -55,7 +55,7 @@ def test_the_fast_walk_agrees_with_resolving_every_prefix(tmp_path: Path) -> Non
         names = [rng.choice(parts) for _ in range(rng.randint(1, 6))]
         top = rng.choices([tmp_path, Path("/"), Path("//")], weights=[8, 1, 1])[0]
         path = top.joinpath(*names)
-        found = _shell_target(path, _Lookups())
+        found = _shell_target(path)
         if _plain(path):
             assert found is None, path
             through += 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import assert_never
 
@@ -58,52 +58,27 @@ def line_effects(analysis: Analysis, *, cwd: Path, home: Path | None = None) -> 
         return LineEffects(unknown=analysis.reason)
     home = home if home is not None else Path.home()
     places = command_places(analysis, str(cwd), str(home))
-    lookups = _Lookups()
     try:
         return LineEffects(
-            reads=_paths(analysis, places, home, "read", lookups),
-            writes=_paths(analysis, places, home, "write", lookups),
-            repositories=_repositories(analysis, places, lookups.discover),
+            reads=_paths(analysis, places, home, "read"),
+            writes=_paths(analysis, places, home, "write"),
+            repositories=_repositories(analysis, places),
         )
     except UnknownTarget as exc:
         return LineEffects(unknown=str(exc))
 
 
-@dataclass(slots=True)
-class _Lookups:
-    """The file system as one decision sees it: a line names the same places again and
-    again (each prefix of each redirection's path, where each git command starts), and
-    each is looked up once. Nothing is kept across decisions, between which the file system
-    may change."""
+def _repositories(analysis: Understood, places: Sequence[Places]) -> tuple[Path, ...]:
+    # Each git command of the line starts discovery from the same few directories: each is
+    # looked up once in this decision (nothing is kept for the next, when the file system
+    # may have changed).
+    discovered: dict[str, str | None] = {}
 
-    paths: dict[Path, Path] = field(default_factory=dict)
-    git_dirs: dict[str, str | None] = field(default_factory=dict)
+    def find(start: str) -> str | None:
+        if start not in discovered:
+            discovered[start] = discover(start)
+        return discovered[start]
 
-    def resolved(self, path: Path) -> Path:
-        """:func:`caliban.util.fsutil.resolved`, once per path."""
-        found = self.paths.get(path)
-        if found is None:
-            found = self.paths[path] = resolved(path)
-        return found
-
-    def physical(self, path: str) -> tuple[str, bool]:
-        """``path`` resolved (:func:`~caliban.util.fsutil.resolved`), and whether that left
-        no symlink in it (not where a loop made it fall back to normalising)."""
-        try:
-            return str(Path(path).resolve()), True
-        except (OSError, RuntimeError, ValueError):
-            return str(self.resolved(Path(path))), False
-
-    def discover(self, start: str) -> str | None:
-        """:func:`caliban.shell.git.discover`, once per directory."""
-        if start not in self.git_dirs:
-            self.git_dirs[start] = discover(start)
-        return self.git_dirs[start]
-
-
-def _repositories(
-    analysis: Understood, places: Sequence[Places], find: Callable[[str], str | None]
-) -> tuple[Path, ...]:
     found: dict[Path, None] = {}
     for command, where in zip(analysis.commands, places, strict=True):
         for repository in repositories(command.argv, sorted(where, key=str), find):
@@ -303,13 +278,13 @@ class UnknownTarget(ValueError):
     ``/dev/fd``): caliban, another process, cannot resolve it for the shell."""
 
 
-def _shell_target(path: Path, lookups: _Lookups) -> Path | None:
+def _shell_target(path: Path) -> Path | None:
     """``path`` resolved (symlinks followed, as :func:`~caliban.util.fsutil.resolved`), or
     None when resolving it goes through caliban's own ``/proc/PID`` entry, as
     ``/proc/self``, ``/proc/thread-self`` and ``/dev/fd`` do: the shell would find its own
     there (its working directory after a ``cd``, its descriptors), not caliban's. Each
     prefix of ``path`` is resolved in turn, from the one before: one ``lstat`` a component
-    where there is no symlink."""
+    where there is no symlink (resolving each prefix from ``/`` was quadratic in depth)."""
     own = f"/proc/{os.getpid()}"
     current = path.anchor
     plain = current == os.sep  # `current` holds no symlink: a step resolves only its last part
@@ -320,11 +295,20 @@ def _shell_target(path: Path, lookups: _Lookups) -> Path | None:
         elif plain and not os.path.islink(step := os.path.join(current, part)):
             current = step
         else:
-            current, plain = lookups.physical(os.path.join(current, part))
-            exact = exact and plain  # not after a loop, where resolving falls back
+            current, plain = _physical(os.path.join(current, part))
+            exact = exact and plain
         if current == own or current.startswith(own + os.sep):
             return None
-    return Path(current) if exact else lookups.resolved(path)
+    return Path(current) if exact else resolved(path)
+
+
+def _physical(path: str) -> tuple[str, bool]:
+    """``path`` resolved (:func:`~caliban.util.fsutil.resolved`), and whether that left no
+    symlink in it: not where a symlink loop made resolving fall back to normalising."""
+    try:
+        return str(Path(path).resolve()), True
+    except (OSError, RuntimeError, ValueError):
+        return str(resolved(Path(path))), False
 
 
 def _paths(
@@ -332,9 +316,7 @@ def _paths(
     places: Sequence[Places],
     home: Path,
     kind: RedirectKind,
-    lookups: _Lookups | None = None,
 ) -> tuple[Path, ...]:
-    lookups = lookups if lookups is not None else _Lookups()
     found: dict[Path, None] = {}
     for command, where in zip(analysis.commands, places, strict=True):
         for redirect in command.redirects:
@@ -354,7 +336,7 @@ def _paths(
                     )
                 paths = [Path(place) / target for place in known]
             for path in paths:
-                if (resolved_path := _shell_target(path, lookups)) is None:
+                if (resolved_path := _shell_target(path)) is None:
                     raise UnknownTarget(
                         f"a redirection through the shell's own /proc entry "
                         f"({redirect.operator}{target}), which caliban cannot resolve for it"
