@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import assert_never
 
 from caliban.shell.commands import CD, cd_argument, unwrap_builtins
-from caliban.shell.git import discover, repositories
+from caliban.shell.git import discover, mentions_git, repositories
 from caliban.shell.values import (
     Analysis,
     Apart,
@@ -56,6 +56,8 @@ def line_effects(analysis: Analysis, *, cwd: Path, home: Path | None = None) -> 
     git commands use, when it starts in ``cwd``."""
     if isinstance(analysis, NotUnderstood):
         return LineEffects(unknown=analysis.reason)
+    if not any(_touches_files(command) for command in analysis.commands):
+        return LineEffects()  # nothing to place: no redirection to a file, no git command
     home = home if home is not None else Path.home()
     places = command_places(analysis, str(cwd), str(home))
     try:
@@ -66,6 +68,15 @@ def line_effects(analysis: Analysis, *, cwd: Path, home: Path | None = None) -> 
         )
     except UnknownTarget as exc:
         return LineEffects(unknown=str(exc))
+
+
+def _touches_files(command: SimpleCommand) -> bool:
+    """Whether where ``command`` runs matters to :func:`line_effects`: it redirects to or
+    from a file, or runs git."""
+    files = any(
+        redirect.kind in ("read", "write") and not redirect.benign for redirect in command.redirects
+    )
+    return files or mentions_git(command.argv)
 
 
 def _repositories(analysis: Understood, places: Sequence[Places]) -> tuple[Path, ...]:
@@ -244,17 +255,25 @@ def command_places(
 def check_directories(commands: Sequence[SimpleCommand], flow: Flow) -> None:
     """A relative redirection where the working directory cannot be known (after ``cd -``,
     ``popd``, a loop of ``cd`` s) names a file that cannot be known."""
+    relative = [
+        [
+            redirect
+            for redirect in command.redirects
+            if redirect.kind in ("read", "write")
+            and not (redirect.tilde or redirect.target.startswith("/"))
+        ]
+        for command in commands
+    ]
+    if not any(relative):
+        return  # the directories do not matter: following the line's `cd`s is not needed
     line = Understood(command="", commands=tuple(commands), flow=flow)
-    for command, places in zip(commands, command_places(line, "/", "/", str), strict=True):
-        if None not in places:
-            continue
-        for redirect in command.redirects:
-            relative = not (redirect.tilde or redirect.target.startswith("/"))
-            if redirect.kind in ("read", "write") and relative:
-                raise Unclear(
-                    f"a relative redirection ({redirect.operator}{redirect.target}) where the "
-                    "working directory cannot be known (after `cd -`, `popd`, a loop of `cd`s…)"
-                )
+    for redirects, places in zip(relative, command_places(line, "/", "/", str), strict=True):
+        if redirects and None in places:
+            redirect = redirects[0]
+            raise Unclear(
+                f"a relative redirection ({redirect.operator}{redirect.target}) where the "
+                "working directory cannot be known (after `cd -`, `popd`, a loop of `cd`s…)"
+            )
 
 
 def written_paths(analysis: Understood, *, cwd: Path, home: Path | None = None) -> tuple[Path, ...]:

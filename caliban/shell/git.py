@@ -32,7 +32,7 @@ def repositories(
     git discovers by its shape, or one ``--git-dir`` or a ``.git`` file names. None for a
     place that is not known (None): what git would find there cannot be known. ``find`` is
     :func:`discover`, or a memo of it for one decision."""
-    if not any(word == "git" or word.endswith("/git") for word in argv):
+    if not mentions_git(argv):
         return
     inner = unwrap_builtins(argv)
     for command in (tuple(inner), *wrapped(inner)):
@@ -44,6 +44,12 @@ def repositories(
                 found = _git_dir(command[1:], place, find or discover)
                 if found is not None and not _inside_dot_git(found):
                     yield Path(found)
+
+
+def mentions_git(argv: Sequence[str]) -> bool:
+    """Whether any word of ``argv`` could run git (``git``, ``/usr/bin/git``): only then can
+    :func:`repositories` find any."""
+    return any(word == "git" or word.endswith("/git") for word in argv)
 
 
 def _git_dir(arguments: Sequence[str], start: str, find: Callable[[str], str | None]) -> str | None:
@@ -122,4 +128,4 @@ def _inside_dot_git(path: str) -> bool:
     return any(part.casefold() == ".git" for part in path.split(os.sep))
 
 
-__all__ = ["discover", "is_git_directory", "repositories"]
+__all__ = ["discover", "is_git_directory", "mentions_git", "repositories"]
