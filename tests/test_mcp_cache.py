@@ -13,7 +13,7 @@ import anyio
 import pytest
 from hang import HANG_S, hang_guard
 
-from caliban.mcp.catalog_cache import CatalogCache
+from caliban.mcp.catalog_cache import CachedListing, CatalogCache
 from caliban.mcp.client import McpManager
 from caliban.mcp.config import ServerConfig
 from caliban.mcp.tools import McpTool
@@ -54,15 +54,29 @@ def test_entries_round_trip_and_keep_no_secret_value(tmp_path: Path) -> None:
     cache = CatalogCache(tmp_path)
     config = catalog_server(API_TOKEN="s3cret-value")
     cache.store(config, [tool("get_issue"), tool("create_issue")])
-    loaded = cache.load(config)
-    assert loaded is not None
+    entry = cache.load(config)
+    assert entry is not None
+    loaded = entry.tools
     assert [t.name for t in loaded] == ["mcp__catalog__get_issue", "mcp__catalog__create_issue"]
     assert loaded[0] == dataclasses.replace(tool("get_issue"), timeout=config.tool_timeout)
     [path] = tmp_path.iterdir()
     text = path.read_text()
     assert "s3cret-value" not in text and "API_TOKEN" in text  # the name keys, not the value
     # Another value of the same variable: the same entry (the server's listing corrects it).
-    assert cache.load(catalog_server(API_TOKEN="other")) == loaded
+    assert cache.load(catalog_server(API_TOKEN="other")) == entry
+
+
+def test_an_entry_is_read_once_with_the_instructions_and_the_offer_of_resources(
+    tmp_path: Path,
+) -> None:
+    cache = CatalogCache(tmp_path)
+    config = catalog_server()
+    cache.store(config, [tool("get_issue")], "Issues are PLAT-n.", resources=True)
+    entry = cache.load(config)
+    assert entry is not None
+    assert (entry.instructions, entry.resources) == ("Issues are PLAT-n.", True)
+    cache.store(config, entry.tools)
+    assert cache.load(config) == CachedListing(tools=entry.tools)
 
 
 @pytest.mark.parametrize(
@@ -147,8 +161,8 @@ async def test_a_different_listing_replaces_the_cached_one(tmp_path: Path) -> No
             await manager.wait_ready()
         assert manager.version == 1 and len(manager.tools()) == 40
     stored = cache.load(config)
-    assert stored is not None and len(stored) == 40
-    assert "retired_tool" not in {t.tool_name for t in stored}
+    assert stored is not None and len(stored.tools) == 40
+    assert "retired_tool" not in {t.tool_name for t in stored.tools}
 
 
 async def test_a_server_that_fails_to_start_is_forgotten_a_slow_one_is_not(

@@ -475,7 +475,7 @@ def mcp_search(
         if failed:
             for text in _format_rows(failed):
                 err(text)
-    tools = [t for s in enabled for t in (cached.get(s.name) or ())] + listed
+    tools = [t for s in enabled if (c := cached.get(s.name)) is not None for t in c.tools] + listed
     data = search_catalog(tools, query, limit, search_model=_search_model())
     data["cached"] = [name for name, found in cached.items() if found is not None]
     out(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_search(data))

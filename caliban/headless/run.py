@@ -37,6 +37,7 @@ from caliban.util.text import encodable
 
 if TYPE_CHECKING:
     from caliban.agent import RunResult
+    from caliban.mcp.connection import Phase
     from caliban.messages import Message, Part, Role
     from caliban.permissions.approval import Approver, DenyingApprover
     from caliban.permissions.sdk_prompt import StdioApprover
@@ -309,7 +310,7 @@ def init_info(session: Session) -> dict[str, Any]:
     from caliban.claude_code.compat import caliban_mode
     from caliban.subagents import AGENT_TOOL_NAME
 
-    servers = session.mcp.statuses() if session.mcp is not None else []
+    phases = session.mcp.phases() if session.mcp is not None else {}
     # Claude Code lists the Agent tool under its older name, Task.
     tools = [
         "Task" if tool.name == AGENT_TOOL_NAME else tool.name for tool in session.toolset.offered()
@@ -323,7 +324,7 @@ def init_info(session: Session) -> dict[str, Any]:
         "cwd": str(session.cwd),
         "tools": tools,
         "mcp_servers": [
-            {"name": s.name, "status": "needs-auth" if s.needs_login else s.state} for s in servers
+            {"name": name, "status": _server_status(phase)} for name, phase in phases.items()
         ],
         "model": session.model,
         "permissionMode": mode,
@@ -342,6 +343,13 @@ def init_info(session: Session) -> dict[str, Any]:
         "permission_mode": mode,
         "caliban_version": __version__,
     }
+
+
+def _server_status(phase: Phase) -> str:
+    """A server's ``status`` in the init frame (Claude Code's ``needs-auth`` for a login)."""
+    from caliban.mcp.connection import Failed
+
+    return "needs-auth" if isinstance(phase, Failed) and phase.needs_login else phase.state
 
 
 def _api_key_source(session: Session) -> str:

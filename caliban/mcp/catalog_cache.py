@@ -23,6 +23,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,7 @@ from caliban.util.fsutil import atomic_write_text
 if TYPE_CHECKING:
     from caliban.mcp.config import ServerConfig
 
-__all__ = ["FORMAT", "CatalogCache", "cache_identity", "user_cache"]
+__all__ = ["FORMAT", "CachedListing", "CatalogCache", "cache_identity", "user_cache"]
 
 FORMAT = 1
 """Bumped when the file layout changes; entries of another format are ignored."""
@@ -56,8 +57,10 @@ def cache_identity(config: ServerConfig) -> dict[str, Any]:
     }
 
 
-_TOOL_FIELDS = {"name": str, "description": str, "input_schema": dict}
-_OPTIONAL_FIELDS = {"annotations": dict, "title": str}
+_TOOL_FIELDS = (("name", str), ("description", str), ("input_schema", dict))
+_OPTIONAL_FIELDS = (("annotations", dict), ("title", str))
+_KNOWN = frozenset(key for key, _ in (*_TOOL_FIELDS, *_OPTIONAL_FIELDS))
+_ENTRY_KEYS = frozenset({"identity", "listed_at", "tools"})
 
 
 def _tools(data: object) -> list[dict[str, Any]] | None:
@@ -65,29 +68,31 @@ def _tools(data: object) -> list[dict[str, Any]] | None:
 
     Checked field by field rather than by a pydantic model: a 10,000-tool list (5 MB) took
     ~0.35 s to validate that way, before the first request could leave."""
-    if not isinstance(data, dict) or set(data) - {"instructions", "resources"} != {
-        "identity",
-        "listed_at",
-        "tools",
-    }:
+    if not isinstance(data, dict) or data.keys() - {"instructions", "resources"} != _ENTRY_KEYS:
         return None
     tools = data["tools"]
     if not isinstance(tools, list):
         return None
     for tool in tools:
-        if not isinstance(tool, dict) or not all(
-            isinstance(tool.get(key), kind) for key, kind in _TOOL_FIELDS.items()
-        ):
+        if not isinstance(tool, dict) or not _KNOWN.issuperset(tool):
             return None
-        for key, kind in _OPTIONAL_FIELDS.items():
-            if tool.get(key) is not None and not isinstance(tool[key], kind):
+        for key, kind in _TOOL_FIELDS:
+            if not isinstance(tool.get(key), kind):
                 return None
-        if len(tool) > len(_TOOL_FIELDS) + len(_OPTIONAL_FIELDS) or not set(tool) <= _KNOWN:
-            return None
+        for key, kind in _OPTIONAL_FIELDS:
+            if (value := tool.get(key)) is not None and not isinstance(value, kind):
+                return None
     return tools
 
 
-_KNOWN = set(_TOOL_FIELDS) | set(_OPTIONAL_FIELDS)
+@dataclass(frozen=True, kw_only=True)
+class CachedListing:
+    """What a server said last time: its tools, its instructions, whether it offers
+    resources."""
+
+    tools: tuple[McpTool, ...]
+    instructions: str | None = None
+    resources: bool = False
 
 
 class CatalogCache:
@@ -104,9 +109,11 @@ class CatalogCache:
 
     def load(
         self, config: ServerConfig, *, dispatcher: McpDispatcher | None = None
-    ) -> tuple[McpTool, ...] | None:
-        """The server's cached tools (calls go to ``dispatcher``), or ``None`` when there is
-        no usable entry: missing, unreadable, of another format or another configuration."""
+    ) -> CachedListing | None:
+        """The server's cached listing (calls of its tools go to ``dispatcher``), or ``None``
+        when there is no usable entry: missing, unreadable, of another format or another
+        configuration. The file is read and decoded once (at 10,000 tools that is most of
+        what loading costs)."""
         path = self.path(config)
         try:
             data = json.loads(path.read_bytes())
@@ -122,32 +129,26 @@ class CatalogCache:
         if data["identity"] != cache_identity(config):
             return None
         names = unique_wire_names(config.name, [t["name"] for t in tools])
-        return tuple(
-            McpTool(
-                server=config.name,
-                tool_name=t["name"],
-                name=wire,
-                description=t["description"],
-                input_schema=t["input_schema"],
-                annotations=t.get("annotations"),
-                title=t.get("title"),
-                timeout=config.tool_timeout,
-                dispatcher=dispatcher,
-            )
-            for t, wire in zip(tools, names, strict=True)
+        timeout = config.tool_timeout
+        instructions = data.get("instructions")
+        return CachedListing(
+            tools=tuple(
+                McpTool(
+                    server=config.name,
+                    tool_name=t["name"],
+                    name=wire,
+                    description=t["description"],
+                    input_schema=t["input_schema"],
+                    annotations=t.get("annotations"),
+                    title=t.get("title"),
+                    timeout=timeout,
+                    dispatcher=dispatcher,
+                )
+                for t, wire in zip(tools, names, strict=True)
+            ),
+            instructions=instructions if isinstance(instructions, str) else None,
+            resources=data.get("resources") is True,
         )
-
-    def about(self, config: ServerConfig) -> tuple[str | None, bool]:
-        """The server's cached instructions and whether it offers resources (read apart
-        from :meth:`load`, whose tools are what start-up needs first)."""
-        try:
-            data = json.loads(self.path(config).read_bytes())
-        except (OSError, ValueError, RecursionError):
-            return None, False
-        if not isinstance(data, dict) or data.get("identity") != cache_identity(config):
-            return None, False
-        text = data.get("instructions")
-        return (text if isinstance(text, str) else None), data.get("resources") is True
 
     def store(
         self,

@@ -11,6 +11,7 @@ that try's task and dropped with it. :class:`ServerStatus` is the snapshot ``/mc
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -136,11 +137,10 @@ Phase: TypeAlias = Connecting | Connected | Failed | Disabled
 
 @dataclass(frozen=True, kw_only=True)
 class Listing:
-    """A server's tools as last known, with their size on the wire."""
+    """A server's tools as last known; their size on the wire is measured when asked (at
+    10,000 tools, encoding each twice cost start-up half a second nobody looked at)."""
 
     tools: tuple[McpTool, ...] = ()
-    chars: int = 0
-    tokens: int = 0
     skipped: tuple[str, ...] = ()
     """Tools left out for invalid definitions."""
     source: Literal["none", "cache", "server"] = "none"
@@ -149,6 +149,16 @@ class Listing:
     """What the server said about using it (``initialize``'s ``instructions``)."""
     resources: bool = False
     """The server offers resources (its ``resources`` capability)."""
+
+    @functools.cached_property
+    def chars(self) -> int:
+        """Characters of the tools' definitions on the wire."""
+        return sum(json_size(t.spec.as_dict()) for t in self.tools)
+
+    @functools.cached_property
+    def tokens(self) -> int:
+        """Tokens of the tools' definitions on the wire, estimated."""
+        return sum(estimate_json_tokens(t.spec.as_dict()) for t in self.tools)
 
     @classmethod
     def of(
@@ -164,8 +174,6 @@ class Listing:
             instructions=instructions,
             resources=resources,
             tools=tools,
-            chars=sum(json_size(t.spec.as_dict()) for t in tools),
-            tokens=sum(estimate_json_tokens(t.spec.as_dict()) for t in tools),
             skipped=tuple(skipped),
             source=source,
         )

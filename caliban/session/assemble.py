@@ -475,7 +475,7 @@ def _index_in_background(session: Session) -> None:
 
 async def _report_failures(session: Session, manager: McpManager) -> None:
     """Warn about each server that fails to start after the first request went out."""
-    pending = [s.name for s in manager.statuses() if s.state == "connecting"]
+    pending = [name for name, phase in manager.phases().items() if phase.state == "connecting"]
     for name in pending:
         status = await manager.wait_for_state(name, "connected", "failed")
         if status.state == "failed":
