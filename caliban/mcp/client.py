@@ -249,11 +249,13 @@ class McpManager:
             if attempt is None:
                 continue
             attempt.wake.set()
-            if isinstance(conn.phase, Connecting):
-                if attempt.stdio is not None:
-                    attempt.stdio.grace = 0.0  # nothing to save in a server that never started
-                if attempt.scope is not None:
-                    attempt.scope.cancel()
+            if attempt.stdio is not None and not attempt.asked:
+                # Nothing to save in a server that was only asked for its tools (or never
+                # started): stopped at once, not after a grace period (Python servers take
+                # a second to leave after stdin closes, on a busy machine more).
+                attempt.stdio.grace = 0.0
+            if isinstance(conn.phase, Connecting) and attempt.scope is not None:
+                attempt.scope.cancel()
             if attempt.task is not None:
                 tasks.append(attempt.task)
         if not tasks:
@@ -698,6 +700,7 @@ class McpManager:
             tail = phase.stderr_tail if isinstance(phase, Failed) else ()
             return ServerUnavailable(server=server, reason=reason, stderr_tail=tail)
         attempt, client = live
+        attempt.asked = True
         from mcp.shared.exceptions import MCPError
 
         limit = timeout if timeout is not None else conn.spec.tool_timeout

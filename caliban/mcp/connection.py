@@ -202,6 +202,8 @@ class Attempt:
         """How the server broke the protocol so badly that caliban cut the connection."""
         self.needs_login = False
         """The server answered 401 and no stored token could change that."""
+        self.asked = False
+        """Caliban sent it a request beyond listing its tools (a call, a resource read)."""
 
     def lose(self) -> None:
         """The server went away: end this attempt (the next call starts another)."""
