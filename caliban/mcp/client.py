@@ -233,7 +233,9 @@ class McpManager:
         conns = [self._conns[name] for name in names]
         if any(isinstance(conn.phase, Connecting) for conn in conns):
             self.start()
-            self.import_sdk()
+            # After the launches: a thread importing meanwhile would hold them up.
+            self._hold_sdk = False
+            asyncio.get_running_loop().call_soon(self._sdk.start)
         with anyio.move_on_after(math.inf if timeout is None else timeout):
             for conn in conns:
                 if conn.attempt is not None:

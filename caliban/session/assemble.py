@@ -126,10 +126,6 @@ async def open_session(
     choice, model_warning = resolve_model(choice, DEFAULT_MODELS[choice.provider])
     retry = retry_policy()
     provider = create_provider(choice, **({"retry": retry} if retry else {}))
-    warm_up = start_in_daemon_thread(provider.warm_up, name="caliban-http-client")
-    # The server's real context window (a local model's is rarely 128k), asked off the
-    # critical path; /context and lazy_mcp = "auto" read it once known.
-    window = asyncio.ensure_future(provider.refresh_context_window(choice.model))
 
     mcp_config = load_mcp_config(
         options.cwd,
@@ -154,6 +150,13 @@ async def open_session(
     )
     sandbox = _sandbox(options, loaded, setup, policy, trusted)
     manager = start_mcp(mcp_config.servers, sandbox=sandbox)
+    if manager is not None:
+        await asyncio.sleep(0)  # the servers' tasks launch their processes now, not later
+    # After the servers' launches, which it would only hold up.
+    warm_up = start_in_daemon_thread(provider.warm_up, name="caliban-http-client")
+    # The server's real context window (a local model's is rarely 128k), asked off the
+    # critical path; /context and lazy_mcp = "auto" read it once known.
+    window = asyncio.ensure_future(provider.refresh_context_window(choice.model))
     # On for Bash: find (and probe) the backend while the rest starts, to warn once.
     probe = asyncio.ensure_future(
         asyncio.to_thread(sandbox.unavailable_notice)
