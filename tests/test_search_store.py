@@ -145,3 +145,24 @@ def test_a_large_new_catalog_is_indexed_in_the_background_then_read_from_disk(
     # the next session's catalog of the same tools reads it from the disk cache at once
     monkeypatch.setattr(catalog_module, "build_index", real_build)
     assert catalog_of(BUILD_AT_ONCE + 1).index_now() is not None
+
+
+def test_a_very_large_catalog_is_read_from_disk_in_the_background(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    catalog_of(BUILD_AT_ONCE + 2).index()  # indexed once: on disk
+    monkeypatch.setattr(catalog_module, "LOAD_AT_ONCE", BUILD_AT_ONCE + 1)
+    gate = threading.Event()
+    real_load = catalog_module.build_index
+
+    def held(*args: object, **kwargs: object) -> object:
+        gate.wait(60)
+        return real_load(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(catalog_module, "build_index", held)
+    catalog = catalog_of(BUILD_AT_ONCE + 2)
+    assert catalog.index_now() is None  # reading 10,000 tools' index is not next to nothing
+    gate.set()
+    index = catalog.index()  # read from the disk cache, in the background or by ToolSearch
+    assert len(index) == BUILD_AT_ONCE + 2
+    assert catalog.index_now() is index

@@ -81,8 +81,10 @@ def sanitize(part: str) -> str:
     return _UNSAFE.sub("_", part) or "_"
 
 
+@functools.lru_cache(maxsize=256)
 def wire_prefix(server: str) -> str:
-    """``mcp__<server>__``: how every wire name of ``server``'s tools begins."""
+    """``mcp__<server>__``: how every wire name of ``server``'s tools begins (asked once
+    per tool of a catalog, 10,000 times for a large one)."""
     return f"{PREFIX}{sanitize(server)}__"
 
 
