@@ -16,7 +16,8 @@ server answering Chat Completions); with the five public reference servers
 (``$CALIBAN_REFERENCE_SERVERS``, see tests/mcp_servers/reference.py) *cold* (caliban's
 tool-list cache empty) and *warm* (filled by an earlier run); and with one server of 1,000
 and of 10,000 tools (benchmarks/_static_mcp_server.py, which answers at once, so the
-clients are what is compared), warm. Claude Code keeps no tool-list cache: its cold and warm
+clients are what is compared), warm; and the 10,000 with caliban's ``tools.lazy_mcp = true``
+(Claude Code defers them by itself). Claude Code keeps no tool-list cache: its cold and warm
 runs are the same command. Each scenario runs ``--pairs`` alternating pairs (which one goes
 first alternates too) after one warm-up pair, and prints, per metric, the medians and the
 ratio caliban / Claude Code (below 1.0: caliban is ahead):
@@ -73,6 +74,9 @@ class Scenario:
     warm: bool = True
     provider: str = "anthropic"
     """caliban's provider (both speak to the same fake server); Claude Code's is Anthropic."""
+    lazy: bool = False
+    """caliban with ``tools.lazy_mcp = true`` (Claude Code defers MCP tools by itself above a
+    tenth of its context window)."""
     samples: dict[str, list[Sample]] = field(default_factory=lambda: {"caliban": [], "claude": []})
 
 
@@ -85,6 +89,7 @@ SCENARIOS = [
     Scenario(name="-p 5 servers warm", args=["-p", PROMPT], mcp="ref5"),
     Scenario(name="-p 1000 tools", args=["-p", PROMPT], mcp="1000"),
     Scenario(name="-p 10000 tools", args=["-p", PROMPT], mcp="10000"),
+    Scenario(name="-p 10000 tools lazy", args=["-p", PROMPT], mcp="10000", lazy=True),
 ]
 
 
@@ -168,8 +173,12 @@ class Bench:
         cache = home / "cache"
         if not scenario.warm:
             cache = Path(tempfile.mkdtemp(dir=self.scratch))
+        config = home / ("config-lazy" if scenario.lazy else "config")
+        if scenario.lazy:
+            config.mkdir(exist_ok=True)
+            (config / "config.toml").write_text("[tools]\nlazy_mcp = true\n")
         env.update(
-            CALIBAN_CONFIG_DIR=str(home / "config"),
+            CALIBAN_CONFIG_DIR=str(config),
             CALIBAN_STATE_DIR=str(home / "state"),
             CALIBAN_DATA_DIR=str(home / "data"),
             CALIBAN_CACHE_DIR=str(cache),
