@@ -13,6 +13,7 @@ import anyio
 import pytest
 from hang import HANG_S, hang_guard
 
+from caliban.mcp import client
 from caliban.mcp.catalog_cache import CachedListing, CatalogCache
 from caliban.mcp.client import McpManager
 from caliban.mcp.config import ServerConfig
@@ -209,4 +210,19 @@ async def test_unlisted_names_servers_whose_tools_are_not_known_yet(tmp_path: Pa
                 gate.touch()
         assert manager.unlisted() == ()
         assert manager.status("fresh").state == "connected"
-        assert cache.load(fresh) is not None
+    assert cache.load(fresh) is not None
+
+
+async def test_a_new_listing_is_written_after_the_first_request_could_leave(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client, "CACHE_WRITE_DELAY", 3600.0)
+    cache = CatalogCache(tmp_path)
+    config = catalog_server()
+    async with McpManager([config], catalog_cache=cache) as manager:
+        with hang_guard():
+            await manager.wait_ready()
+        assert len(manager.tools()) == 40
+        assert cache.load(config) is None  # not on the first request's path
+    stored = cache.load(config)  # written when the manager closed, before its hour
+    assert stored is not None and len(stored.tools) == 40
