@@ -124,9 +124,8 @@ def test_a_small_new_catalog_is_indexed_at_once() -> None:
     assert catalog.index_now() is not None
 
 
-def test_a_large_new_catalog_is_indexed_in_the_background_then_read_from_disk(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def hold_builds(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Index builds (and reads from the disk cache) wait until the returned event is set."""
     gate = threading.Event()
     real_build = catalog_module.build_index
 
@@ -135,6 +134,14 @@ def test_a_large_new_catalog_is_indexed_in_the_background_then_read_from_disk(
         return real_build(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(catalog_module, "build_index", held_build)
+    return gate
+
+
+def test_a_large_new_catalog_is_indexed_in_the_background_then_read_from_disk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_build = catalog_module.build_index
+    gate = hold_builds(monkeypatch)
     catalog = catalog_of(BUILD_AT_ONCE + 1)
     assert catalog.index_now() is None  # the first request does not wait for the build
     assert catalog.index_now() is None  # nor does the next prompt while it runs
@@ -152,14 +159,7 @@ def test_a_very_large_catalog_is_read_from_disk_in_the_background(
 ) -> None:
     catalog_of(BUILD_AT_ONCE + 2).index()  # indexed once: on disk
     monkeypatch.setattr(catalog_module, "LOAD_AT_ONCE", BUILD_AT_ONCE + 1)
-    gate = threading.Event()
-    real_load = catalog_module.build_index
-
-    def held(*args: object, **kwargs: object) -> object:
-        gate.wait(60)
-        return real_load(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(catalog_module, "build_index", held)
+    gate = hold_builds(monkeypatch)
     catalog = catalog_of(BUILD_AT_ONCE + 2)
     assert catalog.index_now() is None  # reading 10,000 tools' index is not next to nothing
     gate.set()
