@@ -26,7 +26,11 @@ ratio caliban / Claude Code (below 1.0: caliban is ahead):
   request carrying the prompt;
 * *whole run*: until the process has exited;
 * *peak RSS*: the process's own maximum resident set (GNU ``time``'s ``%M``), not its MCP
-  servers'.
+  servers';
+* *MCP tools sent*: how many MCP tools the first request carried. Claude Code 2.1.197 sends
+  its first request without waiting for its servers (none, and a ``WaitForMcpServers``
+  tool), ``MCP_CONNECTION_NONBLOCKING=0`` or not; caliban's ``-p`` waits for the servers
+  whose tools are not cached, so the cold rows compare a wait with none.
 
 caliban runs as its console script next to this interpreter, with its package compiled to
 bytecode first (``--no-compile`` skips it), as a user's ``pip install`` leaves it.
@@ -63,6 +67,9 @@ class Sample:
     first_request: float | None
     whole: float
     rss_mb: float
+    mcp_tools: int = 0
+    """MCP tools in the first request (Claude Code 2.1.197's carries none: it does not wait
+    for its servers, and offers ``WaitForMcpServers`` instead)."""
 
 
 @dataclass(kw_only=True)
@@ -213,12 +220,19 @@ class Bench:
             tail = errors.read_text(errors="replace")[-2000:]
             raise SystemExit(f"{who} {scenario.name} exited {proc.returncode}:\n{tail}")
         with self.server._lock:
-            arrivals = [r.received_at for r in self.server.requests if PROMPT in r.text]
-        first = min(arrivals) - started if arrivals else None
-        if scenario.args[0] == "-p" and first is None:
+            prompted = [r for r in self.server.requests if PROMPT in r.text]
+        if scenario.args[0] == "-p" and not prompted:
             raise SystemExit(f"{who} {scenario.name}: no request carried the prompt")
+        first = min(prompted, key=lambda r: r.received_at) if prompted else None
         rss_kb = int(peak.read_text().split()[-1])
-        return Sample(first_request=first, whole=whole, rss_mb=rss_kb / 1024)
+        return Sample(
+            first_request=first.received_at - started if first else None,
+            whole=whole,
+            rss_mb=rss_kb / 1024,
+            mcp_tools=sum(1 for n in first.tool_names if n and n.startswith("mcp__"))
+            if first
+            else 0,
+        )
 
 
 def median(samples: list[Sample], metric: Callable[[Sample], float | None]) -> float | None:
@@ -241,6 +255,13 @@ def report(scenario: Scenario) -> list[str]:
         lines.append(
             f"  {scenario.name:<22} {label:<14} caliban {ours:8.3f} {unit:<2}  "
             f"Claude Code {theirs:8.3f} {unit:<2}  ratio {ours / theirs:5.2f}"
+        )
+    if scenario.mcp is not None:
+        ours_mcp = median(scenario.samples["caliban"], lambda s: s.mcp_tools)
+        theirs_mcp = median(scenario.samples["claude"], lambda s: s.mcp_tools)
+        lines.append(
+            f"  {scenario.name:<22} {'MCP tools sent':<14} caliban {ours_mcp or 0:8.0f}     "
+            f"Claude Code {theirs_mcp or 0:8.0f}     (in the first request)"
         )
     return lines
 
