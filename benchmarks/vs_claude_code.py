@@ -27,10 +27,12 @@ ratio caliban / Claude Code (below 1.0: caliban is ahead):
 * *whole run*: until the process has exited;
 * *peak RSS*: the process's own maximum resident set (GNU ``time``'s ``%M``), not its MCP
   servers';
-* *MCP tools sent*: how many MCP tools the first request carried. Claude Code 2.1.197 sends
-  its first request without waiting for its servers (none, and a ``WaitForMcpServers``
-  tool), ``MCP_CONNECTION_NONBLOCKING=0`` or not; caliban's ``-p`` waits for the servers
-  whose tools are not cached, so the cold rows compare a wait with none.
+* *MCP tools sent*: how many MCP tools the first request carried. Claude Code 2.1.197 does
+  not wait long for servers still starting: it sends what has connected (the static server's
+  tools, which answer at once) and leaves the rest to its ``WaitForMcpServers`` tool; with the
+  five reference servers booting on a loaded 2-core machine its first request carried none
+  of their tools (``MCP_CONNECTION_NONBLOCKING=0`` or not). caliban's ``-p`` waits for every
+  server whose tools are not cached, so there the cold rows compare a wait with none.
 
 caliban runs as its console script next to this interpreter, with its package compiled to
 bytecode first (``--no-compile`` skips it), as a user's ``pip install`` leaves it.
@@ -68,8 +70,8 @@ class Sample:
     whole: float
     rss_mb: float
     mcp_tools: int = 0
-    """MCP tools in the first request (Claude Code 2.1.197's carries none: it does not wait
-    for its servers, and offers ``WaitForMcpServers`` instead)."""
+    """MCP tools in the first request (Claude Code sends only those of servers connected by
+    then, and offers ``WaitForMcpServers`` for the rest)."""
 
 
 @dataclass(kw_only=True)
