@@ -4,6 +4,7 @@ the policy deciding from effects rather than tool names, and where new stages pl
 from __future__ import annotations
 
 import asyncio
+import os
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
@@ -192,10 +193,10 @@ def test_each_tool_says_what_it_touches(tmp_path: Path) -> None:
     file = (tmp_path / "a.py").resolve()
     assert effects(Read(), {"file_path": "a.py"}, tmp_path) == Effects(reads=(file,))
     assert effects(Write(), {"file_path": "a.py", "content": ""}, tmp_path) == Effects(
-        writes=(file,)
+        writes=(file,), replaces=(file,)
     )
     edit = {"file_path": str(file), "old_string": "a", "new_string": "b"}
-    assert effects(Edit(), edit, Path("/elsewhere")) == Effects(writes=(file,))
+    assert effects(Edit(), edit, Path("/elsewhere")) == Effects(writes=(file,), replaces=(file,))
     assert effects(Glob(), {"pattern": "**/*.py"}, tmp_path) == Effects(reads=(tmp_path.resolve(),))
     assert effects(Grep(), {"pattern": "x", "path": "a.py"}, tmp_path) == Effects(reads=(file,))
     fetch = {"url": "https://Docs.Python.org/3/", "prompt": "?"}
@@ -363,3 +364,44 @@ async def test_the_checkpoint_stage_sees_what_an_approved_call_will_write(tmp_pa
     assert not outcome.result.is_error
     assert seen == [((target.resolve(),), False)]
     assert target.read_text() == "x"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        (Edit(), {"file_path": "a.py", "old_string": "a", "new_string": "b"}),
+        (Write(), {"file_path": "a.py", "content": "b\n"}),
+    ],
+)
+async def test_a_file_not_read_fails_at_bind_before_anyone_is_asked(
+    tmp_path: Path, tool: Tool, arguments: dict[str, Any]
+) -> None:
+    """Approving an Edit of a file the session has not read could only end in that error,
+    so nobody is asked (issue 27); once read, the same call asks; changed on disk since the
+    read, it fails before asking again."""
+    (tmp_path / "a.py").write_text("a\n")
+    env = ToolEnv(cwd=tmp_path, project_root=tmp_path)
+    approver = Approver(PermissionAnswer.deny())
+    provider = ScriptedProvider([reply(tool_call(tool.name, arguments)), "ok"])
+    with hang_guard():
+        await agent(provider, tmp_path, [tool, Read()], approver, env=env).run("go")
+    [unread] = results(provider, 1)
+    assert unread.is_error and "has not been read in this session" in unread.text
+    assert approver.requests == []
+
+    provider = ScriptedProvider(
+        [reply(tool_call("Read", {"file_path": "a.py"})), reply(tool_call(tool.name, arguments))]
+        + ["ok"]
+    )
+    with hang_guard():
+        await agent(provider, tmp_path, [tool, Read()], approver, env=env).run("go")
+    assert len(approver.requests) == 1  # read: now it asks (and is refused)
+
+    stat = (tmp_path / "a.py").stat()
+    os.utime(tmp_path / "a.py", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
+    provider = ScriptedProvider([reply(tool_call(tool.name, arguments)), "ok"])
+    with hang_guard():
+        await agent(provider, tmp_path, [tool, Read()], approver, env=env).run("go")
+    [changed] = results(provider, 1)
+    assert changed.is_error and "has changed on disk since you last read it" in changed.text
+    assert len(approver.requests) == 1

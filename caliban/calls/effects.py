@@ -65,6 +65,10 @@ class Effects:
     """Git directories the command line's ``git`` commands may use that are not a ``.git``
     directory (a bare repository git finds by its shape): their configuration runs
     commands (:func:`caliban.shell.git.repositories`)."""
+    replaces: tuple[Path, ...] = ()
+    """Files among :attr:`writes` whose content the call rewrites from what the model saw
+    (Write, Edit): where one exists, this session must have read it as it is now, or the
+    call fails before anyone is asked (:meth:`~caliban.tools.base.ToolEnv.staleness`)."""
     unknown: str | None = None
     """Why what the call reads and writes cannot be known (a command line that is not
     understood, a redirection only the shell could resolve); ``reads`` and ``writes`` then

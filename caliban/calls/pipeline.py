@@ -116,10 +116,15 @@ class CallPipeline:
         return tool
 
     def bind(self, call: ToolCall, tool: Tool) -> BoundCall:
-        """The input validated by the tool, and the call's effects computed (once)."""
+        """The input validated by the tool, and the call's effects computed (once). A call
+        that would overwrite a file the session has not read (or that changed since) fails
+        here, before anyone is asked: approving it could only end in that error."""
         bound = bind(call_id=call.id, tool=tool, arguments=call.arguments, env=self.env)
         if isinstance(bound, str):
             raise Refused(bound)
+        for path in bound.effects.replaces:
+            if path.is_file() and (problem := self.env.staleness(path)) is not None:
+                raise Refused(problem)
         return bound
 
     async def before_tool(self, call: BoundCall) -> tuple[BoundCall, str | None]:

@@ -493,26 +493,6 @@ async def run_rg(
 # ---------------------------------------------------------------------------- freshness
 
 
-def staleness(env: ToolEnv, path: Path) -> str | None:
-    """Why ``path`` may not be overwritten now, or None when this session's view is current."""
-    seen = env.file_reads.get(path)
-    if seen is None:
-        return (
-            f"{path} has not been read in this session. Read it first (the Read tool), "
-            "then make your change, so you do not overwrite content you have not seen."
-        )
-    try:
-        current = path.stat().st_mtime_ns
-    except FileNotFoundError:
-        return f"{path} was deleted since you read it. Check with Glob or Bash before writing."
-    if current != seen:
-        return (
-            f"{path} has changed on disk since you last read it (edited by the user or "
-            "another process). Read it again, then redo your change on the current content."
-        )
-    return None
-
-
 def record_read(env: ToolEnv, path: Path) -> None:
     with contextlib.suppress(OSError):
         env.file_reads[path] = path.stat().st_mtime_ns

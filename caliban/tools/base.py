@@ -89,6 +89,26 @@ class ToolEnv:
         candidate = Path(path).expanduser()
         return candidate if candidate.is_absolute() else self.cwd / candidate
 
+    def staleness(self, path: Path) -> str | None:
+        """Why ``path`` (resolved) may not be overwritten now, or None when this session's
+        view of it is current: it was never read, or it changed on disk since."""
+        seen = self.file_reads.get(path)
+        if seen is None:
+            return (
+                f"{path} has not been read in this session. Read it first (the Read tool), "
+                "then make your change, so you do not overwrite content you have not seen."
+            )
+        try:
+            current = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return f"{path} was deleted since you read it. Check with Glob or Bash before writing."
+        if current != seen:
+            return (
+                f"{path} has changed on disk since you last read it (edited by the user or "
+                "another process). Read it again, then redo your change on the current content."
+            )
+        return None
+
     def fork(self) -> ToolEnv:
         """An independent copy for a sub-agent (its ``cd`` does not move the parent)."""
         return ToolEnv(

@@ -295,7 +295,8 @@ class Edit(BuiltinTool[EditInput]):
         return args.file_path
 
     def effects(self, args: EditInput, cwd: Path) -> Effects:
-        return Effects(writes=(path_at(cwd, args.file_path),))
+        path = path_at(cwd, args.file_path)
+        return Effects(writes=(path,), replaces=(path,))
 
     def preview(self, args: EditInput, env: ToolEnv) -> Preview:
         path = _files.resolve(env, args.file_path)
@@ -329,7 +330,7 @@ class Edit(BuiltinTool[EditInput]):
             )
         if (problem := _files.unwritable(path, shown)) is not None:
             return ToolOutput.error(problem)
-        if (problem := _files.staleness(ctx.env, path)) is not None:
+        if (problem := ctx.env.staleness(path)) is not None:
             return ToolOutput.error(problem)
         try:
             # In a daemon thread: the event loop stays free to cancel the call (Ctrl-C,

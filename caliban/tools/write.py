@@ -47,7 +47,8 @@ class Write(BuiltinTool[WriteInput]):
         return args.file_path
 
     def effects(self, args: WriteInput, cwd: Path) -> Effects:
-        return Effects(writes=(path_at(cwd, args.file_path),))
+        path = path_at(cwd, args.file_path)
+        return Effects(writes=(path,), replaces=(path,))
 
     def preview(self, args: WriteInput, env: ToolEnv) -> Preview:
         path = _files.resolve(env, args.file_path)
@@ -74,7 +75,7 @@ class Write(BuiltinTool[WriteInput]):
         note = ""
         before: str | None = None
         if existed:
-            if (problem := _files.staleness(ctx.env, path)) is not None:
+            if (problem := ctx.env.staleness(path)) is not None:
                 return ToolOutput.error(problem)
             try:
                 old = path.read_bytes()
