@@ -246,9 +246,7 @@ def test_a_dumb_terminal_still_gets_answers(project: Path, fake_model_server: An
         child.send("hello\r")
         child.expect("Plain answer.")
         child.expect("> ")
-        # Not Ctrl-D: the plain prompt is written before the terminal leaves cooked mode,
-        # where an early Ctrl-D is the line discipline's end-of-file and never arrives.
-        child.send("/exit\r")
+        child.sendcontrol("d")
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)

@@ -300,7 +300,11 @@ class Repl:
         """A command's menus (``/rewind``) drawn so far, each reading keys from then on."""
         self.attention = Attention(write_to_terminal() if self._real_terminal else _no_write)
         self.status_line = StatusLine()
-        self.renderer.typed = lambda: (self.typeahead.draft, self.typeahead.queued)
+        self.renderer.typed = lambda: (
+            self.typeahead.draft,
+            self.typeahead.queued,
+            self.typeahead.leaving,
+        )
         if approver is not None:
             approver.pause = self.paused
             approver.on_interrupt = self.interrupt
@@ -409,10 +413,16 @@ class Repl:
             # A dumb terminal's prompt (TERM=dumb) runs no pre_run callbacks: start now.
             self._start_session()
         self.attention.start()
+        # The terminal never goes back to cooked mode between a turn and the prompt: there
+        # the line discipline would take a Ctrl-D as end-of-file, and nobody would read it.
+        with quiet_keys(self._real_terminal):
+            return await self._loop(first_prompt)
+
+    async def _loop(self, first_prompt: str | None) -> int:
         try:
             if first_prompt:
                 await self._submit_and_queued(first_prompt)
-            while True:
+            while not self.typeahead.take_leaving():
                 if self._ready.done() and not self._ready.cancelled():
                     self._ready.result()  # the session failed to open: raise why
                 pre_run = None
@@ -624,7 +634,6 @@ class Repl:
         try:
             with (
                 self._sigint_interrupts(),
-                quiet_keys(self._real_terminal),
                 reading_keys(self.prompt.app.input, self._take_keys),
             ):
                 await asyncio.wait({task})

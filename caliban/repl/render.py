@@ -342,9 +342,9 @@ class Renderer:
         self._thinking_shown = False
         self._preloaded: set[str] = set()
         """MCP tools pre-activation loaded for the prompt and the model has not called yet."""
-        self.typed: Callable[[], tuple[str, Sequence[str]]] | None = None
-        """What the user is typing during the turn, and the messages queued: shown under the
-        spinner (set by the REPL)."""
+        self.typed: Callable[[], tuple[str, Sequence[str], bool]] | None = None
+        """What the user is typing during the turn, the messages queued, and whether Ctrl-D
+        asked to leave: shown under the spinner (set by the REPL)."""
 
     # -- turn lifecycle, driven by the REPL
 
@@ -733,7 +733,9 @@ class Renderer:
 
     def _typed_lines(self) -> list[RenderableType]:
         """The messages queued during the turn and the line being typed."""
-        draft, queued = self.typed() if self.typed is not None else ("", ())
+        draft, queued, leaving = self.typed() if self.typed is not None else ("", (), False)
+        if leaving:
+            return [Text(""), Text("  Ctrl-D: caliban exits when this answer ends", style="dim")]
         if not draft and not queued:
             return []
         lines: list[RenderableType] = [Text("")]

@@ -45,7 +45,11 @@ and Windows Terminal are recognised by their own variables)."""
 @contextlib.contextmanager
 def quiet_keys(real_terminal: bool) -> Iterator[None]:
     """Keys typed during a turn are not echoed into the output and reach caliban one by
-    one (Esc interrupts; the rest is type-ahead). Ctrl-C still raises SIGINT."""
+    one (Esc interrupts; the rest is type-ahead). Ctrl-C still raises SIGINT.
+
+    Held for the whole session: prompt-toolkit's raw mode nests inside it, so between a
+    turn and the next prompt the terminal is never in cooked mode, whose line discipline
+    would swallow a Ctrl-D as end-of-file."""
     if not real_terminal or not sys.stdin.isatty():
         yield
         return

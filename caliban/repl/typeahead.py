@@ -7,6 +7,10 @@ of the turn (as Claude Code does), Esc and Ctrl-C ask to interrupt. The REPL sho
 and the queue under the spinner, sends the queue as the next prompt when the turn ends, and
 puts an unsent draft back into the input line.
 
+Ctrl-D is not lost either: pressed on an empty draft with nothing queued, and not followed
+by more typing, it leaves caliban once the turn ends, as it would at the prompt — the user
+cannot tell whether the turn was still ending when the key arrived.
+
 Keys never reach a permission question through here: a question reads only keys pressed
 after it is drawn (see :func:`caliban.repl.approve.choose`), and what was typed before it
 lands in the draft.
@@ -29,12 +33,18 @@ class TypeAhead:
     def __init__(self) -> None:
         self.draft = ""
         self.queued: list[str] = []
+        self.leaving = False
+        """The last key that meant something was Ctrl-D on an empty draft and queue."""
 
     def feed(self, keys: Iterable[KeyPress]) -> bool:
         """Take ``keys``; returns whether one of them asks to interrupt the turn."""
         interrupt = False
         for press in keys:
             key = press.key
+            if key == Keys.ControlD:
+                self.leaving = not self.draft and not self.queued
+                continue
+            before = (self.draft, len(self.queued))
             if key in INTERRUPT_KEYS:
                 interrupt = True
             elif key in (Keys.ControlM, Keys.ControlJ):
@@ -50,8 +60,15 @@ class TypeAhead:
                 self.draft += press.data.replace("\r\n", _NEWLINE).replace("\r", _NEWLINE)
             elif isinstance(key, str) and len(key) == 1 and key.isprintable():
                 self.draft += key
-            # Anything else (arrows, Ctrl-D, function keys) means nothing here.
+            # Anything else (arrows, function keys) means nothing here.
+            if (self.draft, len(self.queued)) != before or key in INTERRUPT_KEYS:
+                self.leaving = False
         return interrupt
+
+    def take_leaving(self) -> bool:
+        """Whether the user pressed Ctrl-D to leave during the turn (then forgotten)."""
+        leaving, self.leaving = self.leaving, False
+        return leaving
 
     def take_queued(self) -> str | None:
         """The queued messages as one prompt (one paragraph each), emptying the queue."""
