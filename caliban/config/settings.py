@@ -81,6 +81,9 @@ class PermissionsSettings(_Section):
     """Rules that always ask first."""
     deny: list[str] = Field(default_factory=list)
     """Rules that never run. deny beats ask beats allow."""
+    save_rules_in: Literal["claude-local", "caliban-project", "session"] = "claude-local"
+    """Where "Yes, and don't ask again" for a command line is kept: Claude Code's
+    .claude/settings.local.json, this project's .caliban/config.toml, or the session only."""
 
     @field_validator("allow", "ask", "deny")
     @classmethod

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import shlex
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, assert_never
@@ -23,6 +24,7 @@ from caliban.calls.verdict import ALLOW, AllowWith, Ask, Decided, Deny, Settled,
 from caliban.config.settings import PermissionMode
 from caliban.permissions.policy import Confined, Decision, PermissionPolicy
 from caliban.permissions.rules import PATH_TOOLS, RuleError, is_within
+from caliban.permissions.saved_rules import RuleNotSaved, RulesFile
 from caliban.tools.base import Invocation, Preview, ToolEnv, ToolOrigin
 from caliban.tools.exit_plan_mode import UNATTENDED
 from caliban.util.fsutil import resolved
@@ -61,6 +63,12 @@ class PermissionRequest:
     """The call's input, as the model sent it (or as a PreToolUse hook changed it)."""
     effects: Effects = NO_EFFECTS
     """What the call would do (the command line it runs, the files it writes)."""
+    edits_mode_allows: bool = False
+    """acceptEdits mode would allow the call (a file edit in the project): the approver may
+    offer "allow all edits during this session" instead of a rule."""
+    saved_in: str | None = None
+    """Where "don't ask again" keeps :attr:`suggestion` past the session
+    (``.claude/settings.local.json``); None: for the session only."""
 
     def preview(self) -> Preview:
         """What the call would do: a file change, a command, or the input. Built only when
@@ -68,7 +76,7 @@ class PermissionRequest:
         return self.invocation.preview(self.env)
 
 
-AnswerKind = Literal["allow_once", "allow_session", "deny"]
+AnswerKind = Literal["allow_once", "allow_session", "allow_edits", "deny"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -96,6 +104,11 @@ class PermissionAnswer:
     @classmethod
     def allow_session(cls, pattern: str | None = None) -> PermissionAnswer:
         return cls(behavior="allow_session", pattern=pattern)
+
+    @classmethod
+    def allow_edits(cls) -> PermissionAnswer:
+        """Allow the call and switch the session to acceptEdits mode."""
+        return cls(behavior="allow_edits")
 
     @classmethod
     def deny(cls, reason: str | None = None) -> PermissionAnswer:
@@ -201,12 +214,23 @@ class PolicyAuthorizer:
     """``policy`` as the pipeline's authorizer, asking ``approver`` when it says to ask.
 
     Questions are asked one at a time; a call waiting for its turn is decided again first,
-    so a "don't ask again" answer given meanwhile covers it.
+    so a "don't ask again" answer given meanwhile covers it. A command line's rule is also
+    added to ``rules_file`` (:mod:`caliban.permissions.saved_rules`); when that fails,
+    ``warn`` says why and the rule lasts the session.
     """
 
-    def __init__(self, policy: PermissionPolicy, approver: Approver) -> None:
+    def __init__(
+        self,
+        policy: PermissionPolicy,
+        approver: Approver,
+        *,
+        rules_file: RulesFile | None = None,
+        warn: Callable[[str], None] = lambda text: None,
+    ) -> None:
         self.policy = policy
         self.approver = approver
+        self.rules_file = rules_file
+        self.warn = warn
         self._one_question = asyncio.Lock()
 
     def decide(self, call: BoundCall) -> Decided:
@@ -231,6 +255,12 @@ class PolicyAuthorizer:
 
     async def _ask(self, call: BoundCall, question: Ask) -> Settled:
         tool, subject = call.tool, _subject(call)
+        suggestion = question.suggestion or self.policy.suggestion(tool.name, subject, call.effects)
+        # Only a command line's rule is kept past the session (one the parser understood:
+        # for any other line there is no suggestion), and never a protected file's.
+        saved = (
+            self.rules_file if call.effects.runs is not None and not question.suggestion else None
+        )
         request = PermissionRequest(
             tool_name=tool.name,
             origin=tool.origin,
@@ -238,11 +268,12 @@ class PolicyAuthorizer:
             env=call.env,
             subject=subject,
             reason=question.reason,
-            suggestion=question.suggestion
-            or self.policy.suggestion(tool.name, subject, call.effects),
+            suggestion=suggestion,
             call_id=call.id,
             arguments=call.arguments,
             effects=call.effects,
+            edits_mode_allows=self._edits_mode_allows(call),
+            saved_in=saved.relative if saved is not None and suggestion else None,
         )
         answer = await self.approver(request)
         match answer.behavior:
@@ -258,13 +289,41 @@ class PolicyAuthorizer:
             case "allow_session":
                 # No rule, or one that does not parse: this call was allowed, nothing more
                 # (never a different rule than the one the user saw).
+                pattern = answer.pattern or request.suggestion
                 with contextlib.suppress(RuleError):
-                    self.policy.allow_for_session(answer.pattern or request.suggestion)
+                    self.policy.allow_for_session(pattern)
+                    if request.saved_in is not None and pattern == request.suggestion:
+                        self._save(pattern)
+                return ALLOW
+            case "allow_edits":
+                self.policy.mode = "acceptEdits"
                 return ALLOW
             case "deny":
                 return Deny(reason=answer.reason or user_denial(tool.name, None), by="user")
             case _:
                 assert_never(answer.behavior)
+
+    def _edits_mode_allows(self, call: BoundCall) -> bool:
+        """Whether acceptEdits would allow ``call``, asked in default mode: a file edit
+        in the project that no rule or protected path makes ask."""
+        if self.policy.mode != "default" or call.effects.runs is not None:
+            return False
+        editing = dataclasses.replace(self.policy, mode="acceptEdits")
+        decision = editing.decide(
+            call.tool.name,
+            _subject(call),
+            call.effects,
+            read_only=call.tool.read_only,
+            origin=call.tool.origin,
+        )
+        return decision.behavior == "allow" and bool(call.effects.writes)
+
+    def _save(self, rule: str) -> None:
+        assert self.rules_file is not None
+        try:
+            self.rules_file.add_allow(rule)
+        except RuleNotSaved as exc:
+            self.warn(f"{rule} was not saved ({exc}); it holds for this session only")
 
     def _changed(self, call: BoundCall, arguments: Mapping[str, Any]) -> Settled:
         """An allow with a new input: the tool validates it and the policy decides on it

@@ -4,8 +4,11 @@ It shows what the call would do (the file change as a coloured diff for Edit and
 command for Bash, the input otherwise), why caliban asks, and three answers::
 
     1. Yes
-    2. Yes, and don't ask again for Bash(git status*) this session
+    2. Yes, and don't ask again for Bash(git status:*) in this project
     3. No, and tell caliban what to do differently
+
+For a file edit that acceptEdits mode would allow, the second is Claude Code's "Yes, allow
+all edits during this session (shift+tab)", which switches the session to acceptEdits.
 
 Keys ``1``/``2``/``3`` answer at once (also ``y``, ``a``, ``n``); the arrows and Enter work
 too. "No" asks for an optional instruction, which the model reads. Esc and Ctrl-C refuse and
@@ -64,7 +67,7 @@ if TYPE_CHECKING:
     from caliban.config.settings import PermissionMode
     from caliban.permissions.approval import PermissionAnswer, PermissionRequest
 
-Choice = Literal["once", "session", "deny"]
+Choice = Literal["once", "session", "edits", "deny"]
 T = TypeVar("T")
 EarlyKeys = Callable[[list[KeyPress]], None]
 """Where keys typed before a question was drawn go (the REPL's draft)."""
@@ -159,6 +162,8 @@ class TerminalApprover:
                 return PermissionAnswer.allow_once()
             case "session":
                 return PermissionAnswer.allow_session(request.suggestion)
+            case "edits":
+                return PermissionAnswer.allow_edits()
             case "deny":
                 return PermissionAnswer.deny(user_denial(request.tool_name, decision.said))
             case _:
@@ -167,9 +172,12 @@ class TerminalApprover:
     async def ask(self, request: PermissionRequest) -> Decision:
         """Show the request and read the answer."""
         options: list[tuple[Choice, str]] = [("once", "Yes")]
-        if request.suggestion:
+        if request.edits_mode_allows:
+            options.append(("edits", "Yes, allow all edits during this session (shift+tab)"))
+        elif request.suggestion:
+            where = "in this project" if request.saved_in else "this session"
             options.append(
-                ("session", f"Yes, and don't ask again for {request.suggestion} this session")
+                ("session", f"Yes, and don't ask again for {request.suggestion} {where}")
             )
         options.append(("deny", "No, and tell caliban what to do differently"))
         rows = get_app_session().output.get_size().rows
@@ -178,8 +186,8 @@ class TerminalApprover:
         if not on_terminal:
             self.console.print(panel)
         shortcuts: dict[str, Choice] = {"y": "once", "n": "deny"}
-        if request.suggestion:
-            shortcuts["a"] = "session"
+        if len(options) == 3:
+            shortcuts["a"] = options[1][0]
         try:
             choice = await choose(
                 options,
@@ -192,10 +200,8 @@ class TerminalApprover:
         except (KeyboardInterrupt, EOFError):
             self.console.print(Text(f"  {ELBOW}  Refused; interrupting.", style="red"))
             return Decision(choice="deny", interrupted=True)
-        if choice == "session":
-            self.console.print(
-                Text(f"  ✓ {request.suggestion} allowed for the rest of this session", style="dim")
-            )
+        if (confirmation := _confirmation(choice, request)) is not None:
+            self.console.print(Text(f"  ✓ {confirmation}", style="dim"))
         if choice != "deny":
             return Decision(choice=choice)
         try:
@@ -278,6 +284,19 @@ class TerminalApprover:
 
     def _ansi(self, renderable: RenderableType) -> ANSI:
         return to_ansi(self.console, renderable)
+
+
+def _confirmation(choice: Choice, request: PermissionRequest) -> str | None:
+    """The line left on the screen by an answer that lasts past the call."""
+    match choice:
+        case "session" if request.saved_in:
+            return f"{request.suggestion} allowed in this project (saved to {request.saved_in})"
+        case "session":
+            return f"{request.suggestion} allowed for the rest of this session"
+        case "edits":
+            return "accept edits on: file edits in the project run without asking (shift+tab)"
+        case _:
+            return None
 
 
 def to_ansi(console: Console, renderable: RenderableType) -> ANSI:

@@ -101,6 +101,7 @@ async def open_session(
     from caliban.mcp.status import describe_failure, describe_skipped
     from caliban.permissions.approval import PolicyAuthorizer, deny_approver
     from caliban.permissions.policy import PermissionPolicy
+    from caliban.permissions.saved_rules import rules_file
     from caliban.providers.base import DEFAULT_MODELS
     from caliban.providers.select import create_provider, resolve_provider
     from caliban.session.resume import close_transcript, open_transcript
@@ -175,6 +176,11 @@ async def open_session(
         asker = deny_approver
     else:
         asker = notifying
+    authorizer = PolicyAuthorizer(
+        policy,
+        asker,
+        rules_file=rules_file(root, settings.permissions.save_rules_in) if interactive else None,
+    )
     fallback_warnings: list[str] = []
     fallbacks = _fallbacks(options.fallback_models, choice, fallback_warnings)
     session = Session(
@@ -205,7 +211,7 @@ async def open_session(
         agents=agent_definitions if chosen.agent and main_agent is None else (),
         skills=() if options.disable_slash_commands else catalog.items,
         permissions=policy,
-        authorizer=PolicyAuthorizer(policy, asker),
+        authorizer=authorizer,
         listeners=list(listeners),
         max_turns=settings.max_turns,
         config=loaded,
@@ -217,6 +223,7 @@ async def open_session(
         sandbox=sandbox,
         status_line=setup.claude.status_line,
     )
+    authorizer.warn = lambda text: session.emit(Notice(level="warning", text=text))
     if checkpointing(interactive=interactive):
         session.checkpoints = Checkpoints(
             project=root,
