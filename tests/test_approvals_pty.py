@@ -112,7 +112,7 @@ def test_allow_all_edits_switches_the_session_to_accept_edits(
 def test_a_bash_rule_is_saved_where_claude_code_saves_it_and_holds_next_time(
     project: Path, fake_model_server: Any
 ) -> None:
-    """"Don't ask again" for ``echo saved-rule …`` writes ``Bash(echo saved-rule:*)`` to
+    """Choosing "don't ask again" for ``echo saved-rule …`` writes ``Bash(echo saved-rule:*)`` to
     ``.claude/settings.local.json`` (its other keys kept); ``caliban -c`` and a new session
     run the command without asking. The folder is trusted, as Claude Code's always is
     (in one that is not, a project's allow rules wait for trust: test_saved_rules)."""

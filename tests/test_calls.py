@@ -4,8 +4,8 @@ the policy deciding from effects rather than tool names, and where new stages pl
 from __future__ import annotations
 
 import asyncio
-import os
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -389,10 +389,8 @@ async def test_a_file_not_read_fails_at_bind_before_anyone_is_asked(
     assert unread.is_error and "has not been read in this session" in unread.text
     assert approver.requests == []
 
-    provider = ScriptedProvider(
-        [reply(tool_call("Read", {"file_path": "a.py"})), reply(tool_call(tool.name, arguments))]
-        + ["ok"]
-    )
+    read = reply(tool_call("Read", {"file_path": "a.py"}))
+    provider = ScriptedProvider([read, reply(tool_call(tool.name, arguments)), "ok"])
     with hang_guard():
         await agent(provider, tmp_path, [tool, Read()], approver, env=env).run("go")
     assert len(approver.requests) == 1  # read: now it asks (and is refused)

@@ -92,7 +92,7 @@ def test_a_file_that_is_not_settings_is_left_alone(project: Path, content: str) 
     path.write_text(content)
     saved = rules_file(project, "claude-local")
     assert saved is not None
-    with pytest.raises(RuleNotSaved, match="settings.local.json"):
+    with pytest.raises(RuleNotSaved, match=r"settings\.local\.json"):
         saved.add_allow("Bash(make:*)")
     assert path.read_text() == content
 
