@@ -54,6 +54,21 @@ def test_esc_or_ctrl_c_typed_ahead_asks_to_interrupt_and_other_keys_mean_nothing
     assert typed.draft == "line one\nline two"
 
 
+def test_ctrl_d_typed_ahead_on_an_empty_draft_leaves_after_the_turn() -> None:
+    """As it would at the prompt: the user cannot tell whether the turn was still ending."""
+    ctrl_d = KeyPress(Keys.ControlD, "\x04")
+    typed = TypeAhead()
+    typed.feed([ctrl_d, KeyPress(Keys.Up, "\x1b[A")])  # keys that mean nothing keep it
+    assert typed.leaving and typed.take_leaving() and not typed.leaving
+    typed.feed([ctrl_d, *keys("stay")])  # typing after it: the draft goes to the prompt
+    assert not typed.take_leaving()
+    typed.feed([ctrl_d])  # on a draft: the prompt's Ctrl-D would not leave either
+    assert not typed.take_leaving() and typed.draft == "stay"
+    typed.take_draft()
+    typed.feed([*keys("later"), KeyPress(Keys.ControlM, "\r"), ctrl_d])
+    assert not typed.take_leaving()  # a queued message is sent first
+
+
 # ---------------------------------------------------------------------------- first prompts
 
 

@@ -10,11 +10,23 @@ import os
 import threading
 import tomllib
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
+from hang import HANG_S
 
+from caliban.calls.bound import bind
+from caliban.calls.verdict import ALLOW, Settled, authorize
 from caliban.claude_code.settings import load_claude_settings
+from caliban.permissions.approval import PermissionAnswer, PermissionRequest, PolicyAuthorizer
+from caliban.permissions.policy import PermissionPolicy
+from caliban.permissions.rules import PermissionRules
 from caliban.permissions.saved_rules import RuleNotSaved, rules_file
+from caliban.tools.base import Tool, ToolEnv
+from caliban.tools.bash import Bash
+from caliban.tools.edit import Edit
+from caliban.tools.write import Write
 
 
 def local_settings(project: Path) -> dict[str, object]:
@@ -161,3 +173,99 @@ def test_a_hostile_committed_local_settings_still_only_narrows_when_untrusted(
     assert untrusted.deny == ("Read(./secrets/**)",)
     trusted = load_claude_settings(project, trusted=True)
     assert "Bash(make test:*)" in trusted.allow
+
+
+# ---------------------------------------------------------------------------- the authorizer
+
+
+class Answering:
+    def __init__(self, answer: PermissionAnswer) -> None:
+        self.answer = answer
+        self.requests: list[PermissionRequest] = []
+
+    async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
+        self.requests.append(request)
+        return self.answer
+
+
+async def settle(
+    project: Path,
+    tool: Tool,
+    arguments: dict[str, Any],
+    answer: PermissionAnswer,
+    allow: tuple[str, ...] = (),
+) -> tuple[Settled, PermissionRequest, PermissionPolicy, list[str]]:
+    policy = PermissionPolicy(project_root=project, rules=PermissionRules.parse(allow=allow))
+    approver = Answering(answer)
+    warnings: list[str] = []
+    authorizer = PolicyAuthorizer(
+        policy, approver, rules_file=rules_file(project, "claude-local"), warn=warnings.append
+    )
+    call = bind(
+        call_id="c1",
+        tool=tool,
+        arguments=arguments,
+        env=ToolEnv(cwd=project, project_root=project),
+    )
+    assert not isinstance(call, str)
+    with anyio.fail_after(HANG_S):
+        verdict = await authorize(authorizer, call)
+    [request] = approver.requests
+    return verdict, request, policy, warnings
+
+
+@pytest.mark.anyio
+async def test_only_the_rule_shown_for_an_understood_line_is_saved(project: Path) -> None:
+    settings = project / ".claude/settings.local.json"
+    always = PermissionAnswer.allow_session()
+    verdict, request, _, _ = await settle(project, Bash(), {"command": "make test"}, always)
+    assert verdict == ALLOW and request.saved_in == ".claude/settings.local.json"
+    assert json.loads(settings.read_text())["permissions"]["allow"] == ["Bash(make test:*)"]
+    # a wider pattern than the one shown (an SDK's answer) holds for the session, unsaved
+    wider = PermissionAnswer.allow_session("Bash")
+    _, _, policy, _ = await settle(project, Bash(), {"command": "make lint"}, wider)
+    assert [r.text for r in policy.session_rules] == ["Bash"]
+    assert json.loads(settings.read_text())["permissions"]["allow"] == ["Bash(make test:*)"]
+    # a line the parser does not understand: no rule offered, nothing saved
+    line = {"command": 'eval "$(cat x)"'}
+    _, request, _, _ = await settle(project, Bash(), line, always)
+    assert request.suggestion == "" and request.saved_in is None
+    # a redirection into a protected file: the command's rule is saved, and the write
+    # still asks next time (only a rule naming that very file allows it)
+    line = {"command": "echo x > .mcp.json"}
+    _, request, _, _ = await settle(project, Bash(), line, always)
+    assert request.suggestion == "Bash(echo x:*)"
+    saved = tuple(json.loads(settings.read_text())["permissions"]["allow"])
+    assert "Bash(echo x:*)" in saved
+    _, request, _, _ = await settle(project, Bash(), line, PermissionAnswer.deny(), allow=saved)
+    assert "is protected" in request.reason
+
+
+@pytest.mark.anyio
+async def test_a_rule_that_cannot_be_saved_holds_for_the_session_and_says_why(
+    project: Path,
+) -> None:
+    (project / ".claude").mkdir()
+    (project / ".claude/settings.local.json").write_text("{broken")
+    always = PermissionAnswer.allow_session()
+    verdict, _, policy, warnings = await settle(project, Bash(), {"command": "make"}, always)
+    assert verdict == ALLOW and [r.text for r in policy.session_rules] == ["Bash(make:*)"]
+    [warning] = warnings
+    assert "Bash(make:*) was not saved" in warning and "not valid JSON" in warning
+
+
+@pytest.mark.anyio
+async def test_allow_all_edits_is_offered_where_accept_edits_would_allow(project: Path) -> None:
+    (project / "a.py").write_text("a\n")
+    edit = {"file_path": "src/new.py", "old_string": "", "new_string": "x\n"}
+    verdict, request, policy, _ = await settle(
+        project, Edit(), edit, PermissionAnswer.allow_edits()
+    )
+    assert verdict == ALLOW and request.edits_mode_allows and policy.mode == "acceptEdits"
+    assert request.saved_in is None  # a file rule is never saved
+    assert not (project / ".claude").exists()
+    protected = {"file_path": ".mcp.json", "content": "{}"}
+    _, request, _, _ = await settle(project, Write(), protected, PermissionAnswer.deny())
+    assert not request.edits_mode_allows  # acceptEdits would ask about it too
+    _, request, _, _ = await settle(project, Bash(), {"command": "ls"}, PermissionAnswer.deny())
+    assert not request.edits_mode_allows
