@@ -41,6 +41,15 @@ def tool_results(body: dict[str, Any]) -> list[str]:
     ]
 
 
+def choose_second(child: Any, prompt: str, option: str) -> None:
+    """Send ``prompt``; at the question, see its second answer read ``option`` and take it."""
+    expect_prompt(child)
+    child.send(prompt + "\r")
+    child.expect(QUESTION)
+    child.expect(option)
+    answer(child, "2")
+
+
 def leave(child: Any) -> None:
     child.sendcontrol("d")
     child.expect(pexpect.EOF)
@@ -92,11 +101,9 @@ def test_allow_all_edits_switches_the_session_to_accept_edits(
     )
     child = spawn(project, fake_model_server)
     try:
-        expect_prompt(child)
-        child.send("edit things\r")
-        child.expect(QUESTION)
-        child.expect(r"2\. Yes, allow all edits during this session \(shift\+tab\)")
-        answer(child, "2")
+        choose_second(
+            child, "edit things", r"2\. Yes, allow all edits during this session \(shift\+tab\)"
+        )
         child.expect("accept edits on")
         # the Write into a new directory runs without a second question
         assert child.expect([QUESTION, "All edited."]) == 1, "it asked again"
@@ -131,11 +138,9 @@ def test_a_bash_rule_is_saved_where_claude_code_saves_it_and_holds_next_time(
     )
     child = spawn(project, fake_model_server)
     try:
-        expect_prompt(child)
-        child.send("run it\r")
-        child.expect(QUESTION)
-        child.expect(r"don't ask again for Bash\(echo saved-rule:\*\) in this project")
-        answer(child, "2")
+        choose_second(
+            child, "run it", r"don't ask again for Bash\(echo saved-rule:\*\) in this project"
+        )
         child.expect(r"saved to \.claude/settings\.local\.json")
         child.expect("Ran once.")
         expect_prompt(child)

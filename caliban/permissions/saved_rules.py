@@ -51,10 +51,6 @@ class RulesFile:
     relative: str
     """Its path under the project root, as shown (``.claude/settings.local.json``)."""
 
-    @property
-    def path(self) -> Path:
-        return self.project_root / self.relative
-
     def add_allow(self, rule: str) -> None:
         """Add ``rule`` to the file's allow rules (nothing when it is there already);
         raises :class:`RuleNotSaved`."""
