@@ -37,10 +37,11 @@ def test_typed_ahead_keys_make_a_draft_and_enter_queues_it() -> None:
     assert not typed.feed(keys("also add testz"))
     typed.feed([KeyPress(Keys.ControlH, "\x7f"), KeyPress("s", "s")])
     assert typed.draft == "also add tests"
-    typed.feed([KeyPress(Keys.ControlM, "\r"), *keys("and docs"), KeyPress(Keys.ControlJ, "\n")])
+    typed.feed([KeyPress(Keys.ControlM, "\r"), *keys("and"), KeyPress(Keys.ControlJ, "\n")])
+    typed.feed([*keys("docs"), KeyPress(Keys.ControlM, "\r")])  # Ctrl-J: a new line
     typed.feed([*keys("half typed "), KeyPress(Keys.ControlW, "")])
-    assert typed.queued == ["also add tests", "and docs"] and typed.draft == "half "
-    assert typed.take_queued() == "also add tests\n\nand docs" and typed.take_queued() is None
+    assert typed.queued == ["also add tests", "and\ndocs"] and typed.draft == "half "
+    assert typed.take_queued() == "also add tests\n\nand\ndocs" and typed.take_queued() is None
     assert typed.take_draft() == "half " and typed.draft == ""
 
 

@@ -49,7 +49,7 @@ def quiet_keys(real_terminal: bool) -> Iterator[None]:
 
     Held for the whole session: prompt-toolkit's raw mode nests inside it, so between a
     turn and the next prompt the terminal is never in cooked mode, whose line discipline
-    would swallow a Ctrl-D as end-of-file."""
+    would swallow a Ctrl-D as end-of-file and turn Enter into Ctrl-J."""
     if not real_terminal or not sys.stdin.isatty():
         yield
         return
@@ -62,6 +62,9 @@ def quiet_keys(real_terminal: bool) -> Iterator[None]:
     saved = termios.tcgetattr(fd)
     quiet = termios.tcgetattr(fd)
     quiet[3] &= ~(termios.ECHO | termios.ICANON)
+    # Enter stays CR, as in prompt-toolkit's raw mode: turned into LF it would reach the
+    # prompt as Ctrl-J (a new line), not Enter, when typed just before the prompt reads.
+    quiet[0] &= ~termios.ICRNL
     quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
     termios.tcsetattr(fd, termios.TCSANOW, quiet)
     try:

@@ -2,10 +2,10 @@
 
 While the model works the terminal reads keys one at a time and nothing is echoed over the
 answer. Every key goes through :class:`TypeAhead`: printable keys and pastes extend the
-draft, Backspace / Ctrl-U / Ctrl-W edit it, Enter queues the draft as a message for the end
-of the turn (as Claude Code does), Esc and Ctrl-C ask to interrupt. The REPL shows the draft
-and the queue under the spinner, sends the queue as the next prompt when the turn ends, and
-puts an unsent draft back into the input line.
+draft (Ctrl-J: a new line), Backspace / Ctrl-U / Ctrl-W edit it, Enter queues the draft as
+a message for the end of the turn (as Claude Code does), Esc and Ctrl-C ask to interrupt.
+The REPL shows the draft and the queue under the spinner, sends the queue as the next prompt
+when the turn ends, and puts an unsent draft back into the input line.
 
 Ctrl-D is not lost either: pressed on an empty draft with nothing queued, and not followed
 by more typing, it leaves caliban once the turn ends, as it would at the prompt — the user
@@ -47,9 +47,10 @@ class TypeAhead:
             before = (self.draft, len(self.queued))
             if key in INTERRUPT_KEYS:
                 interrupt = True
-            elif key in (Keys.ControlM, Keys.ControlJ):
-                # Enter: during a turn the terminal turns its CR into LF (ICRNL), so both.
+            elif key == Keys.ControlM:  # Enter (the terminal keeps its CR: quiet_keys)
                 self._queue()
+            elif key == Keys.ControlJ:  # a new line, as at the prompt
+                self.draft += _NEWLINE
             elif key in (Keys.ControlH, Keys.Backspace):
                 self.draft = self.draft[:-1]
             elif key == Keys.ControlU:
