@@ -194,12 +194,16 @@ async def settle(
     arguments: dict[str, Any],
     answer: PermissionAnswer,
     allow: tuple[str, ...] = (),
+    trusted: bool = True,
 ) -> tuple[Settled, PermissionRequest, PermissionPolicy, list[str]]:
     policy = PermissionPolicy(project_root=project, rules=PermissionRules.parse(allow=allow))
     approver = Answering(answer)
     warnings: list[str] = []
     authorizer = PolicyAuthorizer(
-        policy, approver, rules_file=rules_file(project, "claude-local"), warn=warnings.append
+        policy,
+        approver,
+        rules_file=rules_file(project, "claude-local", trusted=trusted),
+        warn=warnings.append,
     )
     call = bind(
         call_id="c1",
@@ -252,6 +256,16 @@ async def test_a_rule_that_cannot_be_saved_holds_for_the_session_and_says_why(
     assert verdict == ALLOW and [r.text for r in policy.session_rules] == ["Bash(make:*)"]
     [warning] = warnings
     assert "Bash(make:*) was not saved" in warning and "not valid JSON" in warning
+
+
+@pytest.mark.anyio
+async def test_a_rule_saved_in_a_folder_not_trusted_says_when_it_will_apply(
+    project: Path,
+) -> None:
+    always = PermissionAnswer.allow_session()
+    _, _, _, warnings = await settle(project, Bash(), {"command": "make"}, always, trusted=False)
+    [warning] = warnings
+    assert "saved to .claude/settings.local.json" in warning and "not trusted" in warning
 
 
 @pytest.mark.anyio

@@ -324,6 +324,12 @@ class PolicyAuthorizer:
             self.rules_file.add_allow(rule)
         except RuleNotSaved as exc:
             self.warn(f"{rule} was not saved ({exc}); it holds for this session only")
+            return
+        if not self.rules_file.read_back:
+            self.warn(
+                f"{rule} was saved to {self.rules_file.relative}, but this folder is not "
+                "trusted: new sessions apply it once you trust the folder (/trust)"
+            )
 
     def _changed(self, call: BoundCall, arguments: Mapping[str, Any]) -> Settled:
         """An allow with a new input: the tool validates it and the policy decides on it

@@ -50,6 +50,8 @@ class RulesFile:
     project_root: Path
     relative: str
     """Its path under the project root, as shown (``.claude/settings.local.json``)."""
+    read_back: bool = True
+    """New sessions apply its allow rules: the folder is trusted."""
 
     def add_allow(self, rule: str) -> None:
         """Add ``rule`` to the file's allow rules (nothing when it is there already);
@@ -75,11 +77,12 @@ class RulesFile:
         return path
 
 
-def rules_file(project_root: Path, where: SaveRulesIn) -> RulesFile | None:
-    """The file ``permissions.save_rules_in`` names for a project (None: the session only)."""
+def rules_file(project_root: Path, where: SaveRulesIn, *, trusted: bool = True) -> RulesFile | None:
+    """The file ``permissions.save_rules_in`` names for a project (None: the session only);
+    ``trusted``: the project's folder is, so new sessions read its allow rules back."""
     if where == "session":
         return None
-    return RulesFile(project_root=project_root, relative=RULES_FILES[where])
+    return RulesFile(project_root=project_root, relative=RULES_FILES[where], read_back=trusted)
 
 
 def _add_to_json(path: Path, rule: str) -> None:

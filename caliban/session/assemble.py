@@ -179,7 +179,11 @@ async def open_session(
     authorizer = PolicyAuthorizer(
         policy,
         asker,
-        rules_file=rules_file(root, settings.permissions.save_rules_in) if interactive else None,
+        rules_file=(
+            rules_file(root, settings.permissions.save_rules_in, trusted=trusted)
+            if interactive
+            else None
+        ),
     )
     fallback_warnings: list[str] = []
     fallbacks = _fallbacks(options.fallback_models, choice, fallback_warnings)
