@@ -273,7 +273,7 @@ async def test_allow_all_edits_is_offered_where_accept_edits_would_allow(project
     (project / "a.py").write_text("a\n")
     edit = {"file_path": "src/new.py", "old_string": "", "new_string": "x\n"}
     verdict, request, policy, _ = await settle(
-        project, Edit(), edit, PermissionAnswer.allow_edits()
+        project, Edit(), edit, PermissionAnswer.allow_once(mode="acceptEdits")
     )
     assert verdict == ALLOW and request.edits_mode_allows and policy.mode == "acceptEdits"
     assert request.saved_in is None  # a file rule is never saved

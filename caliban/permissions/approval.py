@@ -76,7 +76,7 @@ class PermissionRequest:
         return self.invocation.preview(self.env)
 
 
-AnswerKind = Literal["allow_once", "allow_session", "allow_edits", "deny"]
+AnswerKind = Literal["allow_once", "allow_session", "deny"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -104,11 +104,6 @@ class PermissionAnswer:
     @classmethod
     def allow_session(cls, pattern: str | None = None) -> PermissionAnswer:
         return cls(behavior="allow_session", pattern=pattern)
-
-    @classmethod
-    def allow_edits(cls) -> PermissionAnswer:
-        """Allow the call and switch the session to acceptEdits mode."""
-        return cls(behavior="allow_edits")
 
     @classmethod
     def deny(cls, reason: str | None = None) -> PermissionAnswer:
@@ -294,9 +289,6 @@ class PolicyAuthorizer:
                     self.policy.allow_for_session(pattern)
                     if request.saved_in is not None and pattern == request.suggestion:
                         self._save(pattern)
-                return ALLOW
-            case "allow_edits":
-                self.policy.mode = "acceptEdits"
                 return ALLOW
             case "deny":
                 return Deny(reason=answer.reason or user_denial(tool.name, None), by="user")

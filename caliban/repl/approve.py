@@ -163,7 +163,7 @@ class TerminalApprover:
             case "session":
                 return PermissionAnswer.allow_session(request.suggestion)
             case "edits":
-                return PermissionAnswer.allow_edits()
+                return PermissionAnswer.allow_once(mode="acceptEdits")
             case "deny":
                 return PermissionAnswer.deny(user_denial(request.tool_name, decision.said))
             case _:
