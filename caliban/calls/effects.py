@@ -76,6 +76,9 @@ class Effects:
     leaves_plan_mode: bool = False
     """The call asks the user to approve a plan and end plan mode (ExitPlanMode): the policy
     always asks, and only in plan mode."""
+    destructive: bool = False
+    """The tool says the call may destroy or overwrite data (an MCP tool's
+    ``destructiveHint``): it asks unless a rule allows it, whatever the mode would allow."""
 
 
 NO_EFFECTS = Effects()

@@ -155,8 +155,18 @@ class McpTool:
 
     @property
     def read_only(self) -> bool:
-        """From the server's ``readOnlyHint`` annotation; False when absent."""
-        return bool((self.annotations or {}).get("readOnlyHint", False))
+        """From the server's ``readOnlyHint`` annotation; False when absent, or when the
+        server also says it is destructive (the stricter word wins)."""
+        return self._hint("readOnlyHint") and not self.destructive
+
+    @property
+    def destructive(self) -> bool:
+        """From the server's ``destructiveHint`` annotation; False when absent, as in
+        Claude Code (the protocol's default, true, would mark nearly every tool)."""
+        return self._hint("destructiveHint")
+
+    def _hint(self, name: str) -> bool:
+        return (self.annotations or {}).get(name) is True
 
     @functools.cached_property
     def spec(self) -> ToolSpec:
@@ -198,7 +208,7 @@ class McpInvocation:
         return None
 
     def effects(self, cwd: Path) -> Effects:
-        return Effects(reaches=(McpServer(self.tool.server),))
+        return Effects(reaches=(McpServer(self.tool.server),), destructive=self.tool.destructive)
 
     def preview(self, env: ToolEnv) -> Preview:
         return json_preview(self.arguments)

@@ -23,12 +23,14 @@ Precedence, first match wins:
 6. a write (Write/Edit) outside the project root asks, unless an allow rule names that
    place by an absolute path;
 7. an ``allow`` rule (config, ``--allowed-tools`` or "don't ask again this session") allows;
-8. the mode's default: read-only built-in tools run; in ``acceptEdits`` file edits inside
+8. a call its tool marks destructive (an MCP tool's ``destructiveHint``) asks;
+9. the mode's default: read-only built-in tools run; in ``acceptEdits`` file edits inside
    the project run; everything else asks.
 
 With ``autoAllowBashIfSandboxed``, a command line the OS sandbox will confine
-(:class:`Confined`) runs where the steps above would ask — unless an ``ask`` rule asked, or
-the backend cannot keep protected paths read-only (Landlock: auto-allow does not apply).
+(:class:`Confined`) runs where the steps above would ask — unless an ``ask`` rule asked, the
+call is destructive, or the backend cannot keep protected paths read-only (Landlock:
+auto-allow does not apply).
 """
 
 from __future__ import annotations
@@ -198,6 +200,7 @@ def decide(
             origin=origin,
             writes=effects.writes,
             leaves_plan_mode=effects.leaves_plan_mode,
+            destructive=effects.destructive,
         )
     decision = _decide_line(
         decide_one,
@@ -211,7 +214,9 @@ def decide(
         rules=rules,
         project_root=project_root,
     )
-    return decision if confined is None else _auto_allowed(decision, confined)
+    if confined is None or effects.destructive:
+        return decision
+    return _auto_allowed(decision, confined)
 
 
 def _decide_line(
@@ -230,7 +235,12 @@ def _decide_line(
     """:func:`decide` for a call that runs ``command`` (``decide_one`` is :func:`_decide`
     with the policy's state): the line, then what its redirections read and write."""
     decision = decide_one(
-        tool_name, subject, read_only=read_only, origin=origin, line=command.analysis
+        tool_name,
+        subject,
+        read_only=read_only,
+        origin=origin,
+        line=command.analysis,
+        destructive=effects.destructive,
     )
     if decision.behavior == "deny" or isinstance(command.analysis, NotUnderstood):
         # Its redirections cannot be known. No allow rule but one for the whole tool matches
@@ -335,9 +345,11 @@ def _decide(
     line: Analysis | None = None,
     working_dirs: Sequence[Path] = (),
     leaves_plan_mode: bool = False,
+    destructive: bool = False,
 ) -> Decision:
     """:func:`decide` for one call, without looking at a command line's redirections:
-    ``writes`` are the call's own, ``line`` the command line it runs."""
+    ``writes`` are the call's own, ``line`` the command line it runs; a ``destructive``
+    call (:attr:`Effects.destructive`) asks where only the mode's default would allow it."""
     texts = None
     if line is not None and any(rule.names(tool_name) for rule in (*rules.deny, *rules.ask)):
         texts = bash_rules.line_texts(line)  # collected once for deny and ask rules both
@@ -393,6 +405,11 @@ def _decide(
         )
     if rule := find(rules.allow, subject=subject, allowing=True):
         return Decision(behavior="allow", reason=f"allowed by {rule.text!r}", rule=rule.text)
+    if destructive:
+        return Decision(
+            behavior="ask",
+            reason=f"{tool_name} is marked destructive by its server (destructiveHint)",
+        )
     if read_only and isinstance(origin, BuiltinOrigin):
         return Decision(behavior="allow", reason="read-only tool")
     if mode == "acceptEdits" and writes:

@@ -1,5 +1,5 @@
 """An SDK server that uses the protocol beyond tools: instructions, a resource, a resource
-template, a prompt, and a tool that elicits. In-process in tests; ``python features.py``
+template, a prompt, a tool that elicits and one marked destructive. In-process in tests; ``python features.py``
 serves it on stdio."""
 
 from __future__ import annotations
@@ -42,6 +42,11 @@ def build() -> MCPServer:
     def fares(city: str) -> str:
         """Cheapest fares to a city."""
         return f"{city}: 120 EUR"
+
+    @server.tool(annotations=types.ToolAnnotations(destructive_hint=True))
+    def cancel(trip_id: str) -> str:
+        """Cancel a trip (it cannot be undone)."""
+        return f"trip {trip_id} cancelled"
 
     @server.tool()
     async def book(ctx: Context) -> Any:
