@@ -42,7 +42,7 @@ import anyio
 
 from caliban import __version__
 from caliban.exec import Confinement
-from caliban.mcp import listing
+from caliban.mcp import listing, offers
 from caliban.mcp.auth import session_auth, uses_oauth
 from caliban.mcp.config import ServerConfig
 from caliban.mcp.connection import (
@@ -62,6 +62,7 @@ from caliban.mcp.connection import (
 from caliban.mcp.elicit import Elicitor, decline, sdk_callback
 from caliban.mcp.http import http_transport, sse_transport
 from caliban.mcp.logs import STDERR_RUN_BYTES, ServerLog, log_dir, log_path, read_tail
+from caliban.mcp.offers import Kind, PromptOffer, ResourceOffer
 from caliban.mcp.results import (
     CallFailed,
     CallFailure,
@@ -177,6 +178,8 @@ class McpManager:
         self._version = 0
         self._listeners: list[Callable[[int], None]] = []
         self._changed = asyncio.Event()
+        self._offers_version = 0
+        self._offers_changed = asyncio.Event()
         self._tools_cache: tuple[int, tuple[McpTool, ...]] | None = None
         self._unwritten: dict[str, Callable[[], None]] = {}
         self._write_timer: asyncio.TimerHandle | None = None
@@ -402,6 +405,29 @@ class McpManager:
         says without measuring the server's tools, which at 10,000 tools takes a second."""
         return {name: conn.phase for name, conn in self._conns.items()}
 
+    def prompts(self) -> tuple[PromptOffer, ...]:
+        """The prompts of every connected server, as last listed (no request is made)."""
+        return tuple(p for conn in self._enabled() for p in conn.offers.prompts)
+
+    def resources(self) -> tuple[ResourceOffer, ...]:
+        """The resources of every connected server, as last listed (no request is made)."""
+        return tuple(r for conn in self._enabled() for r in conn.offers.resources)
+
+    def _enabled(self) -> list[Connection]:
+        return [conn for conn in self._conns.values() if not isinstance(conn.phase, Disabled)]
+
+    @property
+    def offers_version(self) -> int:
+        """Moves on whenever a server's prompts or resources change."""
+        return self._offers_version
+
+    async def wait_for_offers(self, since: int) -> int:
+        """Wait until :attr:`offers_version` differs from ``since``; returns the new one."""
+        while self._offers_version == since:
+            self._offers_changed.clear()
+            await self._offers_changed.wait()
+        return self._offers_version
+
     # -- connections
 
     def _launch(self, conn: Connection) -> None:
@@ -476,8 +502,10 @@ class McpManager:
                         self._bump()
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._refresher, conn, attempt, client)
+                        for kind in attempt.stale:
+                            tg.start_soon(self._offers_refresher, conn, attempt, client, kind)
                         if subscription is not None:
-                            tg.start_soon(listing.follow, client, subscription, attempt.refresh.set)
+                            tg.start_soon(listing.follow, client, subscription, attempt)
                         await attempt.wake.wait()
                         tg.cancel_scope.cancel()
                     if attempt.lost and not self._closed:
@@ -551,6 +579,10 @@ class McpManager:
         async def handle(message: IncomingMessage) -> None:
             if isinstance(message, mcp_types.ToolListChangedNotification):
                 attempt.refresh.set()
+            elif isinstance(message, mcp_types.PromptListChangedNotification):
+                attempt.stale["prompts"].set()
+            elif isinstance(message, mcp_types.ResourceListChangedNotification):
+                attempt.stale["resources"].set()
 
         return Client(
             self._transport(conn.spec, attempt),
@@ -652,6 +684,27 @@ class McpManager:
                 continue
             if changed:
                 self._bump()
+
+    async def _offers_refresher(
+        self, conn: Connection, attempt: Attempt, client: Client, kind: Kind
+    ) -> None:
+        """List the server's prompts or resources now, and again whenever it says they
+        changed (at most once per quiet period, as tools)."""
+        stale = attempt.stale[kind]
+        while True:
+            await stale.wait()
+            stale.clear()
+            try:
+                with anyio.fail_after(conn.spec.startup_timeout):
+                    listed = await offers.fetch(client, conn.name, kind)
+            except Exception as exc:
+                logger.warning("listing %s of %s failed: %s", kind, conn.name, exc)
+                listed = ()
+            if listed != getattr(conn.offers, kind):
+                conn.offers = dataclasses.replace(conn.offers, **{kind: listed})
+                self._offers_version += 1
+                self._offers_changed.set()
+            await asyncio.sleep(self._limits.refresh_quiet_s)
 
     async def reconnect(self, name: str) -> ServerStatus:
         """Connect server ``name`` again (after a login, or to pick up a restarted server):

@@ -22,6 +22,7 @@ import anyio
 
 from caliban.mcp.config import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig
 from caliban.mcp.logs import ServerLog, log_path
+from caliban.mcp.offers import Kind, Offers
 from caliban.mcp.results import invalid_answer
 from caliban.mcp.stdio import StdioServer
 from caliban.mcp.tools import McpTool
@@ -192,6 +193,14 @@ class Attempt:
         """Set to end it: the server went away, or the manager closes."""
         self.refresh = asyncio.Event()
         """Set when the server says its tools changed."""
+        self.stale: dict[Kind, asyncio.Event] = {
+            "prompts": asyncio.Event(),
+            "resources": asyncio.Event(),
+        }
+        """Set when its prompts or resources are to be listed (again): at first, and when
+        the server says they changed."""
+        for event in self.stale.values():
+            event.set()
         self.log: ServerLog | None = None
         self.stdio: StdioServer | None = None
         self.client: Client | None = None
@@ -238,6 +247,8 @@ class Connection:
     spec: ServerSpec
     phase: Phase = field(default_factory=Connecting)
     listing: Listing = field(default_factory=Listing)
+    offers: Offers = field(default_factory=Offers)
+    """Its prompts and resources as last listed in this session."""
     attempt: Attempt | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held while a call reconnects the server, so two calls start one attempt."""

@@ -1,11 +1,10 @@
 """Asking a connected server for its tools (every page, leaving out the tools it defined
-badly) and following its announcements that they changed."""
+badly) and following its announcements that they (or its prompts or resources) changed."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import TYPE_CHECKING
 
 from caliban.util.text import clipped
@@ -13,7 +12,9 @@ from caliban.util.text import clipped
 if TYPE_CHECKING:
     import mcp_types
     from mcp import Client
-    from mcp.client.subscriptions import Subscription
+    from mcp.client.subscriptions import ServerEvent, Subscription
+
+    from caliban.mcp.connection import Attempt
 
 __all__ = ["fetch_tools", "follow", "subscribe"]
 
@@ -90,10 +91,22 @@ async def _lenient_tools_page(
     return absorbed
 
 
+def _listen(client: Client) -> AbstractAsyncContextManager[Subscription]:
+    """A ``subscriptions/listen`` stream of tool-list changes, and of prompt and resource
+    list changes of a server that offers them."""
+    capabilities = client.server_capabilities
+    return client.listen(
+        tools_list_changed=True,
+        prompts_list_changed=capabilities is not None and capabilities.prompts is not None,
+        resources_list_changed=capabilities is not None and capabilities.resources is not None,
+    )
+
+
 async def subscribe(stack: AsyncExitStack, server: str, client: Client) -> Subscription | None:
-    """A ``subscriptions/listen`` stream of tool-list changes (protocol 2026-07-28, where
-    change events only come that way), held open by ``stack``; None for older servers,
-    which send ``notifications/tools/list_changed`` unasked, and for those that refuse."""
+    """A ``subscriptions/listen`` stream of tool-, prompt- and resource-list changes
+    (protocol 2026-07-28, where change events only come that way), held open by ``stack``;
+    None for older servers, which send ``notifications/…/list_changed`` unasked, and for
+    those that refuse."""
     from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
     from mcp.shared.exceptions import MCPError
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -101,33 +114,48 @@ async def subscribe(stack: AsyncExitStack, server: str, client: Client) -> Subsc
     if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         return None
     try:
-        subscription = await stack.enter_async_context(client.listen(tools_list_changed=True))
+        subscription = await stack.enter_async_context(_listen(client))
     except (ListenNotSupportedError, SubscriptionLost, MCPError, TimeoutError) as exc:
-        logger.info("%s: no tool-list subscription: %s", server, exc)
+        logger.info("%s: no list-change subscription: %s", server, exc)
         return None
-    return subscription if subscription.honored.tools_list_changed else None
+    honored = subscription.honored
+    wanted = honored.tools_list_changed or honored.prompts_list_changed
+    return subscription if wanted or honored.resources_list_changed else None
 
 
-async def follow(client: Client, subscription: Subscription, changed: Callable[[], None]) -> None:
-    """Call ``changed`` for each event of ``subscription``; when the stream is lost, listen
-    again (a few times) and call it once more, since events in between are not replayed."""
+async def follow(client: Client, subscription: Subscription, attempt: Attempt) -> None:
+    """Mark what each event of ``subscription`` says changed (tools, prompts, resources)
+    as stale in ``attempt``; when the stream is lost, listen again (a few times) and mark
+    everything stale once more, since events in between are not replayed."""
     from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
     from mcp.shared.exceptions import MCPError
 
     try:
-        async for _event in subscription:
-            changed()
+        async for event in subscription:
+            _changed(attempt, event)
         return
     except SubscriptionLost:
         pass
     for _ in range(3):
         try:
-            async with client.listen(tools_list_changed=True) as again:
-                changed()
-                async for _event in again:
-                    changed()
+            async with _listen(client) as again:
+                _changed(attempt, None)
+                async for event in again:
+                    _changed(attempt, event)
             return
         except SubscriptionLost:
             continue
         except (ListenNotSupportedError, MCPError, TimeoutError):
             return
+
+
+def _changed(attempt: Attempt, event: ServerEvent | None) -> None:
+    """``event`` (None: anything may have changed) marks the lists it names stale."""
+    from mcp.client.subscriptions import PromptsListChanged, ResourcesListChanged
+
+    if event is None or isinstance(event, PromptsListChanged):
+        attempt.stale["prompts"].set()
+    if event is None or isinstance(event, ResourcesListChanged):
+        attempt.stale["resources"].set()
+    if event is None or not isinstance(event, PromptsListChanged | ResourcesListChanged):
+        attempt.refresh.set()

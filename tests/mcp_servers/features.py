@@ -1,6 +1,6 @@
 """An SDK server that uses the protocol beyond tools: instructions, a resource, a resource
-template, a prompt, a tool that elicits and one marked destructive. In-process in tests; ``python features.py``
-serves it on stdio."""
+template, a prompt, a tool that elicits, one marked destructive, and one that adds a prompt
+and a resource. In-process in tests; ``python features.py`` serves it on stdio."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.prompts import Prompt
+from mcp.server.mcpserver.resources import TextResource
 from pydantic import BaseModel, Field
 
 
@@ -47,6 +49,22 @@ def build() -> MCPServer:
     def cancel(trip_id: str) -> str:
         """Cancel a trip (it cannot be undone)."""
         return f"trip {trip_id} cancelled"
+
+    @server.tool()
+    async def extend(ctx: Context) -> str:
+        """Add the prompt 'pack' and the resource travel://visa, and say so."""
+
+        def pack(city: str) -> str:
+            """What to pack."""
+            return f"Pack for {city}."
+
+        server.add_prompt(Prompt.from_function(pack))
+        server.add_resource(TextResource(uri="travel://visa", name="visa", text="No visa."))
+        await ctx.notify_prompts_changed()  # 2026-07-28: subscriptions/listen
+        await ctx.notify_resources_changed()
+        await ctx.session.send_prompt_list_changed()  # 2025-11-25: notifications
+        await ctx.session.send_resource_list_changed()
+        return "extended"
 
     @server.tool()
     async def book(ctx: Context) -> Any:
