@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from caliban.util.text import clipped
+from caliban.util.text import clipped, visible
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -80,7 +80,7 @@ async def fetch(client: Client, server: str, kind: Kind) -> tuple[Any, ...]:
         if capabilities is None or capabilities.prompts is None:
             return ()
         prompts = await _pages(client.list_prompts, "prompts")
-        return tuple(_prompt(server, prompt) for prompt in prompts)
+        return tuple(_prompt(server, p) for p in prompts if _typable(p.name))
     if capabilities is None or capabilities.resources is None:
         return ()
     resources = await _pages(client.list_resources, "resources")
@@ -92,7 +92,14 @@ async def fetch(client: Client, server: str, kind: Kind) -> tuple[Any, ...]:
             description=clipped(resource.description or "", MAX_DESCRIPTION),
         )
         for resource in resources
+        if _typable(str(resource.uri))
     )
+
+
+def _typable(word: str) -> bool:
+    """Whether ``word`` can be typed as one word of a prompt: no space, no control or
+    format character (a name a server chose is shown and completed only then)."""
+    return bool(word) and not any(c.isspace() for c in word) and visible(word) == word
 
 
 def _prompt(server: str, prompt: Any) -> PromptOffer:

@@ -52,7 +52,7 @@ from caliban.repl.approve import TerminalApprover, choose
 from caliban.repl.attach import Attachment, attach
 from caliban.repl.clipboard import ClipboardError, paste_image
 from caliban.repl.commands import CommandContext, ExitRepl, find_command, run_command
-from caliban.repl.complete import ReplCompleter
+from caliban.repl.complete import ReplCompleter, prompt_commands, resource_mentions
 from caliban.repl.editor import NoEditor, edit_text
 from caliban.repl.history import project_history
 from caliban.repl.host import Opener, SessionHost
@@ -313,7 +313,9 @@ class Repl:
         self.prompt: PromptSession[str] = PromptSession(
             message=self._message,
             history=history if history is not None else project_history(self.cwd, self._warn),
-            completer=ReplCompleter(self.cwd, custom=self._custom_commands),
+            completer=ReplCompleter(
+                self.cwd, custom=self._custom_commands, resources=self._resource_mentions
+            ),
             complete_while_typing=True,
             key_bindings=prompt_key_bindings(self),
             bottom_toolbar=self._toolbar,
@@ -788,7 +790,15 @@ class Repl:
     def _custom_commands(self) -> list[tuple[str, str]]:
         if (session := self.opened_session()) is None:
             return []
-        return [(skill.name, skill.description) for skill in session.skills]
+        commands = [(skill.name, skill.description) for skill in session.skills]
+        if session.mcp is not None:
+            commands += prompt_commands(session.mcp.prompts())
+        return commands
+
+    def _resource_mentions(self) -> list[tuple[str, str]]:
+        if (session := self.opened_session()) is None or session.mcp is None:
+            return []
+        return resource_mentions(session.mcp.resources())
 
     def _message(self) -> StyleAndTextTuples:
         width = self.prompt.app.output.get_size().columns

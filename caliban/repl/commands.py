@@ -108,6 +108,17 @@ async def _help(ctx: CommandContext, arg: str) -> None:
             where = f"{skill.scope} {skill.kind}"
             extra.add_row(outside_text(skill.label), outside_text(skill.description), Text(where))
         ctx.console.print(extra)
+    prompts = ctx.session.mcp.prompts() if ctx.session.mcp is not None else ()
+    if prompts:
+        ctx.console.print()
+        ctx.console.print(Text("MCP prompts", style="bold"))
+        listed = Table.grid(padding=(0, 3))
+        listed.add_column(style="bold")
+        listed.add_column()
+        for prompt in prompts:
+            command = f"/{prompt.command} {prompt.usage}".rstrip()
+            listed.add_row(outside_text(command), outside_text(prompt.description))
+        ctx.console.print(listed)
     ctx.console.print()
     keys = Table.grid(padding=(0, 3))
     keys.add_column(style="bold")

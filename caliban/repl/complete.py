@@ -1,7 +1,9 @@
-"""Completion at the prompt: slash commands (with their descriptions) and ``@path`` mentions."""
+"""Completion at the prompt: slash commands (with their descriptions), ``@path`` mentions and
+``@server:uri`` MCP resources."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -9,23 +11,47 @@ from pathlib import Path
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
+from caliban.mcp.offers import PromptOffer, ResourceOffer
 from caliban.repl.commands import COMMANDS
 from caliban.util.mentions import mention_being_typed
 from caliban.util.text import visible
 
 MAX_PATH_COMPLETIONS = 200
+MAX_RESOURCE_COMPLETIONS = 50
 SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", ".mypy_cache"})
+
+
+def prompt_commands(prompts: Iterable[PromptOffer]) -> list[tuple[str, str]]:
+    """``(mcp__server__prompt, description)`` of MCP prompts, for :class:`ReplCompleter`'s
+    ``custom``."""
+    return [
+        (prompt.command, " ".join(filter(None, (prompt.usage, prompt.description, "(MCP)"))))
+        for prompt in prompts
+    ]
+
+
+def resource_mentions(resources: Iterable[ResourceOffer]) -> list[tuple[str, str]]:
+    """``(server:uri, description)`` of MCP resources, for :class:`ReplCompleter`'s
+    ``resources``."""
+    return [(r.mention, r.description or r.name) for r in resources]
 
 
 class ReplCompleter(Completer):
     """``/` completes command names (built-in, then ``custom()``'s ``(name, description)``
-    pairs: custom commands and skills); ``@`` completes paths relative to ``cwd``."""
+    pairs: custom commands, skills, MCP prompts); ``@`` completes ``resources()``'
+    ``(server:uri, description)`` pairs, then paths relative to ``cwd``. Both lists are
+    read from memory: a keystroke never waits for a server."""
 
     def __init__(
-        self, cwd: Path, *, custom: Callable[[], Sequence[tuple[str, str]]] = lambda: ()
+        self,
+        cwd: Path,
+        *,
+        custom: Callable[[], Sequence[tuple[str, str]]] = lambda: (),
+        resources: Callable[[], Sequence[tuple[str, str]]] = lambda: (),
     ) -> None:
         self.cwd = cwd
         self.custom = custom
+        self.resources = resources
 
     def get_completions(
         self, document: Document, complete_event: CompleteEvent
@@ -35,7 +61,18 @@ class ReplCompleter(Completer):
             yield from self._commands(before[1:])
             return
         if (mention := mention_being_typed(before)) is not None:
+            yield from self._resources(mention)
             yield from self._paths(mention)
+
+    def _resources(self, typed: str) -> Iterable[Completion]:
+        found = (entry for entry in self.resources() if entry[0].startswith(typed))
+        for mention, description in itertools.islice(found, MAX_RESOURCE_COMPLETIONS):
+            yield Completion(
+                mention,
+                start_position=-len(typed),
+                display=visible(mention),
+                display_meta=visible(description),
+            )
 
     def _commands(self, typed: str) -> Iterable[Completion]:
         entries = [(command.name, command.description) for command in COMMANDS.values()]
