@@ -62,7 +62,7 @@ from caliban.mcp.connection import (
 from caliban.mcp.elicit import Elicitor, decline, sdk_callback
 from caliban.mcp.http import http_transport, sse_transport
 from caliban.mcp.logs import STDERR_RUN_BYTES, ServerLog, log_dir, log_path, read_tail
-from caliban.mcp.offers import Kind, PromptOffer, ResourceOffer
+from caliban.mcp.offers import Kind, Offers, PromptOffer, ResourceOffer
 from caliban.mcp.results import (
     CallFailed,
     CallFailure,
@@ -258,28 +258,37 @@ class McpManager:
         """Stop every server and wait until their processes are gone."""
         self._closed = True
         self._write_cache()
-        tasks = []
-        for conn in self._conns.values():
-            attempt = conn.attempt
-            if attempt is None:
-                continue
-            attempt.wake.set()
-            if attempt.stdio is not None and not attempt.asked:
-                # Nothing to save in a server that was only asked for its tools (or never
-                # started): stopped at once, not after a grace period (Python servers take
-                # a second to leave after stdin closes, on a busy machine more).
-                attempt.stdio.grace = 0.0
-            if isinstance(conn.phase, Connecting) and attempt.scope is not None:
-                attempt.scope.cancel()
-            if attempt.task is not None:
-                tasks.append(attempt.task)
-        if not tasks:
+        await _stopped(
+            [_stop(conn.attempt, conn.phase) for conn in self._conns.values() if conn.attempt]
+        )
+
+    async def disable(self, name: str) -> None:
+        """Switch server ``name`` off in this session: it stops, its tools, prompts and
+        resources leave, and calls say it is disabled (:meth:`enable` undoes it)."""
+        conn = self._conns[name]
+        if isinstance(conn.phase, Disabled):
             return
-        _, pending = await asyncio.wait(tasks, timeout=STOP_GRACE + 2 * KILL_WAIT + 3)
-        for task in pending:  # only a wedged SDK gets here
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=2)
+        attempt, phase = conn.attempt, conn.phase
+        conn.attempt = None  # its end is no longer this connection's news
+        self._set_phase(conn, Disabled())
+        conn.listing, conn.offers = Listing(), Offers()
+        self._offers_version += 1
+        self._offers_changed.set()
+        self._bump()
+        if attempt is not None:
+            await _stopped([_stop(attempt, phase)])
+
+    async def enable(self, name: str) -> ServerStatus:
+        """Start server ``name`` again after :meth:`disable` (or a ``disabled`` entry), and
+        wait until it is connected or has failed."""
+        conn = self._conns[name]
+        if isinstance(conn.phase, Disabled) and not self._closed:
+            self.start()  # the others, if nobody has yet
+            self.import_sdk()
+            self._launch(conn)
+        if conn.attempt is not None:
+            await conn.attempt.ready.wait()
+        return conn.status()
 
     # -- state
 
@@ -806,6 +815,31 @@ class McpManager:
         except Exception as exc:
             detail = invalid_answer(exc) or str(exc)
             return CallFailed(server=server, tool=tool, detail=detail)
+
+
+def _stop(attempt: Attempt, phase: Phase) -> asyncio.Task[None] | None:
+    """Tell ``attempt`` to end (at once, if it is still starting); the task to wait for."""
+    attempt.wake.set()
+    if attempt.stdio is not None and not attempt.asked:
+        # Nothing to save in a server that was only asked for its tools (or never
+        # started): stopped at once, not after a grace period (Python servers take
+        # a second to leave after stdin closes, on a busy machine more).
+        attempt.stdio.grace = 0.0
+    if isinstance(phase, Connecting) and attempt.scope is not None:
+        attempt.scope.cancel()
+    return attempt.task
+
+
+async def _stopped(tasks: Sequence[asyncio.Task[None] | None]) -> None:
+    """Wait for stopping attempts' tasks (their processes gone), bounded."""
+    running = [task for task in tasks if task is not None]
+    if not running:
+        return
+    _, pending = await asyncio.wait(running, timeout=STOP_GRACE + 2 * KILL_WAIT + 3)
+    for task in pending:  # only a wedged SDK gets here
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=2)
 
 
 def _connection_closed(exc: Any, spec: ServerSpec, attempt: Attempt) -> bool:

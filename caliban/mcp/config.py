@@ -51,6 +51,7 @@ from caliban.config.settings import (
     find_key_line,
     read_toml,
 )
+from caliban.util.fsutil import atomic_write_text
 
 MCP_FILE = "mcp.toml"
 MCP_JSON = ".mcp.json"
@@ -160,6 +161,8 @@ class ServerConfig:
     headers: Mapping[str, str] = field(default_factory=dict)
     lazy: bool | None = None
     disabled: bool = False
+    """Not started: by its entry (``disabled = true``), or switched off by the user for this
+    project (``/mcp disable``, :func:`switched_off`)."""
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
     sandbox: bool = False
@@ -250,6 +253,45 @@ def local_mcp_path(cwd: Path) -> Path:
     slug = re.sub(r"[^A-Za-z0-9_.-]", "_", root.name)[:40] or "root"
     digest = hashlib.sha256(str(root).encode()).hexdigest()[:12]
     return paths.user_config_dir() / "projects" / f"{slug}-{digest}" / MCP_FILE
+
+
+SWITCHED_OFF_KEY = "disabledMcpServers"
+MAX_STATE_BYTES = 2**20
+
+
+def local_state_path(cwd: Path) -> Path:
+    """The user's MCP state for the project of ``cwd``, beside its local ``mcp.toml``:
+    ``{"disabledMcpServers": [...]}``, as Claude Code keeps it under the project in
+    ``~/.claude.json``."""
+    return local_mcp_path(cwd).with_name("state.json")
+
+
+def switched_off(cwd: Path) -> frozenset[str]:
+    """Servers the user switched off for the project of ``cwd`` (``/mcp disable NAME``);
+    a missing, oversized or unreadable file switches none off."""
+    path = local_state_path(cwd)
+    try:
+        if path.stat().st_size > MAX_STATE_BYTES:
+            return frozenset()
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return frozenset()
+    names = data.get(SWITCHED_OFF_KEY) if isinstance(data, dict) else None
+    if not isinstance(names, list):
+        return frozenset()
+    return frozenset(name for name in names if isinstance(name, str))
+
+
+def switch_server(cwd: Path, name: str, *, on: bool) -> bool:
+    """Switch server ``name`` on or off for the project of ``cwd`` (kept in
+    :func:`local_state_path`, atomically); False when it already was."""
+    before = switched_off(cwd)
+    after = before - {name} if on else before | {name}
+    if after == before:
+        return False
+    text = json.dumps({SWITCHED_OFF_KEY: sorted(after)}, indent=2) + "\n"
+    atomic_write_text(local_state_path(cwd), text)
+    return True
 
 
 def scope_path(scope: WriteScope, cwd: Path) -> Path:
@@ -603,6 +645,7 @@ def load_mcp_config(
             raws = [r for r in raws if r.scope != "project"]
     chosen: dict[str, ServerConfig] = {}
     untrusted: dict[str, ServerConfig] = {}
+    off = switched_off(cwd)
     for raw in raws:
         if not trusted and raw.scope in ("project", "mcp.json"):  # flags are the user's own
             # Built only to be listed (nothing is expanded into a process or a request):
@@ -622,6 +665,8 @@ def load_mcp_config(
         previous = chosen.pop(raw.name, None)
         if previous is not None and previous.source is not None:
             config = dataclasses.replace(config, overrides=(*previous.overrides, previous.source))
+        if raw.name in off:
+            config = dataclasses.replace(config, disabled=True)
         chosen[raw.name] = config
     ordered = sorted(chosen.values(), key=lambda s: _order_key(s, raws))
     return McpConfig(
@@ -716,10 +761,13 @@ __all__ = [
     "entry_from_options",
     "expand_vars",
     "load_mcp_config",
+    "local_state_path",
     "mcp_json_path",
     "project_mcp_path",
     "remove_server",
     "scope_path",
+    "switch_server",
+    "switched_off",
     "user_mcp_path",
     "valid_name",
 ]

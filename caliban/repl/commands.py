@@ -47,6 +47,7 @@ from caliban.util.tokens import estimate_json_tokens, format_tokens
 
 if TYPE_CHECKING:
     from caliban.checkpoints import Checkpoints
+    from caliban.mcp.client import McpManager
     from caliban.repl.rewind import RewindContext
     from caliban.session.session import Session
 
@@ -295,12 +296,19 @@ async def switch_model(session: Session, console: Console, wanted: str) -> None:
 
 
 async def _mcp_server_action(ctx: CommandContext, action: str, name: str = "") -> None:
-    """``/mcp login NAME`` (OAuth, then reconnect) and ``/mcp reconnect NAME``."""
+    """``/mcp login NAME`` (OAuth, then reconnect), ``/mcp reconnect NAME``, ``/mcp enable
+    NAME`` / ``/mcp disable NAME`` (kept for this project) and ``/mcp tools NAME``."""
     manager = ctx.session.mcp
     name = name.strip()
     if manager is None or name not in manager.server_names():
         known = ", ".join(manager.server_names()) if manager is not None else "none"
         ctx.console.print(outside_text(f"No MCP server {name!r} (servers: {known})", style="red"))
+        return
+    if action == "tools":
+        _mcp_tools(ctx, manager, name)
+        return
+    if action in ("enable", "disable"):
+        await _mcp_switch(ctx, manager, name, on=action == "enable")
         return
     if action == "login":
         import threading
@@ -329,14 +337,75 @@ async def _mcp_server_action(ctx: CommandContext, action: str, name: str = "") -
     ctx.console.print(outside_text(f"{name}: {status.state} {status.error or ''}".rstrip()))
 
 
+async def _mcp_switch(ctx: CommandContext, manager: McpManager, name: str, *, on: bool) -> None:
+    """Switch a server on or off in this session, and for this project from now on (the
+    user's own state, as Claude Code's ``disabledMcpServers``)."""
+    from caliban.mcp.config import switch_server
+
+    try:
+        switch_server(ctx.session.cwd, name, on=on)
+        kept = "for this project"
+    except OSError as exc:
+        kept = f"for this session only (not saved: {exc})"
+    config = manager.server_config(name)
+    if not on:
+        await manager.disable(name)
+        note = f"{name}: disabled {kept}; `/mcp enable {name}` starts it again"
+        ctx.console.print(outside_text(note))
+        return
+    if config is not None and config.raw.get("disabled") is True:
+        note = f"{name} is disabled by its entry in {config.where} (disabled = true): edit it there"
+        ctx.console.print(outside_text(note, style="yellow"))
+        return
+    status = await manager.enable(name)
+    ctx.console.print(outside_text(f"{name}: {status.state} {status.error or ''}".rstrip()))
+
+
+def _mcp_tools(ctx: CommandContext, manager: McpManager, name: str) -> None:
+    """``/mcp tools NAME``: the server's tools as last listed, with what their annotations
+    say (Claude Code's read-only, destructive, open-world)."""
+    tools = [tool for tool in manager.tools() if tool.server == name]
+    if not tools:
+        state = manager.status(name).state
+        ctx.console.print(_dim(f"{name} has no tools listed ({state})."))
+        return
+    table = Table(box=None, padding=(0, 2), show_edge=False)
+    table.add_column("tool", style="bold", no_wrap=True)
+    table.add_column("hints", style="dim", no_wrap=True)
+    table.add_column("~tokens", justify="right", style="dim", no_wrap=True)
+    table.add_column("description")
+    for tool in tools:
+        hints = [
+            hint
+            for hint, on in (
+                ("read-only", tool.read_only),
+                ("destructive", tool.destructive),
+                ("open-world", (tool.annotations or {}).get("openWorldHint") is True),
+            )
+            if on
+        ]
+        first_line = next(iter(tool.description.splitlines()), "")
+        table.add_row(
+            outside_text(tool.name),
+            ", ".join(hints),
+            format_tokens(estimate_json_tokens(tool.spec.as_dict())),
+            outside_text(first_line[:120]),
+        )
+    ctx.console.print(table)
+
+
+MCP_ACTIONS = ("login", "reconnect", "enable", "disable", "tools")
+
+
 @command(
     "mcp",
-    "Show MCP servers, their status and tools; log in to or reconnect one",
-    usage="[login NAME | reconnect NAME]",
+    "Show MCP servers, their status and tools; log in to, reconnect, enable or disable one",
+    usage="[tools | login | reconnect | enable | disable NAME]",
 )
 async def _mcp(ctx: CommandContext, arg: str) -> None:
-    if arg.split(maxsplit=1)[:1] in (["login"], ["reconnect"]):
-        await _mcp_server_action(ctx, *arg.split(maxsplit=1))
+    words = arg.split(maxsplit=1)
+    if words[:1] and words[0] in MCP_ACTIONS:
+        await _mcp_server_action(ctx, *words)
         return
     servers = mcp_servers(ctx.session)
     if not servers:
