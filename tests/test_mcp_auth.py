@@ -5,8 +5,10 @@ expiry, logout; and each way a login can go wrong ends in a clear message, never
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -20,12 +22,12 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 import anyio
 import httpx2
 import pytest
-from mcp_servers.listening import listening
+from mcp_servers.listening import free_port, listening
 
 from caliban.mcp import auth
 from caliban.mcp.auth import LoginFailed, TokenStore, login, logout
 from caliban.mcp.client import McpManager
-from caliban.mcp.config import ServerConfig
+from caliban.mcp.config import ServerConfig, load_mcp_config
 
 pytestmark = pytest.mark.anyio
 SERVERS = Path(__file__).parent / "mcp_servers"
@@ -175,6 +177,43 @@ async def test_no_browser_answer_is_bounded(guarded: tuple[str, Path]) -> None:
     with anyio.fail_after(60), pytest.raises(LoginFailed) as failed:
         await login(config(guarded[0]), open_url=lambda _: None, say=lambda _: None, timeout=1)
     assert "no answer from the browser within 1s" in str(failed.value)
+
+
+@pytest.mark.slow
+async def test_a_configured_client_id_and_callback_port_replace_registration(
+    tmp_path: Path,
+) -> None:
+    """Claude Code's ``oauth: {clientId, callbackPort}``: against an authorization server
+    that registers nobody, and knows caliban only by that id and that redirect URI."""
+    callback = free_port()
+    redirect = f"http://127.0.0.1:{callback}/callback"
+    preregistered = ("--client", "caliban-test", "--redirect", redirect, "--no-registration")
+    (project := tmp_path / "p").mkdir()
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"guarded": {}}}))
+    for url, issued in _serve(tmp_path, *preregistered):
+        entry = {"type": "http", "url": url, "oauth": {"clientId": "caliban-test"}}
+        entry["oauth"]["callbackPort"] = callback
+        (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"guarded": entry}}))
+        [server] = load_mcp_config(project, trusted=True).servers
+        assert (server.oauth_client_id, server.oauth_callback_port) == ("caliban-test", callback)
+        with anyio.fail_after(60):
+            assert await login(server, open_url=browse, say=lambda _: None, timeout=30) == 1
+        assert "register" not in issued.read_text().split()
+        assert "token" in issued.read_text().split()
+        async with McpManager([server]) as manager:
+            with anyio.fail_after(30):
+                [status] = await manager.wait_ready()
+            assert status.state == "connected", status.error
+        # Without the configured id, the same server cannot be logged in to.
+        unknown = dataclasses.replace(server, oauth_client_id=None, name="other")
+        with anyio.fail_after(60), pytest.raises(LoginFailed):
+            await login(unknown, open_url=browse, say=lambda _: None, timeout=5)
+        # The fixed port is the registration's: taken, the login says so (no other port).
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", callback))
+            taken.listen()
+            with pytest.raises(LoginFailed, match=f"127.0.0.1:{callback}"):
+                await login(server, open_url=browse, say=lambda _: None, timeout=5)
 
 
 def test_the_token_file_is_keyed_by_url_and_unreadable_files_are_empty(tmp_path: Path) -> None:

@@ -200,6 +200,22 @@ def mcp_add(
             help="stdio (with a command), http (default with a URL) or sse.",
         ),
     ] = None,
+    client_id: Annotated[
+        str | None,
+        typer.Option(
+            "--client-id", metavar="ID", help="OAuth client id registered beforehand (HTTP)."
+        ),
+    ] = None,
+    callback_port: Annotated[
+        int | None,
+        typer.Option(
+            "--callback-port",
+            metavar="PORT",
+            min=1,
+            max=65535,
+            help="Fixed port of the OAuth login's callback on 127.0.0.1 (HTTP).",
+        ),
+    ] = None,
     scope: ScopeOption = None,
 ) -> None:
     """Add a server for you in this project (--scope project: .caliban/mcp.toml, shared;
@@ -228,6 +244,9 @@ def mcp_add(
     if url and env:
         err("caliban: --env applies to stdio servers only")
         raise typer.Exit(EXIT_USAGE)
+    if command and (client_id or callback_port):
+        err("caliban: --client-id and --callback-port apply to --url servers only")
+        raise typer.Exit(EXIT_USAGE)
     entry = entry_from_options(
         command=command or [],
         url=url,
@@ -235,6 +254,9 @@ def mcp_add(
         headers=_pairs(header, ":", "--header"),
         transport=transport,
     )
+    oauth = {"client_id": client_id, "callback_port": callback_port}
+    if oauth := {key: value for key, value in oauth.items() if value is not None}:
+        entry["oauth"] = oauth
     _add(name, entry, scope)
 
 
@@ -342,6 +364,8 @@ def mcp_get(name: Annotated[str, typer.Argument(help="Server name.")]) -> None:
         out(f"  url:       {raw.get('url', '')}")
         for key, value in dict(raw.get("headers", {})).items():
             out(f"  header:    {key}: {value}")
+        for key, value in dict(raw.get("oauth", {})).items():
+            out(f"  oauth:     {key} = {value}")
     lazy = {
         None: "follows tools.lazy_mcp",
         True: "true (always lazy)",

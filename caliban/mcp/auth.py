@@ -97,6 +97,8 @@ class TokenStore:
         digest = hashlib.sha256(url.encode()).hexdigest()[:12]
         self.path = auth_dir() / f"{config.name}-{digest}.json"
         self.url = url
+        self.client_id = config.oauth_client_id
+        """A client registered beforehand (``oauth.client_id``): it is the registration."""
 
     def _read(self) -> dict[str, Any]:
         try:
@@ -138,6 +140,11 @@ class TokenStore:
         from mcp.shared.auth import OAuthClientInformationFull
         from pydantic import ValidationError
 
+        if self.client_id is not None:
+            # A public client with no issuer bound: the SDK uses it as is, never registers.
+            return OAuthClientInformationFull(
+                client_id=self.client_id, token_endpoint_auth_method="none", redirect_uris=None
+            )
         raw = self._read().get("client")
         try:
             return None if raw is None else OAuthClientInformationFull.model_validate(raw)
@@ -359,13 +366,19 @@ class _Callback:
         self._result: asyncio.Future[AuthorizationCodeResult] | None = None
         self.port = 0
 
-    async def start(self, port: int) -> None:
+    async def start(self, port: int, *, fixed: bool = False) -> None:
+        """Listen on ``port`` (0: any); another one when it is taken, unless ``fixed``."""
         self._result = asyncio.get_running_loop().create_future()
         try:
             self._server = await asyncio.start_server(
                 self._serve, "127.0.0.1", port, limit=_MAX_REQUEST_LINE
             )
-        except OSError:
+        except OSError as exc:
+            if fixed:
+                raise LoginFailed(
+                    f"cannot listen for the login's callback on 127.0.0.1:{port} "
+                    f"(oauth.callback_port): {exc.strerror or exc}"
+                ) from None
             if port == 0:
                 raise
             self._server = await asyncio.start_server(
@@ -466,7 +479,8 @@ async def login(
 
     store = TokenStore(config)
     callback = _Callback(config.name)
-    await callback.start(store.callback_port())
+    fixed = config.oauth_callback_port
+    await callback.start(fixed or store.callback_port(), fixed=fixed is not None)
     if store.callback_port() != callback.port:
         store.forget_client()  # registered for another redirect URI
     store.forget_tokens()

@@ -90,6 +90,20 @@ Scope = Literal["user", "local", "project", "mcp.json", "flag"]
 WriteScope = Literal["user", "local", "project"]
 
 
+class OAuthEntry(BaseModel):
+    """An HTTP server's ``oauth`` table: a client registered beforehand (Claude Code's
+    ``oauth`` object in ``.mcp.json``, ``clientId`` and ``callbackPort``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    client_id: str | None = Field(default=None, min_length=1, max_length=1000)
+    """The client id the authorization server issued for caliban (``--client-id``): used
+    instead of dynamic client registration."""
+    callback_port: int | None = Field(default=None, ge=1, le=65535)
+    """The fixed port of the login's callback, ``http://127.0.0.1:PORT/callback``
+    (``--callback-port``), for a client whose redirect URI was registered with it."""
+
+
 class ServerEntry(BaseModel):
     """One ``[server.NAME]`` table as written in ``mcp.toml``."""
 
@@ -123,6 +137,9 @@ class ServerEntry(BaseModel):
     """true runs this stdio server in the OS sandbox (docs/sandbox.md): it writes only the
     project and a temporary folder and reaches only the allowed domains; where no sandbox
     works it does not start."""
+    oauth: OAuthEntry | None = None
+    """An HTTP server's OAuth client registered beforehand: ``{ client_id = "…",
+    callback_port = 8080 }``."""
 
     @model_validator(mode="after")
     def _check_shape(self) -> ServerEntry:
@@ -133,8 +150,11 @@ class ServerEntry(BaseModel):
         if self.command is not None:
             if self.transport not in (None, "stdio"):
                 raise ValueError(f"transport = {self.transport!r} needs `url`, not `command`")
-            if self.headers:
-                raise ValueError("`headers` applies to HTTP servers only (this one has `command`)")
+            for key in ("headers", "oauth"):
+                if getattr(self, key):
+                    raise ValueError(
+                        f"`{key}` applies to HTTP servers only (this one has `command`)"
+                    )
         else:
             if self.transport == "stdio":
                 raise ValueError('transport = "stdio" needs `command`, not `url`')
@@ -167,6 +187,10 @@ class ServerConfig:
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
     sandbox: bool = False
     """A stdio server that runs in the OS sandbox (``sandbox = true``)."""
+    oauth_client_id: str | None = None
+    """A client id registered beforehand (``oauth.client_id``): no dynamic registration."""
+    oauth_callback_port: int | None = None
+    """The login callback's fixed port on 127.0.0.1 (``oauth.callback_port``)."""
     source: Path | None = None
     """The file this entry came from (None for servers built in code)."""
     scope: Scope | None = None
@@ -437,6 +461,7 @@ def _key_finder(text: str, name: str) -> Callable[[str], int | None]:
 
 
 _JSON_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type"}
+_JSON_OAUTH_KEYS = {"clientId": "client_id", "callbackPort": "callback_port"}
 
 
 def _read_mcp_json(path: Path, problems: list[str], warnings: list[str]) -> list[_Raw]:
@@ -517,7 +542,9 @@ def entry_from_json(entry: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]
     ``mcp.toml`` table, and the keys caliban does not use.
 
     ``type`` becomes ``transport`` (``streamable-http`` is ``http``); ``alwaysLoad: true``
-    (Claude Code keeps the tools on the wire under tool search) is ``lazy = false``."""
+    (Claude Code keeps the tools on the wire under tool search) is ``lazy = false``;
+    ``oauth``'s ``clientId`` and ``callbackPort`` are ``oauth``'s ``client_id`` and
+    ``callback_port``."""
     converted: dict[str, Any] = {}
     ignored: list[str] = []
     for key, value in entry.items():
@@ -526,6 +553,11 @@ def entry_from_json(entry: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]
         elif key == "alwaysLoad":
             if value is True:
                 converted["lazy"] = False
+        elif key == "oauth" and isinstance(value, dict):
+            oauth = {_JSON_OAUTH_KEYS[k]: v for k, v in value.items() if k in _JSON_OAUTH_KEYS}
+            ignored += [f"oauth.{k}" for k in value if k not in _JSON_OAUTH_KEYS]
+            if oauth:
+                converted["oauth"] = oauth
         elif key in _JSON_KEYS:
             converted[key] = value
         else:
@@ -585,6 +617,8 @@ def _build(
         startup_timeout=entry.startup_timeout,
         tool_timeout=entry.tool_timeout,
         sandbox=entry.sandbox,
+        oauth_client_id=x(entry.oauth.client_id) if entry.oauth and entry.oauth.client_id else None,
+        oauth_callback_port=entry.oauth.callback_port if entry.oauth else None,
         source=raw.source,
         scope=raw.scope,
         line=raw.line,

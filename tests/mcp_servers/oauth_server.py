@@ -2,12 +2,15 @@
 (dynamic client registration, authorization code + PKCE, refresh), for the login tests.
 
     python oauth_server.py PORT [--expires S] [--fault bad-metadata|hang-token]
+                                [--client ID --redirect URI [--no-registration]]
 
 The authorization endpoint approves at once (it redirects straight back to the client's
 ``redirect_uri`` with a code): the "user" is the test's stand-in browser. Access tokens
 live ``--expires`` seconds. ``--fault bad-metadata`` serves metadata documents that do not
 validate (and no endpoints at the conventional fallback paths); ``--fault hang-token``
-makes the token endpoint never answer. Every token and
+makes the token endpoint never answer. ``--client`` registers a public client beforehand,
+allowed to come back to ``--redirect`` only; with ``--no-registration`` it is the only
+client (dynamic registration is off). Every token and
 refresh the server issues is appended to ``$OAUTH_SERVER_LOG`` (one word a line) when set,
 so a test can see a refresh happen.
 """
@@ -31,6 +34,7 @@ from mcp.server.auth.provider import (
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from pydantic import AnyUrl
 
 
 def _note(word: str) -> None:
@@ -132,18 +136,35 @@ class AutoApprove:
         )
 
 
-def build(port: int, expires: int) -> MCPServer:
+def build(
+    port: int,
+    expires: int,
+    *,
+    client: str | None = None,
+    redirect: str | None = None,
+    registration: bool = True,
+) -> MCPServer:
     base = f"http://127.0.0.1:{port}"
+    provider = AutoApprove(expires)
+    if client is not None:
+        provider.clients[client] = OAuthClientInformationFull(
+            client_id=client,
+            redirect_uris=[AnyUrl(redirect or "")],
+            scope="mcp",
+            token_endpoint_auth_method="none",
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+        )
     server = MCPServer(
         "guarded",
         instructions="Guarded notes. Ask before deleting.",
-        auth_server_provider=AutoApprove(expires),
+        auth_server_provider=provider,
         auth=AuthSettings(
             issuer_url=base,
             resource_server_url=f"{base}/mcp",
             validate_token_resource=False,
             client_registration_options=ClientRegistrationOptions(
-                enabled=True, valid_scopes=["mcp"], default_scopes=["mcp"]
+                enabled=registration, valid_scopes=["mcp"], default_scopes=["mcp"]
             ),
             required_scopes=["mcp"],
         ),
@@ -168,13 +189,21 @@ def main() -> None:
     parser.add_argument("port", type=int)
     parser.add_argument("--expires", type=int, default=3600)
     parser.add_argument("--fault", choices=["bad-metadata", "hang-token"])
+    parser.add_argument("--client")
+    parser.add_argument("--redirect")
+    parser.add_argument("--no-registration", action="store_true")
     opts = parser.parse_args()
 
     import uvicorn
 
-    app: Any = build(opts.port, opts.expires).streamable_http_app(
-        streamable_http_path="/mcp", host="127.0.0.1"
+    server = build(
+        opts.port,
+        opts.expires,
+        client=opts.client,
+        redirect=opts.redirect,
+        registration=not opts.no_registration,
     )
+    app: Any = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
     inner = app
 
     async def faulty(scope: Any, receive: Any, send: Any) -> None:
