@@ -38,6 +38,7 @@ from caliban.util.text import encodable
 if TYPE_CHECKING:
     from caliban.agent import RunResult
     from caliban.mcp.connection import Phase
+    from caliban.mcp.sdk_elicit import StdioElicitor
     from caliban.messages import Message, Part, Role
     from caliban.permissions.approval import Approver, DenyingApprover
     from caliban.permissions.sdk_prompt import StdioApprover
@@ -249,6 +250,11 @@ async def _run(options: CliOptions, prompt: str | None, output: Output) -> int:
             if options.max_budget_usd is not None:
                 session.limit_spending(options.max_budget_usd)
             if options.input_format == "stream-json":
+                if session.mcp is not None:  # the Agent SDK answers servers' questions
+                    from caliban.mcp.sdk_elicit import StdioElicitor
+
+                    state.elicitor = StdioElicitor(send=output.frame)
+                    session.mcp.set_elicitor(state.elicitor)
                 code = await _stream_input(session, options, builder, output, state)
             else:
                 assert prompt is not None
@@ -275,6 +281,8 @@ class _RunState:
     turn: asyncio.Task[Any] | None = None
     prompter: StdioApprover | None = None
     """``--permission-prompt-tool stdio``: the Agent SDK answers what would ask."""
+    elicitor: StdioElicitor | None = None
+    """stream-json input: the Agent SDK answers MCP servers' elicitations."""
 
 
 def asks_over_stdio(options: CliOptions) -> bool:
@@ -537,8 +545,9 @@ async def _stream_input(
                 if kind == "control":
                     output.frame(await _control_response(payload, session, state))
                 elif kind == "control_response":
-                    if state.prompter is not None:
-                        state.prompter.answer(payload)
+                    for waiter in (state.prompter, state.elicitor):
+                        if waiter is not None and waiter.answer(payload):
+                            break
                 elif kind != "ignored":
                     await work.put((kind, payload))
         except Exception as exc:
@@ -546,6 +555,8 @@ async def _stream_input(
         finally:
             if state.prompter is not None:
                 state.prompter.close()  # a question still waiting is denied
+            if state.elicitor is not None:
+                state.elicitor.close()  # and an elicitation cancelled
             work.put_nowait(None)
 
     reader = asyncio.ensure_future(dispatch())
