@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hang import hang_guard
 from mcp_servers.features import build
+from test_mcp_offers import offered
 from test_repl import CTRL_D, ENTER, harness
 
 from caliban.mcp.client import McpManager
@@ -20,18 +21,27 @@ pytestmark = pytest.mark.anyio
 FEATURES = Path(__file__).parent / "mcp_servers" / "features.py"
 
 
-async def test_mcp_tools_shows_a_server_s_tools_and_their_hints(project: Path) -> None:
+async def test_mcp_tools_shows_a_server_s_tools_and_their_hints_and_help_its_prompts(
+    project: Path,
+) -> None:
     async with McpManager(in_process={"travel": build()}, connect_mode="legacy") as manager:
         with hang_guard():
             await manager.wait_ready()
+            await offered(manager, lambda: bool(manager.prompts()))
         async with harness([], project, mcp=manager) as h:
-            await h.run("/mcp tools travel" + ENTER + "/mcp tools nope" + ENTER + CTRL_D)
+            keys = "/mcp tools travel" + ENTER + "/mcp tools nope" + ENTER + "/help" + ENTER
+            await h.run(keys + CTRL_D)
     rows = {line.split()[0]: line for line in h.lines if line.lstrip().startswith("mcp__travel")}
     assert set(rows) >= {"mcp__travel__fares", "mcp__travel__cancel", "mcp__travel__book"}
     assert "destructive" in rows["mcp__travel__cancel"]
     assert "Cancel a trip" in rows["mcp__travel__cancel"]
     assert "destructive" not in rows["mcp__travel__fares"]
     assert "No MCP server 'nope' (servers: travel)" in h.lines
+    assert "MCP prompts" in h.lines
+    assert any(
+        line.split() == ["/mcp__travel__plan", "city", "[days]", "Plan", "a", "trip."]
+        for line in h.lines
+    )
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,28 +99,27 @@ async def _help(ctx: CommandContext, arg: str) -> None:
         table.add_row(Text(f"/{cmd.name}{usage}"), Text(cmd.description))
     ctx.console.print(table)
     custom = [skill for skill in ctx.session.skills if skill.name not in COMMANDS]
-    if custom:
-        ctx.console.print()
-        ctx.console.print(Text("Custom commands and skills", style="bold"))
-        extra = Table.grid(padding=(0, 3))
-        extra.add_column(style="bold")
-        extra.add_column()
-        extra.add_column(style="dim")
-        for skill in custom:
-            where = f"{skill.scope} {skill.kind}"
-            extra.add_row(outside_text(skill.label), outside_text(skill.description), Text(where))
-        ctx.console.print(extra)
+    _help_section(
+        ctx,
+        "Custom commands and skills",
+        [
+            (
+                outside_text(skill.label),
+                outside_text(skill.description),
+                Text(f"{skill.scope} {skill.kind}", style="dim"),
+            )
+            for skill in custom
+        ],
+    )
     prompts = ctx.session.mcp.prompts() if ctx.session.mcp is not None else ()
-    if prompts:
-        ctx.console.print()
-        ctx.console.print(Text("MCP prompts", style="bold"))
-        listed = Table.grid(padding=(0, 3))
-        listed.add_column(style="bold")
-        listed.add_column()
-        for prompt in prompts:
-            command = f"/{prompt.command} {prompt.usage}".rstrip()
-            listed.add_row(outside_text(command), outside_text(prompt.description))
-        ctx.console.print(listed)
+    _help_section(
+        ctx,
+        "MCP prompts",
+        [
+            (outside_text(f"/{p.command} {p.usage}".rstrip()), outside_text(p.description))
+            for p in prompts
+        ],
+    )
     ctx.console.print()
     keys = Table.grid(padding=(0, 3))
     keys.add_column(style="bold")
@@ -127,6 +127,21 @@ async def _help(ctx: CommandContext, arg: str) -> None:
     for key, what in KEYS_HELP:
         keys.add_row(Text(key), Text(what))
     ctx.console.print(keys)
+
+
+def _help_section(ctx: CommandContext, title: str, rows: Sequence[tuple[Text, ...]]) -> None:
+    """A titled table of ``/help`` (nothing when ``rows`` is empty); the first column bold."""
+    if not rows:
+        return
+    ctx.console.print()
+    ctx.console.print(Text(title, style="bold"))
+    table = Table.grid(padding=(0, 3))
+    table.add_column(style="bold")
+    for _ in rows[0][1:]:
+        table.add_column()
+    for row in rows:
+        table.add_row(*row)
+    ctx.console.print(table)
 
 
 @command("clear", "Start a new conversation (frees the context)")
