@@ -24,7 +24,8 @@ pytestmark = pytest.mark.anyio
 
 
 async def offered(manager: McpManager, done: Callable[[], bool]) -> None:
-    """Wait (bounded) until ``done()`` holds of the manager's offers."""
+    """Follow the manager's offers and wait (bounded) until ``done()`` holds of them."""
+    manager.follow_offers()
     with anyio.fail_after(60):
         while True:
             version = manager.offers_version
@@ -37,6 +38,7 @@ async def offered(manager: McpManager, done: Callable[[], bool]) -> None:
 async def test_prompts_and_resources_follow_list_changed(mode: Any) -> None:
     async with McpManager(in_process={"travel": build()}, connect_mode=mode) as manager:
         await manager.wait_ready(timeout=60)
+        assert manager.prompts() == ()  # nobody follows them yet: no request was made
         await offered(manager, lambda: bool(manager.prompts() and manager.resources()))
         assert manager.prompts() == (
             PromptOffer(

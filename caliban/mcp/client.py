@@ -180,6 +180,7 @@ class McpManager:
         self._changed = asyncio.Event()
         self._offers_version = 0
         self._offers_changed = asyncio.Event()
+        self._offers_wanted = asyncio.Event()
         self._tools_cache: tuple[int, tuple[McpTool, ...]] | None = None
         self._unwritten: dict[str, Callable[[], None]] = {}
         self._write_timer: asyncio.TimerHandle | None = None
@@ -414,12 +415,19 @@ class McpManager:
         says without measuring the server's tools, which at 10,000 tools takes a second."""
         return {name: conn.phase for name, conn in self._conns.items()}
 
+    def follow_offers(self) -> None:
+        """List every server's prompts and resources once it has connected, and again when
+        it says they changed (the REPL completes them; a ``-p`` run has no use for them)."""
+        self._offers_wanted.set()
+
     def prompts(self) -> tuple[PromptOffer, ...]:
-        """The prompts of every connected server, as last listed (no request is made)."""
+        """The prompts of every enabled server, as last listed (no request is made; empty
+        until :meth:`follow_offers`)."""
         return tuple(p for conn in self._enabled() for p in conn.offers.prompts)
 
     def resources(self) -> tuple[ResourceOffer, ...]:
-        """The resources of every connected server, as last listed (no request is made)."""
+        """The resources of every enabled server, as last listed (no request is made;
+        empty until :meth:`follow_offers`)."""
         return tuple(r for conn in self._enabled() for r in conn.offers.resources)
 
     def _enabled(self) -> list[Connection]:
@@ -698,8 +706,9 @@ class McpManager:
         self, conn: Connection, attempt: Attempt, client: Client, kind: Kind
     ) -> None:
         """List the server's prompts or resources now, and again whenever it says they
-        changed (at most once per quiet period, as tools)."""
+        changed (at most once per quiet period, as tools), once someone follows them."""
         stale = attempt.stale[kind]
+        await self._offers_wanted.wait()
         while True:
             await stale.wait()
             stale.clear()

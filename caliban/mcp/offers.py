@@ -1,12 +1,13 @@
 """What a connected server offers beyond tools, as last listed: its prompts and resources.
 
 The REPL completes ``/mcp__server__prompt`` and ``@server:uri`` from these lists, so a
-keystroke never waits for a server. They are listed once a server has connected (after it
-counts as ready, so start-up does not wait for them) and again when the server says they
-changed (``notifications/prompts/list_changed`` and ``…/resources/list_changed``, or the
-same events of a ``subscriptions/listen`` stream). Both are bounded: a few pages, a few
-hundred entries, short descriptions.
-"""
+keystroke never waits for a server. When a front door follows them
+(:meth:`caliban.mcp.client.McpManager.follow_offers`: the REPL does, ``-p`` has no use for
+them) they are listed once a server has connected (after it counts as ready, so start-up does
+not wait for them) and again when the server says they changed
+(``notifications/prompts/list_changed`` and ``…/resources/list_changed``, or the same events
+of a ``subscriptions/listen`` stream). Both are bounded: a few pages, a few hundred entries,
+short descriptions."""
 
 from __future__ import annotations
 

@@ -372,6 +372,7 @@ class Repl:
             from caliban.repl.elicit import TerminalElicitor
 
             session.mcp.set_elicitor(TerminalElicitor(self.console, pause=self.paused))
+            session.mcp.follow_offers()  # prompts and resources, for completion and /help
         policy = session.permissions
         if policy is not None and policy.mode == "bypassPermissions":
             self._cycle = (*MODE_CYCLE, "bypassPermissions")
