@@ -119,8 +119,8 @@ async def subscribe(stack: AsyncExitStack, server: str, client: Client) -> Subsc
         logger.info("%s: no list-change subscription: %s", server, exc)
         return None
     honored = subscription.honored
-    wanted = honored.tools_list_changed or honored.prompts_list_changed
-    return subscription if wanted or honored.resources_list_changed else None
+    kinds = (honored.tools_list_changed, honored.prompts_list_changed)
+    return subscription if any(kinds) or honored.resources_list_changed else None
 
 
 async def follow(client: Client, subscription: Subscription, attempt: Attempt) -> None:
