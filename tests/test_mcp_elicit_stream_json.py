@@ -103,7 +103,7 @@ def test_the_agent_sdk_answers_an_elicitation_as_claude_code_asks_it(
 async def test_the_elicitor_cancels_what_is_not_an_answer() -> None:
     sent: list[dict[str, Any]] = []
     elicitor = StdioElicitor(send=sent.append)
-    request = Elicitation(server="s", message="?", url="https://example.com/x")
+    request = Elicitation(server="s", message="?", url="https://example.com/x", elicitation_id="e1")
     waiting = asyncio.ensure_future(elicitor(request))
     await asyncio.sleep(0)
     [frame] = sent
@@ -113,6 +113,7 @@ async def test_the_elicitor_cancels_what_is_not_an_answer() -> None:
         "message": "?",
         "mode": "url",
         "url": "https://example.com/x",
+        "elicitation_id": "e1",
     }
     assert not elicitor.answer({"response": {"request_id": "other"}})
     ok = {"subtype": "success", "request_id": frame["request_id"], "response": {"action": "accept"}}

@@ -39,6 +39,8 @@ class Elicitation:
     message: str
     schema: Mapping[str, Any] | None = None
     url: str | None = None
+    elicitation_id: str | None = None
+    """A URL request's id (the server says when it is complete by it)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,11 +142,13 @@ def sdk_callback(server: str, elicitor: Elicitor, timeout: Callable[[], float]) 
         schema = getattr(params, "requested_schema", None)
         if schema is not None and hasattr(schema, "model_dump"):
             schema = schema.model_dump(mode="json", by_alias=True, exclude_none=True)
+        elicitation_id = getattr(params, "elicitation_id", None)
         request = Elicitation(
             server=server,
             message=str(params.message),
             schema=schema if isinstance(schema, Mapping) else None,
             url=str(url) if url else None,
+            elicitation_id=str(elicitation_id) if elicitation_id else None,
         )
         try:
             with anyio.fail_after(timeout()):

@@ -2,11 +2,11 @@
 
 With ``--input-format stream-json`` Claude Code forwards an MCP server's elicitation to its
 client as a ``control_request`` (subtype ``elicitation``: ``mcp_server_name``, ``message``,
-``mode``, ``requested_schema`` or ``url``) and gives the server the ``action`` and
-``content`` of the ``control_response``; an error response (the Python Agent SDK answers
-every subtype it does not know with one) cancels. Recorded from Claude Code 2.1.197 in
-``tests/fixtures/claude_code/elicitation_*``. Without stream-json input nobody can answer
-and the manager's default declines at once.
+``mode``, and ``requested_schema`` or ``url`` and ``elicitation_id``) and gives the server
+the ``action`` and ``content`` of the ``control_response``; an error response (the Python
+Agent SDK answers every subtype it does not know with one) cancels. Recorded from Claude
+Code 2.1.197 in ``tests/fixtures/claude_code/elicitation_*``. Without stream-json input
+nobody can answer and the manager's default declines at once.
 
 :class:`StdioElicitor` does the same for caliban. Whatever is not a well-formed answer
 cancels, and so does stdin closing while a question waits; the wait is bounded by the
@@ -85,6 +85,8 @@ def request_frame(request_id: str, request: Elicitation) -> dict[str, Any]:
     }
     if request.url:
         body["url"] = request.url
+    if request.elicitation_id:
+        body["elicitation_id"] = request.elicitation_id
     if request.schema is not None:
         body["requested_schema"] = dict(request.schema)
     return {"type": "control_request", "request_id": request_id, "request": body}
