@@ -210,10 +210,43 @@ async def test_a_configured_client_id_and_callback_port_replace_registration(
             await login(unknown, open_url=browse, say=lambda _: None, timeout=5)
         # The fixed port is the registration's: taken, the login says so (no other port).
         with socket.socket() as taken:
+            taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT
             taken.bind(("127.0.0.1", callback))
             taken.listen()
             with pytest.raises(LoginFailed, match=f"127.0.0.1:{callback}"):
                 await login(server, open_url=browse, say=lambda _: None, timeout=5)
+
+
+@pytest.mark.slow
+async def test_a_confidential_client_s_secret_is_kept_with_the_tokens(tmp_path: Path) -> None:
+    """``caliban mcp add … --client-id ID --client-secret`` (the secret from
+    ``MCP_CLIENT_SECRET``, as Claude Code reads it): kept in the user's 0600 token file,
+    never in the configuration; sent to the token endpoint; kept across a logout."""
+    callback = free_port()
+    redirect = f"http://127.0.0.1:{callback}/callback"
+    client = ("--client", "caliban-test", "--redirect", redirect, "--secret", "s3cret")
+    (project := tmp_path / "p").mkdir()
+    (project / ".git").mkdir()
+    for url, issued in _serve(tmp_path, *client, "--no-registration"):
+        flags = ["--client-id", "caliban-test", "--callback-port", str(callback)]
+        added = caliban(
+            project,
+            *("mcp", "add", "--transport", "http", "guarded", url, *flags, "--client-secret"),
+            env={"MCP_CLIENT_SECRET": "s3cret"},
+        )
+        assert added.returncode == 0, added.stderr
+        [server] = load_mcp_config(project, trusted=True).servers
+        assert "s3cret" not in json.dumps(server.raw)
+        store = TokenStore(server)
+        assert store.client_secret() == "s3cret"
+        assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
+        with anyio.fail_after(60):
+            assert await login(server, open_url=browse, say=lambda _: None, timeout=30) == 1
+        assert issued.read_text().split() == ["token"]
+        assert logout(server) and store.client_secret() == "s3cret" and not store.has_tokens()
+        store.set_client_secret("wrong")
+        with anyio.fail_after(60), pytest.raises(LoginFailed):
+            await login(server, open_url=browse, say=lambda _: None, timeout=30)
 
 
 def test_the_token_file_is_keyed_by_url_and_unreadable_files_are_empty(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ nor the config machinery at module level; each command imports what it needs whe
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -206,6 +208,13 @@ def mcp_add(
             "--client-id", metavar="ID", help="OAuth client id registered beforehand (HTTP)."
         ),
     ] = None,
+    client_secret: Annotated[
+        bool,
+        typer.Option(
+            "--client-secret",
+            help="The client's secret, from MCP_CLIENT_SECRET or asked (kept with its tokens).",
+        ),
+    ] = False,
     callback_port: Annotated[
         int | None,
         typer.Option(
@@ -247,6 +256,10 @@ def mcp_add(
     if command and (client_id or callback_port):
         err("caliban: --client-id and --callback-port apply to --url servers only")
         raise typer.Exit(EXIT_USAGE)
+    if client_secret and not client_id:
+        err("caliban: --client-secret needs --client-id")
+        raise typer.Exit(EXIT_USAGE)
+    secret = _client_secret() if client_secret else None
     entry = entry_from_options(
         command=command or [],
         url=url,
@@ -258,6 +271,28 @@ def mcp_add(
     if oauth := {key: value for key, value in oauth.items() if value is not None}:
         entry["oauth"] = oauth
     _add(name, entry, scope)
+    if secret is not None:
+        from caliban.mcp.auth import TokenStore
+        from caliban.mcp.config import load_mcp_config
+
+        server = _require(load_mcp_config(Path.cwd(), trusted=True), name)
+        store = TokenStore(server)
+        store.set_client_secret(secret)
+        err(f"The client secret is in {store.path} (readable by you only).")
+
+
+def _client_secret() -> str:
+    """``--client-secret``: ``MCP_CLIENT_SECRET`` (Claude Code's variable), else asked
+    without echo; never written to a configuration file."""
+    import getpass
+
+    secret = os.environ.get("MCP_CLIENT_SECRET", "")
+    if not secret and sys.stdin.isatty():
+        secret = getpass.getpass("OAuth client secret: ")
+    if not secret:
+        err("caliban: --client-secret: set MCP_CLIENT_SECRET or run it in a terminal")
+        raise typer.Exit(EXIT_USAGE)
+    return secret
 
 
 def _add(

@@ -141,9 +141,13 @@ class TokenStore:
         from pydantic import ValidationError
 
         if self.client_id is not None:
-            # A public client with no issuer bound: the SDK uses it as is, never registers.
+            # No issuer bound: the SDK uses it as is and never registers.
+            secret = self.client_secret()
             return OAuthClientInformationFull(
-                client_id=self.client_id, token_endpoint_auth_method="none", redirect_uris=None
+                client_id=self.client_id,
+                client_secret=secret,
+                token_endpoint_auth_method="client_secret_post" if secret else "none",
+                redirect_uris=None,
             )
         raw = self._read().get("client")
         try:
@@ -154,6 +158,16 @@ class TokenStore:
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         data = self._read()
         data["client"] = client_info.model_dump(mode="json", exclude_none=True)
+        self._write(data)
+
+    def client_secret(self) -> str | None:
+        """The secret of the configured client (``caliban mcp add --client-secret``)."""
+        secret = self._read().get("client_secret")
+        return secret if isinstance(secret, str) and secret else None
+
+    def set_client_secret(self, secret: str) -> None:
+        data = self._read()
+        data["client_secret"] = secret
         self._write(data)
 
     def refresh_at(self) -> float | None:
@@ -188,7 +202,12 @@ class TokenStore:
             self._write(data)
 
     def remove(self) -> bool:
-        """Delete the file (logout); False when there was nothing to delete."""
+        """Forget the tokens and the registration (logout), keeping only a configured
+        client's secret; False when there was nothing to forget."""
+        if (secret := self.client_secret()) is not None:
+            data = self._read()
+            self._write({"client_secret": secret})
+            return bool(data.keys() - {"client_secret", "url"})
         try:
             self.path.unlink()
         except FileNotFoundError:

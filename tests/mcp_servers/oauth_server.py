@@ -8,9 +8,9 @@ The authorization endpoint approves at once (it redirects straight back to the c
 ``redirect_uri`` with a code): the "user" is the test's stand-in browser. Access tokens
 live ``--expires`` seconds. ``--fault bad-metadata`` serves metadata documents that do not
 validate (and no endpoints at the conventional fallback paths); ``--fault hang-token``
-makes the token endpoint never answer. ``--client`` registers a public client beforehand,
-allowed to come back to ``--redirect`` only; with ``--no-registration`` it is the only
-client (dynamic registration is off). Every token and
+makes the token endpoint never answer. ``--client`` registers a client beforehand (public,
+or with ``--secret`` confidential), allowed to come back to ``--redirect`` only; with
+``--no-registration`` it is the only client (dynamic registration is off). Every token and
 refresh the server issues is appended to ``$OAUTH_SERVER_LOG`` (one word a line) when set,
 so a test can see a refresh happen.
 """
@@ -142,6 +142,7 @@ def build(
     *,
     client: str | None = None,
     redirect: str | None = None,
+    secret: str | None = None,
     registration: bool = True,
 ) -> MCPServer:
     base = f"http://127.0.0.1:{port}"
@@ -151,7 +152,8 @@ def build(
             client_id=client,
             redirect_uris=[AnyUrl(redirect or "")],
             scope="mcp",
-            token_endpoint_auth_method="none",
+            client_secret=secret,
+            token_endpoint_auth_method="client_secret_post" if secret else "none",
             grant_types=["authorization_code", "refresh_token"],
             response_types=["code"],
         )
@@ -191,6 +193,7 @@ def main() -> None:
     parser.add_argument("--fault", choices=["bad-metadata", "hang-token"])
     parser.add_argument("--client")
     parser.add_argument("--redirect")
+    parser.add_argument("--secret")
     parser.add_argument("--no-registration", action="store_true")
     opts = parser.parse_args()
 
@@ -201,6 +204,7 @@ def main() -> None:
         opts.expires,
         client=opts.client,
         redirect=opts.redirect,
+        secret=opts.secret,
         registration=not opts.no_registration,
     )
     app: Any = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
