@@ -6,12 +6,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_mcp_features import add_travel, run_caliban
 
 from caliban.calls.effects import Effects, McpServer, command_effects
 from caliban.config.settings import PermissionMode
@@ -21,7 +20,6 @@ from caliban.permissions.rules import PermissionRules
 from caliban.shell import analyze
 from caliban.tools.base import BUILTIN, McpOrigin
 
-FEATURES = Path(__file__).parent / "mcp_servers" / "features.py"
 ROOT = Path("/proj")
 TRAVEL = McpOrigin(server="travel", tool="cancel")
 DESTRUCTIVE = Effects(reaches=(McpServer("travel"),), destructive=True)
@@ -117,25 +115,13 @@ def test_p_denies_a_destructive_tool_in_accept_edits_and_runs_it_under_bypass(
         "ANTHROPIC_API_KEY": "test-key",
         "ANTHROPIC_BASE_URL": fake_model_server.anthropic_base_url,
     }
-
-    def caliban(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "caliban", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-
-    assert caliban("mcp", "add", "travel", "--", sys.executable, str(FEATURES)).returncode == 0
+    add_travel(tmp_path, env)
     call = {"tool_calls": [{"name": "mcp__travel__cancel", "arguments": {"trip_id": "t1"}}]}
     fake_model_server.add(call, {"text": "done"}, call, {"text": "done"})
-    denied = caliban("-p", "cancel t1", "--permission-mode", "acceptEdits")
+    denied = run_caliban(tmp_path, env, "-p", "cancel t1", "--permission-mode", "acceptEdits")
     assert denied.returncode == 0, denied.stderr
     assert "--allowed-tools mcp__travel__cancel" in denied.stderr
-    ran = caliban("-p", "cancel t1", "--permission-mode", "bypassPermissions")
+    ran = run_caliban(tmp_path, env, "-p", "cancel t1", "--permission-mode", "bypassPermissions")
     assert ran.returncode == 0, ran.stderr
     first, second = (json.dumps(r.body["messages"][-1]) for r in fake_model_server.requests[1::2])
     assert "Permission denied for mcp__travel__cancel" in first

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,13 @@ import pytest
 from claude_code_recordings import FIXTURES
 from fake_model_server import FakeModelServer
 from hang import hang_guard
+from test_mcp_features import add_travel
 from test_permission_prompt_stdio_e2e import Run, sdk_session, success
 
 from caliban.mcp.elicit import ElicitAnswer, Elicitation
 from caliban.mcp.sdk_elicit import StdioElicitor, answer_from
 
 pytestmark = pytest.mark.anyio
-FEATURES = Path(__file__).parent / "mcp_servers" / "features.py"
 STREAM_JSON = ("--output-format", "stream-json", "--verbose", "--input-format", "stream-json")
 BOOK = [
     {"tool_calls": [{"id": "toolu_b1", "name": "mcp__travel__book", "arguments": {}}]},
@@ -52,15 +51,7 @@ def recorded_result(name: str) -> str:
 def travel_project(tmp_path: Path) -> Path:
     project = tmp_path / "proj"
     (project / ".git").mkdir(parents=True)
-    added = subprocess.run(
-        [sys.executable, "-m", "caliban", "mcp", "add", "travel", "--", sys.executable, FEATURES],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert added.returncode == 0, added.stderr
+    add_travel(project, os.environ)
     return project
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +263,26 @@ async def test_a_prompt_expands_with_its_arguments_in_order() -> None:
 # ---------------------------------------------------------------------------- -p end to end
 
 
+def run_caliban(cwd: Path, env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The real executable, run in ``cwd`` (bounded)."""
+    return subprocess.run(
+        [sys.executable, "-m", "caliban", *args],
+        cwd=cwd,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def add_travel(cwd: Path, env: Mapping[str, str]) -> None:
+    """``caliban mcp add travel -- python features.py``: added by hand (the local scope), so
+    it starts in a folder nobody trusted."""
+    added = run_caliban(cwd, env, "mcp", "add", "travel", "--", sys.executable, str(FEATURES))
+    assert added.returncode == 0, added.stderr
+
+
 @pytest.mark.slow
 def test_prompt_resources_instructions_and_elicitation_through_p(
     fake_model_server: Any, tmp_path: Path
@@ -272,20 +293,7 @@ def test_prompt_resources_instructions_and_elicitation_through_p(
         "ANTHROPIC_API_KEY": "test-key",
         "ANTHROPIC_BASE_URL": fake_model_server.anthropic_base_url,
     }
-
-    def caliban(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "caliban", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-
-    # Added by hand (the local scope): it starts in a folder nobody trusted.
-    assert caliban("mcp", "add", "travel", "--", sys.executable, str(FEATURES)).returncode == 0
+    add_travel(tmp_path, env)
     fake_model_server.add(
         {
             "tool_calls": [
@@ -298,7 +306,9 @@ def test_prompt_resources_instructions_and_elicitation_through_p(
         },
         {"text": "done"},
     )
-    run = caliban("-p", "/mcp__travel__plan Lisbon 2", "--allowedTools", "mcp__travel__book")
+    run = run_caliban(
+        tmp_path, env, "-p", "/mcp__travel__plan Lisbon 2", "--allowedTools", "mcp__travel__book"
+    )
     assert run.returncode == 0, run.stderr
     first, second = fake_model_server.requests
     assert "Always confirm the date before booking." in json.dumps(first.body["system"])
@@ -320,26 +330,7 @@ def test_prompt_resource_and_a_typed_elicitation_answer_in_the_repl(
     (tmp_path / ".git").mkdir()
     env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_model_server.url}
     env["TERM"] = "xterm-256color"
-    added = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "caliban",
-            "mcp",
-            "add",
-            "travel",
-            "--",
-            sys.executable,
-            str(FEATURES),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert added.returncode == 0, added.stderr
+    add_travel(tmp_path, env)
     fake_model_server.add(
         {"text": "Policy noted."},
         {"text": "Lisbon it is."},
