@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hang import HANG_S, hang_guard
+from hang import HANG_S, hang_guard, until
 
 from caliban.exec import (
     PIPE,
@@ -111,6 +111,35 @@ async def test_a_second_cancellation_during_stop_leaves_nothing_running() -> Non
     assert reaped(child.pid) and not_running(grandchild)
     assert not group_alive(child.pid)
     child.close()
+
+
+async def test_a_cancellation_while_the_process_starts_stops_its_whole_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM during a Bash call whose shell had started before asyncio finished starting
+    it: asyncio's own clean-up killed the shell only, and the `sleep 600` it had started
+    lived on. The start is let finish, then the whole group is stopped."""
+    pid_file = tmp_path / "pid"
+    loop = asyncio.get_running_loop()
+    start = loop.subprocess_exec
+    released = asyncio.Event()
+
+    async def start_slowly(*args: object, **kwargs: object) -> object:
+        started = await start(*args, **kwargs)  # type: ignore[arg-type]
+        await released.wait()  # where a busy machine was when the signal came
+        return started
+
+    monkeypatch.setattr(loop, "subprocess_exec", start_slowly)
+    command = Command(argv=(BASH, "-c", f"sleep 3600 & echo $! > {pid_file}; wait"))
+    task = asyncio.create_task(spawn(command))
+    with hang_guard():
+        await until(lambda: pid_file.exists() and pid_file.read_text().strip())
+        sleeper = int(pid_file.read_text())
+        task.cancel()
+        released.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert not_running(sleeper)
 
 
 async def test_wait_returns_when_the_leader_exits_though_a_child_holds_its_pipe() -> None:

@@ -122,24 +122,15 @@ async def spawn(
     ``cwd``).
     """
     command = confine(command, profile, sandbox)
-    loop = asyncio.get_running_loop()
+    starting = asyncio.ensure_future(_start(command, limit, (stdin, stdout, stderr)))
     try:
-        child = None
-        if command.by_launcher and PIPE not in (stdin, stdout, stderr):
-            child = await _spawn_served(command, loop, limit, (stdin, stdout, stderr))
-        if child is None:
-            transport, protocol = await loop.subprocess_exec(
-                lambda: _ExitAware(limit, loop, command.on_exit),
-                *command.argv,
-                stdin=stdin,
-                stdout=stdout,
-                stderr=stderr,
-                cwd=command.cwd,
-                env=None if command.env is None else dict(command.env),
-                pass_fds=command.pass_fds,
-                start_new_session=True,
-            )
-            child = Child(transport, protocol, command)
+        child = await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        # The process may already run (and have started others) while it is being started;
+        # cancelled then, asyncio would kill the leader only. Let the start finish, then
+        # stop the whole group before the cancellation goes on.
+        await _stop_once_started(starting, command)
+        raise
     except BaseException:
         if command.on_exit is not None:
             command.on_exit()
@@ -153,6 +144,46 @@ async def spawn(
             child.close()
             raise
     return child
+
+
+async def _start(command: Command, limit: int, stdio: tuple[Stdio, Stdio, Stdio]) -> Child:
+    loop = asyncio.get_running_loop()
+    if command.by_launcher and PIPE not in stdio:
+        child = await _spawn_served(command, loop, limit, stdio)
+        if child is not None:
+            return child
+    stdin, stdout, stderr = stdio
+    transport, protocol = await loop.subprocess_exec(
+        lambda: _ExitAware(limit, loop, command.on_exit),
+        *command.argv,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        cwd=command.cwd,
+        env=None if command.env is None else dict(command.env),
+        pass_fds=command.pass_fds,
+        start_new_session=True,
+    )
+    return Child(transport, protocol, command)
+
+
+async def _stop_once_started(starting: asyncio.Future[Child], command: Command) -> None:
+    """Wait for ``starting`` however often cancelled (it is a few turns of the loop), then
+    stop the group it started; nothing when it failed to start."""
+    while not starting.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(starting)
+    if starting.cancelled():
+        return  # by the loop's shutdown: asyncio killed what it had started
+    if starting.exception() is not None:
+        if command.on_exit is not None:
+            command.on_exit()
+        return
+    child = starting.result()
+    try:
+        await stop_group(child)
+    finally:
+        child.close()
 
 
 async def _spawn_served(
