@@ -7,8 +7,8 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-import anyio
 import pytest
+from hang import hang_guard
 from test_repl import CTRL_C, CTRL_D, ENTER, Harness, harness, wait_until
 
 from caliban.checkpoints import Checkpoints
@@ -66,7 +66,7 @@ async def answer_menus(h: Harness, keys: str, *answers: str, done: str) -> None:
 
 async def leave(h: Harness, task: asyncio.Future[int], keys: str = CTRL_D) -> None:
     h.input.send_text(keys)
-    with anyio.fail_after(10):
+    with hang_guard():
         await task
 
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
+from hang import HANG_S, hang_guard
 from lazy_fakes import LazyBox
 from mcp_servers.features import build
 
@@ -46,7 +46,7 @@ async def book(manager: McpManager) -> str:
 
 async def test_headless_declines_an_elicitation_at_once() -> None:
     async with McpManager(in_process={"travel": build()}, connect_mode="legacy") as manager:
-        with anyio.fail_after(30):
+        with hang_guard():
             await manager.wait_ready()
             assert "booking declined" in await book(manager)
 
@@ -67,7 +67,7 @@ async def test_an_elicitor_answers_the_form_with_typed_values() -> None:
     async with McpManager(
         in_process={"travel": build()}, connect_mode="legacy", elicitor=elicitor
     ) as manager:
-        with anyio.fail_after(30):
+        with hang_guard():
             await manager.wait_ready()
             assert "booked 2 seat(s) for Ada, window=True" in await book(manager)
     assert asked[0].server == "travel" and asked[0].message == "Who is travelling?"
@@ -86,7 +86,7 @@ async def test_a_stdio_server_elicits_in_either_protocol_generation(mode: Any) -
         return ElicitAnswer(action="accept", content={"name": "Lin", "seats": 1})
 
     async with McpManager([travel], elicitor=elicitor, connect_mode=mode) as manager:
-        with anyio.fail_after(60):
+        with hang_guard():
             [status] = await manager.wait_ready()
             assert status.state == "connected", status.error
             assert "booked 1 seat(s) for Lin, window=False" in await book(manager)
@@ -99,7 +99,7 @@ async def test_a_failing_elicitor_declines_instead_of_failing_the_call() -> None
     async with McpManager(
         in_process={"travel": build()}, connect_mode="legacy", elicitor=broken
     ) as manager:
-        with anyio.fail_after(30):
+        with hang_guard():
             await manager.wait_ready()
             assert "booking declined" in await book(manager)
 
@@ -142,7 +142,7 @@ async def test_instructions_reach_the_system_prompt_with_eager_loading_and_are_c
     )
     cache = CatalogCache(tmp_path)
     async with McpManager([travel], catalog_cache=cache) as manager:
-        with anyio.fail_after(60):
+        with hang_guard():
             await manager.wait_ready()
         addendum = McpToolset(manager).system_addendum()
     assert addendum.startswith("# MCP server instructions")
@@ -154,7 +154,7 @@ async def test_instructions_reach_the_system_prompt_with_eager_loading_and_are_c
 
 async def test_lazily_instructions_come_with_the_first_activated_tool_of_a_server() -> None:
     async with McpManager(in_process={"travel": build()}, connect_mode="legacy") as manager:
-        with anyio.fail_after(30):
+        with hang_guard():
             await manager.wait_ready()
         box = LazyBox(catalog=manager)
         box.lazy.servers = manager
@@ -172,7 +172,7 @@ async def test_lazily_instructions_come_with_the_first_activated_tool_of_a_serve
 
 async def test_the_model_lists_and_reads_resources_and_templates() -> None:
     async with McpManager(in_process={"travel": build()}) as manager:
-        with anyio.fail_after(30):
+        with hang_guard():
             await manager.wait_ready()
             toolset = McpToolset(manager, resources=manager)
             assert toolset.names()[-2:] == ("ListMcpResourcesTool", "ReadMcpResourceTool")
@@ -205,7 +205,7 @@ async def test_an_at_server_uri_mention_attaches_the_resource() -> None:
     assert resource_mention("alice", ["travel"]) is None
     assert resource_mention("hotel:x://y", ["travel"]) is None
     async with McpManager(in_process={"travel": build()}) as manager:
-        with anyio.fail_after(30):
+        with hang_guard():
             await manager.wait_ready()
             mentioned = ["travel:travel://policy", "src/a.py", "travel:travel://nope"]
             blocks, problems = await attach_resources(mentioned, manager)
@@ -218,7 +218,7 @@ async def test_an_at_server_uri_mention_attaches_the_resource() -> None:
 
 async def test_resource_tools_are_deferred_under_lazy_loading() -> None:
     async with McpManager(in_process={"travel": build()}) as manager:
-        with anyio.fail_after(30):
+        with hang_guard():
             await manager.wait_ready()
         box = LazyBox(catalog=manager, resources=manager)
         assert "ListMcpResourcesTool" not in [t.name for t in box.offered()]
@@ -246,7 +246,7 @@ async def run_tool(toolset: McpToolset, name: str, arguments: dict[str, Any]) ->
 
 async def test_a_prompt_expands_with_its_arguments_in_order() -> None:
     async with McpManager(in_process={"travel": build()}) as manager:
-        with anyio.fail_after(30):
+        with hang_guard():
             await manager.wait_ready()
             done = await expand_prompt(manager, "mcp__travel__plan", '"New York" 5')
             assert done.text == "Plan a 5-day trip to New York."
@@ -271,7 +271,7 @@ def run_caliban(cwd: Path, env: Mapping[str, str], *args: str) -> subprocess.Com
         env=dict(env),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
         check=False,
     )
 
@@ -351,7 +351,7 @@ def test_prompt_resource_and_a_typed_elicitation_answer_in_the_repl(
         env=env,
         dimensions=(40, 120),
         encoding="utf-8",
-        timeout=60,
+        timeout=HANG_S,
     )
     try:
         child.expect(">")
