@@ -6,6 +6,7 @@ from __future__ import annotations
 import compileall
 import ipaddress
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,10 @@ EXIT_GRACE_S = 60.0
 
 def pytest_configure(config: pytest.Config) -> None:
     reaping.become_subreaper()
+    # pytest rewrites the asserts of every test module it imports (seconds of CPU for this
+    # suite, in each pytest-xdist worker); with PYTHONDONTWRITEBYTECODE=1 (here and in CI) it
+    # may not keep the result. Keep it, as compiled caliban is kept (pytest_sessionstart).
+    sys.dont_write_bytecode = False
 
 
 def _xdist_controller(config: pytest.Config) -> bool:
