@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 import pytest
+from hang import HANG_S
 
 
 def free_port() -> int:
@@ -21,7 +22,10 @@ def free_port() -> int:
 
 @contextmanager
 def listening(
-    argv: Callable[[int], list[str]], *, env: Mapping[str, str] | None = None, wait_s: float = 30
+    argv: Callable[[int], list[str]],
+    *,
+    env: Mapping[str, str] | None = None,
+    wait_s: float = HANG_S,
 ) -> Iterator[int]:
     """Run ``python`` with ``argv(port)``; yields the port once the server accepts connections
     (fails the test if it exits or ``wait_s`` passes first)."""
