@@ -119,7 +119,8 @@ async def spawn(
     ``limit`` bounds one buffered line of a piped stdout or stderr (asyncio's
     ``StreamReader``).
     Raises OSError when the command cannot start (not found, not executable, a missing
-    ``cwd``).
+    ``cwd``). Cancelled while the process starts, it stops the whole group it started
+    before the cancellation goes on.
     """
     command = confine(command, profile, sandbox)
     starting = asyncio.ensure_future(_start(command, limit, (stdin, stdout, stderr)))
