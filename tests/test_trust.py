@@ -339,7 +339,8 @@ async def test_the_repl_asks_once_before_anything_starts(
 
     _committed(project)
     out = io.StringIO()
-    console = Console(file=out, width=120, force_terminal=False, color_system=None)
+    # wide enough that no line wraps whatever the temporary folder's path is (xdist's are longer)
+    console = Console(file=out, width=1000, force_terminal=False, color_system=None)
     # a key typed before the question is drawn is no answer
     with (
         create_pipe_input() as pipe,
