@@ -80,6 +80,18 @@ def test_an_entry_is_read_once_with_the_instructions_and_the_offer_of_resources(
     assert cache.load(config) == CachedListing(tools=entry.tools)
 
 
+def test_a_tool_its_server_marks_always_load_stays_so_from_the_cache(tmp_path: Path) -> None:
+    """Served from the cache before its server has listed, an alwaysLoad tool is still on the
+    wire from the first request (it was deferred until the server answered)."""
+    cache = CatalogCache(tmp_path)
+    config = catalog_server()
+    pinned = dataclasses.replace(tool("get_issue"), always_load=True)
+    cache.store(config, [pinned, tool("create_issue")])
+    entry = cache.load(config)
+    assert entry is not None
+    assert [t.always_load for t in entry.tools] == [True, False]
+
+
 @pytest.mark.parametrize(
     "changed",
     [

@@ -57,8 +57,16 @@ def cache_identity(config: ServerConfig) -> dict[str, Any]:
     }
 
 
-_TOOL_FIELDS = (("name", str), ("description", str), ("input_schema", dict))
-_OPTIONAL_FIELDS = (("annotations", dict), ("title", str))
+_TOOL_FIELDS: tuple[tuple[str, type], ...] = (
+    ("name", str),
+    ("description", str),
+    ("input_schema", dict),
+)
+_OPTIONAL_FIELDS: tuple[tuple[str, type], ...] = (
+    ("annotations", dict),
+    ("title", str),
+    ("always_load", bool),
+)
 _KNOWN = frozenset(key for key, _ in (*_TOOL_FIELDS, *_OPTIONAL_FIELDS))
 _ENTRY_KEYS = frozenset({"identity", "listed_at", "tools"})
 
@@ -142,6 +150,7 @@ class CatalogCache:
                     annotations=t.get("annotations"),
                     title=t.get("title"),
                     timeout=timeout,
+                    always_load=t.get("always_load") is True,
                     dispatcher=dispatcher,
                 )
                 for t, wire in zip(tools, names, strict=True)
@@ -170,6 +179,8 @@ class CatalogCache:
                     "input_schema": dict(t.input_schema),
                     "annotations": dict(t.annotations) if t.annotations is not None else None,
                     "title": t.title,
+                    # only when set: entries written before the field stay readable as they are
+                    **({"always_load": True} if t.always_load else {}),
                 }
                 for t in tools
             ],
