@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from caliban.mcp.offers import PromptOffer, fetch
 from caliban.mcp.resources import ServerRequests
 from caliban.mcp.results import CALL_FAILURES
 from caliban.mcp.tools import failure_text
@@ -51,25 +52,25 @@ async def expand_prompt(servers: ServerRequests, name: str, arguments: str) -> P
         return PromptExpanded(error=f"Unknown command: /{name}")
     server, prompt = split
 
-    async def listed(client: Client) -> Any:
-        return (await client.list_prompts()).prompts
+    async def listed(client: Client) -> tuple[PromptOffer, ...]:
+        # every page, as completion offers them: a prompt it offers is one this finds
+        return await fetch(client, server, "prompts")
 
     prompts = await servers.request(server, "prompts/list", listed)
     if isinstance(prompts, CALL_FAILURES):
         return PromptExpanded(error=failure_text(prompts))
     found = next((p for p in prompts if p.name == prompt), None)
     if found is None:
-        known = ", ".join(f"/{PROMPT_PREFIX}{server}__{p.name}" for p in prompts) or "none"
+        known = ", ".join(f"/{p.command}" for p in prompts) or "none"
         return PromptExpanded(error=f"MCP server {server!r} has no prompt {prompt!r} ({known})")
     try:
         words = shlex.split(arguments)
     except ValueError as exc:
         return PromptExpanded(error=f"/{name}: {exc}")
-    params = list(found.arguments or ())
-    usage = " ".join(p.name if p.required else f"[{p.name}]" for p in params)
-    if len(words) > len(params) or any(p.required for p in params[len(words) :]):
-        return PromptExpanded(error=f"Usage: /{name} {usage}".rstrip())
-    values = {p.name: word for p, word in zip(params, words, strict=False)}
+    params = found.arguments
+    if len(words) > len(params) or any(required for _, required in params[len(words) :]):
+        return PromptExpanded(error=f"Usage: /{name} {found.usage}".rstrip())
+    values = {param: word for (param, _), word in zip(params, words, strict=False)}
 
     async def get(client: Client) -> Any:
         return await client.get_prompt(prompt, values)
