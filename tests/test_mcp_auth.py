@@ -197,17 +197,17 @@ async def test_a_configured_client_id_and_callback_port_replace_registration(
         (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"guarded": entry}}))
         [server] = load_mcp_config(project, trusted=True).servers
         assert (server.oauth_client_id, server.oauth_callback_port) == ("caliban-test", callback)
-        with anyio.fail_after(60):
-            assert await login(server, open_url=browse, say=lambda _: None, timeout=30) == 1
+        with hang_guard():
+            assert await login(server, open_url=browse, say=lambda _: None, timeout=HANG_S) == 1
         assert "register" not in issued.read_text().split()
         assert "token" in issued.read_text().split()
         async with McpManager([server]) as manager:
-            with anyio.fail_after(30):
+            with hang_guard():
                 [status] = await manager.wait_ready()
             assert status.state == "connected", status.error
         # Without the configured id, the same server cannot be logged in to.
         unknown = dataclasses.replace(server, oauth_client_id=None, name="other")
-        with anyio.fail_after(60), pytest.raises(LoginFailed):
+        with hang_guard(), pytest.raises(LoginFailed):
             await login(unknown, open_url=browse, say=lambda _: None, timeout=5)
         # The fixed port is the registration's: taken, the login says so (no other port).
         with socket.socket() as taken:
@@ -241,12 +241,12 @@ async def test_a_confidential_client_s_secret_is_kept_with_the_tokens(tmp_path: 
         store = TokenStore(server)
         assert store.client_secret() == "s3cret"
         assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
-        with anyio.fail_after(60):
-            assert await login(server, open_url=browse, say=lambda _: None, timeout=30) == 1
+        with hang_guard():
+            assert await login(server, open_url=browse, say=lambda _: None, timeout=HANG_S) == 1
         assert issued.read_text().split() == ["token"]
         assert logout(server) and store.client_secret() == "s3cret" and not store.has_tokens()
         store.set_client_secret("wrong")
-        with anyio.fail_after(60), pytest.raises(LoginFailed):
+        with hang_guard(), pytest.raises(LoginFailed):
             await login(server, open_url=browse, say=lambda _: None, timeout=30)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+from hang import HANG_S
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.resources import TextResource
 from mcp_servers.features import build
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.anyio
 async def offered(manager: McpManager, done: Callable[[], bool]) -> None:
     """Follow the manager's offers and wait (bounded) until ``done()`` holds of them."""
     manager.follow_offers()
-    with anyio.fail_after(60):
+    with anyio.fail_after(HANG_S):
         while True:
             version = manager.offers_version
             if done():
@@ -37,7 +38,7 @@ async def offered(manager: McpManager, done: Callable[[], bool]) -> None:
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_prompts_and_resources_follow_list_changed(mode: Any) -> None:
     async with McpManager(in_process={"travel": build()}, connect_mode=mode) as manager:
-        await manager.wait_ready(timeout=60)
+        await manager.wait_ready(timeout=HANG_S)
         assert manager.prompts() == ()  # nobody follows them yet: no request was made
         await offered(manager, lambda: bool(manager.prompts() and manager.resources()))
         assert manager.prompts() == (
@@ -65,7 +66,7 @@ async def test_the_repl_completes_prompts_and_resources_from_the_listed_offers(
 ) -> None:
     (tmp_path / "travel-notes.md").write_text("x")
     async with McpManager(in_process={"travel": build()}, connect_mode="legacy") as manager:
-        await manager.wait_ready(timeout=60)
+        await manager.wait_ready(timeout=HANG_S)
         await offered(manager, lambda: bool(manager.prompts() and manager.resources()))
         completer = ReplCompleter(
             tmp_path,
@@ -101,7 +102,7 @@ async def test_offers_a_prompt_cannot_type_are_left_out() -> None:
     server.add_resource(TextResource(uri="odd://a\u202eb", name="bidi", text="x"))
     server.add_resource(TextResource(uri="odd://ok", name="ok", text="x"))
     async with McpManager(in_process={"odd": server}, connect_mode="legacy") as manager:
-        await manager.wait_ready(timeout=60)
+        await manager.wait_ready(timeout=HANG_S)
         await offered(manager, lambda: bool(manager.prompts() and manager.resources()))
         assert [p.name for p in manager.prompts()] == ["fine"]
         assert [r.uri for r in manager.resources()] == ["odd://ok"]
