@@ -3,9 +3,9 @@ background tasks, hooks, ripgrep, git, MCP stdio servers) starts and stops here.
 
 - :func:`spawn` starts a :class:`Command` on asyncio in a new session (its own process
   group), optionally confined by a :class:`SandboxProfile` through a :class:`Sandbox`
-  backend (:mod:`caliban.exec.sandbox`: where bubblewrap, Landlock and macOS's
-  ``sandbox-exec`` plug in; :class:`NoSandbox` is the only one so far). A cancellation
-  while it starts stops the whole group it started.
+  backend (:mod:`caliban.exec.sandbox`: the protocol and :class:`NoSandbox`; the
+  bubblewrap, Landlock and macOS Seatbelt backends live in :mod:`caliban.sandbox`). A
+  cancellation while it starts stops the whole group it started.
 - :func:`stop_group` stops a child's whole group: SIGTERM, a grace period for its live
   members, SIGKILL for the rest, safe against a second cancellation.
 - :func:`run` runs a quick helper synchronously, bounded in time and output;
