@@ -18,6 +18,7 @@ from hang import HANG_S
 
 from caliban.calls.bound import bind
 from caliban.calls.verdict import ALLOW, Settled, authorize
+from caliban.mcp.tools import McpTool
 from caliban.claude_code.settings import load_claude_settings
 from caliban.permissions.approval import PermissionAnswer, PermissionRequest, PolicyAuthorizer
 from caliban.permissions.policy import PermissionPolicy
@@ -25,6 +26,7 @@ from caliban.permissions.rules import PermissionRules
 from caliban.permissions.saved_rules import RuleNotSaved, rules_file
 from caliban.tools.base import Tool, ToolEnv
 from caliban.tools.bash import Bash
+from caliban.tools.web_fetch import WebFetch
 from caliban.tools.edit import Edit
 from caliban.tools.write import Write
 
@@ -243,6 +245,36 @@ async def test_only_the_rule_shown_for_an_understood_line_is_saved(project: Path
     assert "Bash(echo x:*)" in saved
     _, request, _, _ = await settle(project, Bash(), line, PermissionAnswer.deny(), allow=saved)
     assert "is protected" in request.reason
+
+
+@pytest.mark.anyio
+async def test_a_hosts_and_an_mcp_tools_rule_are_saved_as_claude_code_writes_them(
+    project: Path,
+) -> None:
+    """Claude Code 2.1.197 offers and writes ``WebFetch(domain:docs.example.com)`` and
+    ``mcp__tiny__echo`` (recorded: permission_updates/accept_suggestions); the next
+    session (trusted) is not asked again."""
+    always = PermissionAnswer.allow_session()
+    fetch = {"url": "https://docs.example.com/a/b", "prompt": "summarise"}
+    verdict, request, _, _ = await settle(project, WebFetch(), fetch, always)
+    assert verdict == ALLOW and request.suggestion == "WebFetch(domain:docs.example.com)"
+    assert request.saved_in == ".claude/settings.local.json"
+    echo = McpTool(
+        server="tiny", tool_name="echo", name="mcp__tiny__echo", description="", input_schema={}
+    )
+    verdict, request, _, _ = await settle(project, echo, {"text": "hi"}, always)
+    assert verdict == ALLOW and request.saved_in == ".claude/settings.local.json"
+    saved = local_settings(project)["permissions"]
+    assert saved == {"allow": ["WebFetch(domain:docs.example.com)", "mcp__tiny__echo"]}
+    allow = tuple(load_claude_settings(project, trusted=True).allow)
+    policy = PermissionPolicy(project_root=project, rules=PermissionRules.parse(allow=allow))
+    for tool, subject in ((WebFetch(), "docs.example.com"), (echo, None)):
+        decision = policy.decide(tool.name, subject, read_only=False, origin=tool.origin)
+        assert decision.behavior == "allow"
+    other = policy.decide("WebFetch", "example.com", read_only=False, origin=WebFetch().origin)
+    assert other.behavior == "ask"
+    # untrusted: saved, but only read back once trusted
+    assert load_claude_settings(project, trusted=False).allow == ()
 
 
 @pytest.mark.anyio

@@ -23,9 +23,10 @@ from caliban.calls.effects import NO_EFFECTS, Effects
 from caliban.calls.verdict import ALLOW, AllowWith, Ask, Decided, Deny, Settled, with_hook
 from caliban.config.settings import PermissionMode
 from caliban.permissions.policy import Confined, Decision, PermissionPolicy
-from caliban.permissions.rules import PATH_TOOLS, RuleError, is_within
+from caliban.permissions.rules import PATH_TOOLS, WEB_FETCH, RuleError, is_within
 from caliban.permissions.saved_rules import RuleNotSaved, RulesFile
 from caliban.tools.base import Invocation, Preview, ToolEnv, ToolOrigin
+from caliban.tools.origin import McpOrigin
 from caliban.tools.exit_plan_mode import UNATTENDED
 from caliban.util.fsutil import resolved
 
@@ -251,11 +252,7 @@ class PolicyAuthorizer:
     async def _ask(self, call: BoundCall, question: Ask) -> Settled:
         tool, subject = call.tool, _subject(call)
         suggestion = question.suggestion or self.policy.suggestion(tool.name, subject, call.effects)
-        # Only a command line's rule is kept past the session (one the parser understood:
-        # for any other line there is no suggestion), and never a protected file's.
-        saved = (
-            self.rules_file if call.effects.runs is not None and not question.suggestion else None
-        )
+        saved = self.rules_file if _kept_past_session(call, question) else None
         request = PermissionRequest(
             tool_name=tool.name,
             origin=tool.origin,
@@ -336,6 +333,19 @@ class PolicyAuthorizer:
         if isinstance(verdict := self.decide(changed), Deny):
             return verdict
         return AllowWith(call=changed)
+
+
+def _kept_past_session(call: BoundCall, question: Ask) -> bool:
+    """Whether "don't ask again" for ``call`` is saved, as Claude Code saves it: a command
+    line's rule (one the parser understood: for any other line there is none), a WebFetch
+    host's, an MCP tool's. Never a file's, nor a protected path's exact rule."""
+    if question.suggestion:  # the exact rule a protected path asks for
+        return False
+    return (
+        call.effects.runs is not None
+        or call.tool.name == WEB_FETCH
+        or isinstance(call.tool.origin, McpOrigin)
+    )
 
 
 def _confined(call: BoundCall) -> Confined | None:

@@ -27,6 +27,7 @@ __all__ = [
     "EDIT_TOOLS",
     "PATH_TOOLS",
     "READ_TOOLS",
+    "WEB_FETCH",
     "PermissionRules",
     "Rule",
     "RuleError",
