@@ -632,6 +632,31 @@ def test_allow_matching_helpers() -> None:
         ("echo $(id)", None),
         ("A=1 make", None),
         ("# nothing", None),
+        # Claude Code 2.1.197 offers these exact commands too (permission_updates/suggest_bash)
+        ("rm -rf x", "Bash(rm -rf x)"),
+        ("rm -rf build && npm test", "Bash(rm -rf build)"),
+        ("sudo rm -rf /tmp/x", "Bash(sudo rm -rf /tmp/x)"),
+        ("chmod -R 777 .", "Bash(chmod -R 777 .)"),
+        ("kill -9 1234", "Bash(kill -9 1234)"),
+        ("cp -r a b", "Bash(cp -r a b)"),
+        ("find . -name '*.pyc' -delete", None),
+        # where it offers a prefix that allows losing work, the exact command
+        ("git push --force origin main", "Bash(git push --force origin main)"),
+        ("git push origin +main", "Bash(git push origin +main)"),
+        ("git reset --hard HEAD~1", "Bash(git reset --hard HEAD~1)"),
+        ("git clean -fdx", "Bash(git clean -fdx)"),
+        ("git stash drop", "Bash(git stash drop)"),
+        ("git -C sub push", "Bash(git -C sub push)"),
+        ("mv a b", "Bash(mv a b)"),
+        ("bash -c 'make x'", "Bash(bash -c 'make x')"),
+        ("xargs rm", "Bash(xargs rm)"),
+        ("node -e 1", "Bash(node -e 1)"),
+        ("find . -exec rm {} +", None),
+        ("rm -rf *.o", None),  # the exact rule would be a wildcard
+        # ordinary uses keep their prefix
+        ("git push -u origin x", "Bash(git push:*)"),
+        ("git stash", "Bash(git stash:*)"),
+        ("python3 x.py", "Bash(python3 x.py:*)"),
     ],
 )
 def test_suggested_rules(command: str, expected: str | None) -> None:
@@ -640,6 +665,9 @@ def test_suggested_rules(command: str, expected: str | None) -> None:
     if suggestion is not None:  # once allowed, it covers the command it was made for
         first = command.split(" &&")[0]
         assert bash_decision(first, allow=(suggestion,), mode="acceptEdits").behavior == "allow"
+        if not suggestion.endswith(":*)"):  # and an exact rule nothing more
+            wider = bash_decision(f"{first} ~", allow=(suggestion,), mode="acceptEdits")
+            assert wider.behavior == "ask"
 
 
 # ---------------------------------------------------------------------------- paths

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from caliban.shell import Analysis, NotUnderstood, SimpleCommand, Understood, analyze, render
-from caliban.shell.commands import MAX_WRAPPED_WORDS, inner_scripts, wrapped
+from caliban.shell.commands import MAX_WRAPPED_WORDS, SHELLS, inner_scripts, wrapped
 
 MAX_INNER_DEPTH = 3
 """How many levels of ``bash -c '…'`` / ``eval`` deny and ask rules look into."""
@@ -205,21 +205,99 @@ def _literal_start(word: str) -> str:
     return word[: match.start()] if match else word
 
 
+DESTRUCTIVE_COMMANDS = frozenset(
+    {
+        "chattr", "chgrp", "chmod", "chown", "cp", "crontab", "dd", "fdisk", "halt",
+        "install", "kill", "killall", "ln", "mkswap", "mv", "parted", "pkill", "poweroff",
+        "reboot", "rm", "rmdir", "rsync", "sfdisk", "shred", "shutdown", "truncate",
+        "unlink", "wipefs",
+    }
+)  # fmt: skip
+"""Commands that delete, overwrite (``cp``/``mv`` onto any file) or stop something:
+"don't ask again" offers the exact command, never ``rm:*`` (which would allow ``rm -rf ~``)."""
+_INLINE_CODE = {
+    "node": ("-e", "--eval", "-p", "--print"),
+    "perl": ("-e", "-E"),
+    "php": ("-r",),
+    "python": ("-c",),
+    "python3": ("-c",),
+    "ruby": ("-e",),
+}
+"""Interpreters and the options that run the code in the next word."""
+_GIT_DESTRUCTIVE = {
+    "branch": ("-D", "--delete", "-d", "-M", "--force", "-f"),
+    "checkout": ("--", ".", "-f", "--force"),
+    "clean": (),
+    "filter-branch": (),
+    "gc": ("--prune",),
+    "push": ("-f", "--force", "--force-with-lease", "--delete", "-d", "--mirror", "--prune"),
+    "rebase": (),
+    "reflog": ("expire", "delete"),
+    "reset": ("--hard", "--merge", "--keep"),
+    "restore": (),
+    "stash": ("drop", "clear"),
+    "update-ref": ("-d",),
+}
+"""git subcommands, and the words that make a use of them lose work (none: every use)."""
+
+
+def _exact_only(argv: Sequence[str]) -> bool:
+    """Whether a prefix rule for this command would allow more than the user can judge from
+    the one call they see: a destructive command, a wrapper or shell running another
+    command, inline code, a git command that discards work. Claude Code 2.1.197 offers the
+    exact command for such lines too (``Bash(rm -rf x)``, ``Bash(sudo rm -rf /tmp/x)``,
+    ``Bash(chmod -R 777 .)``; recorded in permission_updates/suggest_bash.json)."""
+    name = os.path.basename(argv[0])
+    arguments = argv[1:]
+    if name in DESTRUCTIVE_COMMANDS or name.startswith("mkfs") or name in SHELLS:
+        return True
+    if next(wrapped(argv), None) is not None:  # sudo, env, xargs, timeout…
+        return True
+    if any(word in _INLINE_CODE.get(name, ()) for word in arguments):
+        return True
+    if name != "git" or not arguments:
+        return False
+    if arguments[0] not in _GIT_DESTRUCTIVE:
+        return arguments[0].startswith("-")  # git -C dir …: the subcommand is not plain
+    words = _GIT_DESTRUCTIVE[arguments[0]]
+    rest = arguments[1:]
+    return not words or any(
+        word in words or word.startswith(("+", "--force")) or word.startswith("-f")
+        for word in rest
+        if word.startswith(("-", "+")) or word in words
+    )
+
+
 def suggest_rule(analysis: Analysis, tool_name: str = "Bash") -> str | None:
     """The rule "don't ask again" would add for a line: ``Bash(git commit:*)`` from the
-    first command's first word (and its second when it looks like a subcommand).
+    first command's first word (and its second when it looks like a subcommand), or the
+    exact command (``Bash(rm -rf build)``) when a prefix would allow more than this call
+    shows (:func:`_exact_only`).
 
-    None when the line is not understood, starts with assignments, or has no command:
-    no rule can allow it, so none is offered.
+    None when the line is not understood, starts with assignments, or has no command
+    (no rule can allow it), when the exact command could not be written as a rule that
+    matches only itself (a ``*`` in it), and for ``find`` running or deleting files (as
+    Claude Code, which offers nothing there).
     """
     if not isinstance(analysis, Understood) or not analysis.commands:
         return None
     first = analysis.commands[0]
     if first.assignments or not first.argv:
         return None
-    words = list(first.argv[:1])
-    if len(first.argv) > 1 and re.fullmatch(r"[A-Za-z][\w.:-]*", first.argv[1]):
-        words.append(first.argv[1])
+    argv = first.argv
+    if os.path.basename(argv[0]) == "find" and any(
+        word == "-delete" or word.startswith(("-exec", "-ok", "-fprint", "-fls"))
+        for word in argv[1:]
+    ):
+        return None
+    if _exact_only(argv):
+        exact = first.text
+        if "*" in exact or "\n" in exact or not pattern_matches(exact, exact):
+            return None
+        return f"{tool_name}({exact})"
+    words = list(argv[:1])
+    if len(argv) > 1 and re.fullmatch(r"[A-Za-z][\w.:-]*", argv[1]):
+        words.append(argv[1])
     prefix = render(words)
     if "*" in prefix:
         return None
@@ -227,6 +305,7 @@ def suggest_rule(analysis: Analysis, tool_name: str = "Bash") -> str | None:
 
 
 __all__ = [
+    "DESTRUCTIVE_COMMANDS",
     "MAX_INNER_DEPTH",
     "LineTexts",
     "allows",
