@@ -18,16 +18,16 @@ from hang import HANG_S
 
 from caliban.calls.bound import bind
 from caliban.calls.verdict import ALLOW, Settled, authorize
-from caliban.mcp.tools import McpTool
 from caliban.claude_code.settings import load_claude_settings
+from caliban.mcp.tools import McpTool
 from caliban.permissions.approval import PermissionAnswer, PermissionRequest, PolicyAuthorizer
 from caliban.permissions.policy import PermissionPolicy
 from caliban.permissions.rules import PermissionRules
 from caliban.permissions.saved_rules import RuleNotSaved, rules_file
 from caliban.tools.base import Tool, ToolEnv
 from caliban.tools.bash import Bash
-from caliban.tools.web_fetch import WebFetch
 from caliban.tools.edit import Edit
+from caliban.tools.web_fetch import WebFetch
 from caliban.tools.write import Write
 
 

@@ -25,9 +25,10 @@ from caliban.config.settings import PermissionMode
 from caliban.permissions.policy import Confined, Decision, PermissionPolicy
 from caliban.permissions.rules import PATH_TOOLS, WEB_FETCH, RuleError, is_within
 from caliban.permissions.saved_rules import RuleNotSaved, RulesFile
+from caliban.permissions.updates import PermissionUpdate, PermissionUpdater
 from caliban.tools.base import Invocation, Preview, ToolEnv, ToolOrigin
-from caliban.tools.origin import McpOrigin
 from caliban.tools.exit_plan_mode import UNATTENDED
+from caliban.tools.origin import McpOrigin
 from caliban.util.fsutil import resolved
 
 __all__ = [
@@ -67,6 +68,9 @@ class PermissionRequest:
     edits_mode_allows: bool = False
     """acceptEdits mode would allow the call (a file edit in the project): the approver may
     offer "allow all edits during this session" instead of a rule."""
+    persists: bool = False
+    """"Don't ask again" keeps :attr:`suggestion` past the session where this front door
+    saves rules (a command line's, a WebFetch host's, an MCP tool's, as Claude Code)."""
     saved_in: str | None = None
     """Where "don't ask again" keeps :attr:`suggestion` past the session
     (``.claude/settings.local.json``); None: for the session only."""
@@ -93,14 +97,21 @@ class PermissionAnswer:
     """For ``allow_once``: run the call with this input instead (the Agent SDK's
     ``updatedInput``). It is validated and decided again: a deny rule on it still wins."""
     mode: PermissionMode | None = None
-    """For an allow: the session's permission mode from now on (a plan approval's choice,
-    the Agent SDK's ``setMode`` update); None leaves it."""
+    """For an allow: the session's permission mode from now on (a plan approval's choice);
+    None leaves it."""
+    updates: tuple[PermissionUpdate, ...] = ()
+    """For an allow: the Agent SDK's ``updatedPermissions`` (rules, directories, mode, for
+    the session or saved to a settings file; :mod:`caliban.permissions.updates`)."""
 
     @classmethod
     def allow_once(
-        cls, updated_input: Mapping[str, Any] | None = None, *, mode: PermissionMode | None = None
+        cls,
+        updated_input: Mapping[str, Any] | None = None,
+        *,
+        mode: PermissionMode | None = None,
+        updates: tuple[PermissionUpdate, ...] = (),
     ) -> PermissionAnswer:
-        return cls(behavior="allow_once", updated_input=updated_input, mode=mode)
+        return cls(behavior="allow_once", updated_input=updated_input, mode=mode, updates=updates)
 
     @classmethod
     def allow_session(cls, pattern: str | None = None) -> PermissionAnswer:
@@ -212,7 +223,9 @@ class PolicyAuthorizer:
     Questions are asked one at a time; a call waiting for its turn is decided again first,
     so a "don't ask again" answer given meanwhile covers it. A command line's rule is also
     added to ``rules_file`` (:mod:`caliban.permissions.saved_rules`); when that fails,
-    ``warn`` says why and the rule lasts the session.
+    ``warn`` says why and the rule lasts the session. An allow's Agent SDK updates are
+    applied (and saved where they say) for a folder that is ``trusted`` or not
+    (:class:`~caliban.permissions.updates.PermissionUpdater`).
     """
 
     def __init__(
@@ -221,12 +234,16 @@ class PolicyAuthorizer:
         approver: Approver,
         *,
         rules_file: RulesFile | None = None,
+        trusted: bool = False,
         warn: Callable[[str], None] = lambda text: None,
     ) -> None:
         self.policy = policy
         self.approver = approver
         self.rules_file = rules_file
         self.warn = warn
+        self.updater = PermissionUpdater(
+            policy=policy, trusted=trusted, warn=lambda text: self.warn(text)
+        )
         self._one_question = asyncio.Lock()
 
     def decide(self, call: BoundCall) -> Decided:
@@ -252,7 +269,8 @@ class PolicyAuthorizer:
     async def _ask(self, call: BoundCall, question: Ask) -> Settled:
         tool, subject = call.tool, _subject(call)
         suggestion = question.suggestion or self.policy.suggestion(tool.name, subject, call.effects)
-        saved = self.rules_file if _kept_past_session(call, question) else None
+        persists = bool(suggestion) and _kept_past_session(call, question)
+        saved = self.rules_file if persists else None
         request = PermissionRequest(
             tool_name=tool.name,
             origin=tool.origin,
@@ -265,7 +283,8 @@ class PolicyAuthorizer:
             arguments=call.arguments,
             effects=call.effects,
             edits_mode_allows=self._edits_mode_allows(call),
-            saved_in=saved.relative if saved is not None and suggestion else None,
+            persists=persists,
+            saved_in=saved.relative if saved is not None else None,
         )
         answer = await self.approver(request)
         match answer.behavior:
@@ -275,8 +294,10 @@ class PolicyAuthorizer:
                     if answer.updated_input is None
                     else self._changed(call, answer.updated_input)
                 )
-                if answer.mode is not None and not isinstance(settled, Deny):
-                    self.policy.mode = answer.mode
+                if not isinstance(settled, Deny):
+                    if answer.mode is not None:
+                        self.policy.mode = answer.mode
+                    self.updater.apply(answer.updates)
                 return settled
             case "allow_session":
                 # No rule, or one that does not parse: this call was allowed, nothing more

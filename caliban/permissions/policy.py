@@ -438,6 +438,10 @@ class PermissionPolicy:
     rules: PermissionRules = field(default_factory=PermissionRules)
     session_rules: list[Rule] = field(default_factory=list)
     """Added by "yes, and don't ask again this session"; forgotten when caliban exits."""
+    session_asks: list[Rule] = field(default_factory=list)
+    """Ask rules added during the session (an Agent SDK update); it may remove them again."""
+    session_denials: list[Rule] = field(default_factory=list)
+    """Deny rules added during the session (an Agent SDK update); it may remove them again."""
     working_dirs: tuple[Path, ...] = ()
     """Additional working directories (``--add-dir``): writes there count as in the project."""
 
@@ -487,7 +491,7 @@ class PermissionPolicy:
             read_only=read_only,
             origin=origin,
             mode=self.mode,
-            rules=self.rules.with_allow(self.session_rules),
+            rules=self.in_force,
             project_root=self.project_root,
             working_dirs=self.working_dirs,
             confined=confined,
@@ -506,14 +510,14 @@ class PermissionPolicy:
     def read_denial(self, tool_name: str, path: Path) -> str | None:
         """The deny rule forbidding ``tool_name`` to read ``path`` (absolute), or None:
         Grep and Glob ask it about each file they find (:data:`~caliban.tools.base.ReadGuard`)."""
-        rule = _find(self.rules.deny, tool_name, str(path), self.project_root, allowing=False)
+        rule = _find(self.in_force.deny, tool_name, str(path), self.project_root, allowing=False)
         return rule.text if rule is not None else None
 
     def address_denial(self, tool_name: str, address: str) -> str | None:
         """The deny rule forbidding ``tool_name`` to reach ``address`` (a host's resolved
         address), or None: WebFetch asks it as it connects
         (:data:`~caliban.tools.base.AddressGuard`)."""
-        rule = _find(self.rules.deny, tool_name, address, self.project_root, allowing=False)
+        rule = _find(self.in_force.deny, tool_name, address, self.project_root, allowing=False)
         return rule.text if rule is not None else None
 
     @contextlib.contextmanager
@@ -526,6 +530,45 @@ class PermissionPolicy:
         finally:
             for rule in added:
                 self.session_rules.remove(rule)
+
+    @property
+    def in_force(self) -> PermissionRules:
+        """The settings' and flags' rules with those added during the session."""
+        return PermissionRules(
+            allow=(*self.rules.allow, *self.session_rules),
+            ask=(*self.rules.ask, *self.session_asks),
+            deny=(*self.rules.deny, *self.session_denials),
+        )
+
+    def add_rules(self, behavior: Literal["allow", "deny", "ask"], rules: Sequence[Rule]) -> None:
+        """Apply ``rules`` for the rest of the session, as well as the settings' ones."""
+        added = self.added_in_session(behavior)
+        added.extend(rule for rule in dict.fromkeys(rules) if rule not in added)
+
+    def remove_rules(
+        self, behavior: Literal["allow", "deny", "ask"], rules: Sequence[Rule]
+    ) -> None:
+        """Stop applying ``rules`` for the rest of the session: allow rules wherever they
+        came from (narrowing); deny and ask rules only those added during the session (a
+        settings file's or a flag's still holds: keeping a denial is the safe mistake)."""
+        gone = set(rules)
+        added = self.added_in_session(behavior)
+        added[:] = [rule for rule in added if rule not in gone]
+        if behavior == "allow":
+            kept = tuple(rule for rule in self.rules.allow if rule not in gone)
+            self.rules = dataclasses.replace(self.rules, allow=kept)
+
+    def added_in_session(self, behavior: Literal["allow", "deny", "ask"]) -> list[Rule]:
+        """The rules of ``behavior`` added during the session (the list itself)."""
+        match behavior:
+            case "allow":
+                return self.session_rules
+            case "ask":
+                return self.session_asks
+            case "deny":
+                return self.session_denials
+            case _:
+                assert_never(behavior)
 
     def allow_for_session(self, pattern: str) -> Rule:
         """Allow calls matching ``pattern`` until the session ends; raises RuleError."""

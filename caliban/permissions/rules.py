@@ -13,7 +13,7 @@ import fnmatch
 import functools
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -158,10 +158,6 @@ class PermissionRules:
     ) -> PermissionRules:
         """Rules from their text; raises :class:`RuleError` on the first bad one."""
         return cls(allow=_parse_all(allow), ask=_parse_all(ask), deny=_parse_all(deny))
-
-    def with_allow(self, rules: Sequence[Rule]) -> PermissionRules:
-        """These rules with ``rules`` allowed too (the session's "don't ask again" rules)."""
-        return PermissionRules(allow=(*self.allow, *rules), ask=self.ask, deny=self.deny)
 
 
 def _glob_regex(glob: str) -> str:

@@ -20,9 +20,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from caliban.config.settings import PermissionMode
 from caliban.permissions.approval import PermissionAnswer, PermissionRequest, describe
 from caliban.permissions.rules import Rule, RuleError
+from caliban.permissions.updates import UpdateError, parse_updates
 
 __all__ = ["STDIN_CLOSED", "StdioApprover", "answer_from", "request_frame"]
 
@@ -103,7 +103,7 @@ def request_frame(request_id: str, request: PermissionRequest) -> dict[str, Any]
     }
     if not request.effects.leaves_plan_mode:
         asked["description"] = describe(request)
-        asked["permission_suggestions"] = _suggestions(request.suggestion)
+        asked["permission_suggestions"] = _suggestions(request)
     asked["tool_use_id"] = request.call_id
     asked["decision_reason"] = request.reason
     return {"type": "control_request", "request_id": request_id, "request": asked}
@@ -133,32 +133,18 @@ def answer_from(
             updated = body.get("updatedInput")
             if not isinstance(updated, dict):
                 return _malformed("an allow without an updatedInput object"), False
-            mode = _mode_set(body.get("updatedPermissions"))
-            if updated == dict(request.arguments):
-                return PermissionAnswer.allow_once(mode=mode), False
-            return PermissionAnswer.allow_once(updated, mode=mode), False
+            try:
+                updates = parse_updates(body.get("updatedPermissions"))
+            except UpdateError:
+                updates = ()  # as Claude Code: the call is allowed, no update applies
+            changed = None if updated == dict(request.arguments) else updated
+            return PermissionAnswer.allow_once(changed, updates=updates), False
         case "deny":
             message = body.get("message")
             reason = message if isinstance(message, str) and message else None
             return PermissionAnswer.deny(reason), body.get("interrupt") is True
         case _:
             return _malformed("a behavior other than allow or deny"), False
-
-
-def _mode_set(updates: object) -> PermissionMode | None:
-    """The mode a ``setMode`` entry of an allow's ``updatedPermissions`` switches to (the
-    last one wins; Claude Code switches after an approved plan the same way). Only the modes
-    a plan approval offers, and plan itself: ``bypassPermissions`` is chosen at start-up,
-    never in an answer."""
-    mode: PermissionMode | None = None
-    for update in updates if isinstance(updates, list) else ():
-        if isinstance(update, dict) and update.get("type") == "setMode":
-            match update.get("mode"):
-                case "default" | "acceptEdits" | "plan" as wanted:
-                    mode = wanted
-                case _:
-                    pass
-    return mode
 
 
 def _malformed(what: str) -> PermissionAnswer:
@@ -168,14 +154,19 @@ def _malformed(what: str) -> PermissionAnswer:
     )
 
 
-def _suggestions(text: str) -> list[dict[str, Any]]:
-    """The SDK's ``PermissionUpdate`` for "don't ask again this session": caliban's
-    suggested rule, ``Tool(content)`` split into its parts."""
+def _suggestions(request: PermissionRequest) -> list[dict[str, Any]]:
+    """The SDK's ``PermissionUpdate`` list for "don't ask again", as Claude Code 2.1.197
+    offers it: a file edit acceptEdits would allow switches the session to it; a command
+    line's, a host's or an MCP tool's rule goes to ``localSettings`` (any other rule to the
+    session), ``Tool(content)`` split into its parts."""
+    if request.edits_mode_allows:
+        return [{"type": "setMode", "mode": "acceptEdits", "destination": "session"}]
     try:
-        rule = Rule.parse(text)
+        rule = Rule.parse(request.suggestion)
     except RuleError:  # no suggestion (""), or one that is not a rule
         return []
     entry: dict[str, Any] = {"toolName": rule.tool}
     if rule.pattern is not None:
         entry["ruleContent"] = rule.pattern
-    return [{"type": "addRules", "rules": [entry], "behavior": "allow", "destination": "session"}]
+    destination = "localSettings" if request.persists else "session"
+    return [{"type": "addRules", "rules": [entry], "behavior": "allow", "destination": destination}]

@@ -48,11 +48,11 @@ def open_sandbox(
     each use) allow and deny hosts."""
 
     def read_denied() -> list[str]:
-        return [r.pattern for r in policy.rules.deny if r.tool == "Read" and r.pattern]
+        return [r.pattern for r in policy.in_force.deny if r.tool == "Read" and r.pattern]
 
     def domains() -> tuple[list[str], list[str]]:
-        allow = [*policy.rules.allow, *policy.session_rules]
-        return _domains_of(allow), _domains_of(policy.rules.deny)
+        rules = policy.in_force
+        return _domains_of(rules.allow), _domains_of(rules.deny)
 
     return SandboxRuntime(
         config,

@@ -184,6 +184,7 @@ async def open_session(
             if interactive
             else None
         ),
+        trusted=trusted,
     )
     fallback_warnings: list[str] = []
     fallbacks = _fallbacks(options.fallback_models, choice, fallback_warnings)
