@@ -122,9 +122,11 @@ def load(name: str) -> Recording:
     )
 
 
-RECORDED_HARNESS = "/work/research/claude-code/harness"
 HARNESS = FIXTURES / "harness"
-RECORDED_TIME_SERVER = "/work/refsrv/venv/bin/mcp-server-time"
+HARNESS_PLACEHOLDER = "<harness>"
+"""Stands for the recording harness's directory in recordings (its MCP servers)."""
+TIME_SERVER_PLACEHOLDER = "<mcp-server-time>"
+"""Stands for the reference ``mcp-server-time`` the recording ran."""
 
 
 def time_server() -> str | None:
@@ -135,11 +137,11 @@ def time_server() -> str | None:
 
 
 def substitute(value: Any, base: str) -> Any:
-    """``value`` with the recorded ``/tmp/ccrec`` paths moved to ``base``, and the recording
-    harness's MCP servers to this repository's copy."""
+    """``value`` with the recorded ``/tmp/ccrec`` paths moved to ``base``, and the
+    placeholders for the recording harness and the time server made this machine's paths."""
     if isinstance(value, str):
-        value = value.replace(RECORDED_HARNESS, str(HARNESS))
-        value = value.replace(RECORDED_TIME_SERVER, time_server() or RECORDED_TIME_SERVER)
+        value = value.replace(HARNESS_PLACEHOLDER, str(HARNESS))
+        value = value.replace(TIME_SERVER_PLACEHOLDER, time_server() or "mcp-server-time")
         return value.replace(RECORDED_BASE, base)
     if isinstance(value, list):
         return [substitute(v, base) for v in value]

@@ -251,3 +251,16 @@ def test_comparison_catches_a_renamed_or_dropped_key() -> None:
     assert "result#0.permission_denials: missing in caliban's frame" in problems
     assert "result#0.num_turns: Claude Code 2, caliban 3" in problems
     assert "system/init#0.uuid: Claude Code has a str, caliban number" in problems
+
+
+def test_recordings_name_no_path_of_the_machine_they_were_made_on() -> None:
+    """Recordings stand for this machine's paths with placeholders (``<harness>``,
+    ``<mcp-server-time>``, ``<python>``, ``<tests>``) and ``/tmp/ccrec``: a path of the
+    recording machine would only work there."""
+    import re
+
+    from claude_code_recordings import FIXTURES
+
+    machine = re.compile(r"(?<![\w/.])/(?:work|home|root|Users)/")
+    for path in FIXTURES.rglob("*.json"):
+        assert not machine.search(path.read_text()), path
