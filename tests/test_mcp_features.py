@@ -15,6 +15,8 @@ import pytest
 from hang import HANG_S, hang_guard
 from lazy_fakes import LazyBox
 from mcp_servers.features import build
+from mcp_servers.paged_prompts import PROMPTS as PAGED_PROMPTS
+from mcp_servers.paged_prompts import build as build_paged
 
 from caliban.mcp.catalog_cache import CatalogCache
 from caliban.mcp.client import McpManager
@@ -260,6 +262,23 @@ async def test_a_prompt_expands_with_its_arguments_in_order() -> None:
     assert split_prompt_name("mcp__x__y", ["a"]) is None
 
 
+async def test_a_prompt_on_a_later_page_expands() -> None:
+    """``mcp_servers/paged_prompts.py`` lists two prompts a page: ``deploy`` (page 2) and
+    ``retro`` (page 3) are found, and a miss names all five."""
+    async with McpManager(in_process={"paged": build_paged()}) as manager:
+        with hang_guard():
+            await manager.wait_ready()
+            deploy = await expand_prompt(manager, "mcp__paged__deploy", "staging")
+            assert deploy.text == "Deploy staging to production."
+            retro = await expand_prompt(manager, "mcp__paged__retro", "")
+            assert retro.text == "Run the sprint retro."
+            usage = await expand_prompt(manager, "mcp__paged__deploy", "")
+            assert usage.error == "Usage: /mcp__paged__deploy target"
+            unknown = await expand_prompt(manager, "mcp__paged__nope", "")
+    assert unknown.error is not None
+    assert all(f"/mcp__paged__{name}" in unknown.error for name in PAGED_PROMPTS)
+
+
 # ---------------------------------------------------------------------------- -p end to end
 
 
@@ -274,6 +293,29 @@ def run_caliban(cwd: Path, env: Mapping[str, str], *args: str) -> subprocess.Com
         timeout=HANG_S,
         check=False,
     )
+
+
+@pytest.mark.slow
+def test_a_prompt_on_page_two_runs_and_completes_through_p(
+    fake_model_server: Any, tmp_path: Path
+) -> None:
+    """``caliban -p "/mcp__paged__deploy staging"``: the server lists its prompts over three
+    pages; the one on page 2 is found, its text is the turn's prompt, and the run ends."""
+    (tmp_path / ".git").mkdir()
+    env = {
+        **os.environ,
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": fake_model_server.anthropic_base_url,
+    }
+    paged = Path(__file__).parent / "mcp_servers" / "paged_prompts.py"
+    added = run_caliban(tmp_path, env, "mcp", "add", "paged", "--", sys.executable, str(paged))
+    assert added.returncode == 0, added.stderr
+    fake_model_server.add({"text": "Deployed."})
+    run = run_caliban(tmp_path, env, "-p", "/mcp__paged__deploy staging")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "Deployed."
+    [request] = fake_model_server.requests
+    assert "Deploy staging to production." in json.dumps(request.body["messages"])
 
 
 def add_travel(cwd: Path, env: Mapping[str, str]) -> None:
