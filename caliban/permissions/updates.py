@@ -35,12 +35,12 @@ from caliban.config.settings import PermissionMode
 from caliban.permissions.policy import PermissionPolicy
 from caliban.permissions.rules import Rule, RuleError
 from caliban.permissions.saved_rules import (
-    SETTINGS_FILES,
     RuleNotSaved,
     SettingsDestination,
     listed,
     settings_file,
 )
+from caliban.util.fsutil import resolved
 
 __all__ = [
     "DirectoriesUpdate",
@@ -248,8 +248,8 @@ class PermissionUpdater:
         self.policy.working_dirs = tuple(current)
 
     def _absolute(self, directory: str) -> Path:
-        path = Path(os.path.expanduser(directory))
-        return Path(os.path.normpath(self.policy.project_root / path))
+        """As ``--add-dir`` takes it: ``~`` expanded, relative to the project, resolved."""
+        return resolved(self.policy.project_root / Path(os.path.expanduser(directory)))
 
     def _write(
         self,
@@ -266,7 +266,7 @@ class PermissionUpdater:
             return
         if not file.read_back:
             self.warn(
-                f"{what} was saved to {SETTINGS_FILES[destination]}, but this folder is not "
+                f"{what} was saved to {file.name}, but this folder is not "
                 "trusted: new sessions apply it once you trust the folder (caliban trust)"
             )
 
