@@ -1,4 +1,5 @@
-"""Authorizers for tests: refuse the calls a function names, allow the rest."""
+"""Authorizers for tests: refuse the calls a function names, allow the rest; and an
+approver that gives one answer to every question, keeping the requests."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Callable
 
 from caliban.calls.bound import BoundCall
 from caliban.calls.verdict import ALLOW, Ask, Decided, Deny, Settled
+from caliban.permissions.approval import PermissionAnswer, PermissionRequest
 
 
 class Refusing:
@@ -20,3 +22,15 @@ class Refusing:
 
     async def ask(self, call: BoundCall, question: Ask) -> Settled:
         raise AssertionError("Refusing never asks")
+
+
+class Answering:
+    """An approver answering every question with ``answer``; ``requests`` are the questions."""
+
+    def __init__(self, answer: PermissionAnswer) -> None:
+        self.answer = answer
+        self.requests: list[PermissionRequest] = []
+
+    async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
+        self.requests.append(request)
+        return self.answer

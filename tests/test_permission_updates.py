@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
+from authorizers import Answering
 from claude_code_recordings import FIXTURES, RECORDED_BASE
 from fake_model_server import FakeModelServer
 from hang import HANG_S, hang_guard
@@ -22,15 +23,17 @@ from hang import HANG_S, hang_guard
 from caliban.calls.bound import bind
 from caliban.calls.effects import command_effects
 from caliban.calls.verdict import ALLOW, Deny, Settled, authorize
+from caliban.mcp.tools import McpTool
 from caliban.permissions.approval import PermissionAnswer, PermissionRequest, PolicyAuthorizer
 from caliban.permissions.policy import PermissionPolicy
 from caliban.permissions.rules import PermissionRules
 from caliban.permissions.sdk_prompt import answer_from, request_frame
 from caliban.permissions.updates import UpdateError, parse_updates
 from caliban.shell import analyze
-from caliban.tools.base import BUILTIN, ToolEnv
+from caliban.tools.base import BUILTIN, Tool, ToolEnv
 from caliban.tools.bash import Bash
 from caliban.tools.web_fetch import WebFetch
+from caliban.tools.write import Write
 
 RECORDED = FIXTURES / "permission_updates"
 
@@ -49,16 +52,6 @@ def sdk_answer(name: str, base: Path, index: int = 0) -> dict[str, Any]:
     """Claude Code's ``index``-th control_response body of a recording, paths moved."""
     response: dict[str, Any] = recorded(name)["answers"][index]["response"]["response"]
     return dict(moved(response, base))
-
-
-class Answering:
-    def __init__(self, answer: PermissionAnswer) -> None:
-        self.answer = answer
-        self.requests: list[PermissionRequest] = []
-
-    async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
-        self.requests.append(request)
-        return self.answer
 
 
 @pytest.fixture
@@ -151,28 +144,46 @@ async def test_claude_codes_invalid_answer_allows_the_call_and_changes_nothing(b
     assert files_after(base) == {}
 
 
-def test_suggestions_are_claude_codes_for_a_command_a_host_and_an_edit(base: Path) -> None:
-    """caliban's can_use_tool suggestions: the rule to localSettings for a command line,
-    a host, an MCP tool (Claude Code 2.1.197's, recorded), acceptEdits for an edit."""
-    from caliban.permissions.approval import PermissionRequest
-
-    cc = {
-        a["tool_name"]: a["permission_suggestions"]
-        for a in recorded("suggest_webfetch_mcp")["asked"]
-    }
-    web = PermissionRequest(
-        tool_name="WebFetch",
-        origin=BUILTIN,
-        invocation=WebFetch().bind({"url": "https://docs.example.com/a/b", "prompt": "p"}),  # type: ignore[arg-type]
-        env=ToolEnv(cwd=base, project_root=base),
-        subject="docs.example.com",
-        reason="",
-        suggestion="WebFetch(domain:docs.example.com)",
-        persists=True,
+@pytest.mark.anyio
+async def test_suggestions_are_claude_codes_for_a_command_a_host_a_tool_and_an_edit(
+    base: Path,
+) -> None:
+    """caliban's can_use_tool suggestions, as Claude Code 2.1.197 sent them (recorded): the
+    rule to localSettings for a command line (the exact one for ``rm -rf x``), a host and an
+    MCP tool; acceptEdits for the session for an edit in the project."""
+    project = base / "proj"
+    echo = McpTool(
+        server="tiny", tool_name="echo", name="mcp__tiny__echo", description="", input_schema={}
     )
-    [ours] = request_frame("r", web)["request"]["permission_suggestions"]
-    [theirs] = cc["WebFetch"]
-    assert ours == {k: theirs[k] for k in ours}  # same entry (key order aside)
+    calls: list[tuple[Tool, dict[str, Any]]] = [
+        (WebFetch(), {"url": "https://docs.example.com/a/b", "prompt": "summarise"}),
+        (echo, {"text": "hi"}),
+        (Bash(), {"command": "rm -rf x", "description": "run"}),
+    ]
+    theirs = [
+        *(a["permission_suggestions"] for a in recorded("suggest_webfetch_mcp")["asked"][:2]),
+        recorded("suggest_bash")["asked"][0]["permission_suggestions"][:1],
+    ]
+    for (tool, arguments), expected in zip(calls, theirs, strict=True):
+        request = await asked(project, tool, arguments)
+        ours = request_frame("r", request)["request"]["permission_suggestions"]
+        assert ours == expected, tool.name
+    write = await asked(project, Write(), {"file_path": str(project / "a.txt"), "content": "x"})
+    [edits] = request_frame("r", write)["request"]["permission_suggestions"]
+    assert edits == {"type": "setMode", "mode": "acceptEdits", "destination": "session"}
+
+
+async def asked(project: Path, tool: Tool, arguments: dict[str, Any]) -> PermissionRequest:
+    """The request caliban's authorizer makes for one call in default mode."""
+    call = bind(
+        call_id="c1", tool=tool, arguments=arguments, env=ToolEnv(cwd=project, project_root=project)
+    )
+    assert not isinstance(call, str), call
+    approver = Answering(PermissionAnswer.deny())
+    with anyio.fail_after(HANG_S):
+        await authorize(PolicyAuthorizer(PermissionPolicy(project_root=project), approver), call)
+    [request] = approver.requests
+    return request
 
 
 # ---------------------------------------------------------------------------- applying

@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
+from authorizers import Answering
 from hang import HANG_S
 
 from caliban.calls.bound import bind
@@ -178,16 +179,6 @@ def test_a_hostile_committed_local_settings_still_only_narrows_when_untrusted(
 
 
 # ---------------------------------------------------------------------------- the authorizer
-
-
-class Answering:
-    def __init__(self, answer: PermissionAnswer) -> None:
-        self.answer = answer
-        self.requests: list[PermissionRequest] = []
-
-    async def __call__(self, request: PermissionRequest) -> PermissionAnswer:
-        self.requests.append(request)
-        return self.answer
 
 
 async def settle(
