@@ -260,11 +260,9 @@ def _exact_only(argv: Sequence[str]) -> bool:
     if arguments[0] not in _GIT_DESTRUCTIVE:
         return arguments[0].startswith("-")  # git -C dir …: the subcommand is not plain
     words = _GIT_DESTRUCTIVE[arguments[0]]
-    rest = arguments[1:]
+    # a listed word, a forced ref (+main), or a force flag (--force-if-includes, -fdx)
     return not words or any(
-        word in words or word.startswith(("+", "--force")) or word.startswith("-f")
-        for word in rest
-        if word.startswith(("-", "+")) or word in words
+        word in words or word.startswith(("+", "--force", "-f")) for word in arguments[1:]
     )
 
 
