@@ -68,7 +68,8 @@ _DESTINATIONS: tuple[Destination, ...] = (
 )
 _T = TypeVar("_T", bound=str)
 MAX_UPDATES = 100
-"""More entries in one answer than any permission dialog offers: the list is refused."""
+"""More updates (or rules, or directories in one) than any permission dialog offers: the
+answer's updates are refused."""
 
 
 class UpdateError(ValueError):
@@ -127,8 +128,10 @@ def _parse_one(entry: object) -> PermissionUpdate:
         )
     if kind in _DIRECTORIES_KINDS:
         directories = entry.get("directories")
-        if not isinstance(directories, list) or not all(
-            isinstance(path, str) and path and "\0" not in path for path in directories
+        if (
+            not isinstance(directories, list)
+            or len(directories) > MAX_UPDATES
+            or not all(isinstance(path, str) and path and "\0" not in path for path in directories)
         ):
             raise UpdateError(f"{kind} has no list of directories")
         return DirectoriesUpdate(
