@@ -35,7 +35,7 @@ __all__ = ["ConfigError", "LoadedConfig", "Settings", "load_config"]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
 class ProviderSettings(_Section):

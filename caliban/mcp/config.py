@@ -94,7 +94,7 @@ class OAuthEntry(BaseModel):
     """An HTTP server's ``oauth`` table: a client registered beforehand (Claude Code's
     ``oauth`` object in ``.mcp.json``, ``clientId`` and ``callbackPort``)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
     client_id: str | None = Field(default=None, min_length=1, max_length=1000)
     """The client id the authorization server issued for caliban (``--client-id``): used
@@ -107,7 +107,7 @@ class OAuthEntry(BaseModel):
 class ServerEntry(BaseModel):
     """One ``[server.NAME]`` table as written in ``mcp.toml``."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
     command: str | None = None
     """Executable of a stdio server (looked up on PATH)."""
