@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from caliban.config.paths import PROJECT_DIR_NAME, claude_user_dir, project_root, user_config_dir
@@ -205,6 +204,8 @@ def parse_definition(
             "name: and description:, then '---'); agent skipped"
         ]
     raw_yaml, body = parts
+    import yaml  # 20 ms: only when a definition is read
+
     try:
         data = yaml.safe_load(raw_yaml)
     except RecursionError:
@@ -257,6 +258,8 @@ def parse_agents_json(text: str) -> tuple[list[AgentDefinition], list[str]]:
     Raises :class:`ValueError` when the text is not a JSON object of objects.
     """
     import json
+
+    import yaml
 
     try:
         data = json.loads(text)

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-import yaml
-
 from caliban.config.paths import PROJECT_DIR_NAME, claude_user_dir, project_root, user_config_dir
 from caliban.permissions.rules import Rule, RuleError
 from caliban.subagents import split_frontmatter
@@ -167,6 +165,8 @@ def parse_skill(
     body = text.removeprefix("\ufeff")
     if (parts := split_frontmatter(text)) is not None:
         raw, body = parts
+        import yaml  # 20 ms: only when a file has frontmatter
+
         try:
             loaded = yaml.safe_load(raw)
         except RecursionError:
