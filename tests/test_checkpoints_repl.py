@@ -11,7 +11,7 @@ import pytest
 from hang import hang_guard
 from test_repl import CTRL_C, CTRL_D, ENTER, Harness, harness, wait_until
 
-from caliban.checkpoints import Checkpoints
+from caliban.checkpoints.manager import Checkpoints
 from caliban.providers.scripted import reply, tool_call
 from caliban.repl.commands import CommandContext, run_command
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from hang import hang_guard
 
-from caliban.checkpoints import Checkpoints, StoreError
 from caliban.checkpoints import store as store_module
-from caliban.checkpoints.store import SnapshotStore
+from caliban.checkpoints.manager import Checkpoints
+from caliban.checkpoints.store import SnapshotStore, StoreError
 
 pytestmark = pytest.mark.anyio
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from caliban.checkpoints import SDK_CHECKPOINTING
 from caliban.checkpoints.manager import (
-    SDK_CHECKPOINTING,
     CheckpointNotFound,
     Checkpoints,
     RewindPlan,

@@ -17,7 +17,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +32,6 @@ MAX_PER_SESSION = 100
 MAX_STORE_BYTES = 2 * 2**30
 """A project's store past this size drops its oldest sessions' checkpoints."""
 MANIFEST_VERSION = 1
-SDK_CHECKPOINTING = "CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING"
 BOUND_EVERY = 10
 """The store's size is checked at every this many checkpoints of a session."""
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -82,16 +81,6 @@ class RewindResult:
     changes: tuple[Change, ...]
     """What the rewind changed on disk."""
     unrestorable: tuple[str, ...] = ()
-
-
-def checkpointing(*, interactive: bool, environ: Mapping[str, str] | None = None) -> bool:
-    """Whether a session takes checkpoints: the REPL does; ``-p`` does when
-    ``CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING`` is set (the Agent SDK's
-    ``enable_file_checkpointing``), as Claude Code's does."""
-    environ = os.environ if environ is None else environ
-    if interactive:
-        return True
-    return environ.get(SDK_CHECKPOINTING, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def store_root() -> Path:

@@ -47,7 +47,7 @@ from caliban.util.text import plural, visible
 from caliban.util.tokens import estimate_json_tokens, format_tokens
 
 if TYPE_CHECKING:
-    from caliban.checkpoints import Checkpoints
+    from caliban.checkpoints.manager import Checkpoints
     from caliban.mcp.client import McpManager
     from caliban.repl.rewind import RewindContext
     from caliban.session.session import Session

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Literal
 from rich.console import Console
 from rich.text import Text
 
-from caliban.checkpoints import Change, Checkpoint, CheckpointNotFound, RewindPlan, StoreError
+from caliban.checkpoints.manager import Checkpoint, CheckpointNotFound, RewindPlan
+from caliban.checkpoints.store import Change, StoreError
 from caliban.messages import Message, ToolResult
 from caliban.repl.approve import choose
 from caliban.repl.render import ELBOW, outside_text

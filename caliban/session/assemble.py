@@ -95,7 +95,7 @@ async def open_session(
     asked when a call needs approval (interactive: after the Notification hooks; headless:
     a :class:`~caliban.permissions.approval.DenyingApprover`, or none).
     """
-    from caliban.checkpoints import Checkpoints, checkpointing
+    from caliban.checkpoints import checkpointing
     from caliban.claude_code.compat import prepare, resolve_model, retry_policy, select_builtins
     from caliban.mcp.config import load_mcp_config
     from caliban.mcp.status import describe_failure, describe_skipped
@@ -230,6 +230,8 @@ async def open_session(
     )
     authorizer.warn = lambda text: session.emit(Notice(level="warning", text=text))
     if checkpointing(interactive=interactive):
+        from caliban.checkpoints.manager import Checkpoints
+
         session.checkpoints = Checkpoints(
             project=root,
             session_id=session.id,

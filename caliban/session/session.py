@@ -43,7 +43,7 @@ from caliban.toolsets.combined import CombinedToolset
 from caliban.toolsets.tool_list import ToolList
 
 if TYPE_CHECKING:
-    from caliban.checkpoints import Checkpoints
+    from caliban.checkpoints.manager import Checkpoints
     from caliban.mcp.client import McpManager
     from caliban.mcp.lazy.toolset import LazyMcpToolset
     from caliban.permissions.policy import PermissionPolicy
@@ -415,7 +415,7 @@ class Session:
         self.conversation = Conversation(messages=messages[:index])
         active: tuple[str, ...] | None = None
         if self.checkpoints is not None and self.activation is not None:
-            from caliban.checkpoints import CheckpointNotFound
+            from caliban.checkpoints.manager import CheckpointNotFound
 
             try:
                 active = self.checkpoints.find(message_id).active
