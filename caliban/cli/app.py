@@ -81,16 +81,21 @@ def _first_positional(command: TyperGroup, args: list[str]) -> str | None:
     return None
 
 
-app = typer.Typer(
-    cls=_PromptOrCommandGroup,
-    name="caliban",
-    help="caliban: a terminal coding agent. Run it in a repository, or `caliban -p PROMPT`.",
-    no_args_is_help=False,
-    add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-)
+def _typer() -> typer.Typer:
+    return typer.Typer(
+        cls=_PromptOrCommandGroup,
+        name="caliban",
+        help="caliban: a terminal coding agent. Run it in a repository, or `caliban -p PROMPT`.",
+        no_args_is_help=False,
+        add_completion=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+        rich_markup_mode=None,
+        pretty_exceptions_enable=False,
+    )
+
+
+app = _typer()
+"""The whole command line: ``caliban [PROMPT]`` and every subcommand."""
 app.add_typer(config_app, name="config")
 app.add_typer(agents_app, name="agents")
 app.add_typer(sessions_app, name="sessions")
@@ -99,6 +104,23 @@ app.command("trust")(trust_command)
 app.command("doctor")(doctor_command)
 app.command("update")(update_command)
 
+prompt_app = _typer()
+"""``caliban [PROMPT]`` alone (the same callback, :func:`root`): typer builds the click
+command of every subcommand it is given before it parses anything (30–40 ms of CPU), which
+a session's command line does not use."""
+
+SUBCOMMANDS = frozenset(
+    [*(group.name for group in app.registered_groups), *(c.name for c in app.registered_commands)]
+)
+
+
+def app_for(args: list[str]) -> typer.Typer:
+    """The app that parses ``args``: :data:`prompt_app` when none of its words is a
+    subcommand's name or asks for help (so no subcommand can be meant), else :data:`app`."""
+    if SUBCOMMANDS.intersection(args) or {"-h", "--help"}.intersection(args):
+        return app
+    return prompt_app
+
 
 def _version(value: bool) -> None:
     if value:
@@ -106,6 +128,7 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+@prompt_app.callback(invoke_without_command=True)
 @app.callback(invoke_without_command=True)
 def root(
     ctx: typer.Context,

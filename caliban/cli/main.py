@@ -42,7 +42,7 @@ def _dispatch(args: list[str]) -> tuple[int, bool]:
     code = 0
     try:
         argv = normalise_optional_values(expand_variadic(compat_flags(args)))
-        cli.app(args=argv, prog_name="caliban", standalone_mode=True)
+        cli.app_for(argv)(args=argv, prog_name="caliban", standalone_mode=True)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except ConfigError as exc:
