@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from fake_model_server import FakeModelServer
 from hang import HANG_S
 
 HEAVY = ("anthropic", "openai", "mcp", "prompt_toolkit")
@@ -50,3 +53,121 @@ def test_parsing_commands_import_no_event_loop_or_logging(args: list[str]) -> No
     modules = imported_modules(*args)
     assert "typer" in modules
     assert not modules & {"asyncio", "logging"}, sorted(modules & {"asyncio", "logging"})
+
+
+def imported_module_names(args: list[str], env: dict[str, str], cwd: Path) -> set[str]:
+    """Every module (full dotted names) imported by ``caliban ARGS``, threads included."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "caliban", *args],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in result.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+PRINT_RUN_UNUSED = (
+    "yaml",  # only for agent, command and skill files with frontmatter
+    "caliban.checkpoints.manager",  # -p takes checkpoints only for the Agent SDK
+    "caliban.checkpoints.store",
+    "caliban.repl",
+    "caliban.mcp.client",  # no MCP server configured
+    "caliban.search",
+    "numpy",
+    "tree_sitter",
+    "rich",
+    *HEAVY,
+)
+"""What ``caliban -p "say ok"`` (no MCP server, no definition files) must not import:
+each was measured on this path once, at 10–60 ms of CPU, for a run that never used it."""
+
+
+@pytest.mark.parametrize("output", [[], ["--output-format", "stream-json", "--verbose"]])
+def test_a_print_run_imports_only_what_it_uses(
+    fake_model_server: FakeModelServer, project: Path, output: list[str]
+) -> None:
+    fake_model_server.add({"text": "ok"})
+    env = {**os.environ, "ANTHROPIC_API_KEY": "x", "ANTHROPIC_BASE_URL": fake_model_server.url}
+    modules = imported_module_names(["-p", "say ok", *output], env, project)
+    assert "caliban.agent" in modules  # the measurement works
+    unwanted = sorted(
+        name
+        for name in modules
+        if any(name == p or name.startswith(p + ".") for p in PRINT_RUN_UNUSED)
+    )
+    assert not unwanted, unwanted
+
+
+def test_config_models_do_not_parse_their_source() -> None:
+    """``use_attribute_docstrings`` reads and parses each model's source at import (55 ms of
+    every start-up for the settings and MCP server models)."""
+    from pydantic import BaseModel
+
+    from caliban.config import settings
+    from caliban.mcp import config
+
+    models = [
+        value
+        for module in (settings, config)
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, BaseModel) and value is not BaseModel
+    ]
+    assert len(models) > 5
+    assert not [m for m in models if m.model_config.get("use_attribute_docstrings")]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-p", "hi"],
+        [],
+        ["--model", "x", "-p", "fix the config"],
+        ["-p", "hi", "--", "more", "words"],
+    ],
+)
+def test_a_prompt_is_parsed_without_the_subcommands(args: list[str]) -> None:
+    from caliban.cli.app import app_for, prompt_app
+
+    assert app_for(args) is prompt_app
+    assert not prompt_app.registered_groups and not prompt_app.registered_commands
+
+
+@pytest.mark.parametrize(
+    "args", [["mcp", "list"], ["--help"], ["-p", "x", "-h"], ["-p", "config"], ["trust"]]
+)
+def test_subcommands_and_help_get_the_whole_command_line(args: list[str]) -> None:
+    from caliban.cli.app import app, app_for
+
+    assert app_for(args) is app
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--bogus"],
+        ["--max-turns", "abc", "-p", "hi"],
+        ["--output-format", "xml", "-p", "hi"],
+        ["-p", "hi", "--effort", "nope"],
+        ["--model"],
+        ["--permission-mode", "foo", "-p", "x"],
+        ["-p", "hi", "--max-budget-usd", "-1"],
+    ],
+)
+def test_the_prompt_command_line_fails_as_the_whole_one_does(args: list[str]) -> None:
+    """The two apps share the root callback: what the prompt's parses, it parses alike."""
+    from typer.testing import CliRunner
+
+    from caliban.cli.app import app, prompt_app
+
+    whole = CliRunner().invoke(app, args)
+    alone = CliRunner().invoke(prompt_app, args)
+    assert (alone.exit_code, alone.output) == (whole.exit_code, whole.output)
+    assert whole.exit_code != 0
