@@ -171,3 +171,15 @@ def test_the_prompt_command_line_fails_as_the_whole_one_does(args: list[str]) ->
     alone = CliRunner().invoke(prompt_app, args)
     assert (alone.exit_code, alone.output) == (whole.exit_code, whole.output)
     assert whole.exit_code != 0
+
+
+def test_the_repl_module_imports_no_syntax_highlighter() -> None:
+    """pygments (rich.syntax, ~40 ms) is for ``/diff``, not for the prompt to appear."""
+    code = (
+        "import sys, caliban.repl.app; print([m for m in ('pygments', 'yaml') if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"

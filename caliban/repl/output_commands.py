@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from rich.syntax import Syntax
 from rich.text import Text
 
 from caliban.messages import Message, TextPart, ToolCall, ToolResult
@@ -41,6 +40,8 @@ async def _diff(ctx: CommandContext, arg: str) -> None:
     lines = diff.stdout.splitlines()
     if lines:
         shown = "\n".join(lines[:DIFF_MAX_LINES])
+        from rich.syntax import Syntax  # pygments: ~40 ms, for /diff only
+
         ctx.console.print(Syntax(shown, "diff", theme="ansi_dark", background_color="default"))
     if len(lines) > DIFF_MAX_LINES or diff.truncated:
         ctx.console.print(_dim(f"… cut at {DIFF_MAX_LINES:,} lines: run git diff for the rest"))
