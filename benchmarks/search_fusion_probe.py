@@ -27,9 +27,10 @@ import caliban.search  # noqa: F401 - first: it loads numpy with one BLAS thread
 
 import argparse
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache, partial
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,7 @@ from caliban.search.index import SearchDoc, ToolIndex
 from caliban.search.models import MINILM_DIR
 from caliban.search.semantic import load_embedder
 from caliban.search.text import STOP_WORDS, stem, tokenize, words
+from caliban.search.transformer import TransformerModel
 
 Vector = npt.NDArray[np.float64]
 
@@ -119,6 +121,32 @@ class Parts:
     exact: list[int] = field(default_factory=list)
     terms: tuple[str, ...] = ()
     parts: list[Parts] = field(default_factory=list)
+    matched: Vector | None = None
+    """How many of the query's terms each tool's text has (round 4)."""
+    query_tokens: Vector | None = None
+    """MiniLM's unit-length contextual vectors of the query's tokens (round 4)."""
+    query_token_ids: npt.NDArray[np.intp] | None = None
+    memo: dict[str, Vector] = field(default_factory=dict)
+    """Round 4's signals, computed once per query."""
+    catalog: Catalog | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Catalog:
+    """What round 4's signals know of the catalog beside the index."""
+
+    servers: npt.NDArray[np.intp]
+    """Each tool's server, as a number."""
+    server_postings: Postings
+    """BM25 over one document per server: all its tools' texts."""
+    name_terms: list[tuple[str, ...]]
+    """Each tool's name as index terms, in order."""
+    token_matrix: Vector
+    """MiniLM's unit-length contextual vectors of every tool's tokens, tool after tool."""
+    token_starts: npt.NDArray[np.intp]
+    """Where each tool's rows start in ``token_matrix``."""
+    token_idf: dict[int, float]
+    """Each MiniLM token's IDF over the catalog's tool texts (absent: no tool has it)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,8 +166,53 @@ def _bm25(postings: Postings, terms: Sequence[str], n: int) -> Vector:
     return out
 
 
-def score_set(qs: QuerySet, *, rich: bool) -> Scored:
-    """Every query's parts; ``rich``: also the other fields, wordings and expansions."""
+@cache
+def _transformer() -> TransformerModel:
+    return TransformerModel.load(MINILM_DIR)
+
+
+_TOKEN_MEMO: dict[str, Vector] = {}
+
+
+def token_ids(text: str) -> npt.NDArray[np.intp]:
+    """MiniLM's token ids of ``text``, without [CLS] and [SEP]."""
+    return np.array(_transformer().token_ids(text)[1:-1], dtype=np.intp)
+
+
+def token_vectors(text: str) -> Vector:
+    """MiniLM's unit-length contextual vectors of ``text``'s tokens, without [CLS] and [SEP]."""
+    if text not in _TOKEN_MEMO:
+        model = _transformer()
+        ids = np.array([model.token_ids(text)], dtype=np.intp)
+        states = model.token_states(ids, np.ones(ids.shape, dtype=np.float32))[0, 1:-1]
+        norms = np.linalg.norm(states, axis=1, keepdims=True)
+        _TOKEN_MEMO[text] = (states / np.maximum(norms, 1e-12)).astype(np.float32)
+    return _TOKEN_MEMO[text]
+
+
+def catalog_of(docs: Sequence[SearchDoc]) -> Catalog:
+    codes: dict[str, int] = {}
+    servers = np.array([codes.setdefault(d.server, len(codes)) for d in docs], dtype=np.intp)
+    by_server: list[list[npt.NDArray[np.int64]]] = [[] for _ in codes]
+    for d, code in zip(docs, servers, strict=True):
+        by_server[code].append(ix._doc_term_ids(d))
+    tokens = [token_vectors(ix.tool_text(d)) for d in docs]
+    starts = np.cumsum([0, *(len(t) for t in tokens)])[:-1]
+    df = Counter(t for d in docs for t in set(token_ids(ix.tool_text(d)).tolist()))
+    n = len(docs)
+    return Catalog(
+        servers=servers,
+        server_postings=Postings.build([np.concatenate(g) for g in by_server]),
+        name_terms=[tuple(tokenize(d.tool)) for d in docs],
+        token_matrix=np.concatenate(tokens),
+        token_starts=starts.astype(np.intp),
+        token_idf={t: float(np.log1p((n - f + 0.5) / (f + 0.5))) for t, f in df.items()},
+    )
+
+
+def score_set(qs: QuerySet, *, rich: bool, round4: bool = False) -> Scored:
+    """Every query's parts; ``rich``: also the other fields, wordings and expansions;
+    ``round4``: round 4's signals."""
     docs = list(qs.docs)
     n = len(docs)
     static = load_embedder()
@@ -148,6 +221,11 @@ def score_set(qs: QuerySet, *, rich: bool) -> Scored:
         raise SystemExit("MiniLM's tool embeddings did not become ready")
     postings = {"default": index._postings}
     wordings = {}
+    catalog = catalog_of(docs) if round4 else None
+    if round4:
+        term_lists = [ix._doc_term_ids(d) for d in docs]
+        for b in (0.3, 0.5):
+            postings[f"k1 1.2, b {b}"] = Postings.build(term_lists, b=b)
     if rich:
         for label, fn in FIELD_VARIANTS.items():
             postings[label] = Postings.build([fn(d) for d in docs])
@@ -184,6 +262,12 @@ def score_set(qs: QuerySet, *, rich: bool) -> Scored:
         )
         if rich and whole:
             _expand(p, ranked, static.model, name_words, name_vectors, index._postings, n)
+        if catalog is not None and whole and terms:
+            each = np.stack([_bm25(index._postings, [t], n) for t in dict.fromkeys(terms)])
+            p.matched = (each > 0).sum(0).astype(float)
+            p.query_tokens = token_vectors(ranked) if meaningful else None
+            p.query_token_ids = token_ids(ranked)
+            p.catalog = catalog
         pieces = [s.strip() for s in text.split(";") if s.strip()]
         if whole and len(pieces) > 1:
             p.parts = [parts(piece, whole=False) for piece in pieces]
@@ -385,6 +469,222 @@ def round3() -> dict[str, Fusion]:
     return out
 
 
+# --- round 4: confidence, late interaction, server context, name phrases, coordination ------
+
+
+def adaptive(mode: str, alpha: float = 1.0) -> Fusion:
+    """MiniLM's weight set per query by how sure each ranker is of its best tool: its top
+    z-score (``peak``) or its top-1 margin in z units (``margin``), MiniLM's over BM25's to
+    the power ``alpha``, clipped to 0.5-2 times the default; ``peaks``: each signal's
+    z-scores over its own top z-score (each ranker's best counts 1)."""
+
+    def weight(p: Parts) -> float:
+        if p.dense is None or not p.lexical["default"].any():
+            return 1.2
+        lex, cos = _z(p.lexical["default"]), _z(p.dense)
+        if mode == "peak":
+            a, b = float(cos.max()), float(lex.max())
+        else:
+            top_lex, top_cos = np.sort(lex)[-2:], np.sort(cos)[-2:]
+            a, b = float(top_cos[1] - top_cos[0]), float(top_lex[1] - top_lex[0])
+        ratio = (max(a, 1e-6) / max(b, 1e-6)) ** alpha
+        return 1.2 * min(2.0, max(0.5, ratio))
+
+    if mode != "peaks":
+        return fuse(weight=weight)
+
+    def run(p: Parts) -> tuple[Vector, npt.NDArray[np.bool_]]:
+        scores, candidates = fuse()(p)
+        lex = p.lexical["default"]
+        if p.dense is None or not lex.any():
+            return scores, candidates
+        zl, zc = _z(lex), _z(p.dense)
+        out = zl / max(float(zl.max()), 1e-6) + 1.2 * zc / max(float(zc.max()), 1e-6)
+        for i in p.exact:
+            out[i] += ix._EXACT_NAME_BONUS
+        return out, candidates
+
+    return run
+
+
+def maxsim(p: Parts, *, idf: bool = False) -> Vector | None:
+    """ColBERT's late interaction with MiniLM's own token vectors: for each query token its
+    best cosine over a tool's tokens, averaged over the query's tokens (``idf``: weighted
+    by each token's IDF over the catalog's tool texts)."""
+    if p.query_tokens is None or p.catalog is None or not len(p.query_tokens):
+        return None
+    key = f"maxsim idf={idf}"
+    if key not in p.memo:
+        c = p.catalog
+        sims = p.query_tokens @ c.token_matrix.T
+        best = np.maximum.reduceat(sims, c.token_starts, axis=1)
+        if idf and p.query_token_ids is not None:
+            top = max(c.token_idf.values())
+            w = np.array([c.token_idf.get(int(t), top) for t in p.query_token_ids])
+            p.memo[key] = (w @ best / max(float(w.sum()), 1e-9)).astype(float)
+        else:
+            p.memo[key] = best.mean(0).astype(float)
+    return p.memo[key]
+
+
+def server_mean_cosine(p: Parts) -> Vector | None:
+    if p.dense is None or p.catalog is None:
+        return None
+    codes = p.catalog.servers
+    means = np.bincount(codes, weights=p.dense) / np.bincount(codes)
+    return means[codes]  # type: ignore[no-any-return]
+
+
+def server_bm25(p: Parts) -> Vector | None:
+    if p.catalog is None:
+        return None
+    c = p.catalog
+    per_server = _bm25(c.server_postings, p.terms, int(c.servers.max()) + 1)
+    return per_server[c.servers]  # type: ignore[no-any-return]
+
+
+def name_phrase(p: Parts, *, contiguous: bool) -> Vector | None:
+    """The share of the query's terms that a tool's name has: as one contiguous phrase of
+    two or more terms (``contiguous``), or all of them in any order (else 0)."""
+    if p.catalog is None:
+        return None
+    q = list(dict.fromkeys(t for t in p.terms))
+    out = np.zeros(len(p.catalog.name_terms))
+    if len(q) < 2:
+        return out
+    for i, name in enumerate(p.catalog.name_terms):
+        if contiguous:
+            best = 0
+            for a in range(len(q)):
+                for b in range(len(name)):
+                    k = 0
+                    while a + k < len(q) and b + k < len(name) and q[a + k] == name[b + k]:
+                        k += 1
+                    best = max(best, k)
+            out[i] = best / len(q) if best >= 2 else 0.0
+        else:
+            out[i] = 1.0 if set(q) <= set(name) else 0.0
+    return out
+
+
+def plus(
+    signal: Callable[[Parts], Vector | None],
+    weight: float,
+    *,
+    top: int = 0,
+    raw: bool = False,
+    base: Fusion | None = None,
+) -> Fusion:
+    """``base`` (the default) plus ``weight`` times a signal: as z-scores over the catalog,
+    over the base's best ``top`` tools only (a re-rank), or as is (``raw``, a bounded
+    bonus)."""
+    base = base or fuse()
+
+    def run(p: Parts) -> tuple[Vector, npt.NDArray[np.bool_]]:
+        scores, candidates = base(p)
+        x = signal(p)
+        if x is None:
+            return scores, candidates
+        if raw:
+            return scores + weight * x, candidates
+        if not top:
+            return scores + weight * _z(x), candidates
+        ids = _top(scores, candidates, top)
+        if len(ids) > 1:
+            scores = scores.copy()
+            scores[ids] += weight * _z(x[ids])
+        return scores, candidates
+
+    return run
+
+
+def server_top3(weight: float) -> Fusion:
+    """Each server scored by the mean of its best three tools' fused scores; that lifts
+    its tools (z-scores over the catalog)."""
+    base = fuse()
+
+    def run(p: Parts) -> tuple[Vector, npt.NDArray[np.bool_]]:
+        scores, candidates = base(p)
+        if p.catalog is None:
+            return scores, candidates
+        codes = p.catalog.servers
+        per = np.zeros(int(codes.max()) + 1)
+        for code in range(len(per)):
+            mine = np.sort(np.minimum(scores[codes == code], 50.0))[-3:]
+            per[code] = mine.mean()
+        return scores + weight * _z(per[codes]), candidates
+
+    return run
+
+
+def coord(power: float) -> Fusion:
+    """BM25 times the share of the query's terms a tool has, to ``power`` (Lucene's
+    classic coordination factor)."""
+
+    def lexical(p: Parts) -> str:
+        if p.matched is not None and len(set(p.terms)) > 1:
+            key = f"coord {power}"
+            if key not in p.lexical:
+                share = p.matched / len(set(p.terms))
+                p.lexical[key] = p.lexical["default"] * share**power
+            return key
+        return "default"
+
+    return fuse(lexical=lexical)
+
+
+def round4() -> dict[str, Fusion]:
+    """Issue 29, round 4: per-query confidence weights, late interaction, server context,
+    name phrases, coordination, BM25's b by query length."""
+    out: dict[str, Fusion] = {}
+    for mode, alpha in (("peak", 0.5), ("peak", 1.0), ("margin", 0.5), ("peaks", 1.0)):
+        label = "each signal over its top z" if mode == "peaks" else f"{mode} ratio ^{alpha}"
+        out[f"adaptive: {label}"] = adaptive(mode, alpha)
+    for w in (0.3, 0.6):
+        out[f"late interaction (MaxSim) x{w}, all tools"] = plus(maxsim, w)
+        out[f"late interaction (MaxSim) x{w}, top 20 re-ranked"] = plus(maxsim, w, top=20)
+    idf_maxsim = partial(maxsim, idf=True)
+    for w in (0.3, 0.6, 1.0):
+        out[f"late interaction, IDF-weighted, x{w}, all tools"] = plus(idf_maxsim, w)
+        for top in (10, 20, 50):
+            out[f"late interaction, IDF-weighted, x{w}, top {top}"] = plus(idf_maxsim, w, top=top)
+    for w in (0.3, 0.6):
+        out[f"late interaction x{w} top 20 + coordination ^1"] = plus(
+            maxsim, w, top=20, base=coord(1.0)
+        )
+        out[f"late interaction IDF x{w} all + coordination ^1"] = plus(
+            idf_maxsim, w, base=coord(1.0)
+        )
+    for w in (0.2, 0.4):
+        out[f"server: mean MiniLM cosine x{w}"] = plus(server_mean_cosine, w)
+        out[f"server: BM25 of its whole text x{w}"] = plus(server_bm25, w)
+        out[f"server: mean of its best 3 x{w}"] = server_top3(w)
+    for w in (0.5, 1.0):
+        out[f"name phrase (>= 2 terms) +{w} x share"] = plus(
+            lambda p: name_phrase(p, contiguous=True), w, raw=True
+        )
+        out[f"name has every query term +{w}"] = plus(
+            lambda p: name_phrase(p, contiguous=False), w, raw=True
+        )
+    for power in (0.5, 1.0):
+        out[f"BM25 x (share of query terms)^{power}"] = coord(power)
+    for b in (0.3, 0.5):
+        out[f"BM25 b {b} for queries of <= 2 terms"] = fuse(
+            lexical=lambda p, b=b: f"k1 1.2, b {b}" if len(set(p.terms)) <= 2 else "default"
+        )
+    # the level-or-better rows together, and late interaction for short queries only
+    phrase = partial(name_phrase, contiguous=True)
+    short_b = fuse(lexical=lambda p: "k1 1.2, b 0.5" if len(set(p.terms)) <= 2 else "default")
+    out["combined: name phrase +0.5 and b 0.5 for <= 2 terms"] = plus(
+        phrase, 0.5, raw=True, base=short_b
+    )
+    for w in (0.3, 0.6):
+        out[f"late interaction x{w} top 20, queries of <= 4 terms"] = plus(
+            lambda p: maxsim(p) if len(set(p.terms)) <= 4 else None, w, top=20
+        )
+    return out
+
+
 def variants() -> dict[str, Fusion]:
     out: dict[str, Fusion] = {"default (BM25 + MiniLM 1.2, z-scores)": fuse()}
     for w in (1.0, 1.4, 1.6, 2.0):
@@ -415,28 +715,50 @@ def variants() -> dict[str, Fusion]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--round3", action="store_true", help="round 3's ideas")
-    rows = round3() if parser.parse_args().round3 else variants()
+    parser.add_argument("--round4", action="store_true", help="round 4's ideas")
+    parser.add_argument("--sets", nargs="*", help="only these sets (names start with these)")
+    parser.add_argument("--rows", nargs="*", help="only the variants whose label has these")
+    args = parser.parse_args()
+    rows = round4() if args.round4 else round3() if args.round3 else variants()
+    if args.rows:
+        rows = {k: v for k, v in rows.items() if any(r in k for r in args.rows)}
     rows = {"default (BM25 + MiniLM 1.2, z-scores)": fuse(), **rows}
     eval_dir = eval_dir_or_exit()
-    sets = [score_set(qs, rich=True) for qs in query_sets()]
+    rich = not args.round4
+
+    def wanted(name: str) -> bool:
+        return not args.sets or any(name.startswith(s) for s in args.sets)
+
+    sets = [
+        score_set(qs, rich=rich, round4=args.round4) for qs in query_sets() if wanted(qs.name)
+    ]
     for name, docs in (
         ("toollens", load_toollens(eval_dir)[0]),
         ("github", load_github_catalog(eval_dir)),
     ):
         qs = QuerySet(name=f"joined* {name}", docs=docs, queries=joined_all(name))
-        sets.append(score_set(qs, rich=False))
+        if wanted(qs.name):
+            sets.append(score_set(qs, rich=False, round4=args.round4))
     base = {s.name: measure(s, next(iter(rows.values()))) for s in sets}
-    print("| variant | " + " | ".join(s.name for s in sets) + " | all-ok |")
-    print("|---|" + "---|" * (len(sets) + 1))
+    short = [s for s in sets if s.name.startswith("short")]
+    pooled = f"all short ({sum(len(s.queries) for s in short)})" if short else ""
+    print("| variant | " + " | ".join(s.name for s in sets) + f" | {pooled} | all-ok |")
+    print("|---|" + "---|" * (len(sets) + 2))
     for i, (label, fusion) in enumerate(rows.items()):
         cells, ok = [], True
+        measured = {s.name: measure(s, fusion) for s in sets}
         for s in sets:
             if i == 0:
                 cells.append("/".join(f"{x:.3f}" for x in base[s.name]))
                 continue
-            delta = measure(s, fusion) - base[s.name]
+            delta = measured[s.name] - base[s.name]
             ok &= bool((delta > -1e-9).all())
             cells.append("/".join(f"{x:+.3f}" if abs(x) > 1e-9 else "0" for x in delta))
+        if short:
+            total = sum(measured[s.name][:2] * len(s.queries) for s in short)
+            cells.append("/".join(f"{x:.3f}" for x in total / sum(len(s.queries) for s in short)))
+        else:
+            cells.append("")
         print(f"| {label} | " + " | ".join(cells) + f" | {'yes' if ok else ''} |", flush=True)
 
 

@@ -278,6 +278,13 @@ class TransformerModel:
         return out
 
     def _forward(self, ids: npt.NDArray[np.intp], mask: FloatArray) -> FloatArray:
+        x3 = self.token_states(ids, mask)
+        pooled = (x3 * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)  # type: ignore[no-any-return]
+
+    def token_states(self, ids: npt.NDArray[np.intp], mask: FloatArray) -> FloatArray:
+        """The last layer's contextual vector of every token, ``(batch, width, dims)``."""
         batch, width = ids.shape
         hidden = self.dims
         heads = self._heads
@@ -301,10 +308,7 @@ class TransformerModel:
             x = _layer_norm(context @ layer.out + layer.out_bias + x, layer.ln1, self._eps)
             up = _gelu(x @ layer.up + layer.up_bias)
             x = _layer_norm(up @ layer.down + layer.down_bias + x, layer.ln2, self._eps)
-        x3 = x.reshape(batch, width, hidden)
-        pooled = (x3 * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)  # type: ignore[no-any-return]
+        return x.reshape(batch, width, hidden)
 
 
 def _float32(tensors: Mapping[str, npt.NDArray[Any]], key: str, path: Path) -> FloatArray:
