@@ -712,13 +712,37 @@ def variants() -> dict[str, Fusion]:
     return out
 
 
+def lengths() -> None:
+    """Why BM25's ``b`` moves the sets apart: each set's right tools' text lengths (in index
+    terms) against its catalog's mean."""
+    print("| set | tools | mean length | right tools' length / mean (mean, median) |")
+    print("|---|---|---|---|")
+    for qs in query_sets():
+        size = {}
+        for d in qs.docs:
+            size[d.name] = size.setdefault(d.tool, len(ix._doc_term_ids(d)))
+        mean = float(np.mean([len(ix._doc_term_ids(d)) for d in qs.docs]))
+        ratios = [
+            np.mean([size[g] for g in q.relevant if g in size]) / mean
+            for q in qs.queries
+            if any(g in size for g in q.relevant)
+        ]
+        print(
+            f"| {qs.name} | {len(qs.docs)} | {mean:.1f} |"
+            f" {np.mean(ratios):.2f}, {np.median(ratios):.2f} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--round3", action="store_true", help="round 3's ideas")
     parser.add_argument("--round4", action="store_true", help="round 4's ideas")
     parser.add_argument("--sets", nargs="*", help="only these sets (names start with these)")
     parser.add_argument("--rows", nargs="*", help="only the variants whose label has these")
+    parser.add_argument("--lengths", action="store_true", help="right tools' text lengths")
     args = parser.parse_args()
+    if args.lengths:
+        return lengths()
     rows = round4() if args.round4 else round3() if args.round3 else variants()
     if args.rows:
         rows = {k: v for k, v in rows.items() if any(r in k for r in args.rows)}

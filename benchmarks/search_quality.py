@@ -258,6 +258,8 @@ def ablation_rows(models: dict[str, Path]) -> dict[str, Row]:
         "  + static model, weight 0.3": index(static_with_dense=0.3),
         "  MiniLM alone (no BM25)": index(lexical_weight=0.0),
         "  a query's ;-separated parts ranked each, in turns": index(split_parts=True),
+        "  no name-phrase bonus": index(name_phrase=0.0),
+        "  no name-phrase bonus, static model": index(dense=None, name_phrase=0.0),
     }
     for name, directory in models.items():
         rows[f"  MiniLM {name}"] = index(dense=encoder(directory))

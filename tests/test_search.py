@@ -224,6 +224,31 @@ def test_a_word_repeated_in_the_query_counts_once() -> None:
     assert top(index, "issue issue issue: the comments")[0] == "mcp__gh__list_comments"
 
 
+def test_a_query_phrase_in_a_tool_name_lifts_that_tool_a_bounded_step() -> None:
+    docs = [
+        _doc("gh", "list_issues", "List issues of a repository."),
+        _doc("gh", "list_issue_types", "List the issue types of an organisation."),
+        _doc("gh", "create_issue", "Create an issue; list labels with list_labels."),
+        _doc("gh", "label_issue", "Add labels to an issue."),
+        _doc("gh", "get_me", "Details of the authenticated user."),
+    ]
+    query = "list issues by label"  # terms: list, issu, label
+
+    def scores(ranking: Ranking, embedder: Any = "default") -> dict[str, float]:
+        index = ToolIndex.build(docs, embedder=embedder, ranking=ranking)
+        return {hit.doc.tool: hit.score for hit in index.search(query, 5).hits}
+
+    with_bonus, without = scores(Ranking()), scores(Ranking(name_phrase=0.0))
+    # "list issue" is 2 of the query's 3 terms, in the query's order, consecutive in the name
+    for tool in ("list_issues", "list_issue_types"):
+        assert with_bonus[tool] - without[tool] == pytest.approx(0.5 * 2 / 3)
+    # words out of order ("label issue") or not consecutive in the query get nothing
+    for tool in ("create_issue", "label_issue"):
+        assert with_bonus[tool] == pytest.approx(without[tool])
+    # BM25 alone is not on the z-score scale the bonus is measured in: no bonus there
+    assert scores(Ranking(), None) == scores(Ranking(name_phrase=0.0), None)
+
+
 def test_limit_caps_the_number_of_hits(index: ToolIndex[SearchDoc]) -> None:
     assert len(index.search("pull request", 2).hits) == 2
     assert index.search("pull request", 0).hits == ()

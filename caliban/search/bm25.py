@@ -131,6 +131,11 @@ class Postings:
         scores[self.doc_ids[where]] += self.scores[where]
         return True
 
+    def docs(self, term: int) -> IntArray:
+        """The tools whose text has ``term``, ascending."""
+        where = self._slice(term)
+        return self.doc_ids[where] if where is not None else self.doc_ids[:0]
+
     def has(self, term: int, doc: int) -> bool:
         """Whether tool ``doc``'s text has ``term``."""
         where = self._slice(term)

@@ -175,6 +175,10 @@ class Ranking:
     transformer replaces it)."""
     lexical_weight: float = 1.0
     """Weight of BM25 (z-scores only; 0 ranks by the semantic score alone)."""
+    name_phrase: float = 0.5
+    """Bonus (in z-score units, fused rankings only) for a tool whose name has two or more
+    of the query's terms as one phrase, times the share of the query's terms the phrase
+    covers: ``list issues`` lifts ``list_issues`` over tools that only mention issues."""
     split_parts: bool = False
     """Rank each ``;``-separated part of a ToolSearch query on its own and take the hits in
     turns (:meth:`ToolIndex.search`). Measured and not kept: on joined multi-capability
@@ -589,6 +593,9 @@ class ToolIndex(Generic[D]):
                 scores = scores + r.static_with_dense * _zscores(static)
         elif static is not None:
             scores = _fuse(lexical, static, r.static_weight, r)
+        if r.name_phrase and r.fusion == "z" and (dense is not None or static is not None):
+            for i, share in self._phrase_shares(tuple(dict.fromkeys(terms))).items():
+                scores[i] += r.name_phrase * share
         for word in identifiers:
             for i in self._by_tool_lower.get(word, ()):
                 scores[i] += _EXACT_NAME_BONUS
@@ -607,6 +614,28 @@ class ToolIndex(Generic[D]):
         unique = tuple(dict.fromkeys(meaningful))
         hits = tuple(self._hit(int(i), float(scores[i]), unique) for i in order)
         return SearchResult(query=query, mode="keywords", hits=hits, terms=unique)
+
+    def _phrase_shares(self, terms: tuple[str, ...]) -> dict[int, float]:
+        """Tools whose name has two or more consecutive ``terms`` (query order) as
+        consecutive words: the share of ``terms`` the longest such phrase covers."""
+        found: dict[int, int] = {}
+        for a in range(len(terms) - 1):
+            # only tools whose text has both words can have them side by side in the name
+            first, second = VOCABULARY.get(terms[a]), VOCABULARY.get(terms[a + 1])
+            if first is None or second is None:
+                continue
+            both = np.intersect1d(self._postings.docs(first), self._postings.docs(second))
+            for i in both.tolist():
+                name = tokenize(self._docs[i].tool)
+                for at in range(len(name) - 1):
+                    k = 0
+                    while (
+                        a + k < len(terms) and at + k < len(name) and terms[a + k] == name[at + k]
+                    ):
+                        k += 1
+                    if k >= 2:
+                        found[i] = max(found.get(i, 0), k)
+        return {i: k / len(terms) for i, k in found.items()}
 
     def _hit(self, i: int, score: float, terms: tuple[str, ...]) -> SearchHit[D]:
         """A hit, with the query terms the tool's text and name have."""
