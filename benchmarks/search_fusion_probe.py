@@ -1,9 +1,15 @@
-"""Ranking ideas measured against the default on every set (issue 29, rounds 2 and 3; none kept).
+"""Ranking ideas measured against the default on every set (issue 29, rounds 2 to 4).
 
 Run: ``python benchmarks/search_fusion_probe.py`` for round 2's ideas, ``--round3`` for round
 3's (BM25's ``k1`` and ``b``, the cosine floor, a tool as the mean of several wordings, a
 server-name field, the query normalised before MiniLM embeds it). First run: ~25 CPU-minutes,
 most of it MiniLM embedding the catalogs' tools in four other wordings; cached afterwards.
+``--round4`` for round 4's (per-query confidence weights, MiniLM late interaction, server
+context, a name-phrase bonus — the one kept, as ``Ranking.name_phrase`` — and Lucene's
+coordination factor; ~5 CPU-minutes), ``--rows``/``--sets`` to run a few rows or sets only;
+``--lengths`` prints each set's right tools' text lengths against its catalog's mean (why
+BM25's ``b`` moves the sets apart). The fusion here re-implements the default without the
+name-phrase bonus: round 4's first row is the ranking before it.
 
 Each query of every set of ``search_quality.py`` is scored once into its parts — BM25 over
 the index's postings (and over postings with one field changed), the static model's and
