@@ -759,9 +759,7 @@ def main() -> None:
     def wanted(name: str) -> bool:
         return not args.sets or any(name.startswith(s) for s in args.sets)
 
-    sets = [
-        score_set(qs, rich=rich, round4=args.round4) for qs in query_sets() if wanted(qs.name)
-    ]
+    sets = [score_set(qs, rich=rich, round4=args.round4) for qs in query_sets() if wanted(qs.name)]
     for name, docs in (
         ("toollens", load_toollens(eval_dir)[0]),
         ("github", load_github_catalog(eval_dir)),
