@@ -37,6 +37,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
@@ -263,6 +264,12 @@ def _doc_term_ids(doc: ToolDoc) -> IntArray:
             np.concatenate(params)[:_MAX_PARAM_TOKENS] if params else _NO_TERMS,
         ]
     )
+
+
+@lru_cache(maxsize=65536)
+def _name_words(tool: str) -> tuple[str, ...]:
+    """A tool's name as index terms, in order (a long request checks many names)."""
+    return tuple(tokenize(tool))
 
 
 def _name_terms(doc: ToolDoc) -> frozenset[str]:
@@ -626,7 +633,7 @@ class ToolIndex(Generic[D]):
                 continue
             both = np.intersect1d(self._postings.docs(first), self._postings.docs(second))
             for i in both.tolist():
-                name = tokenize(self._docs[i].tool)
+                name = _name_words(self._docs[i].tool)
                 for at in range(len(name) - 1):
                     k = 0
                     while (
