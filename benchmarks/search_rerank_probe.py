@@ -38,7 +38,7 @@ import argparse
 import math
 import pickle
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -46,7 +46,17 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 from _catalogs import eval_dir_or_exit, load_github_catalog, load_toollens
-from search_fusion_probe import Fusion, Parts, Scored, _top, _z, fuse, joined_all, score_set
+from search_fusion_probe import (
+    Fusion,
+    Parts,
+    Scored,
+    _top,
+    _z,
+    fuse,
+    joined_all,
+    measure,
+    score_set,
+)
 from search_quality import QuerySet, encoder, query_sets
 
 from caliban.search import index as ix
@@ -311,7 +321,21 @@ def _sentence(text: str) -> Matrix:
     return _model().embed([text])[0]
 
 
-def server_card(weight: float) -> Fusion:
+def _card_cosines(e: Extra, scores: Vector) -> Vector:
+    """Each server's card's cosine with the query."""
+    return (e.catalog.server_cards @ _sentence(e.text)).astype(float)  # type: ignore[no-any-return]
+
+
+def _soft_maximum(e: Extra, scores: Vector) -> Vector:
+    """Each server's log-sum-exp of its tools' fused scores."""
+    s = np.minimum(scores, 50.0)  # the exact-name bonus is not a score to pool
+    peak = float(s.max())
+    return np.log(np.bincount(e.catalog.servers, weights=np.exp(s - peak))) + peak  # type: ignore[no-any-return]
+
+
+def server_context(weight: float, per_server: Callable[[Extra, Vector], Vector]) -> Fusion:
+    """The default plus ``weight`` times a server's score (as z-scores over the catalog's
+    tools) for each of its tools; a one-server catalog gets nothing."""
     base = fuse()
 
     def run(p: Parts) -> tuple[Vector, npt.NDArray[np.bool_]]:
@@ -319,26 +343,8 @@ def server_card(weight: float) -> Fusion:
         e = EXTRAS.get(id(p))
         if e is None or len(e.catalog.server_cards) < 2:
             return scores, candidates
-        query = _sentence(e.text)
-        per = e.catalog.server_cards @ query
-        return scores + weight * _z(per[e.catalog.servers].astype(float)), candidates
-
-    return run
-
-
-def server_softmax(weight: float, temperature: float) -> Fusion:
-    base = fuse()
-
-    def run(p: Parts) -> tuple[Vector, npt.NDArray[np.bool_]]:
-        scores, candidates = base(p)
-        e = EXTRAS.get(id(p))
-        if e is None or len(e.catalog.server_cards) < 2:
-            return scores, candidates
-        codes = e.catalog.servers
-        s = np.minimum(scores, 50.0) / temperature
-        peak = float(s.max())
-        per = np.log(np.bincount(codes, weights=np.exp(s - peak))) + peak
-        return scores + weight * _z(per[codes]), candidates
+        per = per_server(e, scores)
+        return scores + weight * _z(per[e.catalog.servers]), candidates
 
     return run
 
@@ -389,8 +395,10 @@ def all_rows() -> dict[str, Fusion]:
             w, idf=True, names=True
         )
     for w in (0.2, 0.4):
-        out[f"server: its card's MiniLM cosine, x{w}"] = server_card(w)
-        out[f"server: soft maximum of its tools' fused scores, x{w}"] = server_softmax(w, 1.0)
+        out[f"server: its card's MiniLM cosine, x{w}"] = server_context(w, _card_cosines)
+        out[f"server: soft maximum of its tools' fused scores, x{w}"] = server_context(
+            w, _soft_maximum
+        )
     for alpha in (0.1, 0.2):
         out[f"score regularisation: 5 nearest tools, x{alpha}"] = smoothed(alpha, own_server=False)
         out[f"score regularisation: 5 nearest of its server, x{alpha}"] = smoothed(
@@ -414,16 +422,6 @@ def extend(scored: Scored) -> CatalogVectors:
         _, ranked, _ = ix._parse(q.text)
         EXTRAS[id(p)] = Extra(text=ranked, query=word_vectors(ranked), catalog=catalog, memo={})
     return catalog
-
-
-def measure(scored: Scored, fusion: Fusion) -> Vector:
-    totals = np.zeros(3)
-    for q, p in zip(scored.queries, scored.parts, strict=True):
-        found = [scored.docs[i] for i in _top(*fusion(p))]
-        flags = [q.is_relevant(d) for d in found]
-        names = {x for d, ok in zip(found, flags, strict=True) if ok for x in (d.tool, d.name)}
-        totals += (any(flags[:1]), any(flags[:5]), len(q.relevant & names) / len(q.relevant))
-    return totals / len(scored.queries)
 
 
 def main() -> None:
