@@ -63,7 +63,7 @@ from caliban.search import index as ix
 from caliban.search.index import SearchDoc, ToolIndex
 from caliban.search.models import MINILM_DIR
 from caliban.search.text import STOP_WORDS, words
-from caliban.search.transformer import TransformerModel, _gelu, _layer_norm
+from caliban.search.transformer import TransformerModel
 
 Vector = npt.NDArray[np.float64]
 Matrix = npt.NDArray[np.float32]
@@ -78,29 +78,9 @@ def _model() -> TransformerModel:
 
 
 def _token_states(model: TransformerModel, ids: list[int]) -> Matrix:
-    """The last layer's vector of each token of one text (``TransformerModel._forward``
-    without its pooling)."""
-    m = model
-    width = len(ids)
-    hidden, heads = m.dims, m._heads
-    head_dims = hidden // heads
-    x = m._word.rows(np.array(ids, dtype=np.intp)) + m._position[:width] + m._type0
-    x = _layer_norm(x, m._ln, m._eps)
-    scale = np.float32(1 / math.sqrt(head_dims))
-    for layer in m._layers:
-        qkv = (x @ layer.qkv + layer.qkv_bias).reshape(width, 3, heads, head_dims)
-        q = np.ascontiguousarray(qkv[:, 0].transpose(1, 0, 2)) * scale
-        k = np.ascontiguousarray(qkv[:, 1].transpose(1, 2, 0))
-        v = np.ascontiguousarray(qkv[:, 2].transpose(1, 0, 2))
-        att = q @ k
-        att -= att.max(axis=-1, keepdims=True)
-        np.exp(att, out=att)
-        att /= att.sum(axis=-1, keepdims=True)
-        context = (att @ v).transpose(1, 0, 2).reshape(width, hidden)
-        x = _layer_norm(context @ layer.out + layer.out_bias + x, layer.ln1, m._eps)
-        up = _gelu(x @ layer.up + layer.up_bias)
-        x = _layer_norm(up @ layer.down + layer.down_bias + x, layer.ln2, m._eps)
-    return x  # type: ignore[no-any-return]
+    """The last layer's vector of each token of one text."""
+    batch = np.array([ids], dtype=np.intp)
+    return model.token_states(batch, np.ones(batch.shape, dtype=np.float32))[0]
 
 
 @dataclass(frozen=True, kw_only=True)
