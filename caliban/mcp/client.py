@@ -33,7 +33,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, assert_never
@@ -175,6 +175,12 @@ class McpManager:
         for conn in self._conns.values():
             if conn.spec.config is not None and conn.spec.config.disabled:
                 conn.phase = Disabled()
+        self._known: dict[str, None] = {
+            name: None for name, conn in self._conns.items() if conn.listing.source != "none"
+        }
+        """Servers whose tools are known, in the order they became known: cached ones first
+        (config order), then each as it lists. Tools are offered in this order, so a server
+        listing late adds its tools at the end of the list (prompt caches survive)."""
         self._version = 0
         self._listeners: list[Callable[[int], None]] = []
         self._changed = asyncio.Event()
@@ -201,22 +207,27 @@ class McpManager:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def start(self, *, import_sdk: bool = True) -> None:
-        """Start every enabled server in the background; returns at once.
+    def start(self, *, import_sdk: bool = True, only: Collection[str] | None = None) -> None:
+        """Start every enabled server (or those of ``only``) in the background; returns at
+        once.
 
         Stdio servers' processes are launched first; their connections wait for the MCP SDK.
         ``import_sdk=False`` leaves its import to a later :meth:`import_sdk` (or to the
         first wait for a server or call of a tool), so it does not compete with more urgent
-        start-up work while every tool is known from the cache. Waiting for a server or
-        calling a tool starts a manager nobody started.
+        start-up work. Waiting for a server or calling a tool starts a manager nobody
+        started (started with ``only``, it starts the rest then).
         """
         if self._started or self._closed:
             return
-        self._started = True
-        self._hold_sdk = not import_sdk
+        launched = any(conn.attempt is not None for conn in self._conns.values())
+        if only is None:
+            self._started = True
+        if import_sdk or not launched:
+            self._hold_sdk = not import_sdk
         route_sdk_logging(__name__, listing.logger.name)
         for conn in self._conns.values():
-            if not isinstance(conn.phase, Disabled):
+            wanted = only is None or conn.name in only
+            if wanted and conn.attempt is None and not isinstance(conn.phase, Disabled):
                 self._launch(conn)
 
     def import_sdk(self) -> None:
@@ -242,10 +253,11 @@ class McpManager:
         timeout: float | None = None,  # noqa: ASYNC109 - an overall bound, applied with anyio
     ) -> list[ServerStatus]:
         """Wait until each of ``names`` is connected or has failed (each is bounded by its
-        own start-up timeout; ``timeout`` bounds the whole wait). Returns their statuses."""
+        own start-up timeout; ``timeout`` bounds the whole wait), launching those nobody
+        launched. Returns their statuses."""
         conns = [self._conns[name] for name in names]
         if any(isinstance(conn.phase, Connecting) for conn in conns):
-            self.start()
+            self.start(only=names)
             # After the launches: a thread importing meanwhile would hold them up.
             self._hold_sdk = False
             asyncio.get_running_loop().call_soon(self._sdk.start)
@@ -273,6 +285,7 @@ class McpManager:
         conn.attempt = None  # its end is no longer this connection's news
         self._set_phase(conn, Disabled())
         conn.listing, conn.offers = Listing(), Offers()
+        self._known.pop(name, None)
         self._offers_version += 1
         self._offers_changed.set()
         self._bump()
@@ -359,14 +372,15 @@ class McpManager:
                 logger.exception("MCP tool-change listener failed")
 
     def tools(self) -> tuple[McpTool, ...]:
-        """Tools of every server that has listed them: config order, then the server's order.
+        """Tools of every server whose tools are known, servers in the order their tools
+        became known (cached ones in config order, then as they list), each in its own order.
 
         A server that died keeps its last tool list, so calling one of its tools reconnects.
         """
         if self._tools_cache is None or self._tools_cache[0] != self._version:
             tools: list[McpTool] = []
             seen: set[str] = set()
-            for conn in self._conns.values():
+            for conn in self._known_conns():
                 for tool in conn.listing.tools:
                     if tool.name in seen:  # server "a" tool "b__c" vs server "a__b" tool "c"
                         tool = dataclasses.replace(
@@ -376,6 +390,9 @@ class McpManager:
                     tools.append(tool)
             self._tools_cache = (self._version, tuple(tools))
         return self._tools_cache[1]
+
+    def _known_conns(self) -> list[Connection]:
+        return [self._conns[name] for name in self._known]
 
     def server_names(self) -> list[str]:
         return list(self._conns)
@@ -400,10 +417,11 @@ class McpManager:
         )
 
     def server_instructions(self) -> tuple[tuple[str, str], ...]:
-        """``(server, instructions)`` of every enabled server that gave some, config order."""
+        """``(server, instructions)`` of every enabled server that gave some, in the order
+        of :meth:`tools` (a server's instructions follow the others' when it lists late)."""
         return tuple(
             (conn.name, conn.listing.instructions)
-            for conn in self._conns.values()
+            for conn in self._known_conns()
             if conn.listing.instructions and not isinstance(conn.phase, Disabled)
         )
 
@@ -664,6 +682,7 @@ class McpManager:
         resources = capabilities is not None and capabilities.resources is not None
         old = conn.listing
         changed = (tools, instructions, resources) != (old.tools, old.instructions, old.resources)
+        self._known.setdefault(conn.name, None)
         if tools != old.tools:
             conn.listing = Listing.of(
                 tools,

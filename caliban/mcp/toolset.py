@@ -80,7 +80,8 @@ def instructions_text(pairs: Sequence[tuple[str, str]]) -> str:
 
 class McpToolset:
     """Offers every MCP tool, in catalog order, then the resource tools when ``resources``
-    (the manager) is given (eagerly: the lazy wrapper filters)."""
+    (the manager) is given (eagerly: the lazy wrapper filters); tools that appear later (a
+    server that lists late) are added at the end."""
 
     def __init__(self, catalog: McpCatalog, resources: ResourceServers | None = None) -> None:
         self.catalog = catalog
@@ -94,10 +95,15 @@ class McpToolset:
         source = self.catalog.tools()
         if source is not self._source:
             self._source = source
-            self._by_name = {}
             served = self._servers is not None and self._servers.serves_resources()
+            by_name: dict[str, Tool] = {}
             for tool in (*source, *(self._resources if served else ())):
-                self._by_name.setdefault(tool.name, tool)
+                by_name.setdefault(tool.name, tool)
+            # Tools offered before keep their places and new ones go at the end (a server
+            # that lists late, the resource tools), so the tool list grows only at its end.
+            kept = [name for name in self._by_name if name in by_name]
+            order = dict.fromkeys([*kept, *by_name])
+            self._by_name = {name: by_name[name] for name in order}
             self._tools = tuple(self._by_name.values())
         return self._tools
 
