@@ -138,6 +138,9 @@ class FakeMcp:
     def unlisted(self) -> tuple[str, ...]:
         return ()
 
+    def phases(self) -> dict[str, Any]:
+        return {}
+
     def instructions(self, name: str) -> str | None:
         return None
 

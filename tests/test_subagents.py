@@ -655,8 +655,7 @@ async def test_named_tools_of_eager_servers_take_no_activation_slot(project: Pat
 def child_lazy(child: Agent) -> LazyMcpToolset:
     """The lazy MCP part of a child's toolset (built-ins first, then MCP)."""
     assert isinstance(child.toolset, CombinedToolset)
-    lazy = child.toolset.parts[-1]
-    assert isinstance(lazy, LazyMcpToolset)
+    [lazy] = [part for part in child.toolset.parts if isinstance(part, LazyMcpToolset)]
     return lazy
 
 

@@ -22,7 +22,7 @@ from caliban.calls.verdict import Allow, AllowWith, Authorizer, Deny, authorize
 from caliban.events import AgentEvent, ToolFinished, ToolStarted
 from caliban.hooks import LoopHooks
 from caliban.messages import ToolCall, ToolResult
-from caliban.tools.base import AskModel, CallContext, Tool, ToolEnv, ToolOutput
+from caliban.tools.base import AskModel, CallContext, PendingTool, Tool, ToolEnv, ToolOutput
 from caliban.toolsets.base import Toolset
 
 
@@ -71,14 +71,15 @@ class CallPipeline:
 
     async def run(self, call: ToolCall) -> Outcome:
         """Run ``call`` through every stage; announced by ``ToolStarted``/``ToolFinished``."""
-        tool = self.toolset.find(call.name)
-        origin = tool.origin if tool is not None else None
+        found = self.toolset.find(call.name)
+        origin = found.origin if found is not None and not isinstance(found, PendingTool) else None
         self.emit(ToolStarted(call=call, origin=origin))
         started = time.perf_counter()
         stop: str | None = None
         denied = False
         try:
-            tool = self.resolve(call, tool)
+            tool = self.resolve(call, await self.arrived(call, found))
+            origin = tool.origin
             bound = self.bind(call, tool)
             bound, stop = await self.before_tool(bound)
             bound, approved_input = await self.authorize(bound)
@@ -103,6 +104,16 @@ class CallPipeline:
         return Outcome(result=result, stop=stop, ends_turn=output.ends_turn and not output.is_error)
 
     # -- the stages, in order
+
+    async def arrived(self, call: ToolCall, tool: Tool | None) -> Tool | None:
+        """The tool once known: one of an MCP server still starting is waited for (within
+        the server's start-up timeout) and looked up again."""
+        if not isinstance(tool, PendingTool):
+            return tool
+        if (problem := await tool.arrival()) is not None:
+            raise Refused(problem)
+        found = self.toolset.find(call.name)
+        return None if isinstance(found, PendingTool) else found
 
     def resolve(self, call: ToolCall, tool: Tool | None) -> Tool:
         """The tool asked for, with arguments that are a JSON object, and not a read-only

@@ -354,9 +354,12 @@ def init_info(session: Session) -> dict[str, Any]:
 
 
 def _server_status(phase: Phase) -> str:
-    """A server's ``status`` in the init frame (Claude Code's ``needs-auth`` for a login)."""
-    from caliban.mcp.connection import Failed
+    """A server's ``status`` in the init frame, in Claude Code's words: ``pending`` while it
+    starts, ``needs-auth`` for a login."""
+    from caliban.mcp.connection import Connecting, Failed
 
+    if isinstance(phase, Connecting):
+        return "pending"
     return "needs-auth" if isinstance(phase, Failed) and phase.needs_login else phase.state
 
 

@@ -156,18 +156,30 @@ class Session:
             from caliban.mcp.lazy.toolset import LazyMcpToolset
             from caliban.mcp.toolset import McpToolset
 
-            self._lazy = LazyMcpToolset(
+            lazy = self._lazy = LazyMcpToolset(
                 McpToolset(self.mcp if self.mcp is not None else NO_MCP, resources=self.mcp),
                 activation=self.activation,
                 policy=self.lazy_policy,
                 context_window=self.context_window,
                 servers=self.mcp,
             )
-            parts.append(self._lazy)
+            if self.mcp is None:
+                parts.append(lazy)
+            else:
+                from caliban.mcp.wait import StartingServersToolset, WaitToolset
+
+                # Before the MCP tools, whose list grows at its end as servers list late.
+                def searching() -> bool:
+                    return lazy.tool_search in lazy.offered()
+
+                wait = WaitToolset(self.mcp, tool_search_offered=searching)
+                parts += [wait, lazy, StartingServersToolset(self.mcp)]
         elif self.mcp is not None:
             from caliban.mcp.toolset import McpToolset
+            from caliban.mcp.wait import StartingServersToolset, WaitToolset
 
-            parts.append(McpToolset(self.mcp, resources=self.mcp))
+            mcp = McpToolset(self.mcp, resources=self.mcp)
+            parts += [WaitToolset(self.mcp), mcp, StartingServersToolset(self.mcp)]
         return CombinedToolset(parts)
 
     def _server_lazy_flags(self) -> dict[str, bool | None]:

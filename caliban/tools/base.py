@@ -227,6 +227,17 @@ class Tool(Protocol):
         ...
 
 
+class PendingTool(abc.ABC):
+    """A tool that is not known yet but may be soon (one of an MCP server still starting):
+    the call pipeline waits for it, then looks the name up again."""
+
+    name: str
+
+    @abc.abstractmethod
+    async def arrival(self) -> str | None:
+        """Wait until the tool can be known (bounded); why it will not be, or ``None``."""
+
+
 async def call_tool(tool: Tool, arguments: Mapping[str, Any], ctx: CallContext) -> ToolOutput:
     """Bind and run in one step (no permission check): for tests and internal callers."""
     bound = tool.bind(arguments)
@@ -365,6 +376,7 @@ __all__ = [
     "CallContext",
     "Invocation",
     "McpOrigin",
+    "PendingTool",
     "Preview",
     "ReadGuard",
     "Tool",

@@ -8,6 +8,7 @@ from typing import Any
 
 from caliban.events import ToolFinished
 from caliban.headless.frames.common import Frame, new_uuid, now_iso
+from caliban.mcp.wait import WAIT_TOOL_NAME
 from caliban.messages import ImagePart
 from caliban.session.serialize import part_to_json
 from caliban.subagents import AGENT_TOOL_NAME
@@ -47,6 +48,13 @@ def result_block(event: ToolFinished) -> dict[str, Any]:
         content = [part_to_json(p) for p in result.content]
     else:
         content = result.text
+    if event.call.name == WAIT_TOOL_NAME:  # Claude Code's block for it, ready or not
+        return {
+            "type": "tool_result",
+            "tool_use_id": result.tool_call_id,
+            "content": content,
+            "is_error": result.is_error,
+        }
     if result.is_error:
         return {
             "type": "tool_result",
@@ -66,8 +74,9 @@ def result_block(event: ToolFinished) -> dict[str, Any]:
 
 def tool_use_result(event: ToolFinished) -> Any:
     result = event.result
-    if event.call.name == AGENT_TOOL_NAME and event.data is not None:
-        return event.data  # a sub-agent that stopped early still reports its work
+    if event.call.name in (AGENT_TOOL_NAME, WAIT_TOOL_NAME) and event.data is not None:
+        # A sub-agent that stopped early still reports its work; a wait, whom it waited for.
+        return event.data
     if result.is_error:
         return f"Error: {result.text}"
     if event.data is not None:
