@@ -371,10 +371,18 @@ def _user_server(name: str, script: str, *args: str) -> None:
         file.write(f"[server.{name}]\ncommand = {json.dumps(sys.executable)}\nargs = {argv}\n")
 
 
+def _wait_for_servers(tools: str = "") -> None:
+    """The first request waits for the servers (the definitions it carries, and warnings
+    about them, are what the test reads)."""
+    user_config_path().parent.mkdir(parents=True, exist_ok=True)
+    user_config_path().write_text(f"[tools]\nwait_for_mcp = true\n{tools}")
+
+
 def test_mcp_results_are_bounded_and_marked_as_the_servers_data(
     fake_model_server: FakeModelServer, project: Path
 ) -> None:
     _user_server("bulky", "bulky.py")
+    _wait_for_servers()
     fake_model_server.add(
         calls(
             ("mcp__bulky__dump", {"chars": 400_000}),
@@ -431,10 +439,7 @@ def test_misbehaving_servers_cost_the_session_nothing(
     _user_server("mis", "misbehaving.py")
     _user_server("sloppy", "sloppy_listing.py")
     _user_server("crashy", "crash_mid_call.py")
-    user_config_path().parent.mkdir(parents=True, exist_ok=True)
-    user_config_path().write_text(
-        f"[tools]\nlazy_mcp = {'true' if lazy else 'false'}\npreactivate = 0\n"
-    )
+    _wait_for_servers(f"lazy_mcp = {'true' if lazy else 'false'}\npreactivate = 0\n")
     fake_model_server.add(
         calls(
             ("mcp__mis__fail", {"code": -32000, "size": 300_000}),

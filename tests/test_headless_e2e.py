@@ -382,6 +382,8 @@ def test_dead_mcp_server_is_reported_and_the_run_goes_on(
             for name, script in entries.items()
         )
     )
+    # The first request waits for the servers, so the failure is there to report.
+    (project / ".caliban" / "config.toml").write_text("[tools]\nwait_for_mcp = true\n")
     fake_model_server.add({"text": "still here"})
     result = run(fake_model_server, "anthropic", project, *STREAM, "hi")
     assert result.returncode == 0, result.stderr
@@ -416,6 +418,8 @@ def test_servers_start_without_a_log_file_when_the_log_cannot_be_written(
             for name, script in entries.items()
         )
     )
+    # The first request waits for the servers, so the failure is there to report.
+    (project / ".caliban" / "config.toml").write_text("[tools]\nwait_for_mcp = true\n")
     fake_model_server.add({"text": "still here"})
     result = run(fake_model_server, "anthropic", project, *STREAM, "hi")
     logs.chmod(0o755)

@@ -35,13 +35,16 @@ def configure(project: Path, *, lazy: bool | None, cap: int | None = None) -> No
         f"command = {json.dumps(sys.executable)}\n"
         f"args = [{json.dumps(str(SERVERS / 'catalog_server.py'))}]\n"
     )
+    # These tests are about the tools once the server is up: the first request waits for it
+    # (test_mcp_start_e2e.py is about not waiting).
+    config = "[tools]\nwait_for_mcp = true\n"
     if lazy is not None:
         # The model finds tools with ToolSearch here: pre-activation (which would load the
         # issue tools for "what is PLAT-7?") has its own tests, test_preactivate*.py.
-        config = f"[tools]\nlazy_mcp = {'true' if lazy else 'false'}\npreactivate = 0\n"
+        config += f"lazy_mcp = {'true' if lazy else 'false'}\npreactivate = 0\n"
         if cap is not None:
             config += f"max_active_schemas = {cap}\n"
-        (project / ".caliban" / "config.toml").write_text(config)
+    (project / ".caliban" / "config.toml").write_text(config)
 
 
 def caliban(
@@ -219,7 +222,11 @@ def configure_slow(project: Path, *extra: str) -> None:
         'env = { CATALOG_START_DELAY = "${CATALOG_START_DELAY:-0}", '
         'CATALOG_EXIT_CODE = "${CATALOG_EXIT_CODE:-}" }\n' + "".join(extra)
     )
-    (project / ".caliban" / "config.toml").write_text("[tools]\nlazy_mcp = true\npreactivate = 0\n")
+    # A first run fills the cache: it waits for the server (servers still starting when a
+    # run ends are stopped before they list); later runs do not wait for a cached server.
+    (project / ".caliban" / "config.toml").write_text(
+        "[tools]\nlazy_mcp = true\npreactivate = 0\nwait_for_mcp = true\n"
+    )
 
 
 def stream(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
@@ -255,7 +262,7 @@ def test_a_cached_catalog_serves_turn_one_while_its_server_starts(
     objs = stream(done)
     init = objs[0]
     # The first request went out while the server was still starting...
-    assert init["mcp_servers"] == [{"name": "catalog", "status": "connecting"}]
+    assert init["mcp_servers"] == [{"name": "catalog", "status": "pending"}]
     cached_run, first, second, third = (r.body for r in fake_model_server.requests)
     # ...with the complete catalog, byte for byte what the first session sent.
     assert system_sent(first) == system_sent(cached_run)

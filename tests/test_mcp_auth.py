@@ -25,6 +25,7 @@ import pytest
 from hang import HANG_S, hang_guard
 from mcp_servers.listening import free_port, listening
 
+from caliban.config.settings import user_config_path
 from caliban.mcp import auth
 from caliban.mcp.auth import LoginFailed, TokenStore, login, logout
 from caliban.mcp.client import McpManager
@@ -287,6 +288,9 @@ def test_login_list_call_and_logout_through_the_executable(
     }
     added = caliban(tmp_path, "mcp", "add", "guarded", "--url", url, "--scope", "user")
     assert added.returncode == 0, added.stderr
+    # The first request waits for the server, so its need of a login is reported.
+    user_config_path().parent.mkdir(parents=True, exist_ok=True)
+    user_config_path().write_text("[tools]\nwait_for_mcp = true\n")
 
     # Headless without a login: one line, and the run goes on.
     fake_model_server.add({"text": "still here"})

@@ -63,6 +63,10 @@ class ToolsSettings(_Section):
     preactivate: int = Field(default=3, ge=0)
     """Before each prompt is sent, activate up to this many deferred MCP tools that the
     prompt most likely needs (ToolSearch's ranking, no model call); 0 turns it off."""
+    wait_for_mcp: bool = False
+    """``caliban -p`` waits before its first request for every MCP server whose tools are
+    not known yet (none cached), each within its ``startup_timeout``; by default it waits
+    only for ``lazy = false`` servers, at most 5 s, as Claude Code does."""
     search_model: str = Field(default="auto", min_length=1)
     """ToolSearch's semantic model: "auto" (all-MiniLM-L6-v2, shipped, once a catalog's
     embeddings are computed; the shipped static model until then), "static", "bm25" (none),

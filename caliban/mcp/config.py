@@ -85,6 +85,15 @@ def default_tool_timeout() -> float:
     return _seconds_from_env("MCP_TOOL_TIMEOUT", DEFAULT_TOOL_TIMEOUT)
 
 
+DEFAULT_CONNECT_WINDOW = 5.0
+"""Seconds ``caliban -p`` waits for the servers it waits for at all before its first request
+(Claude Code's ``MCP_CONNECT_TIMEOUT_MS`` default)."""
+
+
+def connect_window() -> float:
+    return _seconds_from_env("MCP_CONNECT_TIMEOUT_MS", DEFAULT_CONNECT_WINDOW)
+
+
 Transport = Literal["stdio", "http", "sse"]
 Scope = Literal["user", "local", "project", "mcp.json", "flag"]
 WriteScope = Literal["user", "local", "project"]

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from caliban.hooks import HookRunner
     from caliban.mcp.client import McpManager
     from caliban.mcp.config import ServerConfig
+    from caliban.mcp.startup import FirstRequestWait
     from caliban.permissions.approval import Approver, PermissionAnswer, PermissionRequest
     from caliban.permissions.policy import PermissionPolicy
     from caliban.providers.select import ProviderChoice
@@ -150,8 +151,12 @@ async def open_session(
         working_dirs=setup.add_dirs,
     )
     sandbox = _sandbox(options, loaded, setup, policy, trusted)
-    manager = start_mcp(mcp_config.servers, sandbox=sandbox)
+    manager = mcp_manager(mcp_config.servers, sandbox=sandbox)
+    first_wait = None
     if manager is not None:
+        first_wait = launch_first(
+            manager, wait_for_all=None if interactive else settings.tools.wait_for_mcp
+        )
         await asyncio.sleep(0)  # the servers' tasks launch their processes now, not later
     # After the servers' launches, which it would only hold up.
     warm_up = start_in_daemon_thread(provider.warm_up, name="caliban-http-client")
@@ -276,10 +281,11 @@ async def open_session(
                 )
             )
         )
-        if not interactive and manager is not None:
-            # Only servers whose tools are not cached are waited for: the others' tools are
-            # announced from the cache, and a call of one waits for its own server.
-            for status in await manager.wait_listed(manager.unlisted()):
+        if first_wait is not None and manager is not None:
+            # Only some servers whose tools are not cached are waited for (mcp/startup.py):
+            # the others' tools join the tool list once listed; cached ones are announced
+            # from the cache, and a call of one waits for its own server.
+            for status in await manager.wait_listed(first_wait.servers, first_wait.timeout):
                 if status.state == "failed":
                     session.emit(Notice(level="warning", text=describe_failure(status)))
                 elif (skipped := describe_skipped(status)) is not None:
@@ -429,57 +435,75 @@ thread that holds the interpreter lock. Negligible beside a model's latency, whi
 background work then overlaps."""
 
 
-def start_mcp(
+def mcp_manager(
     servers: Sequence[ServerConfig], *, sandbox: SandboxRuntime | None = None
 ) -> McpManager | None:
-    """Start ``servers`` in the background, their last tool lists read from the user's cache;
-    ``None`` when there are none.
-
-    When some server's tools are not cached (they are awaited), the servers' processes are
-    launched at once and the MCP SDK (about 0.6 s to import) imported meanwhile. When every
-    tool is known from the cache, the first request needs no server: they are launched once
-    the provider SDK is in (:func:`_warm_in_background`), so booting them does not slow the
-    first request on a small machine. With no servers the MCP SDK is never loaded. Servers
-    with ``sandbox = true`` run confined by ``sandbox``.
-    """
+    """The manager of ``servers``, their last tool lists read from the user's cache; ``None``
+    when there are none. Servers with ``sandbox = true`` run confined by ``sandbox``."""
     if not servers:
         return None
     from caliban.mcp.catalog_cache import user_cache
     from caliban.mcp.client import McpManager
 
-    manager = McpManager(servers, catalog_cache=user_cache(), sandbox=sandbox)
-    if manager.unlisted():
-        manager.start()
-    return manager
+    return McpManager(servers, catalog_cache=user_cache(), sandbox=sandbox)
+
+
+def launch_first(manager: McpManager, *, wait_for_all: bool | None) -> FirstRequestWait | None:
+    """Launch the servers that are needed first; what a headless run's first request waits
+    for (``None`` for an interactive session, ``wait_for_all=None``).
+
+    The REPL launches the servers whose tools are not cached at once, and imports the MCP
+    SDK (about 0.6 s) meanwhile: it waits for none, and they boot while the user types. A
+    headless run launches at once only those its first request waits for
+    (:mod:`caliban.mcp.startup`; every server whose tools are not cached with
+    ``tools.wait_for_mcp``): the others are launched once that request has left
+    (:func:`_warm_in_background`), so that booting them does not slow it down on a small
+    machine. With no servers the MCP SDK is never loaded.
+    """
+    from caliban.mcp.startup import first_request_wait
+
+    wait = None
+    if wait_for_all is None:
+        launch = manager.unlisted()
+    else:
+        wait = first_request_wait(manager, wait_for_all=wait_for_all, environ=os.environ)
+        launch = wait.servers
+    if launch:
+        manager.start(only=launch)
+    return wait
 
 
 def _warm_in_background(
     session: Session, provider_ready: asyncio.Future[None], *, start_servers: bool
 ) -> None:
-    """Once the provider SDK is in: build the search index (the first ToolSearch needs it)
-    in a daemon thread and, with ``start_servers``, launch the MCP servers that wait and
-    then import the MCP SDK (the first call of an MCP tool needs it) — one after the other,
-    as both need the interpreter lock.
+    """Once the provider SDK is in (the first request leaves meanwhile): build the search
+    index (the first ToolSearch needs it) in a daemon thread, launch the MCP servers nobody
+    launched yet and then import the MCP SDK (their connections need it) — one after the
+    other, as both need the interpreter lock.
 
-    Headless runs pass ``start_servers=False``: every tool is known from the cache, and a
-    run that never calls an MCP tool should not boot servers only to stop them after its
-    answer (over a second, and seconds of CPU, with five servers); the first call starts
-    them. The cache is refreshed by every session that connects: the REPL, ``caliban mcp
-    list``, a run that calls a tool."""
+    Headless runs pass ``start_servers=False``: only the servers whose tools are not known
+    are launched (their tools join the tool list once listed); a server whose tools are
+    cached waits for a call of one, as a run that never calls an MCP tool should not boot
+    servers only to stop them after its answer (over a second, and seconds of CPU, with five
+    servers). The cache is refreshed by every session that connects: the REPL, ``caliban
+    mcp list``, a run that calls a tool."""
     if provider_ready.cancelled():  # the session closed first
         return
     build = session.search_index_builder()
     manager = session.mcp
+    launched = False
     if manager is not None:
-        if start_servers:
-            manager.start(import_sdk=False)
+        unlisted = manager.unlisted()
+        if start_servers or unlisted:
+            manager.start(import_sdk=False, only=None if start_servers else unlisted)
+            launched = True
         # A server that lists new tools changes the catalog: index that one too.
         manager.on_change(lambda _version: _index_in_background(session))
 
     def work() -> None:
         if build is not None:
             build()
-        if manager is not None and start_servers:
+        if manager is not None and launched:
             manager.import_sdk()
 
     threading.Thread(target=work, name="caliban-warm", daemon=True).start()
