@@ -14,7 +14,8 @@ answering "ok" to everything), each in a home of its own, for: ``--version``; ``
 ``-p "say ok"`` with no MCP server (also with caliban on its OpenAI provider, the same fake
 server answering Chat Completions); with the five public reference servers
 (``$CALIBAN_REFERENCE_SERVERS``, see tests/mcp_servers/reference.py) *cold* (caliban's
-tool-list cache empty) and *warm* (filled by an earlier run); and with one server of 1,000
+tool-list cache empty) and *warm* (filled before the scenario by a run told to wait for the
+servers, ``tools.wait_for_mcp = true``); and with one server of 1,000
 and of 10,000 tools (benchmarks/_static_mcp_server.py, which answers at once, so the
 clients are what is compared), warm; and the 10,000 with caliban's ``tools.lazy_mcp = true``
 (Claude Code defers them by itself). Claude Code keeps no tool-list cache: its cold and warm
@@ -27,12 +28,11 @@ ratio caliban / Claude Code (below 1.0: caliban is ahead):
 * *whole run*: until the process has exited;
 * *peak RSS*: the process's own maximum resident set (GNU ``time``'s ``%M``), not its MCP
   servers';
-* *MCP tools sent*: how many MCP tools the first request carried. Claude Code 2.1.197 does
-  not wait long for servers still starting: it sends what has connected (the static server's
-  tools, which answer at once) and leaves the rest to its ``WaitForMcpServers`` tool; with the
-  five reference servers booting on a loaded 2-core machine its first request carried none
-  of their tools (``MCP_CONNECTION_NONBLOCKING=0`` or not). caliban's ``-p`` waits for every
-  server whose tools are not cached, so there the cold rows compare a wait with none.
+* *MCP tools sent*: how many MCP tools the first request carried. Neither waits for servers
+  still starting (docs/mcp.md, *Start-up*): Claude Code 2.1.197 sends what has connected by
+  then (the static server's tools, which answer at once) and offers ``WaitForMcpServers`` for
+  the rest, and so does caliban, which also sends every tool its cache knows (warm: all of
+  them). Cold, the two send what happened to be listed: a race, not a wait.
 
 caliban runs as its console script next to this interpreter, with its package compiled to
 bytecode first (``--no-compile`` skips it), as a user's ``pip install`` leaves it.
@@ -159,6 +159,26 @@ class Bench:
         path = self.scratch / f"tools-{count}.json"
         path.write_text(json.dumps(tools))
         return {"many": {"command": sys.executable, "args": [str(STATIC_SERVER), str(path)]}}
+
+    def prime(self, scenario: Scenario) -> None:
+        """Fill caliban's tool-list cache for a warm MCP scenario: one run that waits for
+        every server (``tools.wait_for_mcp``), not timed."""
+        if scenario.mcp is None or not scenario.warm or scenario.args[0] != "-p":
+            return
+        cmd, env = self.command("caliban", scenario)
+        config = self.scratch / "config-prime"
+        config.mkdir(exist_ok=True)
+        lazy = "lazy_mcp = true\n" if scenario.lazy else ""
+        (config / "config.toml").write_text(f"[tools]\nwait_for_mcp = true\n{lazy}")
+        env["CALIBAN_CONFIG_DIR"] = str(config)
+        subprocess.run(
+            cmd,
+            cwd=self.project,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=True,
+        )
 
     def command(self, who: str, scenario: Scenario) -> tuple[list[str], dict[str, str]]:
         home = self.scratch / f"home-{who}"
@@ -293,6 +313,7 @@ def main() -> None:
     print(f"caliban / Claude Code, medians of {args.pairs} alternating pairs (below 1.0: ahead)")
     try:
         for scenario in scenarios:
+            bench.prime(scenario)
             for pair in range(args.pairs + 1):  # the first pair warms up
                 order = ["caliban", "claude"] if pair % 2 else ["claude", "caliban"]
                 for who in order:
