@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from caliban.mcp.resources import ResourceServers, resource_tools
+from caliban.mcp.wait import PendingServers
 from caliban.toolsets.base import ChildScope, ToolsetView
 from caliban.toolsets.filtered import FilteredToolset
 
@@ -29,22 +30,10 @@ class McpCatalog(Protocol):
         ...
 
 
-class McpServers(Protocol):
+class McpServers(PendingServers, Protocol):
     """The servers behind a catalog, as ToolSearch needs them: which are still starting
     without a known tool list, waiting for those, and why others are not available
     (:class:`caliban.mcp.client.McpManager`)."""
-
-    def unlisted(self) -> tuple[str, ...]:
-        """Servers still starting whose tools are not known yet."""
-        ...
-
-    async def wait_listed(
-        self,
-        names: Sequence[str],
-        timeout: float | None = None,  # noqa: ASYNC109 - an overall bound
-    ) -> list[ServerStatus]:
-        """Wait until each of ``names`` is connected or has failed."""
-        ...
 
     def statuses(self) -> list[ServerStatus]:
         """Every server's state, error and tool count."""
