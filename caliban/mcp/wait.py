@@ -13,7 +13,9 @@ caches survive). Under lazy loading ToolSearch waits for starting servers itself
 tool is not offered while ToolSearch is (as in Claude Code). A call of a tool of a server
 still starting waits for that server, then runs (Claude Code fails it, naming this tool):
 :class:`StartingServersToolset` finds such tools.
-The headless frames read :data:`WAIT_TOOL_NAME`: this module imports no MCP code at first.
+
+The headless frames import this module on every run for :data:`WAIT_TOOL_NAME`, so it
+imports MCP code only when used.
 """
 
 from __future__ import annotations
