@@ -113,6 +113,7 @@ class FakeMcp:
         self.servers = list(catalog)
         self._tools = make_tools(catalog, self.dispatcher)
         self.version = 0
+        self.order_settled = True
 
     def tools(self) -> tuple[McpTool, ...]:
         return self._tools

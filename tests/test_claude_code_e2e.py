@@ -44,6 +44,9 @@ class Case:
     """Files the recording harness wrote outside the project (relative to /tmp/ccrec)."""
     system: tuple[str, str] | None = None
     """("is" | "ends", text): what caliban's system prompt must be or end with."""
+    servers_up: bool = False
+    """The MCP servers had connected before Claude Code's first request (it spent seconds
+    starting): caliban's first request waits for them too (``tools.wait_for_mcp``)."""
 
     def __str__(self) -> str:
         return self.name
@@ -108,12 +111,10 @@ CASES = [
         # Results with structuredContent: Claude Code sends the model that JSON instead of the
         # text the server wrote; caliban sends the server's text.
         loose=("content",),
+        servers_up=True,
     ),
-    Case("mcp_project_json", trusted=True, needs_time_server=True),
-    # Neither waits for the server before its first request: whether it has connected by the
-    # init frame ("connected") or not ("pending") is a race (Claude Code spends seconds
-    # starting itself, caliban a fraction of one).
-    Case("mcp_config_inline_strict", loose=("status",)),
+    Case("mcp_project_json", trusted=True, needs_time_server=True, servers_up=True),
+    Case("mcp_config_inline_strict", servers_up=True),
     # sub-agents
     Case("subagent"),
     Case(
@@ -174,6 +175,11 @@ def run_case(case: Case, server: FakeModelServer, tmp_path: Path) -> tuple[Any, 
         (base / rel).write_text(text)
     if case.trusted:
         _trust(base)
+    if case.servers_up:
+        from caliban.config.settings import user_config_path
+
+        user_config_path().parent.mkdir(parents=True, exist_ok=True)
+        user_config_path().write_text("[tools]\nwait_for_mcp = true\n")
     server.add(*steps(recording, str(base)))
     done = replay(recording, base, server.anthropic_base_url)
     return recording, done

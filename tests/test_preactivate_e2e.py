@@ -47,8 +47,9 @@ def ask(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One ``-p`` run whose model calls the time tool at once; (its first request, result)."""
     trust(project)  # lazy loading is the user's choice: a project's config sets it if trusted
+    # Pre-activation ranks the tools known: the first request waits for the servers here.
     (project / ".caliban" / "config.toml").write_text(
-        f"[tools]\nlazy_mcp = true\npreactivate = {preactivate}\n"
+        f"[tools]\nlazy_mcp = true\npreactivate = {preactivate}\nwait_for_mcp = true\n"
     )
     first = len(server.requests)
     server.add(

@@ -145,6 +145,7 @@ class FakeMcp:
     def __init__(self, catalog: Mapping[str, Sequence[str]], *, eager: Sequence[str] = ()) -> None:
         self.dispatcher = FakeDispatcher()
         self.eager = set(eager)
+        self.order_settled = True
         self._tools = tuple(
             McpTool(
                 server=server,

@@ -175,12 +175,11 @@ class McpManager:
         for conn in self._conns.values():
             if conn.spec.config is not None and conn.spec.config.disabled:
                 conn.phase = Disabled()
-        self._known: dict[str, None] = {
-            name: None for name, conn in self._conns.items() if conn.listing.source != "none"
-        }
-        """Servers whose tools are known, in the order they became known: cached ones first
-        (config order), then each as it lists. Tools are offered in this order, so a server
-        listing late adds its tools at the end of the list (prompt caches survive)."""
+        self.order_settled = True
+        """Whether the tool list's order is settled: tools offered from now on keep their
+        places and new ones go at the end (:class:`~caliban.mcp.toolset.McpToolset`). A
+        session unsettles it until its first request (:meth:`settle_order`), so that the
+        servers it waited for are in config order, whichever listed first."""
         self._version = 0
         self._listeners: list[Callable[[int], None]] = []
         self._changed = asyncio.Event()
@@ -229,6 +228,10 @@ class McpManager:
             wanted = only is None or conn.name in only
             if wanted and conn.attempt is None and not isinstance(conn.phase, Disabled):
                 self._launch(conn)
+
+    def settle_order(self) -> None:
+        """The first request is about to be built: the tool list's order counts from now."""
+        self.order_settled = True
 
     def import_sdk(self) -> None:
         """Start importing the MCP SDK in a daemon thread, if nothing has yet."""
@@ -285,7 +288,6 @@ class McpManager:
         conn.attempt = None  # its end is no longer this connection's news
         self._set_phase(conn, Disabled())
         conn.listing, conn.offers = Listing(), Offers()
-        self._known.pop(name, None)
         self._offers_version += 1
         self._offers_changed.set()
         self._bump()
@@ -372,15 +374,16 @@ class McpManager:
                 logger.exception("MCP tool-change listener failed")
 
     def tools(self) -> tuple[McpTool, ...]:
-        """Tools of every server whose tools are known, servers in the order their tools
-        became known (cached ones in config order, then as they list), each in its own order.
+        """Tools of every server that has listed them (or whose tools are cached): config
+        order, then the server's order (the toolsets keep tools offered before in their
+        places, so a server that lists late adds its tools at the end of the tool list).
 
         A server that died keeps its last tool list, so calling one of its tools reconnects.
         """
         if self._tools_cache is None or self._tools_cache[0] != self._version:
             tools: list[McpTool] = []
             seen: set[str] = set()
-            for conn in self._known_conns():
+            for conn in self._conns.values():
                 for tool in conn.listing.tools:
                     if tool.name in seen:  # server "a" tool "b__c" vs server "a__b" tool "c"
                         tool = dataclasses.replace(
@@ -390,9 +393,6 @@ class McpManager:
                     tools.append(tool)
             self._tools_cache = (self._version, tuple(tools))
         return self._tools_cache[1]
-
-    def _known_conns(self) -> list[Connection]:
-        return [self._conns[name] for name in self._known]
 
     def server_names(self) -> list[str]:
         return list(self._conns)
@@ -417,11 +417,10 @@ class McpManager:
         )
 
     def server_instructions(self) -> tuple[tuple[str, str], ...]:
-        """``(server, instructions)`` of every enabled server that gave some, in the order
-        of :meth:`tools` (a server's instructions follow the others' when it lists late)."""
+        """``(server, instructions)`` of every enabled server that gave some, config order."""
         return tuple(
             (conn.name, conn.listing.instructions)
-            for conn in self._known_conns()
+            for conn in self._conns.values()
             if conn.listing.instructions and not isinstance(conn.phase, Disabled)
         )
 
@@ -682,7 +681,6 @@ class McpManager:
         resources = capabilities is not None and capabilities.resources is not None
         old = conn.listing
         changed = (tools, instructions, resources) != (old.tools, old.instructions, old.resources)
-        self._known.setdefault(conn.name, None)
         if tools != old.tools:
             conn.listing = Listing.of(
                 tools,

@@ -4,7 +4,7 @@ does; with lazy loading they come with a server's first activated tool instead).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from caliban.mcp.resources import ResourceServers, resource_tools
@@ -72,8 +72,15 @@ class McpToolset:
     (the manager) is given (eagerly: the lazy wrapper filters); tools that appear later (a
     server that lists late) are added at the end."""
 
-    def __init__(self, catalog: McpCatalog, resources: ResourceServers | None = None) -> None:
+    def __init__(
+        self,
+        catalog: McpCatalog,
+        resources: ResourceServers | None = None,
+        *,
+        order_settled: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.catalog = catalog
+        self.order_settled = order_settled
         self._servers = resources
         self._resources = resource_tools(resources) if resources is not None else ()
         self._source: Sequence[Tool] | None = None
@@ -88,9 +95,11 @@ class McpToolset:
             by_name: dict[str, Tool] = {}
             for tool in (*source, *(self._resources if served else ())):
                 by_name.setdefault(tool.name, tool)
-            # Tools offered before keep their places and new ones go at the end (a server
-            # that lists late, the resource tools), so the tool list grows only at its end.
-            kept = [name for name in self._by_name if name in by_name]
+            # Once the order is settled (the first request), tools offered before keep their
+            # places and new ones go at the end (a server that lists late, the resource
+            # tools), so the tool list grows only at its end.
+            settled = self.order_settled()
+            kept = [name for name in self._by_name if name in by_name] if settled else []
             order = dict.fromkeys([*kept, *by_name])
             self._by_name = {name: by_name[name] for name in order}
             self._tools = tuple(self._by_name.values())

@@ -301,6 +301,8 @@ async def open_session(
             warming = asyncio.create_task(session.checkpoints.warm())
         if (unavailable := await probe) is not None:
             session.emit(Notice(level="warning", text=unavailable))
+        if manager is not None:
+            manager.settle_order()
         if hooks is not None:
             source = (
                 "resume" if options.continue_session or options.resume is not None else "startup"
@@ -445,7 +447,9 @@ def mcp_manager(
     from caliban.mcp.catalog_cache import user_cache
     from caliban.mcp.client import McpManager
 
-    return McpManager(servers, catalog_cache=user_cache(), sandbox=sandbox)
+    manager = McpManager(servers, catalog_cache=user_cache(), sandbox=sandbox)
+    manager.order_settled = False  # until the first request (open_session settles it)
+    return manager
 
 
 def launch_first(manager: McpManager, *, wait_for_all: bool | None) -> FirstRequestWait | None:

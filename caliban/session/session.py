@@ -157,7 +157,11 @@ class Session:
             from caliban.mcp.toolset import McpToolset
 
             lazy = self._lazy = LazyMcpToolset(
-                McpToolset(self.mcp if self.mcp is not None else NO_MCP, resources=self.mcp),
+                McpToolset(
+                    self.mcp if self.mcp is not None else NO_MCP,
+                    resources=self.mcp,
+                    order_settled=self._mcp_order_settled,
+                ),
                 activation=self.activation,
                 policy=self.lazy_policy,
                 context_window=self.context_window,
@@ -178,9 +182,12 @@ class Session:
             from caliban.mcp.toolset import McpToolset
             from caliban.mcp.wait import StartingServersToolset, WaitToolset
 
-            mcp = McpToolset(self.mcp, resources=self.mcp)
+            mcp = McpToolset(self.mcp, resources=self.mcp, order_settled=self._mcp_order_settled)
             parts += [WaitToolset(self.mcp), mcp, StartingServersToolset(self.mcp)]
         return CombinedToolset(parts)
+
+    def _mcp_order_settled(self) -> bool:
+        return self.mcp is None or self.mcp.order_settled
 
     def _server_lazy_flags(self) -> dict[str, bool | None]:
         if self.mcp is None:
