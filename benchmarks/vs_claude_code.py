@@ -32,7 +32,10 @@ ratio caliban / Claude Code (below 1.0: caliban is ahead):
   still starting (docs/mcp.md, *Start-up*): Claude Code 2.1.197 sends what has connected by
   then (the static server's tools, which answer at once) and offers ``WaitForMcpServers`` for
   the rest, and so does caliban, which also sends every tool its cache knows (warm: all of
-  them). Cold, the two send what happened to be listed: a race, not a wait.
+  them). Cold, the two send what happened to be listed: a race, not a wait. The row
+  ``5 servers cold (both wait)`` compares the wait itself: caliban with ``tools.wait_for_mcp =
+  true`` and Claude Code with ``MCP_CONNECTION_NONBLOCKING=0`` (which waits up to
+  ``MCP_CONNECT_TIMEOUT_MS``, 5 s, for every server).
 
 caliban runs as its console script next to this interpreter, with its package compiled to
 bytecode first (``--no-compile`` skips it), as a user's ``pip install`` leaves it.
@@ -86,6 +89,10 @@ class Scenario:
     lazy: bool = False
     """caliban with ``tools.lazy_mcp = true`` (Claude Code defers MCP tools by itself above a
     tenth of its context window)."""
+    waits: bool = False
+    """Both wait for every MCP server before the first request: caliban with
+    ``tools.wait_for_mcp = true``, Claude Code with ``MCP_CONNECTION_NONBLOCKING=0``
+    (issue 30 compares a cold start with Claude Code waiting for its servers)."""
     samples: dict[str, list[Sample]] = field(default_factory=lambda: {"caliban": [], "claude": []})
 
 
@@ -95,6 +102,13 @@ SCENARIOS = [
     Scenario(name="-p no MCP", args=["-p", PROMPT]),
     Scenario(name="-p no MCP openai", args=["-p", PROMPT], provider="openai"),
     Scenario(name="-p 5 servers cold", args=["-p", PROMPT], mcp="ref5", warm=False),
+    Scenario(
+        name="-p 5 servers cold (both wait)",
+        args=["-p", PROMPT],
+        mcp="ref5",
+        warm=False,
+        waits=True,
+    ),
     Scenario(name="-p 5 servers warm", args=["-p", PROMPT], mcp="ref5"),
     Scenario(name="-p 1000 tools", args=["-p", PROMPT], mcp="1000"),
     Scenario(name="-p 10000 tools", args=["-p", PROMPT], mcp="10000"),
@@ -198,14 +212,19 @@ class Bench:
             args += ["--mcp-config", self.mcp_config(scenario.mcp), "--strict-mcp-config"]
         if who == "claude":
             env.update(CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1")
+            if scenario.waits:
+                env["MCP_CONNECTION_NONBLOCKING"] = "0"
             return [str(self.claude), *args], env
         cache = home / "cache"
         if not scenario.warm:
             cache = Path(tempfile.mkdtemp(dir=self.scratch))
-        config = home / ("config-lazy" if scenario.lazy else "config")
-        if scenario.lazy:
+        settings = ["lazy_mcp = true"] * scenario.lazy + ["wait_for_mcp = true"] * scenario.waits
+        config = home / "-".join(["config", *(line.split(" ")[0] for line in settings)])
+        if settings:
             config.mkdir(exist_ok=True)
-            (config / "config.toml").write_text("[tools]\nlazy_mcp = true\n")
+            (config / "config.toml").write_text(
+                "[tools]\n" + "".join(f"{line}\n" for line in settings)
+            )
         env.update(
             CALIBAN_CONFIG_DIR=str(config),
             CALIBAN_STATE_DIR=str(home / "state"),
