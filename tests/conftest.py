@@ -122,6 +122,11 @@ def isolated_dirs(
     # unless it sets its own startup_timeout (the hang tests do).
     monkeypatch.setenv("MCP_TIMEOUT", "600000")
     monkeypatch.delenv("MCP_TOOL_TIMEOUT", raising=False)
+    # A terminal's size is the test's own (a pty's dimensions, a console's width), never the
+    # suite's: GNU readline, once imported (the pytest-xdist controller does), exports
+    # COLUMNS=80 and LINES=24 to every worker, and rich prefers COLUMNS to a pty's size.
+    for var in ("COLUMNS", "LINES"):
+        monkeypatch.delenv(var, raising=False)
     yield home
 
 

@@ -91,10 +91,11 @@ async def harness(
     *,
     usage: Usage | None = None,
     ask: bool = False,
+    width: int = 100,
     **session_args: Any,
 ) -> AsyncIterator[Harness]:
     out = io.StringIO()
-    console = TerminalConsole(file=out, width=100, force_terminal=False, color_system=None)
+    console = TerminalConsole(file=out, width=width, force_terminal=False, color_system=None)
     provider = ScriptedProvider(steps, usage=usage)
     renderer = Renderer(console, cwd=cwd)
     approver = TerminalApprover(console, cwd=cwd)
@@ -651,7 +652,8 @@ async def test_agents_lists_name_source_model_tools_and_inheritance(project: Pat
         "inherit_active_mcp: false\n---\nYou review code.\n"
     )
     (agents / "broken.md").write_text("---\nname: broken\n---\nno description\n")
-    async with harness([], project) as h:
+    # wide enough that no path wraps, however long the temporary folder's (xdist's are longer)
+    async with harness([], project, width=1000) as h:
         await h.run("/agents" + ENTER + CTRL_D)
     header = next(line.split() for line in h.lines if line.strip().startswith("name"))
     assert header == ["name", "source", "model", "tools", "inherit_active_mcp"]
