@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import compileall
 import ipaddress
+import os
 import socket
 import sys
 from collections.abc import Iterator
@@ -31,6 +32,23 @@ def pytest_configure(config: pytest.Config) -> None:
 def _xdist_controller(config: pytest.Config) -> bool:
     """This process hands tests to pytest-xdist workers and runs none itself."""
     return config.pluginmanager.hasplugin("dsession")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: one worker more than the machine has cores. An end-to-end test's worker
+    idles while the process it started works or waits on a pseudo-terminal; the extra
+    worker keeps the cores busy then (PYTEST_XDIST_AUTO_NUM_WORKERS still decides)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return len(os.sched_getaffinity(0)) + 1
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In pytest-xdist workers, the end-to-end tests (marked slow: seconds of CPU each) come
+    first, the rest in their order, so the run ends on short tests and no worker is left
+    with a long one while the others idle. Every worker collects the same order."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

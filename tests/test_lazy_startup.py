@@ -66,6 +66,7 @@ def results(provider: ScriptedProvider, request: int) -> list[ToolResult]:
     return [p for p in provider.requests[request].messages[-1].parts if isinstance(p, ToolResult)]
 
 
+@pytest.mark.slow
 async def test_toolsearch_waits_for_a_server_still_starting(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     events: list[AgentEvent] = []
@@ -98,6 +99,7 @@ async def test_toolsearch_waits_for_a_server_still_starting(tmp_path: Path) -> N
     assert not ran.is_error and "PLAT-7" in ran.text
 
 
+@pytest.mark.slow
 async def test_the_answer_names_a_server_that_failed(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     gate.touch()
@@ -118,6 +120,7 @@ async def test_the_answer_names_a_server_that_failed(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_the_system_prompt_is_byte_stable_across_activations_and_sessions(
     tmp_path: Path,
 ) -> None:

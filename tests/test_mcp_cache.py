@@ -126,6 +126,7 @@ def test_unreadable_or_foreign_entries_are_ignored(tmp_path: Path) -> None:
     assert not path.exists()
 
 
+@pytest.mark.slow
 async def test_cached_tools_are_served_before_the_server_starts_and_calls_wait_for_it(
     tmp_path: Path,
 ) -> None:
@@ -164,6 +165,7 @@ async def test_cached_tools_are_served_before_the_server_starts_and_calls_wait_f
         await manager.aclose()
 
 
+@pytest.mark.slow
 async def test_a_different_listing_replaces_the_cached_one(tmp_path: Path) -> None:
     cache = CatalogCache(tmp_path)
     config = catalog_server()
@@ -207,6 +209,7 @@ async def test_a_server_that_fails_to_start_is_forgotten_a_slow_one_is_not(
     assert cache.load(slow) is not None
 
 
+@pytest.mark.slow
 async def test_unlisted_names_servers_whose_tools_are_not_known_yet(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     cache = CatalogCache(tmp_path / "cache")
@@ -225,6 +228,7 @@ async def test_unlisted_names_servers_whose_tools_are_not_known_yet(tmp_path: Pa
     assert cache.load(fresh) is not None
 
 
+@pytest.mark.slow
 async def test_a_new_listing_is_written_after_the_first_request_could_leave(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
