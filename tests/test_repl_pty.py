@@ -204,7 +204,9 @@ def test_first_question_while_the_mcp_server_starts(project: Path, fake_model_se
         {"tool_calls": [{"name": issue, "arguments": {"query": "assignee:me"}}]},
         {"text": "You have one open issue."},
     )
-    child = spawn(project, fake_model_server)
+    # wide enough that the trust question's file lines never wrap, however long the temporary
+    # folder's path (xdist's are longer)
+    child = spawn(project, fake_model_server, dimensions=(40, 300))
     try:
         # A project's mcp.toml starts servers only in a trusted folder: caliban asks first.
         child.expect(f"Do you trust the files in {project.resolve()}")
