@@ -284,6 +284,8 @@ def test_an_untrusted_repository_cannot_name_a_model_or_turn_on_lazy_loading(
         '[permissions]\ndeny = ["Read(.env)"]\n'
     )
     _catalog_server()
+    # the user's own choice: the first request waits for the catalog (eager shows its tools)
+    user_config_path().write_text("[tools]\nwait_for_mcp = true\n")
     fake_model_server.add({"text": "hi"})
     result = caliban(fake_model_server, project, "hello")
     assert result.returncode == 0, result.stderr

@@ -155,7 +155,10 @@ def test_lazy_auto_and_the_context_report_use_the_window_the_server_reports(
     (project / ".caliban" / "mcp.toml").write_text(
         f'[server.catalog]\ncommand = "{sys.executable}"\nargs = ["{catalog}"]\n'
     )
-    (project / ".caliban" / "config.toml").write_text('[tools]\nlazy_mcp = "auto"\n')
+    # the first request waits for the catalog: "auto" decides from its tools' size
+    (project / ".caliban" / "config.toml").write_text(
+        '[tools]\nlazy_mcp = "auto"\nwait_for_mcp = true\n'
+    )
     if n_ctx is not None:  # llama.cpp started with -c 8192
         fake_model_server.endpoints["GET /props"] = {
             "default_generation_settings": {"n_ctx": n_ctx},
