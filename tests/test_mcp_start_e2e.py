@@ -10,16 +10,14 @@ join a later request once it has listed them.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_model_server import CapturedRequest, FakeModelServer
-from hang import HANG_S
+from test_boundary_e2e import caliban
 
 from caliban.permissions.trust import trust
 
@@ -38,28 +36,6 @@ def configure(project: Path, gate: Path, *, config: str = "") -> None:
     )
     if config:
         (project / ".caliban" / "config.toml").write_text(config)
-
-
-def caliban(*args: str, cwd: Path, server: FakeModelServer) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
-    env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.anthropic_base_url)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "caliban",
-            "-p",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            *args,
-        ],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=HANG_S,
-    )
 
 
 def tool_list_text(body_text: str) -> str:
@@ -89,9 +65,7 @@ def test_the_first_request_goes_first_and_wait_brings_the_servers_tools(
         {"tool_calls": [{"name": "mcp__catalog__get_issue", "arguments": {"issue": "PLAT-7"}}]},
         {"text": "PLAT-7 is open."},
     )
-    done = caliban(
-        "--allowed-tools", "mcp__catalog", "what is PLAT-7?", cwd=project, server=fake_model_server
-    )
+    done = caliban(fake_model_server, project, "--allowed-tools", "mcp__catalog", "what is PLAT-7?")
     assert done.returncode == 0, done.stderr
     before, after, _ = (tool_list_text(r.text) for r in fake_model_server.requests)
     names = [tool["name"] for tool in json.loads(before)]
@@ -127,7 +101,7 @@ def test_a_server_that_never_starts_does_not_hold_the_run(
 ) -> None:
     configure(project, project / "never-opened")
     fake_model_server.add({"text": "ok"})
-    done = caliban("say ok", cwd=project, server=fake_model_server)
+    done = caliban(fake_model_server, project, "say ok")
     assert done.returncode == 0, done.stderr
     assert frames(done.stdout)[-1]["result"] == "ok"
     [request] = fake_model_server.requests
@@ -141,7 +115,7 @@ def test_wait_for_mcp_brings_back_the_wait(
     gate.touch()
     configure(project, gate, config="[tools]\nwait_for_mcp = true\n")
     fake_model_server.add({"text": "ok"})
-    done = caliban("say ok", cwd=project, server=fake_model_server)
+    done = caliban(fake_model_server, project, "say ok")
     assert done.returncode == 0, done.stderr
     [request] = fake_model_server.requests
     assert "mcp__catalog__get_issue" in request.tool_names
