@@ -141,7 +141,14 @@ def _memory(index: Any) -> dict[str, float]:
     static = index._embeddings
     postings = index._postings
     posting_bytes = sum(
-        a.nbytes for a in (postings.terms, postings.starts, postings.doc_ids, postings.scores)
+        a.nbytes
+        for a in (
+            postings.terms,
+            postings.starts,
+            postings.doc_ids,
+            postings.scores,
+            postings.short_scores,
+        )
     )
     return {
         "MiniLM embeddings MB": dense.nbytes / 1e6,

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from hang import cpu_time
+from hang import HANG_S, cpu_time
 from snowballstemmer.english_stemmer import EnglishStemmer
 
 from caliban.mcp.lazy.tool_search import no_match_text, unmatched
 from caliban.search import text
+from caliban.search.dense import DenseEncoder
 from caliban.search.index import Ranking, SearchDoc, ToolIndex
 from caliban.search.text import stem, tokenize, words
 
@@ -487,6 +490,72 @@ def test_without_a_model_the_ranking_is_bm25_alone() -> None:
     assert top(plain, "merge a pull request")[0] == "mcp__github__merge_pull_request"
     # nothing shares a word with "Tokyo": without meaning, "time" alone decides
     assert top(plain, "Tokyo") == []
+
+
+def _bm25(tf: int, length: int, mean_length: float, df: int, n: int, b: float) -> float:
+    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+    return idf * tf * 2.2 / (tf + 1.2 * (1 - b + b * length / mean_length))
+
+
+class _SameVector:
+    """A transformer that embeds every text alike: its z-scores are all 0, so a fused
+    score is BM25's z-score alone."""
+
+    digest = "same"
+    dims = 2
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.tile([1.0, 0.0], (len(texts), 1))
+
+
+def test_a_query_of_one_or_two_terms_gets_less_length_normalisation() -> None:
+    # texts of 2, 4 and 8 terms (name, server, description); "invoice" in two of them
+    docs = [
+        SearchDoc(name="mcp__shop__invoice", server="shop", tool="invoice", description=""),
+        SearchDoc(
+            name="mcp__shop__refund", server="shop", tool="refund", description="charge card"
+        ),
+        SearchDoc(
+            name="mcp__shop__ledger",
+            server="shop",
+            tool="ledger",
+            description="invoice payment customer account balance statement",
+        ),
+    ]
+    mean = (2 + 4 + 8) / 3
+
+    def fused(index: ToolIndex[SearchDoc], query: str) -> list[float]:
+        by_tool = {h.doc.tool: h.score for h in index.search(query, 5).hits}
+        return [by_tool[d.tool] for d in docs]
+
+    def z(*scores: float) -> list[float]:
+        x = np.array(scores)
+        return list((x - x.mean()) / x.std())
+
+    dense = DenseEncoder(_SameVector, cache_dir=None, name="same")
+    index = ToolIndex.build(docs, embedder=None, dense=dense)
+    assert index.wait_semantic(HANG_S)
+    assert fused(index, "invoice") == pytest.approx(
+        z(_bm25(1, 2, mean, 2, 3, b=0.5), 0, _bm25(1, 8, mean, 2, 3, b=0.5))
+    )
+    assert fused(index, "invoice customer balance") == pytest.approx(
+        z(
+            _bm25(1, 2, mean, 2, 3, b=0.75),
+            0,
+            _bm25(1, 8, mean, 2, 3, b=0.75) + 2 * _bm25(1, 8, mean, 1, 3, b=0.75),
+        )
+    )
+    # without the transformer, BM25 keeps b 0.75 for every query
+    alone = ToolIndex.build(docs, embedder=None)
+    assert alone.search("invoice", 1).hits[0].score == pytest.approx(
+        _bm25(1, 2, mean, 2, 3, b=0.75)
+    )
+    # and the knob's 0 turns it off (the ablation's row)
+    off = ToolIndex.build(docs, embedder=None, dense=dense, ranking=Ranking(short_query_terms=0))
+    assert off.wait_semantic(HANG_S)
+    assert fused(off, "invoice") == pytest.approx(
+        z(_bm25(1, 2, mean, 2, 3, b=0.75), 0, _bm25(1, 8, mean, 2, 3, b=0.75))
+    )
 
 
 def test_split_parts_ranks_each_capability_of_a_query_on_its_own() -> None:

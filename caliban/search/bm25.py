@@ -8,7 +8,8 @@ process-wide :class:`Vocabulary`, so two indexes agree on them.
 
 Scoring is Okapi BM25 (``k1`` 1.2, ``b`` 0.75) with Lucene's IDF,
 ``log(1 + (N - df + 0.5) / (df + 0.5))``, which stays positive for words most tools share
-(rank_bm25's Okapi IDF goes negative there).
+(rank_bm25's Okapi IDF goes negative there). Each posting also has its score with ``b`` 0.5
+(:data:`SHORT_B`), which the index uses for queries of one or two terms (issue 29, round 5).
 """
 
 from __future__ import annotations
@@ -24,13 +25,15 @@ import numpy.typing as npt
 
 from caliban.search.text import tokenize
 
-__all__ = ["VOCABULARY", "Postings", "Vocabulary", "term_ids"]
+__all__ = ["SHORT_B", "VOCABULARY", "Postings", "Vocabulary", "term_ids"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 K1: Final = 1.2
 B: Final = 0.75
+SHORT_B: Final = 0.5
+"""``b`` of :attr:`Postings.short_scores`: less length normalisation, for short queries."""
 
 
 class Vocabulary:
@@ -80,13 +83,15 @@ class Postings:
     """Each term's BM25 score in each tool that has it, grouped by term (CSR).
 
     The postings of ``terms[i]`` (a term id) are ``doc_ids[starts[i]:starts[i + 1]]``
-    (ascending) and the matching ``scores``.
+    (ascending) and the matching ``scores`` (and ``short_scores``, with ``b`` =
+    :data:`SHORT_B`).
     """
 
     terms: IntArray
     starts: IntArray
     doc_ids: IntArray
     scores: FloatArray
+    short_scores: FloatArray
     blocks: dict[int, int] = field(init=False, repr=False)
     """Term id → its position in ``terms``."""
 
@@ -102,7 +107,13 @@ class Postings:
         total = int(lengths.sum())
         if not total:
             empty = np.zeros(0, dtype=np.int64)
-            return cls(terms=empty, starts=np.zeros(1, np.int64), doc_ids=empty, scores=np.zeros(0))
+            return cls(
+                terms=empty,
+                starts=np.zeros(1, np.int64),
+                doc_ids=empty,
+                scores=np.zeros(0),
+                short_scores=np.zeros(0),
+            )
         flat = np.concatenate(docs)
         doc = np.repeat(np.arange(n, dtype=np.int64), lengths)
         # one key per (term, tool) occurrence, sorted by term, then tool: counting equal keys
@@ -112,10 +123,19 @@ class Postings:
         terms, starts = np.unique(term, return_index=True)
         starts = np.append(starts, len(keys))
         df = np.diff(starts)
-        idf = np.log1p((n - df + 0.5) / (df + 0.5))
-        norm = k1 * (1 - b + b * lengths[doc_ids] / (total / n))
-        scores = np.repeat(idf, df) * tf * (k1 + 1) / (tf + norm)
-        return cls(terms=terms, starts=starts, doc_ids=doc_ids, scores=scores.astype(np.float64))
+        idf = np.repeat(np.log1p((n - df + 0.5) / (df + 0.5)), df) * tf * (k1 + 1)
+        relative = lengths[doc_ids] / (total / n)
+
+        def scored(b: float) -> FloatArray:
+            return (idf / (tf + k1 * (1 - b + b * relative))).astype(np.float64)
+
+        return cls(
+            terms=terms,
+            starts=starts,
+            doc_ids=doc_ids,
+            scores=scored(b),
+            short_scores=scored(SHORT_B),
+        )
 
     def _slice(self, term: int) -> slice | None:
         at = self.blocks.get(term)
@@ -123,12 +143,13 @@ class Postings:
             return None
         return slice(int(self.starts[at]), int(self.starts[at + 1]))
 
-    def add_to(self, scores: FloatArray, term: int) -> bool:
-        """Add ``term``'s score in each tool to ``scores``; whether any tool has it."""
+    def add_to(self, scores: FloatArray, term: int, *, short: bool = False) -> bool:
+        """Add ``term``'s score in each tool to ``scores`` (with ``b`` = :data:`SHORT_B` if
+        ``short``); whether any tool has it."""
         where = self._slice(term)
         if where is None:
             return False
-        scores[self.doc_ids[where]] += self.scores[where]
+        scores[self.doc_ids[where]] += (self.short_scores if short else self.scores)[where]
         return True
 
     def docs(self, term: int) -> IntArray:

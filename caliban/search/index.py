@@ -176,6 +176,11 @@ class Ranking:
     transformer replaces it)."""
     lexical_weight: float = 1.0
     """Weight of BM25 (z-scores only; 0 ranks by the semantic score alone)."""
+    short_query_terms: int = 2
+    """Once the transformer ranks, a query of at most this many terms is scored by BM25
+    with ``b`` 0.5 (:data:`caliban.search.bm25.SHORT_B`) instead of 0.75: less of a penalty
+    for a long tool text when the query has one or two words to match (0: never). Chosen on
+    the development sets alone (issue 29, round 5)."""
     name_phrase: float = 0.5
     """Bonus (in z-score units, fused rankings only) for a tool whose name has two or more
     of the query's terms as one phrase, times the share of the query's terms the phrase
@@ -377,6 +382,7 @@ class ToolIndex(Generic[D]):
                     starts=postings.starts,
                     doc_ids=postings.doc_ids,
                     scores=postings.scores,
+                    short_scores=postings.short_scores,
                     static_matrix=embeddings.matrix if embeddings is not None else None,
                     static_idf=embeddings.idf if embeddings is not None else None,
                 ),
@@ -425,6 +431,7 @@ class ToolIndex(Generic[D]):
             starts=stored.starts,
             doc_ids=stored.doc_ids,
             scores=stored.scores,
+            short_scores=stored.short_scores,
         )
         embeddings = None
         if embedder is not None and stored.static_matrix is not None:
@@ -578,17 +585,20 @@ class ToolIndex(Generic[D]):
             return SearchResult(query=query, mode="keywords", hits=empty)
 
         r = self._ranking
-        lexical = np.zeros(len(self._docs))
-        for term in dict.fromkeys(terms or required) if r.unique_terms else terms or required:
-            term_id = VOCABULARY.get(term)
-            if term_id is not None:
-                self._postings.add_to(lexical, term_id)
-        candidates = lexical > 0
-        scores = lexical
         static = dense = None
         if meaningful:
             static = self._embeddings.similarities(ranked) if self._embeddings else None
             dense = self._dense.similarities(ranked) if self._dense else None
+        # b 0.5 for a short query was chosen for the fusion with the transformer; with the
+        # static model or alone, BM25 keeps 0.75 (the development sets disagreed there)
+        short = dense is not None and len(set(terms)) <= r.short_query_terms
+        lexical = np.zeros(len(self._docs))
+        for term in dict.fromkeys(terms or required) if r.unique_terms else terms or required:
+            term_id = VOCABULARY.get(term)
+            if term_id is not None:
+                self._postings.add_to(lexical, term_id, short=short)
+        candidates = lexical > 0
+        scores = lexical
         # a tool that shares no word may still be what was asked for, if it stands out
         # from the catalog and is near enough in absolute terms (under either model)
         for cosines, floor in ((static, _MIN_COSINE), (dense, _MIN_DENSE_COSINE)):

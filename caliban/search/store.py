@@ -34,7 +34,7 @@ from caliban.util.fsutil import atomic_write_bytes, prune_oldest
 
 __all__ = ["FORMAT", "MAX_ENTRIES", "IndexStore", "StoredIndex"]
 
-FORMAT: Final = 1
+FORMAT: Final = 2
 """Bumped when what an entry holds, or how a tool's text is analysed, changes."""
 MAX_ENTRIES: Final = 16
 log = logging.getLogger(__name__)
@@ -49,17 +49,22 @@ class StoredIndex:
     starts: npt.NDArray[np.int64]
     doc_ids: npt.NDArray[np.int64]
     scores: npt.NDArray[np.float64]
+    short_scores: npt.NDArray[np.float64]
     static_matrix: npt.NDArray[np.float32] | None
     static_idf: npt.NDArray[np.float32] | None
 
     def valid(self, tools: int) -> bool:
         """Whether the arrays fit together and a catalog of ``tools`` tools."""
         blocks = len(self.terms)
-        if self.starts.shape != (blocks + 1,) or self.doc_ids.shape != self.scores.shape:
+        if self.starts.shape != (blocks + 1,):
+            return False
+        if not self.doc_ids.shape == self.scores.shape == self.short_scores.shape:
             return False
         if int(self.starts[0]) != 0 or int(self.starts[-1]) != len(self.doc_ids):
             return False
-        if np.any(np.diff(self.starts) < 0) or not np.isfinite(self.scores).all():
+        if np.any(np.diff(self.starts) < 0):
+            return False
+        if not (np.isfinite(self.scores).all() and np.isfinite(self.short_scores).all()):
             return False
         if len(self.doc_ids) and not (self.doc_ids.min() >= 0 and self.doc_ids.max() < tools):
             return False
@@ -110,6 +115,7 @@ class IndexStore:
                     starts=data["starts"].astype(np.int64),
                     doc_ids=data["doc_ids"].astype(np.int64),
                     scores=data["scores"].astype(np.float64),
+                    short_scores=data["short_scores"].astype(np.float64),
                     static_matrix=data["static_matrix"].astype(np.float32) if static else None,
                     static_idf=data["static_idf"].astype(np.float32) if static else None,
                 )
@@ -130,6 +136,7 @@ class IndexStore:
             "starts": stored.starts,
             "doc_ids": stored.doc_ids.astype(np.int32),
             "scores": stored.scores,
+            "short_scores": stored.short_scores,
         }
         if stored.static_matrix is not None and stored.static_idf is not None:
             arrays["static_matrix"] = stored.static_matrix
