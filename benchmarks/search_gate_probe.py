@@ -1,20 +1,22 @@
 """Issue 29, round 5: each idea's knob chosen on the development sets, then scored on all.
 
-Run: ``python benchmarks/search_gate_probe.py --cache FILE`` (the scored sets of
-``search_rerank_probe.py --cache FILE``: written on the first run, ~4 CPU-minutes, reused
-afterwards). The base is the shipped default (BM25 + MiniLM 1.2 as z-scores, plus the
-name-phrase bonus); each family of variants changes one thing:
+Run: ``python benchmarks/search_gate_probe.py --cache FILE``, where FILE holds the scored
+sets of ``python benchmarks/search_rerank_probe.py --cache FILE`` (run that first: ~4
+CPU-minutes). The base is the default before round 5 (BM25 + MiniLM 1.2 as z-scores, plus
+the name-phrase bonus; BM25's ``b`` 0.75 for every query); each family changes one thing:
 
-* **gated late interaction**: MaxSim (``search_rerank_probe.py``) re-ordering the default's
-  first ``k`` hits among themselves, only where the default is unsure — the hits whose fused
-  score is within a margin of the first's (a re-ranker that breaks near-ties and leaves
-  clear decisions alone) — or with MaxSim's weight scaled by the share of the query's
-  terms the first hit's text lacks (MaxSim's soft matches count where exact ones are
-  missing);
-* **BM25's b by query length**: ``b`` other than 0.75 for queries of at most ``n`` terms;
+* **MaxSim where the default is unsure**: MaxSim (``search_rerank_probe.py``) re-ordering
+  the default's first ``k`` hits among themselves, only those whose fused score is within a
+  margin of the first's (a re-ranker that breaks near-ties and leaves clear decisions
+  alone), optionally only for queries of a few content words;
+* **MaxSim weighted by missing terms**: its weight times the share of the query's terms the
+  first hit's text lacks (soft matches count where exact ones are missing);
+* **BM25's b by query length**: ``b`` other than 0.75 for queries of at most ``n`` terms
+  (the pick ships: ``Ranking.short_query_terms``);
 * **a Dirichlet-smoothed query likelihood** (Zhai and Lafferty, SIGIR 2001: Dirichlet
-  smoothing suits short, keyword queries) in BM25's place, for queries of at most ``n``
-  terms.
+  smoothing suits short keyword queries) in BM25's place, for queries of at most ``n`` terms;
+* **hubness reduction** (CSLS, Conneau et al., ICLR 2018): MiniLM's cosines less a share of
+  each tool's mean cosine to its nearest tools.
 
 Selection is mechanical and uses the development sets only (``DEV``: the dev halves and
 our own short queries): a variant is eligible when no cell of those sets drops, and the
@@ -48,7 +50,7 @@ from search_quality import encoder
 
 from caliban.search import index as ix
 from caliban.search.bm25 import VOCABULARY, Postings
-from caliban.search.index import ToolIndex
+from caliban.search.index import SearchDoc, ToolIndex
 from caliban.search.models import MINILM_DIR
 
 Vector = npt.NDArray[np.float64]
@@ -71,7 +73,8 @@ PHRASE_WEIGHT = 0.5
 class SetContext:
     """What the variants need of a query's catalog beyond its ``Parts``."""
 
-    name_terms: list[tuple[str, ...]]
+    index: ToolIndex[SearchDoc]
+    """The catalog's index (BM25 alone): its name-phrase shares."""
     postings: dict[float, Postings]
     """BM25 postings by ``b``."""
     tf: list[Counter[int]]
@@ -98,7 +101,7 @@ def set_context(scored: Scored) -> SetContext:
         raise SystemExit("MiniLM's tool embeddings did not become ready")
     return SetContext(
         crowding=crowding(index._dense._matrix),
-        name_terms=[ix._name_words(d.tool) for d in scored.docs],
+        index=index,
         postings={b: Postings.build(terms, b=b) for b in (0.3, 0.4, 0.5, 0.6, 0.75)},
         tf=[Counter(t.tolist()) for t in terms],
         lengths=np.array([len(t) for t in terms], dtype=float),
@@ -111,22 +114,10 @@ def _unique_terms(p: Parts) -> tuple[str, ...]:
 
 
 def phrase_shares(p: Parts) -> Vector:
-    """``ToolIndex._phrase_shares``: the share of the query's terms that the longest run of
-    two or more of them (in order) covers in a tool's name."""
-    c = CONTEXT[id(p)]
-    q = _unique_terms(p)
-    out = np.zeros(len(c.name_terms))
-    if len(q) < 2:
-        return out
-    for i, name in enumerate(c.name_terms):
-        best = 0
-        for a in range(len(q) - 1):
-            for b in range(len(name) - 1):
-                k = 0
-                while a + k < len(q) and b + k < len(name) and q[a + k] == name[b + k]:
-                    k += 1
-                best = max(best, k)
-        out[i] = best / len(q) if best >= 2 else 0.0
+    """The name-phrase shares of each tool, as the index computes them."""
+    out = np.zeros(len(CONTEXT[id(p)].crowding[5]))
+    for i, share in CONTEXT[id(p)].index._phrase_shares(_unique_terms(p)).items():
+        out[i] = share
     return out
 
 

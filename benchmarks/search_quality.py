@@ -260,11 +260,7 @@ def ablation_rows(models: dict[str, Path]) -> dict[str, Row]:
         "  a query's ;-separated parts ranked each, in turns": index(split_parts=True),
         "  no name-phrase bonus": index(name_phrase=0.0),
         "  no name-phrase bonus, static model": index(dense=None, name_phrase=0.0),
-        "  BM25 b 0.75 for every query (no short-query b)": index(short_query_terms=0),
-        "  BM25 b 0.75 for every query, static model": index(dense=None, short_query_terms=0),
-        "  BM25 b 0.75 for every query, BM25 alone": index(
-            model=None, dense=None, short_query_terms=0
-        ),
+        "  BM25 b 0.75 for queries of 1-2 terms too": index(short_query_terms=0),
     }
     for name, directory in models.items():
         rows[f"  MiniLM {name}"] = index(dense=encoder(directory))

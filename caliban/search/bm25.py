@@ -123,11 +123,13 @@ class Postings:
         terms, starts = np.unique(term, return_index=True)
         starts = np.append(starts, len(keys))
         df = np.diff(starts)
-        idf = np.repeat(np.log1p((n - df + 0.5) / (df + 0.5)), df) * tf * (k1 + 1)
-        relative = lengths[doc_ids] / (total / n)
+        idf = np.log1p((n - df + 0.5) / (df + 0.5))
+        numerator: FloatArray = np.repeat(idf, df) * tf * (k1 + 1)
+        tool_lengths = lengths[doc_ids]
 
         def scored(b: float) -> FloatArray:
-            return (idf / (tf + k1 * (1 - b + b * relative))).astype(np.float64)
+            out: FloatArray = numerator / (tf + k1 * (1 - b + b * tool_lengths / (total / n)))
+            return out
 
         return cls(
             terms=terms,
