@@ -16,7 +16,9 @@ the name-phrase bonus; BM25's ``b`` 0.75 for every query); each family changes o
 * **a Dirichlet-smoothed query likelihood** (Zhai and Lafferty, SIGIR 2001: Dirichlet
   smoothing suits short keyword queries) in BM25's place, for queries of at most ``n`` terms;
 * **hubness reduction** (CSLS, Conneau et al., ICLR 2018): MiniLM's cosines less a share of
-  each tool's mean cosine to its nearest tools.
+  each tool's mean cosine to its nearest tools;
+* **near-duplicates deferred** (maximal marginal relevance at its simplest): look-alikes of
+  a tool ranked before them move behind the others in the top 20.
 
 Selection is mechanical and uses the development sets only (``DEV``: the dev halves and
 our own short queries): a variant is eligible when no cell of those sets drops, and the
@@ -83,6 +85,8 @@ class SetContext:
     """Each term's share of all the catalog's terms."""
     crowding: dict[int, Vector]
     """:func:`crowding` of MiniLM's tool embeddings."""
+    similar: npt.NDArray[np.float32]
+    """MiniLM's cosine between every two tools."""
 
 
 CONTEXT: dict[int, SetContext] = {}
@@ -101,6 +105,7 @@ def set_context(scored: Scored) -> SetContext:
         raise SystemExit("MiniLM's tool embeddings did not become ready")
     return SetContext(
         crowding=crowding(index._dense._matrix),
+        similar=index._dense._matrix @ index._dense._matrix.T,
         index=index,
         postings={b: Postings.build(terms, b=b) for b in (0.3, 0.4, 0.5, 0.6, 0.75)},
         tf=[Counter(t.tolist()) for t in terms],
@@ -295,6 +300,39 @@ def crowding(dense: npt.NDArray[np.float32]) -> dict[int, Vector]:
     return {k: ordered[:, :k].mean(1).astype(float) for k in (5, 10, 20)}
 
 
+# --- near-duplicates deferred ------------------------------------------------------------------
+
+
+def defer_duplicates(threshold: float, *, top: int = 20) -> Fusion:
+    """The default's first ``top`` hits walked in order, each tool whose MiniLM cosine with
+    a tool kept before it reaches ``threshold`` deferred behind the others (maximal marginal
+    relevance at its simplest, Carbonell and Goldstein, SIGIR 1998): a query answered by a
+    crowd of look-alikes leaves room in the first five for a tool of another kind. The
+    first hit never moves."""
+    base = shipped()
+
+    def run(p: Parts) -> tuple[Vector, npt.NDArray[np.bool_]]:
+        scores, candidates = base(p)
+        ids = _top(scores, candidates, top)
+        if len(ids) < 3:
+            return scores, candidates
+        similar = CONTEXT[id(p)].similar
+        kept: list[int] = []
+        deferred: list[int] = []
+        for i in ids.tolist():
+            if kept and float(similar[i, kept].max()) >= threshold:
+                deferred.append(i)
+            else:
+                kept.append(i)
+        order = kept + deferred
+        floor = float(scores[ids].min())
+        scores = scores.copy()
+        scores[order] = floor + np.arange(len(order), 0, -1)  # the same tools, re-ordered
+        return scores, candidates
+
+    return run
+
+
 # --- the families, selection and the table ---------------------------------------------------
 
 
@@ -331,12 +369,17 @@ def families() -> dict[str, dict[str, Fusion]]:
             hubs[f"MiniLM cosine - {alpha} x mean cosine to the tool's {k} nearest tools"] = (
                 hubness(alpha, k)
             )
+    duplicates = {
+        f"near-duplicates (MiniLM cosine ≥ {t}) deferred in the top 20": defer_duplicates(t)
+        for t in (0.7, 0.8, 0.85, 0.9, 0.95)
+    }
     return {
         "MaxSim where the default is unsure": margins,
         "MaxSim weighted by missing terms": coverage,
         "b by length": lengths,
         "Dirichlet LM": dirichlet,
         "hubness (CSLS)": hubs,
+        "near-duplicates deferred": duplicates,
     }
 
 
