@@ -2,7 +2,8 @@
 a pseudo-terminal against the fake model server: an Edit of a file not read fails before
 anyone is asked; "Yes, allow all edits during this session" switches to acceptEdits (the
 toolbar says so); a Bash "don't ask again" is saved to ``.claude/settings.local.json`` and
-holds after ``caliban -c`` and in a new session; a Ctrl-D pressed the moment an answer
+holds after ``caliban -c`` and in a new session, one rule per command of a compound line;
+a Ctrl-D pressed the moment an answer
 ends leaves.
 
 What Claude Code 2.1.197 shows in the same places (recorded in tmux against the harness's
@@ -163,6 +164,49 @@ def test_a_bash_rule_is_saved_where_claude_code_saves_it_and_holds_next_time(
         finally:
             child.close(force=True)
     assert "saved-rule three" in json.dumps(tool_results(fake_model_server.bodies[-1]))
+
+
+def test_a_compound_line_saves_a_rule_per_command_and_runs_next_time(
+    project: Path, fake_model_server: Any
+) -> None:
+    """``echo one-a && echo two-b | cat`` offers a rule per command, named in the option, as
+    Claude Code 2.1.197 does (approval_dialog_compound.txt), and saves them all: the same
+    line runs without asking afterwards. A line with a destructive part offers it exactly."""
+    trust(project)
+    fake_model_server.add(
+        tool_step("Running.", "Bash", {"command": "echo one-a && echo two-b | cat"}),
+        {"text": "Ran once."},
+        tool_step("Again.", "Bash", {"command": "echo one-a x && echo two-b y | cat"}),
+        {"text": "Ran twice."},
+        tool_step("Clean.", "Bash", {"command": "echo one-a && rm -rf build"}),
+        {"text": "Cleaned."},
+    )
+    child = spawn(project, fake_model_server)
+    try:
+        choose_second(
+            child,
+            "run it",
+            r"don't ask again for Bash\(echo one-a:\*\), Bash\(echo two-b:\*\), and "
+            r"Bash\(cat:\*\) in this project",
+        )
+        child.expect("Ran once.")
+        expect_prompt(child)
+        child.send("run it again\r")
+        assert child.expect([QUESTION, "Ran twice."]) == 1, "asked again"
+        expect_prompt(child)
+        child.send("clean\r")
+        child.expect(QUESTION)
+        child.expect(r"don't ask again for Bash\(rm -rf build\) in this project")
+        answer(child, "1")
+        child.expect("Cleaned.")
+        expect_prompt(child)
+        leave(child)
+    finally:
+        child.close(force=True)
+    saved = json.loads((project / ".claude/settings.local.json").read_text())
+    assert saved == {
+        "permissions": {"allow": ["Bash(echo one-a:*)", "Bash(echo two-b:*)", "Bash(cat:*)"]}
+    }
 
 
 def test_ctrl_d_the_moment_an_answer_ends_leaves(project: Path, fake_model_server: Any) -> None:

@@ -121,7 +121,7 @@ async def test_an_asking_bash_call_analyses_its_line_once(tmp_path: Path) -> Non
         await agent(provider, tmp_path, [Bash()], approver).run("go")
     assert analysed.count(line) == 1
     [request] = approver.requests
-    assert request.suggestion == "Bash(echo checked:*)"
+    assert request.suggestions == ("Bash(echo checked:*)",)
     assert request.effects.writes == ((tmp_path / "out.txt").resolve(),)
     assert (tmp_path / "out.txt").read_text() == "checked\n"
 
@@ -271,10 +271,10 @@ def test_a_call_that_runs_a_line_is_decided_on_the_line_whatever_the_tool() -> N
     assert decide("git status $(id)") == (
         "ask: no rule can vouch for this command line (command substitution ('$(id)'))"
     )
-    bound = OtherShell().bind({"script": "git status"})
+    bound = OtherShell().bind({"script": "git status && git log"})
     assert not isinstance(bound, str)
-    assert policy.suggestion("OtherShell", "git status", bound.effects(root)) == (
-        "OtherShell(git status:*)"
+    assert policy.suggestions("OtherShell", "git status && git log", bound.effects(root)) == (
+        "OtherShell(git log:*)",  # git status is allowed already
     )
 
 

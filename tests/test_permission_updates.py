@@ -173,6 +173,20 @@ async def test_suggestions_are_claude_codes_for_a_command_a_host_a_tool_and_an_e
     assert edits == {"type": "setMode", "mode": "acceptEdits", "destination": "session"}
 
 
+@pytest.mark.anyio
+async def test_a_compound_line_suggests_a_rule_per_command_as_claude_code(base: Path) -> None:
+    """``rm -rf build && npm test``: one ``addRules`` entry with a rule per command, the
+    destructive one exact, as Claude Code 2.1.197 sent (its prefix spelled ``npm test *``,
+    caliban's ``npm test:*``; both read either)."""
+    project = base / "proj"
+    request = await asked(project, Bash(), {"command": "rm -rf build && npm test"})
+    [ours] = request_frame("r", request)["request"]["permission_suggestions"]
+    [theirs] = recorded("suggest_bash")["asked"][1]["permission_suggestions"]
+    assert theirs["rules"][1]["ruleContent"] == "npm test *"
+    theirs["rules"][1]["ruleContent"] = "npm test:*"
+    assert ours == theirs
+
+
 async def asked(project: Path, tool: Tool, arguments: dict[str, Any]) -> PermissionRequest:
     """The request caliban's authorizer makes for one call in default mode."""
     call = bind(

@@ -174,7 +174,7 @@ async def test_an_approved_plan_with_accepted_edits_lets_the_write_run(project: 
     await session.run("plan it")
     [question] = asked  # the plan only: acceptEdits lets the Write run unasked
     assert question.tool_name == "ExitPlanMode" and question.arguments == {"plan": PLAN}
-    assert question.suggestion == ""  # no "don't ask again" for a plan
+    assert question.suggestions == ()  # no "don't ask again" for a plan
     assert session.permissions is not None and session.permissions.mode == "acceptEdits"
     approved = provider.requests[1].messages[-1].parts[0]
     assert str(approved.content[0].text).startswith(  # type: ignore[union-attr]
@@ -284,7 +284,7 @@ def _plan_request(arguments: dict[str, Any]) -> PermissionRequest:
         env=ToolEnv(cwd=Path("/p"), project_root=Path("/p")),
         subject=None,
         reason=PLAN_APPROVAL_REASON,
-        suggestion="",
+        suggestions=(),
         call_id="toolu_p1",
         arguments=arguments,
         effects=Effects(leaves_plan_mode=True),

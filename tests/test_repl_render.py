@@ -388,7 +388,7 @@ def test_the_permission_question_shows_what_a_command_or_file_would_hide(
         env=ToolEnv(cwd=tmp_path, project_root=tmp_path),
         subject=arguments.get("command") or str(tmp_path / "ci.yml"),
         reason="default mode asks",
-        suggestion="",
+        suggestions=(),
     )
     panel = TerminalApprover(console, cwd=tmp_path)._panel(request, max_preview=12)
     with create_app_session(output=DummyOutput()):

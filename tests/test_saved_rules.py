@@ -226,12 +226,12 @@ async def test_only_the_rule_shown_for_an_understood_line_is_saved(project: Path
     # a line the parser does not understand: no rule offered, nothing saved
     line = {"command": 'eval "$(cat x)"'}
     _, request, _, _ = await settle(project, Bash(), line, always)
-    assert request.suggestion == "" and request.saved_in is None
+    assert request.suggestions == () and request.saved_in is None
     # a redirection into a protected file: the command's rule is saved, and the write
     # still asks next time (only a rule naming that very file allows it)
     line = {"command": "echo x > .mcp.json"}
     _, request, _, _ = await settle(project, Bash(), line, always)
-    assert request.suggestion == "Bash(echo x:*)"
+    assert request.suggestions == ("Bash(echo x:*)",)
     saved = tuple(json.loads(settings.read_text())["permissions"]["allow"])
     assert "Bash(echo x:*)" in saved
     _, request, _, _ = await settle(project, Bash(), line, PermissionAnswer.deny(), allow=saved)
@@ -248,7 +248,7 @@ async def test_a_hosts_and_an_mcp_tools_rule_are_saved_as_claude_code_writes_the
     always = PermissionAnswer.allow_session()
     fetch = {"url": "https://docs.example.com/a/b", "prompt": "summarise"}
     verdict, request, _, _ = await settle(project, WebFetch(), fetch, always)
-    assert verdict == ALLOW and request.suggestion == "WebFetch(domain:docs.example.com)"
+    assert verdict == ALLOW and request.suggestions == ("WebFetch(domain:docs.example.com)",)
     assert request.saved_in == ".claude/settings.local.json"
     echo = McpTool(
         server="tiny", tool_name="echo", name="mcp__tiny__echo", description="", input_schema={}

@@ -19,7 +19,7 @@ from hang import HANG_S, cpu_time
 
 from caliban.calls.effects import command_effects
 from caliban.config.settings import PermissionMode
-from caliban.permissions.bash_rules import allows, deny_matches, pattern_matches, suggest_rule
+from caliban.permissions.bash_rules import allows, deny_matches, pattern_matches, suggest_rules
 from caliban.permissions.policy import Decision, decide
 from caliban.permissions.rules import PermissionRules
 from caliban.shell import (
@@ -624,50 +624,74 @@ def test_allow_matching_helpers() -> None:
 @pytest.mark.parametrize(
     ("command", "expected"),
     [
-        ("git commit -m 'wip'", "Bash(git commit:*)"),
-        ("npm test && npm run lint", "Bash(npm test:*)"),
-        ("ls -la /tmp", "Bash(ls:*)"),
-        ("'my tool' run", "Bash('my tool' run:*)"),
-        ("git status > out", "Bash(git status:*)"),
-        ("echo $(id)", None),
-        ("A=1 make", None),
-        ("# nothing", None),
+        ("git commit -m 'wip'", ("Bash(git commit:*)",)),
+        ("npm test && npm run lint", ("Bash(npm test:*)", "Bash(npm run:*)")),
+        ("ls -la /tmp", ("Bash(ls:*)",)),
+        ("'my tool' run", ("Bash('my tool' run:*)",)),
+        ("git status > out", ("Bash(git status:*)",)),
+        ("echo $(id)", ()),
+        ("A=1 make", ()),
+        ("# nothing", ()),
         # Claude Code 2.1.197 offers these exact commands too (permission_updates/suggest_bash)
-        ("rm -rf x", "Bash(rm -rf x)"),
-        ("rm -rf build && npm test", "Bash(rm -rf build)"),
-        ("sudo rm -rf /tmp/x", "Bash(sudo rm -rf /tmp/x)"),
-        ("chmod -R 777 .", "Bash(chmod -R 777 .)"),
-        ("kill -9 1234", "Bash(kill -9 1234)"),
-        ("cp -r a b", "Bash(cp -r a b)"),
-        ("find . -name '*.pyc' -delete", None),
+        ("rm -rf x", ("Bash(rm -rf x)",)),
+        ("rm -rf build && npm test", ("Bash(rm -rf build)", "Bash(npm test:*)")),
+        ("sudo rm -rf /tmp/x", ("Bash(sudo rm -rf /tmp/x)",)),
+        ("chmod -R 777 .", ("Bash(chmod -R 777 .)",)),
+        ("kill -9 1234", ("Bash(kill -9 1234)",)),
+        ("cp -r a b", ("Bash(cp -r a b)",)),
+        ("find . -name '*.pyc' -delete", ()),
         # where it offers a prefix that allows losing work, the exact command
-        ("git push --force origin main", "Bash(git push --force origin main)"),
-        ("git push origin +main", "Bash(git push origin +main)"),
-        ("git reset --hard HEAD~1", "Bash(git reset --hard HEAD~1)"),
-        ("git clean -fdx", "Bash(git clean -fdx)"),
-        ("git stash drop", "Bash(git stash drop)"),
-        ("git -C sub push", "Bash(git -C sub push)"),
-        ("mv a b", "Bash(mv a b)"),
-        ("bash -c 'make x'", "Bash(bash -c 'make x')"),
-        ("xargs rm", "Bash(xargs rm)"),
-        ("node -e 1", "Bash(node -e 1)"),
-        ("find . -exec rm {} +", None),
-        ("rm -rf *.o", None),  # the exact rule would be a wildcard
+        ("git push --force origin main", ("Bash(git push --force origin main)",)),
+        ("git push origin +main", ("Bash(git push origin +main)",)),
+        ("git reset --hard HEAD~1", ("Bash(git reset --hard HEAD~1)",)),
+        ("git clean -fdx", ("Bash(git clean -fdx)",)),
+        ("git stash drop", ("Bash(git stash drop)",)),
+        ("git -C sub push", ("Bash(git -C sub push)",)),
+        ("mv a b", ("Bash(mv a b)",)),
+        ("bash -c 'make x'", ("Bash(bash -c 'make x')",)),
+        ("xargs rm", ("Bash(xargs rm)",)),
+        ("node -e 1", ("Bash(node -e 1)",)),
+        ("find . -exec rm {} +", ()),
+        ("rm -rf *.o", ()),  # the exact rule would be a wildcard
         # ordinary uses keep their prefix
-        ("git push -u origin x", "Bash(git push:*)"),
-        ("git stash", "Bash(git stash:*)"),
-        ("python3 x.py", "Bash(python3 x.py:*)"),
+        ("git push -u origin x", ("Bash(git push:*)",)),
+        ("git stash", ("Bash(git stash:*)",)),
+        ("python3 x.py", ("Bash(python3 x.py:*)",)),
+        # a compound line: a rule per command, in order, as Claude Code 2.1.197's dialog
+        # (approval_dialog_compound.txt); a destructive part keeps its exact rule
+        ("npm test && npm test -- -u", ("Bash(npm test:*)",)),
+        (
+            "git status && git push --force origin main",
+            (
+                "Bash(git status:*)",
+                "Bash(git push --force origin main)",
+            ),
+        ),
+        (
+            "make lint | tee log; cargo test",
+            (
+                "Bash(make lint:*)",
+                "Bash(tee log:*)",
+                "Bash(cargo test:*)",
+            ),
+        ),
+        # one part no rule can allow: no offer at all (it would still ask)
+        ("npm test && rm -rf *.o", ()),
+        ("npm test && find . -delete", ()),
+        ("npm test && A=1 make", ()),
     ],
 )
-def test_suggested_rules(command: str, expected: str | None) -> None:
-    suggestion = suggest_rule(analyze(command))
-    assert suggestion == expected
-    if suggestion is not None:  # once allowed, it covers the command it was made for
-        first = command.split(" &&")[0]
-        assert bash_decision(first, allow=(suggestion,), mode="acceptEdits").behavior == "allow"
-        if not suggestion.endswith(":*)"):  # and an exact rule nothing more
-            wider = bash_decision(f"{first} ~", allow=(suggestion,), mode="acceptEdits")
-            assert wider.behavior == "ask"
+def test_suggested_rules(command: str, expected: tuple[str, ...]) -> None:
+    suggestions = suggest_rules(analyze(command))
+    assert suggestions == expected
+    covered = suggest_rules(analyze(command), covered=lambda one: one.argv[0] == "npm")
+    assert covered == tuple(rule for rule in expected if not rule.startswith("Bash(npm "))
+    if suggestions:  # once allowed, they cover the command line they were made for
+        assert bash_decision(command, allow=suggestions, mode="acceptEdits").behavior == "allow"
+        for rule in suggestions:  # and an exact rule nothing more
+            if not rule.endswith(":*)"):
+                wider = bash_decision(f"{rule[5:-1]} ~", allow=suggestions, mode="acceptEdits")
+                assert wider.behavior == "ask"
 
 
 # ---------------------------------------------------------------------------- paths

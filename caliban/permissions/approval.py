@@ -57,8 +57,10 @@ class PermissionRequest:
     reason: str
     """Why it asks, to follow "caliban asks because …" (e.g. "default mode asks before Bash
     runs")."""
-    suggestion: str
-    """The rule "don't ask again this session" would add, e.g. ``Bash(git commit*)``."""
+    suggestions: tuple[str, ...]
+    """The rules "don't ask again" would add, e.g. ``Bash(npm test:*)`` and
+    ``Bash(git push:*)`` for ``npm test && git push`` (one per command that needs one);
+    empty: no rule can allow the call."""
     call_id: str = ""
     """The model's id for the call (``tool_use_id``)."""
     arguments: Mapping[str, Any] = field(default_factory=dict)
@@ -69,10 +71,10 @@ class PermissionRequest:
     """acceptEdits mode would allow the call (a file edit in the project): the approver may
     offer "allow all edits during this session" instead of a rule."""
     persists: bool = False
-    """"Don't ask again" keeps :attr:`suggestion` past the session where this front door
+    """"Don't ask again" keeps :attr:`suggestions` past the session where this front door
     saves rules (a command line's, a WebFetch host's, an MCP tool's, as Claude Code)."""
     saved_in: str | None = None
-    """Where "don't ask again" keeps :attr:`suggestion` past the session
+    """Where "don't ask again" keeps :attr:`suggestions` past the session
     (``.claude/settings.local.json``); None: for the session only."""
 
     def preview(self) -> Preview:
@@ -88,7 +90,7 @@ AnswerKind = Literal["allow_once", "allow_session", "deny"]
 class PermissionAnswer:
     behavior: AnswerKind
     pattern: str | None = None
-    """For ``allow_session``: the rule to add (default: the request's suggestion). When
+    """For ``allow_session``: the rule to add instead of the request's suggestions. When
     there is none, or it does not parse, the call is allowed once and no rule is added."""
     reason: str | None = None
     """For ``deny``: the message the model gets, as is (see :func:`user_denial`); None
@@ -147,16 +149,15 @@ def headless_denial(request: PermissionRequest) -> str:
         f"{describe(request)} requires approval ({request.reason}); caliban is running "
         "headless (-p)."
     )
-    if not request.suggestion:
+    if not request.suggestions:
         # A line no rule can match: only allowing all of the tool would let it run.
         return (
             f"{start} Rewrite the command in a form caliban can check, or allow every "
             f"{request.tool_name} call with --allowed-tools '{request.tool_name}'."
         )
-    return (
-        f"{start} Allow it with --allowed-tools '{request.suggestion}' or a [permissions] "
-        "allow rule."
-    )
+    rules = " ".join(f"'{rule}'" for rule in request.suggestions)
+    where = "a [permissions] allow rule" if len(request.suggestions) == 1 else "allow rules"
+    return f"{start} Allow it with --allowed-tools {rules} or {where}."
 
 
 async def deny_approver(request: PermissionRequest) -> PermissionAnswer:
@@ -181,8 +182,8 @@ def denials_summary(requests: Sequence[PermissionRequest]) -> str:
     """One paragraph for stderr: the calls denied for want of someone to ask, and the
     ``--allowed-tools`` rules that would let them run next time."""
     calls = list(dict.fromkeys(_call_label(r) for r in requests))
-    rules = list(dict.fromkeys(r.suggestion for r in requests if r.suggestion))
-    unmatched = list(dict.fromkeys(r.tool_name for r in requests if not r.suggestion))
+    rules = list(dict.fromkeys(rule for r in requests for rule in r.suggestions))
+    unmatched = list(dict.fromkeys(r.tool_name for r in requests if not r.suggestions))
     count = len(requests)
     text = (
         f"{count} tool call{'s' if count != 1 else ''} needed approval and "
@@ -268,8 +269,12 @@ class PolicyAuthorizer:
 
     async def _ask(self, call: BoundCall, question: Ask) -> Settled:
         tool, subject = call.tool, _subject(call)
-        suggestion = question.suggestion or self.policy.suggestion(tool.name, subject, call.effects)
-        persists = bool(suggestion) and _kept_past_session(call, question)
+        suggestions = (
+            (question.suggestion,)
+            if question.suggestion
+            else self.policy.suggestions(tool.name, subject, call.effects)
+        )
+        persists = bool(suggestions) and _kept_past_session(call, question)
         saved = self.rules_file if persists else None
         request = PermissionRequest(
             tool_name=tool.name,
@@ -278,7 +283,7 @@ class PolicyAuthorizer:
             env=call.env,
             subject=subject,
             reason=question.reason,
-            suggestion=suggestion,
+            suggestions=suggestions,
             call_id=call.id,
             arguments=call.arguments,
             effects=call.effects,
@@ -302,11 +307,15 @@ class PolicyAuthorizer:
             case "allow_session":
                 # No rule, or one that does not parse: this call was allowed, nothing more
                 # (never a different rule than the one the user saw).
-                pattern = answer.pattern or request.suggestion
-                with contextlib.suppress(RuleError):
-                    self.policy.allow_for_session(pattern)
-                    if request.saved_in is not None and pattern == request.suggestion:
-                        self._save(pattern)
+                if answer.pattern is not None:
+                    with contextlib.suppress(RuleError):
+                        self.policy.allow_for_session(answer.pattern)
+                    return ALLOW
+                for rule in request.suggestions:
+                    with contextlib.suppress(RuleError):
+                        self.policy.allow_for_session(rule)
+                        if request.saved_in is not None:
+                            self._save(rule)
                 return ALLOW
             case "deny":
                 return Deny(reason=answer.reason or user_denial(tool.name, None), by="user")

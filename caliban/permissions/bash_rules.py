@@ -6,7 +6,7 @@ never against its text alone.
 - A deny or ask rule matches any part of the line, understood or not: the whole text, each
   simple command, what wrappers and ``find -exec`` run, and the strings ``bash -c`` or
   ``eval`` run (:func:`deny_matches`). Over-matching a deny rule is the safe mistake.
-- :func:`suggest_rule` proposes the rule "don't ask again" adds.
+- :func:`suggest_rules` proposes the rules "don't ask again" adds.
 
 Patterns are Claude Code's: ``*`` matches anything, ``prefix:*`` a command and its
 arguments, everything else is literal (:func:`pattern_matches`).
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from caliban.shell import Analysis, NotUnderstood, SimpleCommand, Understood, analyze, render
@@ -266,30 +266,55 @@ def _exact_only(argv: Sequence[str]) -> bool:
     )
 
 
-def suggest_rule(analysis: Analysis, tool_name: str = "Bash") -> str | None:
-    """The rule "don't ask again" would add for a line: ``Bash(git commit:*)`` from the
-    first command's first word (and its second when it looks like a subcommand), or the
-    exact command (``Bash(rm -rf build)``) when a prefix would allow more than this call
-    shows (:func:`_exact_only`).
+def suggest_rules(
+    analysis: Analysis,
+    tool_name: str = "Bash",
+    *,
+    covered: Callable[[SimpleCommand], bool] = lambda command: False,
+) -> tuple[str, ...]:
+    """The rules "don't ask again" would add for a line: one per simple command that no
+    allow rule ``covered`` yet, in order, as Claude Code 2.1.197 offers them for
+    ``npm test && git push`` (``Bash(npm test:*)``, ``Bash(git push:*)``; each is
+    :func:`command_rule`).
 
-    None when the line is not understood, starts with assignments, or has no command
-    (no rule can allow it), when the exact command could not be written as a rule that
-    matches only itself (a ``*`` in it), and for ``find`` running or deleting files (as
-    Claude Code, which offers nothing there).
+    Empty when the line is not understood or has no command, and when one command needing
+    a rule can have none (an assignment, ``find -delete``, a ``*`` in an exact rule): the
+    answer would not cover the line, and a partial offer would read as if it did.
     """
     if not isinstance(analysis, Understood) or not analysis.commands:
+        return ()
+    found: list[str] = []
+    for command in analysis.commands:
+        if covered(command):
+            continue
+        rule = command_rule(command, tool_name)
+        if rule is None:
+            return ()
+        if rule not in found:
+            found.append(rule)
+    return tuple(found)
+
+
+def command_rule(command: SimpleCommand, tool_name: str = "Bash") -> str | None:
+    """The rule allowing one simple command: ``Bash(git commit:*)`` from its first word
+    (and its second when it looks like a subcommand), or the command exactly
+    (``Bash(rm -rf build)``) when a prefix would allow more than this call shows
+    (:func:`_exact_only`).
+
+    None when it starts with assignments or has no words (no rule can allow it), when the
+    exact command could not be written as a rule that matches only itself (a ``*`` in it),
+    and for ``find`` running or deleting files (as Claude Code, which offers nothing there).
+    """
+    if command.assignments or not command.argv:
         return None
-    first = analysis.commands[0]
-    if first.assignments or not first.argv:
-        return None
-    argv = first.argv
+    argv = command.argv
     if os.path.basename(argv[0]) == "find" and any(
         word == "-delete" or word.startswith(("-exec", "-ok", "-fprint", "-fls"))
         for word in argv[1:]
     ):
         return None
     if _exact_only(argv):
-        exact = first.text
+        exact = command.text
         if "*" in exact or "\n" in exact or not pattern_matches(exact, exact):
             return None
         return f"{tool_name}({exact})"
@@ -307,8 +332,9 @@ __all__ = [
     "MAX_INNER_DEPTH",
     "LineTexts",
     "allows",
+    "command_rule",
     "deny_matches",
     "line_texts",
     "pattern_matches",
-    "suggest_rule",
+    "suggest_rules",
 ]

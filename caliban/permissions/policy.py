@@ -497,15 +497,27 @@ class PermissionPolicy:
             confined=confined,
         )
 
-    def suggestion(self, tool_name: str, subject: str | None, effects: Effects = NO_EFFECTS) -> str:
-        """The rule "don't ask again this session" offers for a call: ``Bash(git commit:*)``,
-        ``Edit(src/**)``, the tool's name; "" when no rule could allow it (a command line
-        that is not understood, a plan to approve)."""
+    def suggestions(
+        self, tool_name: str, subject: str | None, effects: Effects = NO_EFFECTS
+    ) -> tuple[str, ...]:
+        """The rules "don't ask again" offers for a call: for a command line one per
+        command no allow rule covers yet (``Bash(npm test:*)``, ``Bash(git push:*)``),
+        otherwise one (``Edit(src/**)``, the tool's name); none when no rule could allow it
+        (a command line that is not understood, a plan to approve)."""
         if effects.leaves_plan_mode:
-            return ""
+            return ()
         if effects.runs is not None:
-            return bash_rules.suggest_rule(effects.runs.analysis, tool_name) or ""
-        return suggest_rule(tool_name, subject, self.project_root)
+            allow = [rule for rule in self.in_force.allow if rule.names(tool_name)]
+            return bash_rules.suggest_rules(
+                effects.runs.analysis,
+                tool_name,
+                covered=lambda one: any(
+                    rule.pattern is not None and bash_rules.allows(rule.pattern, one)
+                    for rule in allow
+                ),
+            )
+        rule = suggest_rule(tool_name, subject, self.project_root)
+        return (rule,) if rule else ()
 
     def read_denial(self, tool_name: str, path: Path) -> str | None:
         """The deny rule forbidding ``tool_name`` to read ``path`` (absolute), or None:

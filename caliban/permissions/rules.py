@@ -19,8 +19,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from caliban.permissions.bash_rules import pattern_matches
-from caliban.permissions.bash_rules import suggest_rule as bash_suggestion
-from caliban.shell import analyze
 from caliban.util.hosts import ascii_name, canonical_host, is_loopback
 
 __all__ = [
@@ -355,8 +353,8 @@ def suggest_rule(tool_name: str, subject: str | None, project_root: Path) -> str
     if tool_name == WEB_FETCH:
         return f"{WEB_FETCH}(domain:{subject})"
     if tool_name == "Bash":
-        # "" when no rule could allow the line (not understood): nothing to offer.
-        return bash_suggestion(analyze(subject)) or ""
+        # A command line's rules come from its analysis (PermissionPolicy.suggestions).
+        return ""
     if tool_name in PATH_TOOLS:
         family = "Edit" if tool_name in EDIT_TOOLS else tool_name
         path = Path(os.path.normpath(subject))

@@ -157,16 +157,22 @@ def _malformed(what: str) -> PermissionAnswer:
 def _suggestions(request: PermissionRequest) -> list[dict[str, Any]]:
     """The SDK's ``PermissionUpdate`` list for "don't ask again", as Claude Code 2.1.197
     offers it: a file edit acceptEdits would allow switches the session to it; a command
-    line's, a host's or an MCP tool's rule goes to ``localSettings`` (any other rule to the
-    session), ``Tool(content)`` split into its parts."""
+    line's rules (one per command needing one, in one entry), a host's or an MCP tool's rule
+    go to ``localSettings`` (any other rule to the session), ``Tool(content)`` split into
+    its parts."""
     if request.edits_mode_allows:
         return [{"type": "setMode", "mode": "acceptEdits", "destination": "session"}]
-    try:
-        rule = Rule.parse(request.suggestion)
-    except RuleError:  # no suggestion (""), or one that is not a rule
+    entries: list[dict[str, Any]] = []
+    for suggestion in request.suggestions:
+        try:
+            rule = Rule.parse(suggestion)
+        except RuleError:
+            return []
+        entry: dict[str, Any] = {"toolName": rule.tool}
+        if rule.pattern is not None:
+            entry["ruleContent"] = rule.pattern
+        entries.append(entry)
+    if not entries:
         return []
-    entry: dict[str, Any] = {"toolName": rule.tool}
-    if rule.pattern is not None:
-        entry["ruleContent"] = rule.pattern
     destination = "localSettings" if request.persists else "session"
-    return [{"type": "addRules", "rules": [entry], "behavior": "allow", "destination": destination}]
+    return [{"type": "addRules", "rules": entries, "behavior": "allow", "destination": destination}]

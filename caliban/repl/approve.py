@@ -161,7 +161,7 @@ class TerminalApprover:
             case "once":
                 return PermissionAnswer.allow_once()
             case "session":
-                return PermissionAnswer.allow_session(request.suggestion)
+                return PermissionAnswer.allow_session()
             case "edits":
                 return PermissionAnswer.allow_once(mode="acceptEdits")
             case "deny":
@@ -174,11 +174,10 @@ class TerminalApprover:
         options: list[tuple[Choice, str]] = [("once", "Yes")]
         if request.edits_mode_allows:
             options.append(("edits", "Yes, allow all edits during this session (shift+tab)"))
-        elif request.suggestion:
+        elif request.suggestions:
             where = "in this project" if request.saved_in else "this session"
-            options.append(
-                ("session", f"Yes, and don't ask again for {request.suggestion} {where}")
-            )
+            rules = _listed(request.suggestions)
+            options.append(("session", f"Yes, and don't ask again for {rules} {where}"))
         options.append(("deny", "No, and tell caliban what to do differently"))
         rows = get_app_session().output.get_size().rows
         panel = self._panel(request, max_preview=max(4, rows - len(options) - 9))
@@ -290,9 +289,10 @@ def _confirmation(choice: Choice, request: PermissionRequest) -> str | None:
     """The line left on the screen by an answer that lasts past the call."""
     match choice:
         case "session" if request.saved_in:
-            return f"{request.suggestion} allowed in this project (saved to {request.saved_in})"
+            rules = _listed(request.suggestions)
+            return f"{rules} allowed in this project (saved to {request.saved_in})"
         case "session":
-            return f"{request.suggestion} allowed for the rest of this session"
+            return f"{_listed(request.suggestions)} allowed for the rest of this session"
         case "edits":
             return "accept edits on: file edits in the project run without asking (shift+tab)"
         case _:
@@ -411,3 +411,10 @@ async def choose(
 
     app.after_render += after_first_draw
     return await app.run_async(pre_run=read_away)
+
+
+def _listed(rules: tuple[str, ...]) -> str:
+    """Rules as Claude Code lists commands in its option: ``a``, ``a and b``, ``a, b, and c``."""
+    if len(rules) <= 2:
+        return " and ".join(rules)
+    return f"{', '.join(rules[:-1])}, and {rules[-1]}"
