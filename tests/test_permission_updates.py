@@ -21,8 +21,9 @@ from fake_model_server import FakeModelServer
 from hang import HANG_S, hang_guard
 
 from caliban.calls.bound import bind
-from caliban.calls.effects import command_effects
+from caliban.calls.effects import Effects, command_effects
 from caliban.calls.verdict import ALLOW, Deny, Settled, authorize
+from caliban.claude_code.settings import load_claude_settings
 from caliban.mcp.tools import McpTool
 from caliban.permissions.approval import PermissionAnswer, PermissionRequest, PolicyAuthorizer
 from caliban.permissions.policy import PermissionPolicy
@@ -269,6 +270,30 @@ async def test_an_update_can_take_back_what_an_update_added(base: Path) -> None:
     assert bash_behavior(policy, "make x") == "ask"
 
 
+@pytest.mark.anyio
+async def test_set_mode_is_written_as_claude_code_writes_it(base: Path) -> None:
+    """Claude Code 2.1.197's ``set_mode`` answer: ``setMode`` plan to projectSettings,
+    bypassPermissions to userSettings, acceptEdits to localSettings. It wrote
+    ``permissions.defaultMode`` to the two project files (other keys kept) and nothing for
+    bypassPermissions; the session ended in acceptEdits (its Write ran unasked)."""
+    project = base / "proj"
+    write_before("set_mode", project)
+    policy = PermissionPolicy(project_root=project)
+    verdict, warnings = await allow_with(project, policy, sdk_answer("set_mode", base))
+    assert verdict == ALLOW and warnings == []
+    assert files_after(base) == moved(recorded("set_mode")["files_after"], base)
+    assert [a["tool_name"] for a in recorded("set_mode")["asked"]] == ["Bash", "Bash"]
+    assert policy.mode == "acceptEdits"
+    assert write_behavior(policy, project / "a.txt") == "allow"
+    assert bash_behavior(policy, "npm run other x") == "ask"
+    assert load_claude_settings(project, trusted=True).default_mode == "acceptEdits"
+
+
+def write_behavior(policy: PermissionPolicy, path: Path) -> str:
+    effects = Effects(writes=(path,))
+    return policy.decide("Write", str(path), effects, read_only=False, origin=BUILTIN).behavior
+
+
 # ---------------------------------------------------------------------------- attacks
 
 
@@ -304,6 +329,39 @@ async def test_an_untrusted_folders_committed_rules_never_enter_the_session(base
 
 
 @pytest.mark.anyio
+async def test_an_untrusted_folders_mode_update_only_narrows(base: Path) -> None:
+    """Attack: in a folder not trusted, an SDK answer sets acceptEdits (or bypassPermissions)
+    in the project's files. bypassPermissions is neither taken nor written (Claude Code
+    never writes it); acceptEdits holds for this session (the SDK user chose it), is
+    written, and says new sessions wait for trust — which read the file without it, as they
+    do a committed one. A narrowing plan is written with no warning and read back."""
+    project = base / "proj"
+    policy = PermissionPolicy(project_root=project)
+
+    def body(*updates: dict[str, str]) -> dict[str, Any]:
+        command = {"command": "npm run first", "description": "run"}
+        return {"behavior": "allow", "updatedInput": command, "updatedPermissions": list(updates)}
+
+    bypass = {"type": "setMode", "mode": "bypassPermissions", "destination": "localSettings"}
+    verdict, warnings = await allow_with(project, policy, body(bypass), trusted=False)
+    assert verdict == ALLOW and warnings == [] and policy.mode == "default"
+    assert not (project / ".claude").exists()
+    edits = {"type": "setMode", "mode": "acceptEdits", "destination": "projectSettings"}
+    _, warnings = await allow_with(project, policy, body(edits), trusted=False)
+    [warning] = warnings
+    assert "defaultMode acceptEdits was saved to" in warning and "not trusted" in warning
+    assert policy.mode == "acceptEdits"
+    saved = json.loads((project / ".claude/settings.json").read_text())
+    assert saved == {"permissions": {"defaultMode": "acceptEdits"}}
+    assert load_claude_settings(project, trusted=False).default_mode is None
+    plan = {"type": "setMode", "mode": "plan", "destination": "localSettings"}
+    _, warnings = await allow_with(project, PermissionPolicy(project_root=project), body(plan),
+                                   trusted=False)  # fmt: skip
+    assert warnings == []
+    assert load_claude_settings(project, trusted=False).default_mode == "plan"
+
+
+@pytest.mark.anyio
 async def test_a_symlinked_claude_folder_is_never_written_through(base: Path) -> None:
     """Attack: ``.claude`` committed as a link to the user's ``~/.claude``: a localSettings
     rule would become one for every project. Not written; it holds for the session."""
@@ -321,6 +379,11 @@ async def test_a_symlinked_claude_folder_is_never_written_through(base: Path) ->
     assert "symbolic link" in warning and "this session only" in warning
     assert list(user.iterdir()) == []
     assert bash_behavior(policy, "anything") == "allow"
+    mode = {"type": "setMode", "mode": "acceptEdits", "destination": "localSettings"}
+    policy = PermissionPolicy(project_root=project)
+    _, warnings = await allow_with(project, policy, {**body, "updatedPermissions": [mode]})
+    assert len(warnings) == 1 and "symbolic link" in warnings[0]
+    assert list(user.iterdir()) == [] and policy.mode == "acceptEdits"
 
 
 @pytest.mark.anyio
@@ -428,3 +491,73 @@ async def test_the_agent_sdk_saves_and_applies_its_updates(base: Path) -> None:
         },
         "home/.claude/settings.json": {"permissions": {"allow": ["Bash(true user:*)"]}},
     }
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_the_agent_sdk_sets_a_mode_in_a_settings_file(base: Path) -> None:
+    """The real ``claude-agent-sdk`` client: its can_use_tool answer allows a command with
+    ``setMode`` acceptEdits to localSettings. The turn's next Write runs unasked, the file
+    holds ``permissions.defaultMode`` (its other keys kept), and a new session starts in
+    acceptEdits (its Write is not asked either); a Bash command still is."""
+    from claude_agent_sdk import (
+        ClaudeAgentOptions,
+        ClaudeSDKClient,
+        PermissionResultAllow,
+        PermissionUpdate,
+        ToolPermissionContext,
+    )
+
+    from caliban.permissions.trust import trust
+
+    project = base / "proj"
+    trust(project)
+    (project / ".claude").mkdir()
+    (project / ".claude/settings.local.json").write_text(json.dumps({"model": "opus"}))
+
+    def write(name: str, index: int) -> dict[str, Any]:
+        arguments = {"file_path": str(project / name), "content": name}
+        return {"id": f"toolu_w{index}", "name": "Write", "arguments": arguments}
+
+    script = [
+        {"text": "One.", "tool_calls": [{"id": "toolu_0", "name": "Bash",
+                                         "arguments": {"command": "true first"}}]},
+        {"text": "Write.", "tool_calls": [write("a.txt", 1)]},
+        {"text": "Done."},
+        {"text": "Again.", "tool_calls": [write("b.txt", 2),
+                                          {"id": "toolu_3", "name": "Bash",
+                                           "arguments": {"command": "true second"}}]},
+        {"text": "Done again."},
+    ]  # fmt: skip
+    seen: list[str] = []
+
+    async def can_use_tool(
+        name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResultAllow:
+        seen.append(f"{name}: {tool_input.get('command') or tool_input.get('file_path')}")
+        if len(seen) > 1:
+            return PermissionResultAllow()
+        mode = PermissionUpdate(type="setMode", mode="acceptEdits", destination="localSettings")
+        return PermissionResultAllow(updated_permissions=[mode])
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    with FakeModelServer(script) as server:
+        env.update(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=server.anthropic_base_url)
+        options = ClaudeAgentOptions(
+            cli_path=str(Path(sys.executable).parent / "caliban"),
+            cwd=str(project),
+            env=env,
+            can_use_tool=can_use_tool,
+        )
+        for prompt in ("go", "again"):
+            with hang_guard():
+                async with ClaudeSDKClient(options) as client:
+                    await client.query(prompt)
+                    async for _ in client.receive_response():
+                        pass
+            if prompt == "go":
+                saved = json.loads((project / ".claude/settings.local.json").read_text())
+                assert saved == {"model": "opus", "permissions": {"defaultMode": "acceptEdits"}}
+    assert seen == ["Bash: true first", "Bash: true second"]
+    assert (project / "a.txt").read_text() == "a.txt"
+    assert (project / "b.txt").read_text() == "b.txt"

@@ -7,8 +7,10 @@ updates (recorded from Claude Code 2.1.197 in
 - ``addRules`` / ``replaceRules`` / ``removeRules`` with a ``behavior`` (allow, deny, ask)
   and ``rules`` (``{"toolName", "ruleContent"?}``, the rule ``Tool(content)``);
 - ``addDirectories`` / ``removeDirectories`` (working directories: ``--add-dir``);
-- ``setMode`` (``default``, ``acceptEdits`` or ``plan``: ``bypassPermissions`` is chosen at
-  start-up, never in an answer, and such an entry is left out).
+- ``setMode`` (``default``, ``acceptEdits`` or ``plan``, written to a file as
+  ``permissions.defaultMode`` as Claude Code does: ``bypassPermissions`` is chosen at
+  start-up, never in an answer, and such an entry is left out — Claude Code never writes
+  it either).
 
 Each has a ``destination``: ``session`` (until caliban exits), or the settings file it is
 also written to — ``localSettings`` (``.claude/settings.local.json``), ``projectSettings``
@@ -190,9 +192,8 @@ class PermissionUpdater:
                     self._rules(update)
                 case DirectoriesUpdate():
                     self._directories(update)
-                case ModeUpdate(mode=mode):
-                    if mode is not None:
-                        self.policy.mode = mode
+                case ModeUpdate():
+                    self._mode(update)
                 case _:
                     assert_never(update)
 
@@ -250,6 +251,24 @@ class PermissionUpdater:
             current = [path for path in current if path not in paths]
         self.policy.working_dirs = tuple(current)
 
+    def _mode(self, update: ModeUpdate) -> None:
+        mode = update.mode
+        if mode is None:
+            return
+        if update.destination != "session":
+
+            def edit(permissions: dict[str, Any]) -> None:
+                permissions["defaultMode"] = mode
+
+            # Only acceptEdits asks less than default: plan and default apply untrusted too.
+            self._write(
+                update.destination,
+                edit,
+                what=f"defaultMode {mode}",
+                waits_for_trust=mode == "acceptEdits",
+            )
+        self.policy.mode = mode
+
     def _absolute(self, directory: str) -> Path:
         """As ``--add-dir`` takes it: ``~`` expanded, relative to the project, resolved."""
         return resolved(self.policy.project_root / Path(os.path.expanduser(directory)))
@@ -260,6 +279,7 @@ class PermissionUpdater:
         edit: Callable[[dict[str, Any]], None],
         *,
         what: str,
+        waits_for_trust: bool = True,
     ) -> None:
         file = settings_file(destination, self.policy.project_root, trusted=self.trusted)
         try:
@@ -267,7 +287,7 @@ class PermissionUpdater:
         except RuleNotSaved as exc:
             self.warn(f"the update of {what} was not saved ({exc}); it holds for this session only")
             return
-        if not file.read_back:
+        if waits_for_trust and not file.read_back:
             self.warn(
                 f"{what} was saved to {file.name}, but this folder is not "
                 "trusted: new sessions apply it once you trust the folder (caliban trust)"
