@@ -41,7 +41,7 @@ def _runtime(tmp_path: Path, **config: object) -> SandboxRuntime:
     runtime = SandboxRuntime(
         SandboxConfig(**values),  # type: ignore[arg-type]
         project_root=project,
-        add_dirs=(tmp_path / "extra",),
+        working_dirs=lambda: (tmp_path / "extra",),
         read_deny_patterns=lambda: ("~/.ssh/**", "secrets/**", ".env", "**/*.pem"),
         domain_rules=lambda: (("docs.python.org",), ("evil.python.org",)),
         backend=_Works(),

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,7 @@ from caliban.permissions.rules import (
 )
 from caliban.shell import Analysis, NotUnderstood, Understood
 from caliban.tools.base import BUILTIN, BuiltinOrigin, McpOrigin, ToolOrigin
+from caliban.util.fsutil import resolved
 
 __all__ = [
     "NOT_PLANNING_REASON",
@@ -443,7 +445,9 @@ class PermissionPolicy:
     session_denials: list[Rule] = field(default_factory=list)
     """Deny rules added during the session (an Agent SDK update); it may remove them again."""
     working_dirs: tuple[Path, ...] = ()
-    """Additional working directories (``--add-dir``): writes there count as in the project."""
+    """Additional working directories (``--add-dir``, ``/add-dir``, an Agent SDK's
+    ``addDirectories``): writes there count as in the project, and the OS sandbox lets
+    commands write there (it reads them at each command)."""
 
     @classmethod
     def from_settings(
@@ -581,6 +585,19 @@ class PermissionPolicy:
                 return self.session_denials
             case _:
                 assert_never(behavior)
+
+    def working_dir(self, directory: str) -> Path:
+        """``directory`` as ``--add-dir`` takes it: ``~`` expanded, relative to the project,
+        resolved."""
+        return resolved(self.project_root / Path(os.path.expanduser(directory)))
+
+    def change_working_dirs(self, paths: Iterable[Path], *, add: bool) -> None:
+        """Add (or remove) working directories for the rest of the session."""
+        wanted = [resolved(path) for path in paths]
+        if add:
+            self.working_dirs = tuple(dict.fromkeys([*self.working_dirs, *wanted]))
+        else:
+            self.working_dirs = tuple(p for p in self.working_dirs if p not in wanted)
 
     def allow_for_session(self, pattern: str) -> Rule:
         """Allow calls matching ``pattern`` until the session ends; raises RuleError."""

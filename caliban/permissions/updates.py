@@ -27,10 +27,8 @@ not know which file a rule came from, and keeping a denial is the safe mistake.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, TypeVar, assert_never
 
 from caliban.config.settings import PermissionMode
@@ -42,7 +40,6 @@ from caliban.permissions.saved_rules import (
     listed,
     settings_file,
 )
-from caliban.util.fsutil import resolved
 
 __all__ = [
     "DirectoriesUpdate",
@@ -232,7 +229,7 @@ class PermissionUpdater:
                 assert_never(update.kind)
 
     def _directories(self, update: DirectoriesUpdate) -> None:
-        paths = [self._absolute(directory) for directory in update.directories]
+        paths = [self.policy.working_dir(directory) for directory in update.directories]
         if update.destination != "session":
             wanted = list(update.directories)
 
@@ -244,12 +241,7 @@ class PermissionUpdater:
                     present[:] = [path for path in present if path not in wanted]
 
             self._write(update.destination, edit, what=", ".join(wanted))
-        current = list(self.policy.working_dirs)
-        if update.kind == "addDirectories":
-            current.extend(path for path in paths if path not in current)
-        else:
-            current = [path for path in current if path not in paths]
-        self.policy.working_dirs = tuple(current)
+        self.policy.change_working_dirs(paths, add=update.kind == "addDirectories")
 
     def _mode(self, update: ModeUpdate) -> None:
         mode = update.mode
@@ -268,10 +260,6 @@ class PermissionUpdater:
                 waits_for_trust=mode == "acceptEdits",
             )
         self.policy.mode = mode
-
-    def _absolute(self, directory: str) -> Path:
-        """As ``--add-dir`` takes it: ``~`` expanded, relative to the project, resolved."""
-        return resolved(self.policy.project_root / Path(os.path.expanduser(directory)))
 
     def _write(
         self,

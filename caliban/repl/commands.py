@@ -582,6 +582,33 @@ async def _sandbox(ctx: CommandContext, arg: str) -> None:
                            "(see docs/sandbox.md)."))  # fmt: skip
 
 
+@command("add-dir", "Add a working directory for this session", usage="<path>")
+async def _add_dir(ctx: CommandContext, arg: str) -> None:
+    policy = ctx.session.permissions
+    if not arg.strip() or policy is None:
+        ctx.console.print(_dim("Usage: /add-dir <path> (a folder file edits and sandboxed "
+                               "commands may write, as in the project)"))  # fmt: skip
+        return
+    path = policy.working_dir(arg.strip())
+    problem = None
+    if not path.exists():
+        problem = f"Path {path} was not found."
+    elif not path.is_dir():
+        problem = (
+            f"{path} is not a directory. Did you mean to add the parent directory {path.parent}?"
+        )
+    elif within := next(
+        (p for p in (policy.project_root, *policy.working_dirs) if path.is_relative_to(p)), None
+    ):
+        which = "the project" if within == policy.project_root else "the working directory"
+        problem = f"{path} is already accessible within {which} {within}."
+    if problem is not None:
+        ctx.console.print(outside_text(problem, style="yellow"))
+        return
+    policy.change_working_dirs([path], add=True)
+    ctx.console.print(outside_text(f"Added {path} as a working directory for this session."))
+
+
 @command("rewind", "Restore the code and/or conversation to before an earlier prompt (Esc Esc)")
 async def _rewind(ctx: CommandContext, arg: str) -> None:
     from caliban.repl.rewind import rewind

@@ -2,9 +2,10 @@
 under, the domain proxy, and a private temporary folder.
 
 :class:`SandboxRuntime` is built once per session from the :class:`SandboxConfig`, the
-project, the ``--add-dir`` folders and the permission policy (whose ``Read`` deny rules
-become unreadable paths and whose ``WebFetch(domain:…)`` rules join the allowed and
-denied domains, read live, so a "don't ask again" answer counts at once). It answers:
+project and the permission policy (whose working directories — ``--add-dir``, an Agent
+SDK's ``addDirectories`` — are writable, whose ``Read`` deny rules become unreadable paths
+and whose ``WebFetch(domain:…)`` rules join the allowed and denied domains, all read live,
+so a folder added or a "don't ask again" answer counts from the next command). It answers:
 
 - :meth:`~SandboxRuntime.placement`: where this Bash call runs: in the sandbox, or
   outside it (an excluded command, a retry outside, no backend), or not at all?
@@ -138,7 +139,7 @@ class SandboxRuntime:
         config: SandboxConfig,
         *,
         project_root: Path,
-        add_dirs: Sequence[Path] = (),
+        working_dirs: Callable[[], Sequence[Path]] = tuple,
         read_deny_patterns: Callable[[], Sequence[str]] = tuple,
         domain_rules: Callable[[], tuple[Sequence[str], Sequence[str]]] = lambda: ((), ()),
         backend: Sandbox | None = None,
@@ -146,7 +147,7 @@ class SandboxRuntime:
     ) -> None:
         self.config = config
         self.project_root = project_root.resolve()
-        self.add_dirs = tuple(p.resolve() for p in add_dirs)
+        self._working_dirs = working_dirs
         self._read_deny_patterns = read_deny_patterns
         self._domain_rules = domain_rules
         self._backend = backend
@@ -259,7 +260,8 @@ class SandboxRuntime:
             extra = [
                 _setting_path(p, self.project_root, self._home) for p in self.config.allow_write
             ]
-            writable = [self.project_root, *self.add_dirs, *extra, self.tmpdir]
+            added = [path.resolve() for path in self._working_dirs()]
+            writable = [self.project_root, *added, *extra, self.tmpdir]
         roots = [p for p in writable if p != self.tmpdir]
         read_only = [*protected_paths(roots, self._home)]
         read_only += [

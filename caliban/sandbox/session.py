@@ -4,8 +4,7 @@ settings and the rules feed :class:`~caliban.sandbox.runtime.SandboxRuntime`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from caliban.sandbox.runtime import SandboxRuntime
@@ -40,12 +39,11 @@ def session_config(
     return resolve(layers, flag=flag, trusted=trusted)
 
 
-def open_sandbox(
-    config: SandboxConfig, policy: PermissionPolicy, *, add_dirs: Sequence[Path] = ()
-) -> SandboxRuntime:
-    """The runtime of a session whose permissions are ``policy``: its ``Read`` deny rules
-    hide paths, its ``WebFetch(domain:…)`` rules (those allowed for the session too, read at
-    each use) allow and deny hosts."""
+def open_sandbox(config: SandboxConfig, policy: PermissionPolicy) -> SandboxRuntime:
+    """The runtime of a session whose permissions are ``policy``, read at each use: its
+    working directories (``--add-dir``, and those an Agent SDK answer adds or removes) are
+    writable as the rules treat them, its ``Read`` deny rules hide paths, its
+    ``WebFetch(domain:…)`` rules (those allowed for the session too) allow and deny hosts."""
 
     def read_denied() -> list[str]:
         return [r.pattern for r in policy.in_force.deny if r.tool == "Read" and r.pattern]
@@ -57,7 +55,7 @@ def open_sandbox(
     return SandboxRuntime(
         config,
         project_root=policy.project_root,
-        add_dirs=add_dirs,
+        working_dirs=lambda: policy.working_dirs,
         read_deny_patterns=read_denied,
         domain_rules=domains,
     )

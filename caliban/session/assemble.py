@@ -343,7 +343,7 @@ def _sandbox(
     from caliban.sandbox.session import open_sandbox, session_config
 
     config = session_config(loaded, setup.claude, flag=options.sandbox, trusted=trusted)
-    return open_sandbox(config, policy, add_dirs=setup.add_dirs)
+    return open_sandbox(config, policy)
 
 
 def held_back(cwd: Path) -> list[str]:

@@ -1,0 +1,123 @@
+"""The OS sandbox follows the session's working directories as the permission rules do: a
+folder an Agent SDK answer adds (``addDirectories``) is writable from the next command on,
+one it removes is not, under each real backend that works here. A differential test: the
+same writes are decided by the policy and run for real, and the two must agree."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from sandbox_helpers import (
+    backend,
+    launch_server_stopped,  # noqa: F401  (an autouse fixture)
+    sh,
+)
+
+from caliban.calls.effects import Effects
+from caliban.permissions.policy import PermissionPolicy
+from caliban.permissions.updates import PermissionUpdater, parse_updates
+from caliban.sandbox.runtime import BACKEND_ENV
+from caliban.sandbox.session import open_sandbox
+from caliban.sandbox.settings import SandboxConfig
+from caliban.tools.base import BUILTIN
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux backends")
+
+
+def _policy_allows_write(policy: PermissionPolicy, path: Path) -> bool:
+    """Whether the rules let a file edit write ``path`` without asking (acceptEdits: in the
+    project or a working directory)."""
+    decision = policy.decide(
+        "Write", str(path), Effects(writes=(path,)), read_only=False, origin=BUILTIN
+    )
+    return decision.behavior == "allow"
+
+
+@pytest.mark.parametrize("name", ["bubblewrap", "landlock"])
+def test_added_and_removed_directories_are_writable_as_the_rules_say(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend(name)  # skips where it cannot run
+    monkeypatch.setenv(BACKEND_ENV, name)
+    project, added, other = (tmp_path / d for d in ("proj", "added", "other"))
+    for place in (project, added, other):
+        place.mkdir()
+    policy = PermissionPolicy(project_root=project, mode="acceptEdits")
+    runtime = open_sandbox(SandboxConfig(mode="workspace-write"), policy)
+    box = runtime.backend
+    assert box.name == name
+    updater = PermissionUpdater(policy=policy, trusted=True)
+
+    def agree(step: str) -> dict[str, bool]:
+        """For each folder: the rules' answer, checked against a real write in the box."""
+        seen = {}
+        for place in (project, added, other):
+            target = place / f"{step}.txt"
+            done = sh(box, runtime.profile(), f"echo {step} > '{target}'", cwd=project)
+            wrote = done.returncode == 0 and target.exists()
+            allowed = _policy_allows_write(policy, target)
+            assert wrote == allowed, f"{step}: {place.name}: rules {allowed}, sandbox {wrote}"
+            seen[place.name] = wrote
+        return seen
+
+    try:
+        assert agree("before") == {"proj": True, "added": False, "other": False}
+        updater.apply(
+            parse_updates(
+                [{"type": "addDirectories", "directories": [str(added)], "destination": "session"}]
+            )
+        )
+        assert agree("added") == {"proj": True, "added": True, "other": False}
+        updater.apply(
+            parse_updates(
+                [
+                    {
+                        "type": "removeDirectories",
+                        "directories": [str(added)],
+                        "destination": "session",
+                    }
+                ]
+            )
+        )
+        assert agree("removed") == {"proj": True, "added": False, "other": False}
+    finally:
+        runtime.close()
+
+
+@pytest.mark.anyio
+async def test_add_dir_in_the_repl_widens_the_rules_and_the_running_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/add-dir`` (Claude Code's command and messages): the folder is a working directory
+    from then on, for the rules and for the next command's sandbox (bubblewrap, for real);
+    a missing path, a file and a folder already inside the project are refused."""
+    from test_repl import CTRL_D, ENTER, harness
+
+    backend("bubblewrap")
+    monkeypatch.setenv(BACKEND_ENV, "bubblewrap")
+    project, added = tmp_path / "proj", tmp_path / "added"
+    (project / "sub").mkdir(parents=True)
+    added.mkdir()
+    (tmp_path / "file.txt").write_text("x")
+    policy = PermissionPolicy(project_root=project, mode="acceptEdits")
+    runtime = open_sandbox(SandboxConfig(mode="workspace-write"), policy)
+    target = added / "f.txt"
+    try:
+        assert sh(runtime.backend, runtime.profile(), f"echo x > {target}", project).returncode
+        async with harness([], project, width=400, permissions=policy, sandbox=runtime) as h:
+            commands = ["/add-dir ../missing", "/add-dir ../file.txt", "/add-dir sub",
+                        "/add-dir", "/add-dir ../added"]  # fmt: skip
+            await h.run(ENTER.join(commands) + ENTER + CTRL_D)
+        done = sh(runtime.backend, runtime.profile(), f"echo x > {target}", project)
+    finally:
+        runtime.close()
+    assert f"Path {tmp_path / 'missing'} was not found." in h.text
+    assert f"{tmp_path / 'file.txt'} is not a directory. Did you mean to add the parent " in h.text
+    assert f"{project / 'sub'} is already accessible within the project {project}." in h.text
+    assert "Usage: /add-dir <path>" in h.text
+    assert f"Added {added} as a working directory for this session." in h.text
+    assert policy.working_dirs == (added,)
+    assert _policy_allows_write(policy, target)
+    assert done.returncode == 0 and target.read_text() == "x\n"
