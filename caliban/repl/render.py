@@ -16,14 +16,22 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import IO, TYPE_CHECKING, Any, assert_never
 
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import (
+    Console,
+    ConsoleDimensions,
+    ConsoleOptions,
+    Group,
+    RenderableType,
+    RenderResult,
+)
 from rich.live import Live
 from rich.padding import Padding
 from rich.segment import Segment
@@ -91,11 +99,29 @@ class TerminalConsole(Console):
 
     The renderer escapes outside text before layout too (so wrapping counts the escapes'
     width); this is the step that holds for text it did not think of.
+
+    Drawing to a terminal with no size given, it takes the terminal's size at each use, as
+    prompt-toolkit does: rich would honour ``$COLUMNS`` and ``$LINES`` over it, and a value
+    a parent exported (or one left from before a resize) would wrap every line at the wrong
+    width. Into a pipe or a file, ``$COLUMNS`` still counts, as rich has it.
     """
 
     def __init__(self, **kwargs: Any) -> None:
+        self._follows_terminal = kwargs.get("width") is None and kwargs.get("height") is None
         kwargs = {"markup": False, "emoji": False, "highlight": False, **kwargs}
         super().__init__(**kwargs)
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        if self._follows_terminal and (measured := _terminal_size(self.file)) is not None:
+            return measured
+        return super().size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._follows_terminal = False
+        width, height = new_size
+        self._width, self._height = width, height
 
     def render(
         self, renderable: RenderableType, options: ConsoleOptions | None = None
@@ -110,6 +136,20 @@ class TerminalConsole(Console):
             if style is not None and style.link and visible(style.link) != style.link:
                 style = style + Style(link=visible(style.link))
             yield Segment(visible(text), style)
+
+
+def _terminal_size(file: IO[str]) -> ConsoleDimensions | None:
+    """The size of the terminal ``file`` writes to, or None: not a terminal (or one that
+    says 0 x 0, as a pseudo-terminal nobody sized does)."""
+    try:
+        if not file.isatty():
+            return None
+        columns, lines = os.get_terminal_size(file.fileno())
+    except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation is an OSError
+        return None
+    if columns <= 0 or lines <= 0:
+        return None
+    return ConsoleDimensions(columns, lines)
 
 
 # ---------------------------------------------------------------------------- markdown blocks
