@@ -19,7 +19,13 @@ from hang import HANG_S, cpu_time
 
 from caliban.calls.effects import command_effects
 from caliban.config.settings import PermissionMode
-from caliban.permissions.bash_rules import allows, deny_matches, pattern_matches, suggest_rules
+from caliban.permissions.bash_rules import (
+    MAX_SUGGESTED_RULES,
+    allows,
+    deny_matches,
+    pattern_matches,
+    suggest_rules,
+)
 from caliban.permissions.policy import Decision, decide
 from caliban.permissions.rules import PermissionRules
 from caliban.shell import (
@@ -675,6 +681,8 @@ def test_allow_matching_helpers() -> None:
                 "Bash(cargo test:*)",
             ),
         ),
+        # more than five: the first five, as Claude Code 2.1.197 (the rest still ask)
+        ("a && b && c && d && e && f", tuple(f"Bash({c}:*)" for c in "abcde")),
         # one part no rule can allow: no offer at all (it would still ask)
         ("npm test && rm -rf *.o", ()),
         ("npm test && find . -delete", ()),
@@ -686,7 +694,7 @@ def test_suggested_rules(command: str, expected: tuple[str, ...]) -> None:
     assert suggestions == expected
     covered = suggest_rules(analyze(command), covered=lambda one: one.argv[0] == "npm")
     assert covered == tuple(rule for rule in expected if not rule.startswith("Bash(npm "))
-    if suggestions:  # once allowed, they cover the command line they were made for
+    if 0 < len(suggestions) < MAX_SUGGESTED_RULES:  # once allowed, they cover the line
         assert bash_decision(command, allow=suggestions, mode="acceptEdits").behavior == "allow"
         for rule in suggestions:  # and an exact rule nothing more
             if not rule.endswith(":*)"):

@@ -266,6 +266,11 @@ def _exact_only(argv: Sequence[str]) -> bool:
     )
 
 
+MAX_SUGGESTED_RULES = 5
+"""The most rules one "don't ask again" adds, as Claude Code 2.1.197 (the first five of a
+line with more; the rest still ask)."""
+
+
 def suggest_rules(
     analysis: Analysis,
     tool_name: str = "Bash",
@@ -278,8 +283,8 @@ def suggest_rules(
     :func:`command_rule`).
 
     Empty when the line is not understood or has no command, and when one command needing
-    a rule can have none (an assignment, ``find -delete``, a ``*`` in an exact rule): the
-    answer would not cover the line, and a partial offer would read as if it did.
+    a rule can have none (an assignment, ``find -delete``, a ``*`` in an exact rule): no
+    rule may name more than the user sees. At most :data:`MAX_SUGGESTED_RULES`, the first.
     """
     if not isinstance(analysis, Understood) or not analysis.commands:
         return ()
@@ -292,7 +297,7 @@ def suggest_rules(
             return ()
         if rule not in found:
             found.append(rule)
-    return tuple(found)
+    return tuple(found[:MAX_SUGGESTED_RULES])
 
 
 def command_rule(command: SimpleCommand, tool_name: str = "Bash") -> str | None:
@@ -330,6 +335,7 @@ def command_rule(command: SimpleCommand, tool_name: str = "Bash") -> str | None:
 __all__ = [
     "DESTRUCTIVE_COMMANDS",
     "MAX_INNER_DEPTH",
+    "MAX_SUGGESTED_RULES",
     "LineTexts",
     "allows",
     "command_rule",
