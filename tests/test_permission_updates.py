@@ -406,6 +406,20 @@ async def test_a_denied_call_applies_no_update(base: Path) -> None:
 # ---------------------------------------------------------------------------- the Agent SDK
 
 
+def sdk_options(server: FakeModelServer, project: Path, can_use_tool: Any) -> Any:
+    """The Agent SDK's options for driving ``caliban`` in ``project`` against ``server``."""
+    from claude_agent_sdk import ClaudeAgentOptions
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    env.update(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=server.anthropic_base_url)
+    return ClaudeAgentOptions(
+        cli_path=str(Path(sys.executable).parent / "caliban"),
+        cwd=str(project),
+        env=env,
+        can_use_tool=can_use_tool,
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.anyio
 async def test_the_agent_sdk_saves_and_applies_its_updates(base: Path) -> None:
@@ -414,7 +428,6 @@ async def test_the_agent_sdk_saves_and_applies_its_updates(base: Path) -> None:
     session (and a deny); the next turn's calls they cover are not asked, the denied one
     is refused, the rest asked; the files hold what Claude Code writes."""
     from claude_agent_sdk import (
-        ClaudeAgentOptions,
         ClaudeSDKClient,
         PermissionResultAllow,
         PermissionUpdate,
@@ -461,15 +474,8 @@ async def test_the_agent_sdk_saves_and_applies_its_updates(base: Path) -> None:
             ]
         )
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
     with FakeModelServer(script) as server:
-        env.update(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=server.anthropic_base_url)
-        options = ClaudeAgentOptions(
-            cli_path=str(Path(sys.executable).parent / "caliban"),
-            cwd=str(project),
-            env=env,
-            can_use_tool=can_use_tool,
-        )
+        options = sdk_options(server, project, can_use_tool)
         results: list[ResultMessage] = []
         with hang_guard():
             async with ClaudeSDKClient(options) as client:
@@ -501,7 +507,6 @@ async def test_the_agent_sdk_sets_a_mode_in_a_settings_file(base: Path) -> None:
     holds ``permissions.defaultMode`` (its other keys kept), and a new session starts in
     acceptEdits (its Write is not asked either); a Bash command still is."""
     from claude_agent_sdk import (
-        ClaudeAgentOptions,
         ClaudeSDKClient,
         PermissionResultAllow,
         PermissionUpdate,
@@ -540,15 +545,8 @@ async def test_the_agent_sdk_sets_a_mode_in_a_settings_file(base: Path) -> None:
         mode = PermissionUpdate(type="setMode", mode="acceptEdits", destination="localSettings")
         return PermissionResultAllow(updated_permissions=[mode])
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
     with FakeModelServer(script) as server:
-        env.update(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=server.anthropic_base_url)
-        options = ClaudeAgentOptions(
-            cli_path=str(Path(sys.executable).parent / "caliban"),
-            cwd=str(project),
-            env=env,
-            can_use_tool=can_use_tool,
-        )
+        options = sdk_options(server, project, can_use_tool)
         for prompt in ("go", "again"):
             with hang_guard():
                 async with ClaudeSDKClient(options) as client:
