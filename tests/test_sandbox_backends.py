@@ -310,6 +310,31 @@ def test_a_placeholder_removed_from_outside_is_not_counted_against_its_successor
     assert _settled(tmp_path, []) == []
 
 
+def test_sites_are_looked_for_again_when_a_placeholder_on_the_way_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The previous command's ``.git`` placeholder is removed (by its thread) between
+    finding the sites (``.git/config`` inside it) and making them: the next command looks
+    again and holds ``.git`` instead of failing to start."""
+    from caliban.sandbox import bubblewrap
+
+    (tmp_path / ".git").mkdir()  # the previous command's placeholder, still there
+    profile = SandboxProfile(writable=(tmp_path,), read_only=(tmp_path / ".git" / "config",))
+    found = bubblewrap.placeholder_sites
+
+    def stale_once(profile: SandboxProfile) -> list[Path]:
+        sites = found(profile)
+        if (tmp_path / ".git").exists():
+            (tmp_path / ".git").rmdir()  # removed as the previous command ended
+        return sites
+
+    monkeypatch.setattr(bubblewrap, "placeholder_sites", stale_once)
+    sites, release = bubblewrap.Placeholders().hold_for(profile)
+    assert sites == [tmp_path / ".git"] and (tmp_path / ".git").is_dir()
+    release()
+    assert _settled(tmp_path, []) == []
+
+
 def test_placeholders_are_released_when_the_command_cannot_start(place: dict[str, Path]) -> None:
     sandbox = backend("bubblewrap")
     project = place["project"]

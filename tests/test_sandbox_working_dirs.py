@@ -5,8 +5,10 @@ same writes are decided by the policy and run for real, and the two must agree."
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sandbox_helpers import (
@@ -121,3 +123,73 @@ async def test_add_dir_in_the_repl_widens_the_rules_and_the_running_sandbox(
     assert policy.working_dirs == (added,)
     assert _policy_allows_write(policy, target)
     assert done.returncode == 0 and target.read_text() == "x\n"
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_an_sdk_answer_adding_a_directory_widens_the_running_sandbox(tmp_path: Path) -> None:
+    """The real ``claude-agent-sdk`` client drives ``caliban --sandbox workspace-write``
+    (bubblewrap): a Write outside the project asks, and the answer allows it with
+    ``addDirectories`` for the session. The next Bash lines run sandboxed without asking:
+    the one writing into the added folder writes (the rules count it as the project), the
+    one writing into another folder is stopped by the sandbox and told so."""
+    from claude_agent_sdk import (
+        ClaudeSDKClient,
+        PermissionResultAllow,
+        PermissionUpdate,
+        ToolPermissionContext,
+    )
+    from fake_model_server import FakeModelServer
+    from hang import hang_guard
+    from test_permission_updates import sdk_options
+
+    from caliban.permissions.trust import trust
+
+    backend("bubblewrap")
+    project, added, other = (tmp_path / d for d in ("proj", "added", "other"))
+    for place in (project, added, other):
+        place.mkdir()
+    trust(project)
+
+    def bash(command: str, index: int) -> dict[str, Any]:
+        return {"id": f"toolu_b{index}", "name": "Bash", "arguments": {"command": command}}
+
+    write = {"file_path": str(added / "by-write.txt"), "content": "w"}
+    script = [
+        {"text": "Write.", "tool_calls": [{"id": "toolu_w", "name": "Write", "arguments": write}]},
+        {"text": "Bash.", "tool_calls": [bash(f"echo b > {added}/by-bash.txt", 1),
+                                         bash(f"echo b > {other}/by-bash.txt", 2)]},
+        {"text": "Done."},
+    ]  # fmt: skip
+    asked: list[str] = []
+
+    async def can_use_tool(
+        name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResultAllow:
+        asked.append(name)
+        update = PermissionUpdate(
+            type="addDirectories", directories=[str(added)], destination="session"
+        )
+        return PermissionResultAllow(updated_permissions=[update])
+
+    with FakeModelServer(script) as server:
+        options = sdk_options(server, project, can_use_tool)
+        options.env[BACKEND_ENV] = "bubblewrap"
+        options.extra_args["sandbox"] = "workspace-write"
+        with hang_guard():
+            async with ClaudeSDKClient(options) as client:
+                await client.query("go")
+                async for _ in client.receive_response():
+                    pass
+        results = [
+            block
+            for block in server.requests[2].body["messages"][-1]["content"]
+            if block.get("type") == "tool_result"
+        ]
+    assert asked == ["Write"]
+    assert (added / "by-write.txt").read_text() == "w"
+    assert (added / "by-bash.txt").read_text() == "b\n"
+    assert not (other / "by-bash.txt").exists()
+    [into_added, into_other] = results
+    assert not into_added.get("is_error")
+    assert into_other.get("is_error") and "sandbox" in json.dumps(into_other)

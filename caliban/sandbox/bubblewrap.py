@@ -110,8 +110,8 @@ class BubblewrapSandbox:
                 undo.append(lambda: os.close(filter_fd))
                 argv += ["--seccomp", str(filter_fd)]
                 pass_fds += (filter_fd,)
-            sites = placeholder_sites(profile)
-            undo.append(self._placeholders.hold(sites))
+            sites, release = self._placeholders.hold_for(profile)
+            undo.append(release)
             also = [*sites, *([] if filter_file is None else [filter_file])]
             argv += mounts(profile, also_read_only=also)
         except BaseException:
@@ -216,6 +216,20 @@ class Placeholders:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._made: dict[Path, _Made] = {}
+
+    def hold_for(self, profile: SandboxProfile) -> tuple[list[Path], Callable[[], None]]:
+        """:func:`placeholder_sites` for ``profile``, held (:meth:`hold`): the sites, and
+        what releases them. Sites are looked for again when a folder on the way to one went
+        meanwhile (another command's placeholder, removed as that command ended)."""
+        tries = self.BUSY_TRIES
+        while True:
+            sites = placeholder_sites(profile)
+            try:
+                return sites, self.hold(sites)
+            except FileNotFoundError:
+                tries -= 1
+                if tries == 0:
+                    raise
 
     def hold(self, sites: Sequence[Path]) -> Callable[[], None]:
         """Make or share a placeholder at each of ``sites``; returns what releases them
