@@ -1,6 +1,6 @@
 """caliban beside Claude Code: start-up, time to the first request, whole run, peak RSS.
 
-    python benchmarks/vs_claude_code.py --claude PATH [--pairs 5] [--only NAME,...]
+    python benchmarks/vs_claude_code.py --claude PATH [--pairs 5] [--only NAME,...] [--cpu]
 
 ``PATH`` is Claude Code's binary, installed from npm into a scratch prefix (never into the
 repository)::
@@ -37,6 +37,10 @@ ratio caliban / Claude Code (below 1.0: caliban is ahead):
   true`` and Claude Code with ``MCP_CONNECTION_NONBLOCKING=0`` (which waits up to
   ``MCP_CONNECT_TIMEOUT_MS``, 5 s, for every server).
 
+``--cpu`` adds, per run, the CPU time (user + system) of the client's own process and of
+everything it started (its MCP servers: *children*), read from ``/proc`` every 20 ms: on two cores a
+run that waits for five servers is CPU-bound, so these say where its time goes.
+
 caliban runs as its console script next to this interpreter, with its package compiled to
 bytecode first (``--no-compile`` skips it), as a user's ``pip install`` leaves it.
 """
@@ -51,6 +55,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,6 +80,63 @@ class Sample:
     mcp_tools: int = 0
     """MCP tools in the first request (Claude Code sends only those of servers connected by
     then, and offers ``WaitForMcpServers`` for the rest)."""
+    client_cpu: float | None = None
+    """``--cpu``: seconds of CPU of the client's own process."""
+    children_cpu: float | None = None
+    """``--cpu``: seconds of CPU of the processes it started: its MCP servers (and Claude
+    Code's helpers, ``rg`` and ``ps``, a few hundredths)."""
+
+
+class TreeCpu:
+    """The CPU time of the client under GNU time (``pid``) and of the processes it started,
+    each read from ``/proc`` every 20 ms until it exits (a process's last reading counts:
+    at most 20 ms short)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.seconds: dict[int, float] = {}
+        self.clients: set[int] = set()
+        """GNU time's children: the client's own process."""
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> tuple[float, float]:
+        """Stop polling; the client's own seconds and those of the processes it started."""
+        self._done.set()
+        self._thread.join()
+        own = sum(self.seconds.get(pid, 0.0) for pid in self.clients)
+        return own, sum(self.seconds.values()) - own
+
+    def _poll(self) -> None:
+        while not self._done.wait(0.02):
+            clients = _children(self.pid)
+            self.clients.update(clients)
+            todo = list(clients)
+            while todo:
+                pid = todo.pop()
+                if (seconds := self._cpu(pid)) is not None:
+                    self.seconds[pid] = seconds
+                todo += _children(pid)
+
+    def _cpu(self, pid: int) -> float | None:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return None
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / self._tick  # utime + stime, its own
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            found += map(int, Path(f"/proc/{pid}/task/{task}/children").read_text().split())
+    except OSError:
+        pass
+    return found
 
 
 @dataclass(kw_only=True)
@@ -117,8 +179,11 @@ SCENARIOS = [
 
 
 class Bench:
-    def __init__(self, claude: Path, scratch: Path, refservers: Path | None) -> None:
+    def __init__(
+        self, claude: Path, scratch: Path, refservers: Path | None, *, cpu: bool = False
+    ) -> None:
         self.claude = claude
+        self.cpu = cpu
         self.caliban = Path(sys.executable).parent / "caliban"
         self.scratch = scratch
         self.refservers = refservers
@@ -245,18 +310,22 @@ class Bench:
         # GNU time reports the peak: wait4's own figure would count the pages of this big
         # process, which the child shares until it execs.
         timed = [GNU_TIME, "-f", "%M", "-o", str(peak), *cmd]
+        cpu: tuple[float, float] | None = None
         with errors.open("w") as stderr:
             started = time.time()
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 timed,
                 cwd=self.project,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
-                check=False,
             )
+            tree = TreeCpu(proc.pid) if self.cpu else None
+            proc.wait()
             whole = time.time() - started
+            if tree is not None:
+                cpu = tree.stop()
         if proc.returncode != 0:
             tail = errors.read_text(errors="replace")[-2000:]
             raise SystemExit(f"{who} {scenario.name} exited {proc.returncode}:\n{tail}")
@@ -273,6 +342,8 @@ class Bench:
             mcp_tools=sum(1 for n in first.tool_names if n and n.startswith("mcp__"))
             if first
             else 0,
+            client_cpu=cpu[0] if cpu else None,
+            children_cpu=cpu[1] if cpu else None,
         )
 
 
@@ -286,16 +357,21 @@ def report(scenario: Scenario) -> list[str]:
         ("first request", lambda s: s.first_request, "s"),
         ("whole run", lambda s: s.whole, "s"),
         ("peak RSS", lambda s: s.rss_mb, "MB"),
+        ("CPU, own", lambda s: s.client_cpu, "s"),
+        ("CPU, children", lambda s: s.children_cpu, "s"),
     ]
     lines = []
     for label, metric, unit in metrics:
+        if label == "CPU, children" and scenario.mcp is None:
+            continue
         ours = median(scenario.samples["caliban"], metric)
         theirs = median(scenario.samples["claude"], metric)
         if ours is None or theirs is None:
             continue
+        ratio = f"  ratio {ours / theirs:5.2f}" if theirs else ""
         lines.append(
             f"  {scenario.name:<22} {label:<14} caliban {ours:8.3f} {unit:<2}  "
-            f"Claude Code {theirs:8.3f} {unit:<2}  ratio {ours / theirs:5.2f}"
+            f"Claude Code {theirs:8.3f} {unit:<2}{ratio}"
         )
     if scenario.mcp is not None:
         ours_mcp = median(scenario.samples["caliban"], lambda s: s.mcp_tools)
@@ -315,6 +391,9 @@ def main() -> None:
         "--only", help='comma-separated scenario names, e.g. "--version,-p no MCP" (default: all)'
     )
     parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument(
+        "--cpu", action="store_true", help="also the CPU of each client and of its MCP servers"
+    )
     args = parser.parse_args()
     if not args.no_compile:
         subprocess.run(
@@ -328,7 +407,7 @@ def main() -> None:
         raise SystemExit(f"no such scenario; known: {', '.join(s.name for s in SCENARIOS)}")
     refservers = os.environ.get("CALIBAN_REFERENCE_SERVERS")
     scratch = Path(tempfile.mkdtemp(prefix="vs-claude-code-"))
-    bench = Bench(args.claude, scratch, Path(refservers) if refservers else None)
+    bench = Bench(args.claude, scratch, Path(refservers) if refservers else None, cpu=args.cpu)
     print(f"caliban / Claude Code, medians of {args.pairs} alternating pairs (below 1.0: ahead)")
     try:
         for scenario in scenarios:
