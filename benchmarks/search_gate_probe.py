@@ -221,19 +221,28 @@ def _coverage(p: Parts, doc: int) -> float:
     return has / len(terms) if terms else 1.0
 
 
-def reorder(weight: float, *, k: int, margin: float = 0.0, by_coverage: bool = False) -> Fusion:
-    """MaxSim (as z-scores over the default's first ``k``) re-ordering those hits among
-    themselves: only the ones whose fused score is within ``margin`` of the first's
-    (0: all ``k``), with ``weight`` times the share of the query's terms the first hit
-    lacks when ``by_coverage``. Never for a query of several ``;``-parts."""
-    base = shipped()
+def reorder(
+    weight: float,
+    *,
+    k: int,
+    margin: float = 0.0,
+    by_coverage: bool = False,
+    base: Fusion | None = None,
+    signal: Callable[[rerank.Extra], Vector | None] | None = None,
+) -> Fusion:
+    """MaxSim (as z-scores over ``base``'s first ``k``; by default :func:`shipped`'s)
+    re-ordering those hits among themselves: only the ones whose fused score is within
+    ``margin`` of the first's (0: all ``k``), with ``weight`` times the share of the query's
+    terms the first hit lacks when ``by_coverage``. Never for a query of several
+    ``;``-parts. ``signal`` replaces full-precision MaxSim (round 6: a compressed one)."""
+    base = base or shipped()
 
     def run(p: Parts) -> tuple[Vector, npt.NDArray[np.bool_]]:
         scores, candidates = base(p)
         e = rerank.EXTRAS.get(id(p))
         if e is None or ";" in e.text:
             return scores, candidates
-        x = rerank._maxsim(e, idf=False, names=False, compressed=False)
+        x = signal(e) if signal else rerank._maxsim(e, idf=False, names=False, compressed=False)
         ids = _top(scores, candidates, k)
         if x is None or len(ids) < 2:
             return scores, candidates
@@ -253,10 +262,10 @@ def reorder(weight: float, *, k: int, margin: float = 0.0, by_coverage: bool = F
     return run
 
 
-def words_at_most(n: int, fusion: Fusion) -> Fusion:
-    """``fusion`` for queries of at most ``n`` content words (round 4b's gate), else the
-    shipped default."""
-    base = shipped()
+def words_at_most(n: int, fusion: Fusion, base: Fusion | None = None) -> Fusion:
+    """``fusion`` for queries of at most ``n`` content words (round 4b's gate), else
+    ``base`` (the shipped default)."""
+    base = base or shipped()
 
     def run(p: Parts) -> tuple[Vector, npt.NDArray[np.bool_]]:
         e = rerank.EXTRAS.get(id(p))
@@ -402,10 +411,14 @@ def _counts(scored: Scored, fusion: Fusion) -> Vector:
     return measure(scored, fusion) * len(scored.queries)
 
 
-def choose(dev: Sequence[Scored], family: dict[str, Fusion], *, show: bool) -> str | None:
-    """The family's variant with no development cell lost that gains the most short queries
-    (hit@1 + hit@5), then the most development requests."""
-    base = {s.name: _counts(s, shipped()) for s in dev}
+def choose(
+    dev: Sequence[Scored], family: dict[str, Fusion], *, show: bool, against: Fusion | None = None
+) -> str | None:
+    """The family's variant with no development cell lost against ``against`` (the shipped
+    default) that gains the most short queries (hit@1 + hit@5), then the most development
+    requests."""
+    reference = against or shipped()
+    base = {s.name: _counts(s, reference) for s in dev}
     best: tuple[float, float, str] | None = None
     for label, fusion in family.items():
         deltas = {s.name: _counts(s, fusion) - base[s.name] for s in dev}
