@@ -58,7 +58,7 @@ def test_a_turn_converts_only_its_own_messages() -> None:
     assert convert.seen == len(history)
     convert.seen = 0
     history += turns(1)[1:]  # one more assistant message and its results
-    wire = encoded.encode(history, convert)
+    wire = encoded.encode(history, convert).wire
     # The new messages, and the previous newest run again (it may have grown).
     assert convert.seen == 3
     assert [m.data for m in wire] == fresh(history)
@@ -81,7 +81,7 @@ def test_what_is_sent_matches_a_fresh_translation(tail: list[Message]) -> None:
     encoded.encode(history, fresh)
     for message in tail:  # one message per request, as the loop appends them
         history.append(message)
-        wire = encoded.encode(history, fresh)
+        wire = encoded.encode(history, fresh).wire
         assert [m.data for m in wire] == fresh(history)
 
 
@@ -91,7 +91,9 @@ def test_another_history_or_model_is_translated_afresh() -> None:
     encoded.encode(history, convert, key="model-a")
     compacted = [Message.user("summary of the work so far"), *turns(1)[1:]]
     convert.seen = 0
-    assert [m.data for m in encoded.encode(compacted, convert, key="model-a")] == fresh(compacted)
+    assert [m.data for m in encoded.encode(compacted, convert, key="model-a").wire] == fresh(
+        compacted
+    )
     assert convert.seen == len(compacted)
     convert.seen = 0
     encoded.encode(compacted, convert, key="model-b")  # thinking blocks depend on the model
@@ -107,8 +109,8 @@ def test_tool_definitions_are_encoded_once() -> None:
 
     tools = EncodedTools(convert)
     a, b, c = (ToolSpec(name=n, description=n) for n in "abc")
-    assert tools.encode((a, b)) == '{"name":"a"},{"name":"b"}'
-    assert tools.encode((a, b, c)) == '{"name":"a"},{"name":"b"},{"name":"c"}'
+    assert tools.encode((a, b)).data == b'{"name":"a"},{"name":"b"}'
+    assert tools.encode((a, b, c)).data == b'{"name":"a"},{"name":"b"},{"name":"c"}'
     assert converted == ["a", "b", "c"]
 
 
@@ -134,10 +136,10 @@ def test_anthropic_bodies_match_a_fresh_encoder_turn_after_turn() -> None:
         ]
         for model in ("m", "claude-test"):
             sent = encoder.body(request(history, model=model), effort="low")
-            assert sent == anthropic.RequestEncoder().body(
-                request(history, model=model), effort="low"
+            assert bytes(sent) == bytes(
+                anthropic.RequestEncoder().body(request(history, model=model), effort="low")
             )
-    body = json.loads(sent)
+    body = sent.decoded()
     marked = [i for i, m in enumerate(body["messages"]) if "cache_control" in m["content"][-1]]
     assert marked == [len(body["messages"]) - 3, len(body["messages"]) - 1]
 
@@ -151,8 +153,9 @@ def test_openai_bodies_match_a_fresh_encoder_turn_after_turn() -> None:
             Message(role="user", parts=(result(10 + n), TextPart(text="and this"))),
         ]
         sent = encoder.encode(request(history), effort="low")
-        assert sent == openai.RequestEncoder().encode(request(history), effort="low")
-    body = json.loads(sent.body)
+        alone = openai.RequestEncoder().encode(request(history), effort="low")
+        assert (bytes(sent.body), sent.sent_chars) == (bytes(alone.body), alone.sent_chars)
+    body = sent.body.decoded()
     assert [m["role"] for m in body["messages"][-3:]] == ["assistant", "tool", "user"]
     assert body["reasoning_effort"] == "low" and body["stream"] is True
 
@@ -164,5 +167,72 @@ def test_a_sub_agent_sharing_the_provider_keeps_the_parent_cached() -> None:
     encoded.encode(child, convert)
     convert.seen = 0
     parent += turns(1)[1:]
-    assert [m.data for m in encoded.encode(parent, convert)] == fresh(parent)
+    assert [m.data for m in encoded.encode(parent, convert).wire] == fresh(parent)
     assert convert.seen == 3
+
+
+# ---------------------------------------------------------------------------- the body's chunks
+
+
+def long_turns(count: int) -> list[Message]:
+    """A history whose tool results are long enough to fill kept chunks."""
+    history = [Message.user("go")]
+    for n in range(count):
+        output = ToolResult(tool_call_id=f"t{n}", content=(TextPart(text=f"line {n} é\n" * 80),))
+        history.append(Message(role="assistant", parts=(call(n),)))
+        history.append(Message(role="user", parts=(output,)))
+    return history
+
+
+def test_a_long_history_goes_in_few_chunks_kept_from_request_to_request() -> None:
+    """The settled history is kept in encoded chunks: a turn encodes and copies only its
+    unkept end, and a long history goes in a logarithmic number of chunks; the bytes are
+    those of a fresh encoder's body."""
+    encoders = {"anthropic": anthropic.RequestEncoder(), "openai": openai.RequestEncoder()}
+    history = long_turns(400)
+    sent: dict[str, list[bytes]] = {}
+    copied = dict.fromkeys(encoders, 0)
+    total = dict.fromkeys(encoders, 0)
+    for end in range(101, len(history) + 1, 2):  # one assistant message and results a turn
+        for name, encoder in encoders.items():
+            body = (
+                encoder.body(request(history[:end]))
+                if isinstance(encoder, anthropic.RequestEncoder)
+                else encoder.encode(request(history[:end])).body
+            )
+            previous = sent.get(name, [])
+            if previous:
+                shared = [c for c in body.chunks if any(c is p for p in previous)]
+                copied[name] += body.size - sum(map(len, shared))
+                total[name] += body.size
+            assert len(body.chunks) <= 10
+            sent[name] = list(body.chunks)
+    # Over 150 turns, the bytes not already sent in the previous request's chunks (new
+    # ones, the unkept end, merged chunks) are a small share of all the bytes sent.
+    assert all(copied[name] < total[name] * 0.25 for name in encoders), (copied, total)
+    whole = request(history)
+    assert b"".join(sent["anthropic"]) == bytes(anthropic.RequestEncoder().body(whole))
+    assert b"".join(sent["openai"]) == bytes(openai.RequestEncoder().encode(whole).body)
+
+
+def test_kept_chunks_never_hold_a_message_sent_otherwise() -> None:
+    """A cache breakpoint moves onto a message only after it is kept (a rewind to an
+    earlier point, or a history cut and grown again): the body still matches a fresh
+    encoder's."""
+    encoder = anthropic.RequestEncoder()
+    history = long_turns(200)
+    for end in (len(history), 101, 161, 41, len(history)):
+        sent = encoder.body(request(history[:end]))
+        assert bytes(sent) == bytes(anthropic.RequestEncoder().body(request(history[:end])))
+
+
+def test_the_body_is_json_with_the_length_of_its_chunks() -> None:
+    from caliban.providers.body import Encoded, RequestBody, json_object
+
+    kept = Encoded.of('{"a":"é"},')
+    body = RequestBody.of(json_object([("x", ["[", kept, '{"b":1}]']), ("y", "true")]))
+    assert body.chunks == (b'{"x":[', kept.data, b'{"b":1}],"y":true}')
+    assert body.size == len(bytes(body)) and body.decoded() == {
+        "x": [{"a": "é"}, {"b": 1}],
+        "y": True,
+    }

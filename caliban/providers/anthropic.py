@@ -55,15 +55,9 @@ from caliban.providers.base import (
     ThinkingDelta,
     ToolCallStarted,
 )
+from caliban.providers.body import Piece, RequestBody, dumps, json_object
 from caliban.providers.guard import DEFAULT_LIMITS, StreamLimits, check_part, check_parts
-from caliban.providers.history import (
-    EncodedHistory,
-    EncodedTools,
-    WireMessage,
-    dumps,
-    json_object,
-    normalize,
-)
+from caliban.providers.history import EncodedHistory, EncodedTools, WireMessage, normalize
 from caliban.providers.retry import (
     IncompleteStream,
     with_retries,
@@ -103,12 +97,13 @@ THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 
 class RequestEncoder:
-    """Messages API request bodies for one provider's requests, as JSON text.
+    """Messages API request bodies for one provider's requests.
 
     Each history message and each tool definition is translated and encoded once
     (:class:`~caliban.providers.history.EncodedHistory`); a turn encodes only what is new,
-    plus the two messages that carry a cache breakpoint. The body is sent as these bytes:
-    no per-request copy and re-encoding of the whole history.
+    plus the two messages that carry a cache breakpoint. The body is sent in chunks of
+    these bytes (:mod:`caliban.providers.body`): no per-request copy and re-encoding of the
+    whole history.
     """
 
     def __init__(self) -> None:
@@ -121,22 +116,21 @@ class RequestEncoder:
         *,
         effort: Effort | None = None,
         style: ThinkingStyle | None = None,
-    ) -> str:
+    ) -> RequestBody:
         """The request body for ``request`` (streaming); with ``effort``, thinking in
         ``style`` (by default the one :func:`thinking_style` picks for the model)."""
         model = request.model
         convert = functools.partial(_convert_run, model=model)
-        messages = self.history.encode(request.messages, convert, key=model)
-        texts = [message.text for message in messages]
-        for index in _breakpoints(messages):
-            texts[index] = dumps(_mark_cached(messages[index].data))
+        history = self.history.encode(request.messages, convert, key=model)
+        wire = history.wire
+        marked = {i: dumps(_mark_cached(wire[i].data)) for i in _breakpoints(wire)}
         thinking: dict[str, Any] = {}
         if effort is not None:
             thinking = thinking_params(effort, style or thinking_style(model), request.max_tokens)
-        fields = [
+        fields: list[tuple[str, Piece | list[Piece]]] = [
             ("model", dumps(model)),
             ("max_tokens", dumps(thinking.pop("max_tokens", request.max_tokens))),
-            ("messages", f"[{','.join(texts)}]"),
+            ("messages", history.json_array(replaced=marked)),
         ]
         if request.system:
             system = {"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}
@@ -144,14 +138,15 @@ class RequestEncoder:
         if request.tools or request.web_search:
             # The server tool first, then the toolset's (built-ins before MCP tools): an MCP
             # activation appends, so the earlier entries keep their bytes and the prompt cache.
-            server_tools = [dumps(WEB_SEARCH_TOOL)] if request.web_search else []
-            tools = (
-                [*server_tools, self.tools.encode(request.tools)] if request.tools else server_tools
-            )
-            fields.append(("tools", f"[{','.join(tools)}]"))
+            tools: list[Piece] = ["["]
+            if request.web_search:
+                tools.append(dumps(WEB_SEARCH_TOOL) + ("," if request.tools else ""))
+            if request.tools:
+                tools.append(self.tools.encode(request.tools))
+            fields.append(("tools", [*tools, "]"]))
         fields += [(key, dumps(value)) for key, value in thinking.items()]
         fields.append(("stream", "true"))
-        return json_object(fields)
+        return RequestBody.of(json_object(fields))
 
 
 def build_params(
@@ -159,7 +154,8 @@ def build_params(
 ) -> dict[str, Any]:
     """The request body :class:`RequestEncoder` sends for ``request``, decoded (without
     ``stream``)."""
-    params: dict[str, Any] = json.loads(RequestEncoder().body(request, effort=effort, style=style))
+    body = RequestEncoder().body(request, effort=effort, style=style)
+    params: dict[str, Any] = body.decoded()
     del params["stream"]
     return params
 
@@ -529,5 +525,5 @@ class AnthropicProvider(LazyClientProvider["MessagesClient"]):
         message, usage, stop = accumulator.finish()
         yield ResponseDone(message=message, usage=usage, stop_reason=stop)
 
-    def _body(self, request: ProviderRequest, style: ThinkingStyle | None) -> bytes:
-        return self._encoder.body(request, effort=self.effort, style=style).encode()
+    def _body(self, request: ProviderRequest, style: ThinkingStyle | None) -> RequestBody:
+        return self._encoder.body(request, effort=self.effort, style=style)

@@ -28,6 +28,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Final
 
+from caliban.providers.body import RequestBody
 from caliban.providers.guard import DEFAULT_LIMITS, StreamLimits
 from caliban.providers.http import StreamingClient, event_error
 
@@ -91,7 +92,7 @@ class MessagesClient(StreamingClient):
             url=messages_url(base_url), headers=headers, timeout=timeout, limits=limits
         )
 
-    async def events(self, body: bytes) -> AsyncGenerator[Mapping[str, Any], None]:
+    async def events(self, body: RequestBody) -> AsyncGenerator[Mapping[str, Any], None]:
         """Post ``body`` (a streaming request) and yield its events as decoded JSON."""
         async with aclosing(self.post(body)) as sent:
             async for sse, response in sent:

@@ -3,12 +3,16 @@ caches that translate and encode each message and tool definition once."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from caliban.messages import Message, Part, TextPart, ToolResult, ToolSpec
+from caliban.providers.body import Encoded, Piece, dumps
+
+KEPT_CHUNK_CHARS: Final = 64 * 1024
+"""Settled history is kept encoded once this much of it is not yet kept: the unkept rest,
+encoded again each turn, stays this small."""
 
 
 def normalize(messages: Iterable[Message]) -> list[Message]:
@@ -42,16 +46,6 @@ def _blank(part: Part) -> bool:
     return isinstance(part, TextPart) and not part.text.strip()
 
 
-def dumps(value: object) -> str:
-    """Compact JSON, as the SDKs encode a request body (UTF-8, no ASCII escapes)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def json_object(fields: Iterable[tuple[str, str]]) -> str:
-    """A JSON object from keys and values already encoded as JSON."""
-    return "{" + ",".join(f"{dumps(key)}:{value}" for key, value in fields) + "}"
-
-
 @dataclass(frozen=True, slots=True)
 class WireMessage:
     """One message in a provider's wire form, and its JSON."""
@@ -73,14 +67,63 @@ class _Segment:
     """Where its wire messages start in the wire list."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    chunk: Encoded
+    """The JSON of wire messages, each followed by a comma."""
+    end: int
+    """Where the next chunk's wire messages start."""
+
+
 @dataclass(kw_only=True, slots=True)
-class _Encoded:
-    """One conversation's history as last encoded."""
+class EncodedConversation:
+    """One conversation's history as last encoded (:meth:`EncodedHistory.encode`)."""
 
     key: object
     messages: tuple[Message, ...]
-    segments: list[_Segment]
-    wire: list[WireMessage]
+    segments: list[_Segment] = field(default_factory=list)
+    wire: list[WireMessage] = field(default_factory=list)
+    """The history in wire form."""
+    kept: list[_Kept] = field(default_factory=list)
+    """The settled start of :attr:`wire` in encoded chunks, shared by successive requests."""
+
+    def json_array(
+        self, *, first: Sequence[str] = (), replaced: Mapping[int, str] | None = None
+    ) -> list[Piece]:
+        """The JSON array of ``first`` (JSON texts) and the wire messages, in pieces: the
+        kept chunks, then the rest as text. ``replaced`` gives other JSON for some wire
+        messages, by index (they stay out of kept chunks).
+
+        The history settled before the newest run (which the next :meth:`EncodedHistory.encode`
+        converts again) is kept in chunks as it grows past :data:`KEPT_CHUNK_CHARS`, so a
+        request encodes and copies only the history's unkept end, whatever its length.
+        """
+        replaced = replaced or {}
+        wire, kept = self.wire, self.kept
+        settled = self.segments[-1].wire_start if self.segments else 0
+        settled = min(settled, *replaced) if replaced else settled
+        while kept and kept[-1].end > settled:
+            kept.pop()
+        start = kept[-1].end if kept else 0
+        size = 0
+        for end in range(start + 1, settled + 1):
+            size += len(wire[end - 1].text)
+            if size >= KEPT_CHUNK_CHARS:
+                text = ",".join([*(m.text for m in wire[start:end]), ""])
+                kept.append(_Kept(chunk=Encoded.of(text), end=end))
+                _merge_last(kept)
+                start, size = end, 0
+        rest = [replaced.get(i) or wire[i].text for i in range(start, len(wire))]
+        head = ",".join(first)
+        if head and (kept or rest):
+            head += ","
+        return ["[" + head, *(k.chunk for k in kept), ",".join(rest) + "]"]
+
+    def _truncate(self, wire_start: int) -> None:
+        """Forget the wire messages from ``wire_start`` on (they are converted again)."""
+        del self.wire[wire_start:]
+        while self.kept and self.kept[-1].end > wire_start:
+            self.kept.pop()
 
 
 class EncodedHistory:
@@ -99,23 +142,23 @@ class EncodedHistory:
     MAX_CONVERSATIONS = 8
 
     def __init__(self) -> None:
-        self._conversations: dict[int, _Encoded] = {}
+        self._conversations: dict[int, EncodedConversation] = {}
 
     def encode(
         self, messages: Sequence[Message], convert: WireConvert, *, key: object = None
-    ) -> list[WireMessage]:
-        """``messages`` as ``convert`` translates them, normalized (the caller must not
-        change the list); ``key`` names what else the translation depends on (the model
-        thinking blocks are kept for)."""
+    ) -> EncodedConversation:
+        """``messages`` as ``convert`` translates them, normalized (the caller must change
+        neither the list nor the conversation); ``key`` names what else the translation
+        depends on (the model thinking blocks are kept for)."""
         history = tuple(messages)
         if not history:
-            return []
+            return EncodedConversation(key=key, messages=())
         conversations = self._conversations
         # Popped and put back: the dict's order is the conversations' recency.
         entry = conversations.pop(id(history[0]), None)
         known = len(entry.messages) if entry is not None else 0
         if entry is None or key != entry.key or history[:known] != entry.messages:
-            entry = _Encoded(key=key, messages=history, segments=[], wire=[])
+            entry = EncodedConversation(key=key, messages=history)
         conversations[id(history[0])] = entry  # the entry holds history[0]: the id stays its
         while len(conversations) > self.MAX_CONVERSATIONS:
             del conversations[next(iter(conversations))]
@@ -124,7 +167,7 @@ class EncodedHistory:
         resume = 0
         if segments:  # the newest run may have grown: converted again
             newest = segments.pop()
-            del wire[newest.wire_start :]
+            entry._truncate(newest.wire_start)
             resume = newest.start
         for run_start, run_end in _role_runs(history, resume):
             converted = convert(history[run_start:run_end])
@@ -132,12 +175,26 @@ class EncodedHistory:
                 continue
             if segments and history[segments[-1].start].role == history[run_start].role:
                 merged = segments.pop()
-                del wire[merged.wire_start :]
+                entry._truncate(merged.wire_start)
                 run_start = merged.start
                 converted = convert(history[run_start:run_end])
             segments.append(_Segment(start=run_start, wire_start=len(wire)))
             wire.extend(WireMessage(data=data, text=dumps(data)) for data in converted)
-        return wire
+        return entry
+
+
+def _merge_last(kept: list[_Kept]) -> None:
+    """Merge the newest chunk into the one before while that one is under twice its size,
+    as a binary counter carries: each chunk is one write when the body is sent, so a long
+    history goes in a few chunks (logarithmic in its length), and each byte is copied into
+    a merged chunk a logarithmic number of times over the whole session."""
+    while len(kept) > 1 and len(kept[-2].chunk.data) < 2 * len(kept[-1].chunk.data):
+        last = kept.pop()
+        before = kept.pop()
+        merged = Encoded(
+            data=before.chunk.data + last.chunk.data, chars=before.chunk.chars + last.chunk.chars
+        )
+        kept.append(_Kept(chunk=merged, end=last.end))
 
 
 def _role_runs(messages: Sequence[Message], start: int) -> Iterator[tuple[int, int]]:
@@ -157,9 +214,9 @@ class EncodedTools:
         self._convert = convert
         self._specs: tuple[ToolSpec, ...] = ()
         self._texts: dict[int, tuple[ToolSpec, str]] = {}
-        self._joined = ""
+        self._joined = Encoded.of("")
 
-    def encode(self, specs: Sequence[ToolSpec]) -> str:
+    def encode(self, specs: Sequence[ToolSpec]) -> Encoded:
         """The definitions of ``specs``, comma-separated (a JSON array's inside)."""
         current = tuple(specs)
         if current == self._specs:  # identity first: a C-speed check
@@ -169,5 +226,5 @@ class EncodedTools:
         for spec in current:
             used[id(spec)] = known.get(id(spec)) or (spec, dumps(self._convert(spec)))
         self._specs, self._texts = current, used
-        self._joined = ",".join(used[id(spec)][1] for spec in current)
+        self._joined = Encoded.of(",".join(used[id(spec)][1] for spec in current))
         return self._joined

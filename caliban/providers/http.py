@@ -15,6 +15,8 @@ own HTTP client) instead of importing the ``anthropic`` (2-4 s of CPU) and ``ope
   ``type``, ``code`` and ``message`` (the API's JSON, in the shapes Anthropic, OpenAI, vLLM,
   llama.cpp and others use; else the body's text, at most 64 KiB read), the request id, and
   the headers (``retry-after``, ``x-should-retry``);
+- the request body sent in its chunks (:class:`~caliban.providers.body.RequestBody`), with
+  its ``Content-Length``;
 - the response body as server-sent events (:mod:`caliban.providers.sse`), behind the
   stream guard.
 
@@ -31,6 +33,7 @@ from typing import Any, ClassVar, Final
 import httpx2
 
 from caliban import __version__
+from caliban.providers.body import RequestBody
 from caliban.providers.guard import StreamLimits
 from caliban.providers.retry import (
     Failure,
@@ -110,12 +113,15 @@ class StreamingClient:
         )
 
     async def post(
-        self, body: bytes
+        self, body: RequestBody
     ) -> AsyncGenerator[tuple[ServerSentEvent, httpx2.Response], None]:
         """POST ``body`` and yield the response's events (each with the response, whose
         headers an error event reports); raise :class:`ApiStatusError` for a status other
         than 2xx."""
-        request = self._http.build_request("POST", self.url, content=body, headers=self.headers)
+        # Sent chunk by chunk, with its length: not a chunked upload, which some
+        # OpenAI-compatible servers reject.
+        headers = {**self.headers, "content-length": str(body.size)}
+        request = self._http.build_request("POST", self.url, content=body, headers=headers)
         response = await self._http.send(request, stream=True)
         try:
             if not response.is_success:

@@ -52,7 +52,8 @@ from caliban.messages import (
 from caliban.providers._lazy import LazyClientProvider
 from caliban.providers.accumulate import ChatStreamAccumulator
 from caliban.providers.base import Effort, ProviderEvent, ProviderRequest, ResponseDone
-from caliban.providers.history import EncodedHistory, EncodedTools, dumps, json_object, normalize
+from caliban.providers.body import Piece, RequestBody, chars, dumps, json_object
+from caliban.providers.history import EncodedHistory, EncodedTools, normalize
 from caliban.providers.retry import (
     Failure,
     IncompleteStream,
@@ -79,9 +80,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class EncodedRequest:
-    """A Chat Completions request body as JSON text, and what a usage estimate reads."""
+    """A Chat Completions request body, and what a usage estimate reads."""
 
-    body: str
+    body: RequestBody
     sent_chars: int
     """Characters of the messages and tools sent (for :func:`estimate_usage`)."""
 
@@ -90,8 +91,9 @@ class RequestEncoder:
     """Chat Completions request bodies for one provider's requests (streaming, with usage).
 
     Each history message and each tool definition is translated and encoded once
-    (:class:`~caliban.providers.history.EncodedHistory`), and the body is sent as these
-    bytes, so a turn's cost does not grow with the history beyond the bytes sent.
+    (:class:`~caliban.providers.history.EncodedHistory`), and the body is sent in chunks
+    of these bytes (:mod:`caliban.providers.body`), so a turn's cost does not grow with the
+    history beyond the bytes sent.
     """
 
     def __init__(self) -> None:
@@ -107,21 +109,23 @@ class RequestEncoder:
     ) -> EncodedRequest:
         system = [dumps({"role": "system", "content": request.system})] if request.system else []
         history = self.history.encode(request.messages, _convert_run)
-        messages = f"[{','.join([*system, *(m.text for m in history)])}]"
-        fields = [
+        messages = history.json_array(first=system)
+        fields: list[tuple[str, Piece | list[Piece]]] = [
             ("model", dumps(request.model)),
             ("messages", messages),
             ("stream", "true"),
             ("stream_options", '{"include_usage":true}'),
             (token_limit_key, dumps(request.max_tokens)),
         ]
-        tools = ""
+        tools: list[Piece] = []
         if request.tools:
-            tools = f"[{self.tools.encode(request.tools)}]"
+            tools = ["[", self.tools.encode(request.tools), "]"]
             fields.append(("tools", tools))
         if effort is not None:
             fields.append(("reasoning_effort", dumps(effort)))
-        return EncodedRequest(body=json_object(fields), sent_chars=len(messages) + len(tools))
+        return EncodedRequest(
+            body=RequestBody.of(json_object(fields)), sent_chars=chars(messages) + chars(tools)
+        )
 
 
 def build_params(
@@ -132,7 +136,7 @@ def build_params(
 ) -> dict[str, Any]:
     """The request body :class:`RequestEncoder` sends for ``request``, decoded."""
     encoded = RequestEncoder().encode(request, token_limit_key=token_limit_key, effort=effort)
-    params: dict[str, Any] = json.loads(encoded.body)
+    params: dict[str, Any] = encoded.body.decoded()
     return params
 
 
@@ -329,7 +333,7 @@ class OpenAIProvider(LazyClientProvider["ChatClient"]):
             token_limit_key=self.token_limit_key,
             effort=self.effort if self.send_effort else None,
         )
-        return encoded.sent_chars, client.chunks(encoded.body.encode())
+        return encoded.sent_chars, client.chunks(encoded.body)
 
     async def _probe_window(self, model: str) -> int | None:
         from caliban.providers.windows import known_context_window, probe_openai_compatible

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 import httpx2
 
+from caliban.providers.body import RequestBody
 from caliban.providers.guard import DEFAULT_LIMITS, StreamLimits
 from caliban.providers.http import StreamingClient, read_bounded
 from caliban.providers.retry import IncompleteStream
@@ -83,7 +84,7 @@ class ChatClient(StreamingClient):
         self.auth = {"authorization": f"Bearer {api_key}", **(extra_headers or {})}
         super().__init__(url=chat_url(base_url), headers=self.auth, timeout=timeout, limits=limits)
 
-    async def chunks(self, body: bytes) -> AsyncGenerator[Mapping[str, Any], None]:
+    async def chunks(self, body: RequestBody) -> AsyncGenerator[Mapping[str, Any], None]:
         """Post ``body`` (a streaming request) and yield its chunks as decoded JSON."""
         done = False
         async with aclosing(self.post(body)) as sent:
