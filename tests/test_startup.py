@@ -81,6 +81,7 @@ PRINT_RUN_UNUSED = (
     "caliban.repl",
     "caliban.mcp.client",  # no MCP server configured
     "caliban.search",
+    "caliban.tools._web",  # WebFetch's fetcher: imported on the first fetch
     "numpy",
     "tree_sitter",
     "rich",
@@ -104,6 +105,31 @@ def test_a_print_run_imports_only_what_it_uses(
         if any(name == p or name.startswith(p + ".") for p in PRINT_RUN_UNUSED)
     )
     assert not unwanted, unwanted
+
+
+def test_a_session_loads_no_pydantic_plugins_and_its_commands_may(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pydantic scans every installed distribution's entry points for plugins when it builds
+    its first model (10–15 ms of each start-up): a session skips the scan in its own process,
+    without the environment variable its commands would inherit."""
+    import importlib.metadata
+
+    from pydantic.plugin import _loader
+
+    from caliban.cli.app import _without_pydantic_plugins
+
+    monkeypatch.setattr(_loader, "_plugins", None)
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+
+    def no_scan(**_: object) -> object:
+        raise AssertionError("pydantic scanned the entry points for plugins")
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", no_scan)
+    monkeypatch.setattr(_loader, "entry_points", no_scan)
+    _without_pydantic_plugins()
+    assert list(_loader.get_plugins()) == []
+    assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ
 
 
 def test_config_models_do_not_parse_their_source() -> None:

@@ -498,6 +498,7 @@ def root(
         options = _in_worktree(options, worktree)
     global session_ran
     session_ran = True
+    _without_pydantic_plugins()
     # The Agent SDKs start the CLI without -p (Claude Code runs headless whenever stdout is
     # not a terminal); stream-json input has no meaning in the REPL, so it implies -p.
     if print_mode or input_format == "stream-json":
@@ -510,6 +511,18 @@ def root(
     from caliban.repl.app import run_interactive
 
     raise typer.Exit(run_interactive(options))
+
+
+def _without_pydantic_plugins() -> None:
+    """Load no pydantic plugins in a session: pydantic looks for them by scanning every
+    installed distribution's entry points when it builds its first model (10–15 ms of each
+    start-up), and caliban's models have no use for one. ``PYDANTIC_DISABLE_PLUGINS`` would
+    do the same, but every command the session runs would inherit it: this fills pydantic's
+    own cache of loaded plugins with none, for this process only."""
+    from pydantic.plugin import _loader
+
+    if _loader._plugins is None:
+        _loader._plugins = {}
 
 
 def _in_worktree(options: CliOptions, name: str) -> CliOptions:

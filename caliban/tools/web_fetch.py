@@ -10,15 +10,19 @@ comes back whole. Answers, redirect reports and the structured result follow Cla
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from caliban.calls.effects import Effects, Host
-from caliban.tools import _files, _web
+from caliban.tools import _files
 from caliban.tools.base import BuiltinTool, CallContext, Preview, ToolEnv, ToolOutput
+
+if TYPE_CHECKING:
+    from caliban.tools import _web
 
 SMALL_PAGE_CHARS: Final = 4_000
 """A page whose Markdown is at most this long (about 1,000 tokens) is returned whole: a side
@@ -76,6 +80,8 @@ class WebFetchInput(BaseModel):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
+        from caliban.tools import _web
+
         _web.normalize_url(value)  # raises ValueError: an error result naming the field
         return value.strip()
 
@@ -89,18 +95,34 @@ class WebFetch(BuiltinTool[WebFetchInput]):
     read_only = False
 
     def __init__(self, *, cache: _web.PageCache | None = None) -> None:
-        self.cache = cache or _web.PageCache()
+        self._cache = cache
+
+    @functools.cached_property
+    def cache(self) -> _web.PageCache:
+        """The pages fetched in the last 15 minutes (the fetcher is imported with it: a
+        session that never fetches never imports it)."""
+        from caliban.tools import _web
+
+        return self._cache or _web.PageCache()
 
     def subject(self, args: WebFetchInput) -> str | None:
+        from caliban.tools import _web
+
         return _web.host_of(_web.normalize_url(args.url))
 
     def effects(self, args: WebFetchInput, cwd: Path) -> Effects:
+        from caliban.tools import _web
+
         return Effects(reaches=(Host(_web.host_of(_web.normalize_url(args.url))),))
 
     def preview(self, args: WebFetchInput, env: ToolEnv) -> Preview:
+        from caliban.tools import _web
+
         return f"{_web.normalize_url(args.url)}\n# {args.prompt}"
 
     async def run(self, args: WebFetchInput, ctx: CallContext) -> ToolOutput:
+        from caliban.tools import _web
+
         started = time.perf_counter()
         url = _web.normalize_url(args.url)
 
