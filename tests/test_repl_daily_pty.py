@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from test_repl_daily import git, make_repository
-from test_repl_pty import CALIBAN, WAIT, Screen, answer, expect_prompt, spawn
+from test_repl_pty import CALIBAN, DOWN, SELECTION_MOVED, WAIT, Screen, answer, expect_prompt, spawn
 
 from caliban.permissions.trust import trust
 
@@ -32,7 +32,6 @@ pexpect = pytest.importorskip("pexpect")
 
 pytestmark = pytest.mark.slow
 
-DOWN = "\x1b[B"
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
     "0000000d4944415478da63f8cfc0f01f0005000201a5e1f1c30000000049454e44ae426082"
@@ -108,9 +107,9 @@ def test_keys_typed_while_the_model_thinks_never_answer_the_question(
         child.expect("ya1 also add tests")  # the draft, shown under the spinner
         thinking.open.set()
         child.expect("Do you want to proceed?")
-        for _ in range(WAIT):  # the question reads keys from now on: Down moves the selection
+        for _ in range(WAIT * 4):  # the question reads keys from now on: Down moves the selection
             child.send(DOWN)
-            if child.expect([r"❯ 2\.", pexpect.TIMEOUT], timeout=1) == 0:
+            if child.expect([SELECTION_MOVED, pexpect.TIMEOUT], timeout=0.25) == 0:
                 break
         assert not marker.exists()
         child.send("3")

@@ -74,6 +74,7 @@ def expect_prompt(child: Any) -> None:
 
 
 DOWN = "\x1b[B"
+SELECTION_MOVED = r"❯ [23]\."
 
 
 def answer(child: Any, key: str) -> None:
@@ -81,11 +82,13 @@ def answer(child: Any, key: str) -> None:
 
     A key that reaches caliban in the instant a question is drawn counts as typed ahead,
     not as an answer (issue 27: keys typed while the model worked answered a question the
-    user never saw). So Down is pressed until the selection visibly moves to option 2,
-    then ``key`` is sent (a number picks its option wherever the selection is)."""
-    for _ in range(WAIT):
+    user never saw). So Down is pressed until the selection visibly moves (to option 2, or
+    3 when two presses are drawn at once), then ``key`` is sent (a number picks its option
+    wherever the selection is). The first press usually comes too early: it is pressed
+    again every quarter second, not every second."""
+    for _ in range(WAIT * 4):
         child.send(DOWN)
-        if child.expect([r"❯ 2\.", pexpect.TIMEOUT], timeout=1) == 0:
+        if child.expect([SELECTION_MOVED, pexpect.TIMEOUT], timeout=0.25) == 0:
             child.send(key)
             return
     raise AssertionError("the question never read a key")
