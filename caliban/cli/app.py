@@ -519,9 +519,11 @@ def _without_pydantic_plugins() -> None:
     start-up), and caliban's models have no use for one. ``PYDANTIC_DISABLE_PLUGINS`` would
     do the same, but every command the session runs would inherit it: this fills pydantic's
     own cache of loaded plugins with none, for this process only."""
-    from pydantic.plugin import _loader
-
-    if _loader._plugins is None:
+    try:
+        from pydantic.plugin import _loader
+    except ImportError:  # a pydantic that moved its loader: scan as it does
+        return
+    if getattr(_loader, "_plugins", ()) is None:
         _loader._plugins = {}
 
 
