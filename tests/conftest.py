@@ -4,6 +4,7 @@ way to reach a non-loopback network address, and fails if a process it started o
 from __future__ import annotations
 
 import compileall
+import gc
 import ipaddress
 import os
 import socket
@@ -111,6 +112,14 @@ def _guarded(real: Any) -> Any:
         return real(self, address)
 
     return connect
+
+
+@pytest.fixture(autouse=True)
+def nothing_frozen() -> Iterator[None]:
+    """A session's first prompt freezes the objects alive then (``gc.freeze``, for start-up's
+    sake): thaw them after each test, so no test's garbage outlives it uncollected."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture(autouse=True)

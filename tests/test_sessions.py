@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import subprocess
@@ -136,6 +137,19 @@ async def test_transcript_records_the_conversation_line_by_line(project: Path) -
     assert records[2]["usage"]["input_tokens"] == 10
     assert all(r["parent_tool_use_id"] is None for r in records[1:])
     assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+async def test_the_first_prompt_freezes_start_up_objects_out_of_the_collectors_reach(
+    project: Path,
+) -> None:
+    gc.unfreeze()
+    session = make_session(project, ScriptedProvider(["one", "two"]))
+    assert gc.get_freeze_count() == 0
+    await session.run("first")
+    frozen = gc.get_freeze_count()
+    assert frozen > 0  # the imported modules' objects, among others
+    await session.run("second")
+    assert gc.get_freeze_count() <= frozen  # once: the session's own objects stay collectable
 
 
 async def test_no_file_until_the_first_prompt(project: Path) -> None:
