@@ -1,7 +1,7 @@
 """Does a long session cost more per turn than a short one? caliban's own CPU time per turn.
 
-    python benchmarks/long_session.py [--turns 500] [--window 25] [--runs 3]
-        [--provider anthropic|openai|both]
+    python benchmarks/long_session.py [--turns 500] [--window 25] [--runs 3] [--pairs 8]
+        [--provider anthropic|openai|both] [--no-freeze]
 
 One agent run of ``--turns`` tool-calling turns through the real provider and HTTP client,
 against the fake model server (tests/fake_model_server.py) in its own process, so the
@@ -29,9 +29,17 @@ and flattered the ratio. Windows are ``--window`` turns (default 25): a 10-turn 
 busy machine moved by ±20% from run to run. CPU spent in the garbage collector's full
 (generation 2) collections is counted like any other, and also printed per window: before
 caliban froze its start-up objects (``gc.freeze``), one cost 10-50 ms, mostly walking the
-objects of the imported modules (not the history). The benchmark freezes at the same point
-caliban does: after the imports, before the first request (``--no-freeze`` measures without).
-``PYTHONPATH=OTHER_TREE`` measures another checkout (e.g. ``git archive main``).
+objects of the imported modules (not the history). The benchmark freezes where caliban does
+(``Session.run``'s first prompt: imports done, before the first request); ``--no-freeze``
+measures without.
+
+A 500-turn run lasts long enough for the machine's load to change between its first window
+and its last, which moves the ratio by 0.2 either way on a shared machine. ``--pairs N``
+cancels that drift: after each run, N pairs of short sessions of ``--window`` + 1 turns,
+one started fresh and one after the run's whole history (500 turns and its answer, the
+message objects the loop made: a second prompt in a long session), alternately, so both
+halves of the ratio are measured under the same load; turns 2 to ``--window`` + 1 of each
+are pooled. ``PYTHONPATH=OTHER_TREE`` measures another checkout (e.g. ``git archive main``).
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +69,8 @@ FAKE_SERVER = ROOT / "tests" / "fake_model_server.py"
 if "PYTHONPATH" not in os.environ:
     sys.path.insert(0, str(ROOT))
 
-from caliban.agent import Agent  # noqa: E402
+from caliban.agent import Agent, Conversation  # noqa: E402
+from caliban.messages import Message  # noqa: E402
 from caliban.providers.anthropic import AnthropicProvider  # noqa: E402
 from caliban.providers.base import ProviderEvent, ProviderRequest  # noqa: E402
 from caliban.providers.openai import OpenAIProvider  # noqa: E402
@@ -161,10 +170,14 @@ class Turns:
     total: list[float]
     excluding_send: list[float]
     full_gc: list[float]
+    history: list[Message]
+    """The conversation at the end."""
 
 
-def measure(provider_name: str, turns: int, *, freeze: bool) -> Turns:
-    """One session of ``turns`` turns against a fresh fake server."""
+def measure(
+    provider_name: str, turns: int, *, freeze: bool, history: Sequence[Message] = ()
+) -> Turns:
+    """One session of ``turns`` turns against a fresh fake server, after ``history``."""
     server, url = fake_server(turns)
     try:
         inner = (
@@ -180,6 +193,7 @@ def measure(provider_name: str, turns: int, *, freeze: bool) -> Turns:
             toolset=ToolList([Noop()]),
             env=ToolEnv(cwd=Path.cwd(), project_root=Path.cwd()),
             max_turns=turns + 5,
+            conversation=Conversation(messages=list(history)),
         )
 
         async def run() -> None:
@@ -206,7 +220,34 @@ def measure(provider_name: str, turns: int, *, freeze: bool) -> Turns:
         total=total,
         excluding_send=[t - s for t, s in zip(total, in_send, strict=True)],
         full_gc=[t * 1000 for t in provider.full_gc[1 : len(sent)]],
+        history=agent.conversation.messages,
     )
+
+
+def paired(
+    provider_name: str, history: Sequence[Message], *, pairs: int, window: int, freeze: bool
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Turns 2 to ``window + 1`` of ``pairs`` short sessions, each started fresh or after
+    ``history``, alternately: the per-turn samples of each (excluding the send, total)."""
+    fresh_excl: list[float] = []
+    fresh_total: list[float] = []
+    long_excl: list[float] = []
+    long_total: list[float] = []
+    for _ in range(pairs):
+        for start, excl, total in (((), fresh_excl, fresh_total), (history, long_excl, long_total)):
+            turns = measure(provider_name, window + 1, freeze=freeze, history=start)
+            excl.extend(turns.excluding_send[1:])
+            total.extend(turns.total[1:])
+    return fresh_excl, fresh_total, long_excl, long_total
+
+
+def ratios(prefix: str, figure: str, early: list[float], late: list[float]) -> None:
+    for label, average in (("mean", statistics.mean), ("median", statistics.median)):
+        first, last = average(early), average(late)
+        print(
+            f"{prefix} {figure:<10} {label:<6} early {first:6.2f} ms   last {last:6.2f} ms"
+            f"   ratio {last / first:4.2f}"
+        )
 
 
 def main() -> None:
@@ -215,6 +256,12 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=25, help="turns in each window")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--provider", choices=["anthropic", "openai", "both"], default="both")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=0,
+        help="then this many pairs of short sessions, fresh and after the first run's history",
+    )
     parser.add_argument(
         "--no-freeze", action="store_true", help="do not gc.freeze() before the first request"
     )
@@ -234,20 +281,24 @@ def main() -> None:
             assert len(turns.total) == args.turns, (
                 f"{name}: the run ended after {len(turns.total)} turns"
             )
-            for figure, samples in (
-                ("excl. send", turns.excluding_send),
-                ("total", turns.total),
-            ):
-                for label, average in (("mean", statistics.mean), ("median", statistics.median)):
-                    first, last = average(samples[early]), average(samples[late])
-                    print(
-                        f"  run {run} {name:<10} {figure:<10} {label:<6} early {first:6.2f} ms"
-                        f"   last {last:6.2f} ms   ratio {last / first:4.2f}"
-                    )
+            prefix = f"  run {run} {name:<10}"
+            ratios(prefix, "excl. send", turns.excluding_send[early], turns.excluding_send[late])
+            ratios(prefix, "total", turns.total[early], turns.total[late])
             print(
-                f"  run {run} {name:<10} full GC: early {sum(turns.full_gc[early]):5.1f} ms, "
+                f"{prefix} full GC: early {sum(turns.full_gc[early]):5.1f} ms, "
                 f"last {sum(turns.full_gc[late]):5.1f} ms, whole run {sum(turns.full_gc):5.1f} ms"
             )
+            if args.pairs:
+                fresh_excl, fresh_total, long_excl, long_total = paired(
+                    name,
+                    turns.history,
+                    pairs=args.pairs,
+                    window=window,
+                    freeze=not args.no_freeze,
+                )
+                prefix = f"  run {run} {name:<10} {args.pairs} pairs"
+                ratios(prefix, "excl. send", fresh_excl, long_excl)
+                ratios(prefix, "total", fresh_total, long_total)
     print("target: the excl. send ratio <= 1.2 by mean and by median")
 
 
