@@ -316,8 +316,9 @@ class Session:
         if gc.get_freeze_count() == 0:
             # Start-up is over (the first prompt, headless or in the REPL): the imported
             # modules' objects go to the permanent generation, so a full collection no
-            # longer walks them (10-50 ms each, late in a long session). Nothing is lost:
-            # they stay alive, and reference counting still frees what is not cyclic.
+            # longer walks them (10-50 ms each, late in a long session). A frozen object
+            # is still freed by reference counting, only never as part of a cycle: they
+            # live as long as the process anyway.
             gc.freeze()
         if (reminder := self._mode_reminder()) is not None:
             message = dataclasses.replace(message, parts=(*message.parts, TextPart(text=reminder)))
