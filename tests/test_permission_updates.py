@@ -425,8 +425,11 @@ def sdk_options(server: FakeModelServer, project: Path, can_use_tool: Any) -> An
 async def test_the_agent_sdk_saves_and_applies_its_updates(base: Path) -> None:
     """The real ``claude-agent-sdk`` client drives the real executable: its can_use_tool
     callback allows the first command with updates to localSettings, userSettings and the
-    session (and a deny); the next turn's calls they cover are not asked, the denied one
-    is refused, the rest asked; the files hold what Claude Code writes."""
+    session (and a deny), and ``setMode`` acceptEdits to localSettings. The turn's next calls
+    the rules cover are not asked, the denied one is refused, the rest asked, and its Write
+    runs unasked; the files hold what Claude Code writes (the local file's other keys kept).
+    A new session starts in acceptEdits with the saved rules: its Write and its command a
+    saved rule covers are not asked, the session's rule is gone and its command asks."""
     from claude_agent_sdk import (
         ClaudeSDKClient,
         PermissionResultAllow,
@@ -440,16 +443,26 @@ async def test_the_agent_sdk_saves_and_applies_its_updates(base: Path) -> None:
 
     project = base / "proj"
     trust(project)
+    (project / ".claude").mkdir()
+    (project / ".claude/settings.local.json").write_text(json.dumps({"model": "opus"}))
 
     def bash(command: str, index: int) -> dict[str, Any]:
         return {"id": f"toolu_{index}", "name": "Bash", "arguments": {"command": command}}
 
+    def write(name: str, index: int) -> dict[str, Any]:
+        arguments = {"file_path": str(project / name), "content": name}
+        return {"id": f"toolu_w{index}", "name": "Write", "arguments": arguments}
+
     later = ["true local", "true user", "true session", "true denied", "true other"]
     script = [
         {"text": "One.", "tool_calls": [bash("true first", 0)]},
-        {"text": "Later.", "tool_calls": [bash(c, i + 1) for i, c in enumerate(later)]},
+        {"text": "Later.", "tool_calls": [*(bash(c, i + 1) for i, c in enumerate(later)),
+                                          write("a.txt", 1)]},
         {"text": "Done."},
-    ]
+        {"text": "Again.", "tool_calls": [write("b.txt", 2), bash("true local again", 7),
+                                          bash("true session again", 8)]},
+        {"text": "Done again."},
+    ]  # fmt: skip
     seen: list[str] = []
 
     def rule(behavior: Any, destination: Any, content: str) -> PermissionUpdate:
@@ -461,7 +474,7 @@ async def test_the_agent_sdk_saves_and_applies_its_updates(base: Path) -> None:
     async def can_use_tool(
         name: str, tool_input: dict[str, Any], context: ToolPermissionContext
     ) -> PermissionResultAllow:
-        seen.append(tool_input["command"])
+        seen.append(f"{name}: {tool_input.get('command') or tool_input.get('file_path')}")
         if len(seen) > 1:
             return PermissionResultAllow()
         assert [s.destination for s in context.suggestions] == ["localSettings"]
@@ -471,91 +484,38 @@ async def test_the_agent_sdk_saves_and_applies_its_updates(base: Path) -> None:
                 rule("allow", "userSettings", "true user:*"),
                 rule("allow", "session", "true session:*"),
                 rule("deny", "localSettings", "true denied:*"),
+                PermissionUpdate(type="setMode", mode="acceptEdits", destination="localSettings"),
             ]
         )
 
     with FakeModelServer(script) as server:
         options = sdk_options(server, project, can_use_tool)
         results: list[ResultMessage] = []
-        with hang_guard():
-            async with ClaudeSDKClient(options) as client:
-                await client.query("go")
-                async for message in client.receive_response():
-                    if isinstance(message, ResultMessage):
-                        results.append(message)
+        for prompt in ("go", "again"):
+            with hang_guard():
+                async with ClaudeSDKClient(options) as client:
+                    await client.query(prompt)
+                    async for message in client.receive_response():
+                        if isinstance(message, ResultMessage):
+                            results.append(message)
         denied = [
             block
             for block in server.requests[2].body["messages"][-1]["content"]
             if block.get("type") == "tool_result" and block.get("is_error")
         ]
-    assert seen == ["true first", "true other"]
-    assert [r.is_error for r in results] == [False]
+    assert seen == ["Bash: true first", "Bash: true other", "Bash: true session again"]
+    assert [r.is_error for r in results] == [False, False]
     assert len(denied) == 1 and "true denied" in json.dumps(denied)
+    assert (project / "a.txt").read_text() == "a.txt"
+    assert (project / "b.txt").read_text() == "b.txt"
     assert files_after(base) == {
         "proj/.claude/settings.local.json": {
-            "permissions": {"allow": ["Bash(true local:*)"], "deny": ["Bash(true denied:*)"]}
+            "model": "opus",
+            "permissions": {
+                "allow": ["Bash(true local:*)"],
+                "deny": ["Bash(true denied:*)"],
+                "defaultMode": "acceptEdits",
+            },
         },
         "home/.claude/settings.json": {"permissions": {"allow": ["Bash(true user:*)"]}},
     }
-
-
-@pytest.mark.slow
-@pytest.mark.anyio
-async def test_the_agent_sdk_sets_a_mode_in_a_settings_file(base: Path) -> None:
-    """The real ``claude-agent-sdk`` client: its can_use_tool answer allows a command with
-    ``setMode`` acceptEdits to localSettings. The turn's next Write runs unasked, the file
-    holds ``permissions.defaultMode`` (its other keys kept), and a new session starts in
-    acceptEdits (its Write is not asked either); a Bash command still is."""
-    from claude_agent_sdk import (
-        ClaudeSDKClient,
-        PermissionResultAllow,
-        PermissionUpdate,
-        ToolPermissionContext,
-    )
-
-    from caliban.permissions.trust import trust
-
-    project = base / "proj"
-    trust(project)
-    (project / ".claude").mkdir()
-    (project / ".claude/settings.local.json").write_text(json.dumps({"model": "opus"}))
-
-    def write(name: str, index: int) -> dict[str, Any]:
-        arguments = {"file_path": str(project / name), "content": name}
-        return {"id": f"toolu_w{index}", "name": "Write", "arguments": arguments}
-
-    script = [
-        {"text": "One.", "tool_calls": [{"id": "toolu_0", "name": "Bash",
-                                         "arguments": {"command": "true first"}}]},
-        {"text": "Write.", "tool_calls": [write("a.txt", 1)]},
-        {"text": "Done."},
-        {"text": "Again.", "tool_calls": [write("b.txt", 2),
-                                          {"id": "toolu_3", "name": "Bash",
-                                           "arguments": {"command": "true second"}}]},
-        {"text": "Done again."},
-    ]  # fmt: skip
-    seen: list[str] = []
-
-    async def can_use_tool(
-        name: str, tool_input: dict[str, Any], context: ToolPermissionContext
-    ) -> PermissionResultAllow:
-        seen.append(f"{name}: {tool_input.get('command') or tool_input.get('file_path')}")
-        if len(seen) > 1:
-            return PermissionResultAllow()
-        mode = PermissionUpdate(type="setMode", mode="acceptEdits", destination="localSettings")
-        return PermissionResultAllow(updated_permissions=[mode])
-
-    with FakeModelServer(script) as server:
-        options = sdk_options(server, project, can_use_tool)
-        for prompt in ("go", "again"):
-            with hang_guard():
-                async with ClaudeSDKClient(options) as client:
-                    await client.query(prompt)
-                    async for _ in client.receive_response():
-                        pass
-            if prompt == "go":
-                saved = json.loads((project / ".claude/settings.local.json").read_text())
-                assert saved == {"model": "opus", "permissions": {"defaultMode": "acceptEdits"}}
-    assert seen == ["Bash: true first", "Bash: true second"]
-    assert (project / "a.txt").read_text() == "a.txt"
-    assert (project / "b.txt").read_text() == "b.txt"
