@@ -24,7 +24,9 @@ import httpx2
 import pytest
 from hang import HANG_S, hang_guard
 from mcp_servers.listening import free_port, listening
+from typer.testing import CliRunner
 
+from caliban.cli.app import app
 from caliban.config.settings import user_config_path
 from caliban.mcp import auth
 from caliban.mcp.auth import LoginFailed, TokenStore, login, logout
@@ -44,9 +46,11 @@ def _serve(tmp_path: Path, *args: str) -> Iterator[tuple[str, Path]]:
         yield f"http://127.0.0.1:{port}/mcp", log
 
 
-@pytest.fixture
-def guarded(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    yield from _serve(tmp_path, "--expires", "3")
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """One server for the module (its start is most of a test's CPU): each test's user has
+    a home of their own, so no test sees another's client or tokens."""
+    yield from _serve(tmp_path_factory.mktemp("guarded"), "--expires", "3")
 
 
 @pytest.fixture
@@ -98,6 +102,7 @@ async def test_login_stores_tokens_for_the_user_only_and_the_session_uses_them(
     assert saved["tokens"]["access_token"] and saved["client"]["client_id"]
 
     # A session sends the stored token; once it is due (3 s tokens), it is refreshed first.
+    issued_before = issued.read_text().split()
     async with McpManager([config(url)]) as manager:
         with hang_guard():
             [status] = await manager.wait_ready()
@@ -107,7 +112,7 @@ async def test_login_stores_tokens_for_the_user_only_and_the_session_uses_them(
         await anyio.sleep(3.5)
         result = await manager.call_tool("guarded", "whoami", {})
         assert "authorized caller" in str(result)
-    assert "refresh" in issued.read_text().split()
+    assert "refresh" in issued.read_text().split()[len(issued_before) :]
 
     assert logout(config(url)) and not store.path.exists()
     assert not logout(config(url))
@@ -286,8 +291,9 @@ def test_login_list_call_and_logout_through_the_executable(
         "ANTHROPIC_API_KEY": "test-key",
         "ANTHROPIC_BASE_URL": fake_model_server.anthropic_base_url,
     }
-    added = caliban(tmp_path, "mcp", "add", "guarded", "--url", url, "--scope", "user")
-    assert added.returncode == 0, added.stderr
+    # in-process: `mcp add` through the executable is test_claude_code_scripts_e2e's
+    added = CliRunner().invoke(app, ["mcp", "add", "guarded", "--url", url, "--scope", "user"])
+    assert added.exit_code == 0, added.stderr
     # The first request waits for the server, so its need of a login is reported.
     user_config_path().parent.mkdir(parents=True, exist_ok=True)
     user_config_path().write_text("[tools]\nwait_for_mcp = true\n")
