@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 from fake_model_server import FakeModelServer
 from hang import HANG_S
+from typer.testing import CliRunner
 
+from caliban.cli.app import app
 from caliban.events import AssistantMessage, UserPrompt
 from caliban.messages import Message, Usage
 from caliban.permissions.trust import trust
@@ -234,7 +236,9 @@ def test_resume_errors_exit_2_with_a_clear_message(
     assert load_session(transcript_path(project, session_id)).turns == 1
 
 
-def test_sessions_list_and_rm(fake_model_server: FakeModelServer, project: Path) -> None:
+def test_sessions_list_and_rm(
+    fake_model_server: FakeModelServer, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ids = [save_session(project, "first task"), save_session(project, "second", "task")]
     os.utime(transcript_path(project, ids[0]), (1_700_000_000, 1_700_000_000))
 
@@ -245,7 +249,8 @@ def test_sessions_list_and_rm(fake_model_server: FakeModelServer, project: Path)
     assert rows[1].startswith(ids[1][:8]) and rows[1].endswith("2 turns  second")
     assert rows[2].startswith(ids[0][:8]) and rows[2].endswith("1 turn  first task")
 
-    as_json = json.loads(caliban(fake_model_server, project, "sessions", "list", "--json").stdout)
+    monkeypatch.chdir(project)  # in-process: the executable's `sessions list` ran above
+    as_json = json.loads(CliRunner().invoke(app, ["sessions", "list", "--json"]).stdout)
     assert [(s["id"], s["turns"]) for s in as_json] == [(ids[1], 2), (ids[0], 1)]
 
     removed = caliban(fake_model_server, project, "sessions", "rm", ids[0][:8])
