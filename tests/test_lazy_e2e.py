@@ -196,7 +196,13 @@ def test_mcp_search_answers_from_the_cache_without_starting_a_server(project: Pa
 
     cached = caliban("mcp", "search", "create an issue", cwd=project)
     assert cached.returncode == 0, cached.stderr
-    assert cached.stdout.splitlines()[0] == first.stdout.splitlines()[0]
+    # the same first tool; its score may differ: the first run ranks with the static model
+    # when the transformer's embeddings are not ready within its wait (a busy machine)
+    assert (
+        cached.stdout.split()[:2]
+        == first.stdout.split()[:2]
+        == ["1.", "mcp__catalog__create_issue"]
+    )
     assert cached.stdout.rstrip().endswith(
         "(40 tools searched; cached lists of catalog: --connect lists them again)"
     )

@@ -581,6 +581,32 @@ def test_without_the_launch_server_a_command_starts_a_launcher(
     assert not (place["outside"] / "x").exists()
 
 
+def test_a_served_command_leads_its_own_group_once_its_pid_is_known(
+    place: dict[str, Path],
+) -> None:
+    """caliban stops a command by its process group: a pid reported before the forked
+    child's setsid named no group yet, and a stop at once (Ctrl-C, a lost server) missed it."""
+    import asyncio
+
+    sandbox = backend("landlock")
+
+    async def scenario() -> list[tuple[int, int]]:
+        groups = []
+        for _ in range(10):
+            child = await spawn(
+                Command(argv=("sleep", "300"), cwd=place["project"]),
+                profile=_profile(place),
+                sandbox=sandbox,
+            )
+            groups.append((child.pid, os.getpgid(child.pid)))
+            await stop_group(child, grace=0)
+            child.close()
+        return groups
+
+    for pid, group in asyncio.run(scenario()):
+        assert group == pid
+
+
 def test_commands_of_a_lost_launch_server_are_killed(place: dict[str, Path]) -> None:
     import asyncio
     import signal

@@ -181,7 +181,7 @@ def test_searching_never_waits_for_the_transformer(tiny: TransformerModel, tmp_p
     assert found.names[0] == "mcp__weather__get_forecast"  # BM25 and the static model
     assert not index.dense_ready
     gate.set()
-    assert index.wait_semantic(10)
+    assert index.wait_semantic(HANG_S)
     assert index.dense_ready
     assert "mcp__weather__get_forecast" in index.search("weather forecast", 3).names
 
@@ -191,7 +191,7 @@ def test_tool_embeddings_are_cached_per_server_on_disk(
 ) -> None:
     first = CountingModel(tiny)
     index = ToolIndex.build(docs(), dense=DenseEncoder(lambda: first, cache_dir=tmp_path, name="t"))
-    assert index.wait_semantic(10)
+    assert index.wait_semantic(HANG_S)
     assert first.embedded == 5
     assert len(list(tmp_path.glob("*.npy"))) == 3  # one file per server
 
@@ -200,7 +200,7 @@ def test_tool_embeddings_are_cached_per_server_on_disk(
     encoder = DenseEncoder(lambda: second, cache_dir=tmp_path, name="t")
     changed = [*docs()[:4], SearchDoc(name="mcp__git__git_push", server="git", tool="git_push")]
     again = ToolIndex.build(changed, dense=encoder)
-    assert again.wait_semantic(10)
+    assert again.wait_semantic(HANG_S)
     assert second.embedded == 2  # git's two tools: the server's texts changed
     cosines = again._dense.similarities("weather")  # type: ignore[union-attr]
     assert cosines is not None
@@ -211,14 +211,14 @@ def test_tool_embeddings_are_cached_per_server_on_disk(
 
 def test_a_corrupt_cache_file_is_recomputed(tiny: TransformerModel, tmp_path: Path) -> None:
     index = ToolIndex.build(docs(), dense=DenseEncoder(lambda: tiny, cache_dir=tmp_path, name="t"))
-    assert index.wait_semantic(10)
+    assert index.wait_semantic(HANG_S)
     for f in tmp_path.glob("*.npy"):
         f.write_bytes(b"\x93NUMPY garbage")
     counting = CountingModel(tiny)
     again = ToolIndex.build(
         docs(), dense=DenseEncoder(lambda: counting, cache_dir=tmp_path, name="t")
     )
-    assert again.wait_semantic(10)
+    assert again.wait_semantic(HANG_S)
     assert counting.embedded == 5
 
 
@@ -231,7 +231,7 @@ def test_a_model_that_fails_to_load_leaves_search_working(
     encoder = DenseEncoder(broken, cache_dir=tmp_path, name="broken")
     with caplog.at_level(logging.WARNING):
         index = ToolIndex.build(docs(), dense=encoder)
-        assert not index.wait_semantic(10)
+        assert not index.wait_semantic(HANG_S)
     assert "not a BERT model" in caplog.text
     assert index.search("stock price", 2).names[0] == "mcp__stocks__get_price"
     assert encoder.failed
@@ -337,7 +337,7 @@ def test_with_minilm_recent_commits_ranks_the_log_first(tmp_path: Path) -> None:
     index = ToolIndex.build(
         catalog, dense=DenseEncoder(lambda: model, cache_dir=tmp_path, name="m")
     )
-    assert index.wait_semantic(120)
+    assert index.wait_semantic(HANG_S)
     assert index.search("recent commits", 5).names[0] == "mcp__git__git_log"
 
 

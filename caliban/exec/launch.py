@@ -208,20 +208,27 @@ def serve(channel_fd: int) -> int:
             if not data:
                 return 0  # caliban has gone
             request = json.loads(data)
+            # closed by a launched child once it leads a session of its own (or has died):
+            # caliban stops a command by its group, so it may not know the pid before
+            led_r, led_w = os.pipe2(os.O_CLOEXEC)
             pid = os.fork()
             if pid == 0:
+                os.close(led_r)
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 code = EXIT_SETUP_FAILED
                 try:
-                    code = _child(channel, request, fds)
+                    code = _child(channel, request, fds, led_w)
                 finally:
                     os._exit(code)
+            os.close(led_w)
             for fd in fds:
                 os.close(fd)
             if "launch" in request:
+                os.read(led_r, 1)
                 launched.add(pid)
                 channel.send(json.dumps({"id": request["id"], "pid": pid}).encode())
+            os.close(led_r)
 
 
 def _reaped() -> list[tuple[int, int]]:
@@ -236,13 +243,15 @@ def _reaped() -> list[tuple[int, int]]:
         found.append((pid, status))
 
 
-def _child(channel: object, request: dict[str, object], fds: list[int]) -> int:
-    """In a forked child of the server: do what ``request`` asks; the exit status."""
+def _child(channel: object, request: dict[str, object], fds: list[int], led: int) -> int:
+    """In a forked child of the server: do what ``request`` asks; the exit status. ``led``
+    is closed once this process leads a session (and so a process group) of its own."""
     import json
     import socket
 
     assert isinstance(channel, socket.socket)
     if "listen" in request:
+        os.close(led)
         target = request["listen"]
         assert isinstance(target, list)
         try:
@@ -256,6 +265,7 @@ def _child(channel: object, request: dict[str, object], fds: list[int]) -> int:
     assert isinstance(launch, dict)
     channel.close()
     os.setsid()
+    os.close(led)
     targets: list[int] = launch["fds"]
     # Each descriptor received becomes the number caliban gave it: first staged above all
     # of those numbers, then put in place; every other one is closed.

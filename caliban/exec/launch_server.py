@@ -9,7 +9,8 @@ descriptors passed along):
 - :meth:`LaunchServer.launch`: the launcher's arguments, the command's environment,
   working directory and file descriptors; a child of the server takes them, starts a
   session of its own and runs the launcher's code (Landlock, seccomp, ``exec``). The server
-  reports its pid, then its exit code; caliban stops its group by that pid as any other.
+  reports its pid once it leads that session, then its exit code; caliban stops its group
+  by that pid as any other.
 - :meth:`LaunchServer.listen_in`: a TCP socket listening on ``127.0.0.1:PORT`` in another
   process's network namespace (bubblewrap's): a child of the server joins it (the server
   is single-threaded, caliban is not) and sends the socket back.
