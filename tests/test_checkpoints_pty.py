@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_repl_pty import CALIBAN, WAIT, answer, expect_prompt
+from test_repl_pty import CALIBAN, WAIT, Caliban, answer, expect_prompt
 
 pexpect = pytest.importorskip("pexpect")
 
@@ -25,7 +25,7 @@ def spawn(project: Path, server: Any, *args: str) -> Any:
         "ANTHROPIC_BASE_URL": server.url,
         "TERM": "xterm-256color",
     }
-    return pexpect.spawn(
+    return Caliban(
         str(CALIBAN),
         ["--permission-mode", "bypassPermissions", *args],
         cwd=str(project),

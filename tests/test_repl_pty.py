@@ -7,6 +7,7 @@ Ctrl-D.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -24,6 +25,26 @@ pytestmark = pytest.mark.slow
 
 CALIBAN = Path(sys.executable).parent / "caliban"
 WAIT = int(HANG_S)  # seconds (also a count of one-second tries)
+
+
+class Caliban(pexpect.spawn):  # type: ignore[misc, name-defined]
+    """caliban in a pseudo-terminal; one that does not end when awaited is made to say
+    where each of its threads is (``PYTHONFAULTHANDLER``: SIGABRT dumps their stacks), and
+    the timeout names it: a hang at exit is diagnosed the first time it happens."""
+
+    def __init__(self, *args: Any, env: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, env={**(env or os.environ), "PYTHONFAULTHANDLER": "1"}, **kwargs)
+
+    def expect(self, pattern: Any, *args: Any, **kwargs: Any) -> int:
+        try:
+            return int(super().expect(pattern, *args, **kwargs))
+        except pexpect.TIMEOUT:
+            if pattern is not pexpect.EOF or not self.isalive():
+                raise
+            self.kill(signal.SIGABRT)
+            with contextlib.suppress(pexpect.TIMEOUT, pexpect.EOF):
+                super().expect(pexpect.EOF, timeout=30)
+            raise pexpect.TIMEOUT(f"caliban did not exit; its threads:\n{self.before}") from None
 
 
 class Screen(io.StringIO):
@@ -55,7 +76,7 @@ def spawn(
         "TERM": "xterm-256color",
         **extra_env,
     }
-    child = pexpect.spawn(
+    child = Caliban(
         str(CALIBAN),
         list(args),
         cwd=str(project),
@@ -450,7 +471,7 @@ def test_ctrl_c_at_the_resume_picker_exits(project: Path, fake_model_server: Any
         [str(CALIBAN), "-p", "remember this"], cwd=project, env=env, capture_output=True
     )
     assert done.returncode == 0
-    child = pexpect.spawn(
+    child = Caliban(
         str(CALIBAN), ["--resume"], cwd=str(project), env=env, encoding="utf-8", timeout=WAIT
     )
     try:
