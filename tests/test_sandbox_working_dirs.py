@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +93,12 @@ def test_added_and_removed_directories_are_writable_as_the_rules_say(
 async def test_add_dir_in_the_repl_widens_the_rules_and_the_running_sandbox(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``/add-dir`` (Claude Code's command and messages): the folder is a working directory
-    from then on, for the rules and for the next command's sandbox (bubblewrap, for real);
-    a missing path, a file and a folder already inside the project are refused."""
-    from test_repl import CTRL_D, ENTER, harness
+    """``/add-dir`` (Claude Code 2.1.197's dialog and messages): once the user says yes the
+    folder is a working directory, for the rules and for the next command's sandbox
+    (bubblewrap, for real), and the next request tells the model; a missing path, a file and
+    a folder already inside the project are refused before anything is asked."""
+    from test_checkpoints_repl import answer_menus, leave, start
+    from test_repl import ENTER, harness
 
     backend("bubblewrap")
     monkeypatch.setenv(BACKEND_ENV, "bubblewrap")
@@ -108,21 +111,88 @@ async def test_add_dir_in_the_repl_widens_the_rules_and_the_running_sandbox(
     target = added / "f.txt"
     try:
         assert sh(runtime.backend, runtime.profile(), f"echo x > {target}", project).returncode
-        async with harness([], project, width=400, permissions=policy, sandbox=runtime) as h:
-            commands = ["/add-dir ../missing", "/add-dir ../file.txt", "/add-dir sub",
-                        "/add-dir", "/add-dir ../added"]  # fmt: skip
-            await h.run(ENTER.join(commands) + ENTER + CTRL_D)
+        async with harness(
+            ["Noted."], project, width=400, permissions=policy, sandbox=runtime
+        ) as h:
+            refused = ["/add-dir ../missing", "/add-dir ../file.txt", "/add-dir sub", "/add-dir"]
+            asked = []
+            menu = h.repl._menu
+
+            async def shown(question: str, options: Sequence[str]) -> int | None:
+                asked.append((question, list(options)))
+                return await menu(question, options)
+
+            h.repl._menu = shown  # type: ignore[method-assign]
+            task = await start(h, ENTER.join(refused) + ENTER, done="Usage: /add-dir <path>")
+            assert h.repl.menus_shown == 0
+            await answer_menus(h, "/add-dir ../added" + ENTER, "1", done="for this session.")
+            h.input.send_text("go on" + ENTER)
+            await leave(h, task)
         done = sh(runtime.backend, runtime.profile(), f"echo x > {target}", project)
     finally:
         runtime.close()
     assert f"Path {tmp_path / 'missing'} was not found." in h.text
     assert f"{tmp_path / 'file.txt'} is not a directory. Did you mean to add the parent " in h.text
     assert f"{project / 'sub'} is already accessible within the project {project}." in h.text
-    assert "Usage: /add-dir <path>" in h.text
+    assert asked == [
+        (
+            f"Add directory to workspace\n {added}\n caliban will be able to read files in this "
+            "directory and make edits when auto-accept edits is on.",
+            ["Yes, for this session", "Yes, and remember this directory", "No"],
+        )
+    ]
     assert f"Added {added} as a working directory for this session." in h.text
     assert policy.working_dirs == (added,)
     assert _policy_allows_write(policy, target)
     assert done.returncode == 0 and target.read_text() == "x\n"
+    [request] = h.provider.requests
+    told = "".join(m.text for m in request.messages)
+    assert f"<system-reminder>Added {added} as a working directory for this session." in told
+    assert request.system == "You are a test."  # the prompt (and its cache) keeps its bytes
+    assert not (project / ".claude").exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("answer", ["2", "3", "\x1b"], ids=["remember", "no", "esc"])
+async def test_add_dir_remembered_in_local_settings_or_declined(
+    tmp_path: Path, answer: str
+) -> None:
+    """ "Yes, and remember this directory" writes Claude Code's
+    ``permissions.additionalDirectories`` to ``.claude/settings.local.json`` (other keys kept);
+    "No" and Esc add nothing, and say so as Claude Code does."""
+    from test_checkpoints_repl import answer_menus, leave, start
+    from test_repl import ENTER, harness
+
+    from caliban.permissions.approval import PolicyAuthorizer
+    from caliban.repl.approve import TerminalApprover
+
+    project, added = tmp_path / "proj", tmp_path / "added"
+    (project / ".claude").mkdir(parents=True)
+    added.mkdir()
+    local = project / ".claude" / "settings.local.json"
+    local.write_text(json.dumps({"permissions": {"allow": ["Bash(ls:*)"]}, "model": "opus"}))
+    policy = PermissionPolicy(project_root=project, mode="acceptEdits")
+    async with harness([], project, permissions=policy, width=400) as h:
+        h.session.authorizer = PolicyAuthorizer(
+            policy, TerminalApprover(h.repl.console), trusted=True
+        )
+        task = await start(h, "", done="")
+        done = "saved to local settings." if answer == "2" else "as a working directory."
+        await answer_menus(h, f"/add-dir {added}" + ENTER, answer, done=done)
+        await leave(h, task)
+    saved = json.loads(local.read_text())
+    if answer == "2":
+        assert f"Added {added} as a working directory and saved to local settings." in h.text
+        assert policy.working_dirs == (added,)
+        assert saved == {
+            "permissions": {"allow": ["Bash(ls:*)"], "additionalDirectories": [str(added)]},
+            "model": "opus",
+        }
+    else:
+        assert f"Did not add {added} as a working directory." in h.text
+        assert policy.working_dirs == ()
+        assert saved == {"permissions": {"allow": ["Bash(ls:*)"]}, "model": "opus"}
+        assert h.session.conversation.messages == []
 
 
 @pytest.mark.slow

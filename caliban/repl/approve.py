@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -313,6 +313,22 @@ def to_ansi(console: Console, renderable: RenderableType) -> ANSI:
         color_system="truecolor" if system == "truecolor" else "256" if system else None,
     ).print(renderable)
     return ANSI("\n" + buffer.getvalue())
+
+
+Choose = Callable[[str, Sequence[str]], Awaitable[int | None]]
+"""Asks the user to pick one of the options: its index, ``None`` when cancelled (the
+REPL's menu for a command, :meth:`caliban.repl.app.Repl._menu`)."""
+
+
+async def pick(chooser: Choose | None, question: str, options: Sequence[str]) -> int | None:
+    """The index of the option the user picks with ``chooser``, or on a :func:`choose` menu
+    of the terminal without one; ``None`` when cancelled (Esc, Ctrl-C, Ctrl-D)."""
+    try:
+        if chooser is not None:
+            return await chooser(question, options)
+        return await choose(list(enumerate(options)), question=question)
+    except (KeyboardInterrupt, EOFError):
+        return None
 
 
 async def choose(

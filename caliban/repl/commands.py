@@ -582,8 +582,13 @@ async def _sandbox(ctx: CommandContext, arg: str) -> None:
                            "(see docs/sandbox.md)."))  # fmt: skip
 
 
-@command("add-dir", "Add a working directory for this session", usage="<path>")
+@command("add-dir", "Add a working directory (for this session, or remembered)", usage="<path>")
 async def _add_dir(ctx: CommandContext, arg: str) -> None:
+    from caliban.messages import Message
+    from caliban.permissions.approval import PolicyAuthorizer
+    from caliban.permissions.updates import DirectoriesUpdate
+    from caliban.repl.approve import pick
+
     policy = ctx.session.permissions
     if not arg.strip() or policy is None:
         ctx.console.print(_dim("Usage: /add-dir <path> (a folder file edits and sandboxed "
@@ -605,8 +610,32 @@ async def _add_dir(ctx: CommandContext, arg: str) -> None:
     if problem is not None:
         ctx.console.print(outside_text(problem, style="yellow"))
         return
-    policy.change_working_dirs([path], add=True)
-    ctx.console.print(outside_text(f"Added {path} as a working directory for this session."))
+    question = (
+        f"Add directory to workspace\n {path}\n caliban will be able to read files in this "
+        "directory and make edits when auto-accept edits is on."
+    )
+    options = ["Yes, for this session", "Yes, and remember this directory", "No"]
+    answer = await pick(ctx.choose, question, options)
+    if answer not in (0, 1):
+        ctx.console.print(outside_text(f"Did not add {path} as a working directory."))
+        return
+    authorizer = ctx.session.authorizer
+    if answer == 1 and isinstance(authorizer, PolicyAuthorizer):
+        # .claude/settings.local.json, as Claude Code saves it (locked, atomic, other keys
+        # kept; in a folder not trusted, new sessions read it once the folder is trusted)
+        update = DirectoriesUpdate(
+            kind="addDirectories", directories=(str(path),), destination="localSettings"
+        )
+        authorizer.updater.apply([update])
+        done = f"Added {path} as a working directory and saved to local settings."
+    else:
+        policy.change_working_dirs([path], add=True)
+        done = f"Added {path} as a working directory for this session."
+    ctx.console.print(outside_text(done))
+    # The model learns it with the next prompt; the system prompt's list of directories
+    # keeps its bytes (and the provider's prompt cache) until the next session.
+    reminder = f"{done} Its files may be read and edited as the project's are."
+    ctx.session.add_context(Message.user(f"<system-reminder>{reminder}</system-reminder>"))
 
 
 @command("rewind", "Restore the code and/or conversation to before an earlier prompt (Esc Esc)")

@@ -11,7 +11,7 @@ last prompt's checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -21,16 +21,13 @@ from rich.text import Text
 from caliban.checkpoints.manager import Checkpoint, CheckpointNotFound, RewindPlan
 from caliban.checkpoints.store import Change, StoreError
 from caliban.messages import Message, ToolResult
-from caliban.repl.approve import choose
+from caliban.repl.approve import Choose, pick
 from caliban.repl.render import ELBOW, outside_text
 from caliban.session.store import user_words
 from caliban.util.text import plural
 
 if TYPE_CHECKING:
     from caliban.session.session import Session
-
-Choose = Callable[[str, Sequence[str]], Awaitable[int | None]]
-"""Asks the user to pick one of the options: its index, ``None`` when cancelled."""
 
 Restore = Literal["both", "conversation", "code", "cancel"]
 RESTORE_CHOICES: tuple[tuple[Restore, str], ...] = (
@@ -43,11 +40,14 @@ PROMPT_WIDTH = 60
 
 
 def prompts_in(messages: Sequence[Message]) -> list[Message]:
-    """The user's prompts of a conversation (not tool results), oldest first."""
+    """The user's prompts of a conversation, oldest first: not tool results, nor context
+    with no words of the user's (a ``/add-dir`` or SessionStart hook's reminder)."""
     return [
         m
         for m in messages
-        if m.role == "user" and m.text and not any(isinstance(p, ToolResult) for p in m.parts)
+        if m.role == "user"
+        and not any(isinstance(p, ToolResult) for p in m.parts)
+        and user_words(m.text)
     ]
 
 
@@ -76,15 +76,6 @@ class RewindContext:
     set_input: Callable[[str], None] | None = None
 
 
-async def _choose(ctx: RewindContext, question: str, options: Sequence[str]) -> int | None:
-    try:
-        if ctx.choose is not None:
-            return await ctx.choose(question, options)
-        return await choose(list(enumerate(options)), question=question)
-    except (KeyboardInterrupt, EOFError):
-        return None
-
-
 async def rewind(ctx: RewindContext) -> None:
     """``/rewind``: pick a prompt, then what to restore."""
     session = ctx.session
@@ -102,7 +93,7 @@ async def rewind(ctx: RewindContext) -> None:
         else:
             what = change_summary(await _changes_after(ctx, checkpoint))
         labels.append(f"{_one_line(user_words(prompt.text))}  · {what}")
-    index = await _choose(ctx, "Rewind to before which prompt?", labels)
+    index = await pick(ctx.choose, "Rewind to before which prompt?", labels)
     if index is None:
         ctx.console.print(Text("Rewind cancelled.", style="dim"))
         return
@@ -114,7 +105,7 @@ async def rewind(ctx: RewindContext) -> None:
     plan = await _plan(ctx, prompt.id) if checkpoint is not None else None
     if plan is not None:
         _show_plan(ctx, plan)
-    picked = await _choose(ctx, "Restore what?", [label for _, label in choices])
+    picked = await pick(ctx.choose, "Restore what?", [label for _, label in choices])
     restore: Restore = choices[picked][0] if picked is not None else "cancel"
     if restore == "cancel":
         ctx.console.print(Text("Rewind cancelled.", style="dim"))
@@ -149,7 +140,7 @@ async def undo(ctx: RewindContext) -> None:
         return
     if plan.outside_edits:
         _show_plan(ctx, plan)
-        if await _choose(ctx, "Restore the files anyway?", ["Yes", "No"]) != 0:
+        if await pick(ctx.choose, "Restore the files anyway?", ["Yes", "No"]) != 0:
             ctx.console.print(Text("Undo cancelled.", style="dim"))
             return
     await _restore_files(ctx, last.id)
