@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -164,6 +165,27 @@ async def test_stopping_a_group_that_already_ended_returns_at_once() -> None:
 
 
 # ---------------------------------------------------------------------------- run
+
+
+def test_an_entry_point_ends_with_a_start_in_flight() -> None:
+    """``asyncio.run`` ending while a process starts cancels the start mid-way, and Python
+    3.11's subprocess transport then waits for ever for pipes it never connected (a REPL
+    that did not exit, once in a few hundred runs). :func:`run_main` lets the start finish
+    first; each number of loop turns below hung plain ``asyncio.run`` for some value."""
+    script = (
+        "import asyncio\n"
+        "from caliban.exec import PIPE, Command, run_main, spawn\n"
+        "async def main(turns):\n"
+        "    asyncio.ensure_future(spawn(Command(argv=('true',)), stdout=PIPE, stderr=PIPE))\n"
+        "    for _ in range(turns):\n"
+        "        await asyncio.sleep(0)\n"
+        "    return turns\n"
+        "print(sum(run_main(main(turns)) for turns in range(8)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=HANG_S
+    )
+    assert (done.returncode, done.stdout) == (0, "28\n"), done.stderr
 
 
 def test_run_keeps_the_first_bytes_of_each_stream_up_to_the_cap() -> None:

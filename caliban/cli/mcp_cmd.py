@@ -98,9 +98,9 @@ def _search_model() -> str:
 def _connect(servers: list[ServerConfig]) -> tuple[list[ServerStatus], list[McpTool]]:
     """Start ``servers``, wait for them, and return their statuses and the tools the connected
     ones listed (which refresh the user's tool-list cache)."""
-    import asyncio
+    from caliban.exec import run_main
 
-    return asyncio.run(_connect_async(servers))
+    return run_main(_connect_async(servers))
 
 
 async def _connect_async(

@@ -8,6 +8,8 @@ background tasks, hooks, ripgrep, git, MCP stdio servers) starts and stops here.
   cancellation while it starts stops the whole group it started.
 - :func:`stop_group` stops a child's whole group: SIGTERM, a grace period for its live
   members, SIGKILL for the rest, safe against a second cancellation.
+- :func:`run_main` is ``asyncio.run`` for an entry point: starts in flight finish before
+  the tasks left are cancelled (a cancelled start can hang Python 3.11's ``asyncio.run``).
 - :func:`run` runs a quick helper synchronously, bounded in time and output;
   :func:`run_attached` a program the user works in (an editor) on caliban's terminal.
 
@@ -28,6 +30,7 @@ from caliban.exec.process import (
     Child,
     Stdio,
     group_alive,
+    run_main,
     spawn,
     stop_group,
 )
@@ -53,6 +56,7 @@ __all__ = [
     "group_alive",
     "run",
     "run_attached",
+    "run_main",
     "spawn",
     "stop_group",
 ]

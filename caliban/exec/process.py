@@ -10,8 +10,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from typing import IO, Any
+import weakref
+from collections.abc import Callable, Coroutine
+from typing import IO, Any, TypeVar
 
 from caliban.exec.command import Command, SandboxProfile
 from caliban.exec.sandbox import Sandbox, confine
@@ -23,6 +24,7 @@ __all__ = [
     "Child",
     "Stdio",
     "group_alive",
+    "run_main",
     "spawn",
     "stop_group",
 ]
@@ -39,6 +41,9 @@ REAP_WAIT_S = 2.0
 """How long :func:`stop_group` waits, after SIGKILL, for the group to be gone and its
 leader reaped."""
 _POLL_FIRST_S, _POLL_MAX_S = 0.005, 0.05
+_starting: weakref.WeakSet[asyncio.Future[Child]] = weakref.WeakSet()
+"""Starts in flight (:func:`spawn`), for :func:`run_main`."""
+T = TypeVar("T")
 
 
 class _ExitAware(asyncio.subprocess.SubprocessStreamProtocol):
@@ -124,6 +129,7 @@ async def spawn(
     """
     command = confine(command, profile, sandbox)
     starting = asyncio.ensure_future(_start(command, limit, (stdin, stdout, stderr)))
+    _starting.add(starting)
     try:
         child = await asyncio.shield(starting)
     except asyncio.CancelledError:
@@ -145,6 +151,25 @@ async def spawn(
             child.close()
             raise
     return child
+
+
+def run_main(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)`` for an entry point that starts processes: once ``main`` ends,
+    every start in flight finishes before ``asyncio.run`` cancels the tasks left.
+
+    Cancelled while it connects a new process's pipes, Python 3.11's subprocess transport
+    waits for ever for the pipes it never connected, and ``asyncio.run`` with it (a REPL
+    that did not exit at Ctrl-D: a session's cancelled checkpoint task was starting git). A
+    start let finish is stopped by its cancelled owner instead (:func:`spawn`)."""
+
+    async def settled() -> T:
+        try:
+            return await main
+        finally:
+            while pending := [start for start in _starting if not start.done()]:
+                await asyncio.wait(pending)
+
+    return asyncio.run(settled())
 
 
 async def _start(command: Command, limit: int, stdio: tuple[Stdio, Stdio, Stdio]) -> Child:

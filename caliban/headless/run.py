@@ -216,7 +216,9 @@ def run_headless(options: CliOptions) -> int:
             )
             return EXIT_USAGE
     output = Output(output_format=options.output_format, verbose=options.verbose, out=sys.stdout)
-    return asyncio.run(_run(options, prompt, output))
+    from caliban.exec import run_main
+
+    return run_main(_run(options, prompt, output))
 
 
 async def _run(options: CliOptions, prompt: str | None, output: Output) -> int:

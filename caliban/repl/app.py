@@ -105,8 +105,10 @@ def run_interactive(options: CliOptions) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    from caliban.exec import run_main
+
     try:
-        return asyncio.run(_run_until_signalled(options))
+        return run_main(_run_until_signalled(options))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 
