@@ -132,8 +132,9 @@ class McpManager:
     each configured server's last tool list is served until the server lists its own.
     ``limits`` bounds what servers may send; ``sdk`` is the loader of the MCP SDK (the
     process's own by default); ``sandbox`` confines the stdio servers whose entry says
-    ``sandbox = true``. ``elicitor`` answers servers' elicitation requests (by default it
-    declines at once, as a headless run must).
+    ``sandbox = true`` (with ``confine_later``, they wait until :meth:`confine` gives it).
+    ``elicitor`` answers servers' elicitation requests (by default it declines at once, as a
+    headless run must).
     """
 
     def __init__(
@@ -146,10 +147,14 @@ class McpManager:
         limits: Limits | None = None,
         sdk: SdkLoader | None = None,
         sandbox: Confinement | None = None,
+        confine_later: bool = False,
         elicitor: Elicitor = decline,
     ) -> None:
         self._mode = connect_mode
         self._sandbox = sandbox
+        self._sandbox_known = asyncio.Event()
+        if not confine_later:
+            self._sandbox_known.set()
         self._elicitor = elicitor
         self._cache = catalog_cache
         self._limits = limits or Limits()
@@ -228,6 +233,20 @@ class McpManager:
             wanted = only is None or conn.name in only
             if wanted and conn.attempt is None and not isinstance(conn.phase, Disabled):
                 self._launch(conn)
+
+    def confine(self, sandbox: Confinement) -> None:
+        """The sandbox of the stdio servers whose entry says ``sandbox = true``: those
+        launched before it was known start now."""
+        self._sandbox = sandbox
+        self._sandbox_known.set()
+
+    async def wait_launched(self) -> None:
+        """Wait until every server launched so far has started its process (or starts none:
+        not stdio, waiting for the sandbox, failed): the caller's next work then runs while
+        they boot, not before their launches."""
+        for conn in self._conns.values():
+            if conn.attempt is not None:
+                await conn.attempt.launched.wait()
 
     def settle_order(self) -> None:
         """The first request is about to be built: the tool list's order counts from now."""
@@ -489,6 +508,7 @@ class McpManager:
 
     async def _run(self, conn: Connection, attempt: Attempt) -> None:
         if self._closed:  # closed before this task got to run
+            attempt.launched.set()
             attempt.ready.set()
             return
         spec = conn.spec
@@ -507,6 +527,9 @@ class McpManager:
                 async with AsyncExitStack() as stack:
                     if spec.spawns_process:
                         assert spec.config is not None and attempt.log is not None
+                        if spec.config.sandbox and not self._sandbox_known.is_set():
+                            attempt.launched.set()
+                            await self._sandbox_known.wait()
                         # The server boots while the SDK is imported.
                         attempt.stdio = await StdioServer.start(
                             spec.config,
@@ -515,6 +538,7 @@ class McpManager:
                             sandbox=self._sandbox,
                         )
                         stack.push_async_callback(attempt.stdio.stop)
+                    attempt.launched.set()
                     await self._sdk.wait(start=not self._hold_sdk)
                     client = await stack.enter_async_context(self._client(conn, attempt))
                     # Subscribe before listing, so no change can fall between the two.
@@ -557,6 +581,7 @@ class McpManager:
     ) -> None:
         """Record how an attempt ended: its log closed, and unless a newer attempt took over,
         the connection failed (with the server's last stderr lines) or left as it is."""
+        attempt.launched.set()
         if attempt.violation is not None:
             reason = attempt.violation
         elif attempt.stdio is not None and (how := attempt.stdio.exit_reason()) is not None:

@@ -189,6 +189,9 @@ class Attempt:
         """Its start-up's cancel scope, while it starts."""
         self.ready = asyncio.Event()
         """Set once it connected or failed."""
+        self.launched = asyncio.Event()
+        """Set once its process started, or it starts none (not stdio, waiting for the
+        session's sandbox, failed or closed before launching)."""
         self.wake = asyncio.Event()
         """Set to end it: the server went away, or the manager closes."""
         self.refresh = asyncio.Event()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import os
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from caliban.sandbox.runtime import SandboxRuntime
     from caliban.subagents import AgentDefinition
     from caliban.tools.base import Tool
+    from caliban.tools.tasks import BackgroundTasks
 
 
 def preload() -> None:
@@ -96,20 +98,11 @@ async def open_session(
     asked when a call needs approval (interactive: after the Notification hooks; headless:
     a :class:`~caliban.permissions.approval.DenyingApprover`, or none).
     """
-    from caliban.checkpoints import checkpointing
-    from caliban.claude_code.compat import prepare, resolve_model, retry_policy, select_builtins
+    from caliban.claude_code.compat import prepare, resolve_model, retry_policy
     from caliban.mcp.config import load_mcp_config
-    from caliban.mcp.status import describe_failure, describe_skipped
-    from caliban.permissions.approval import PolicyAuthorizer, deny_approver
-    from caliban.permissions.policy import PermissionPolicy
-    from caliban.permissions.saved_rules import rules_file
     from caliban.providers.base import DEFAULT_MODELS
     from caliban.providers.select import create_provider, resolve_provider
-    from caliban.session.resume import close_transcript, open_transcript
-    from caliban.skills.catalog import load_catalog
     from caliban.subagents import list_agents
-    from caliban.tools.builtin import builtin_tools
-    from caliban.tools.tasks import BackgroundTasks
 
     root = project_root(options.cwd)
     trusted = is_trusted(root)
@@ -136,121 +129,142 @@ async def open_session(
         mcp_json_allows=setup.claude.allows_mcpjson_server,
         trusted=trusted,
     )
-
-    tasks = BackgroundTasks()
-    chosen = select_builtins(
-        builtin_tools(tasks),
-        only=options.tools,
-        deny=[*settings.permissions.deny, *options.disallowed_tools],
-    )
-    policy = PermissionPolicy.from_settings(
-        settings.permissions,
-        project_root=root,
-        allowed=options.allowed_tools,
-        disallowed=[*options.disallowed_tools, *chosen.deny],
-        working_dirs=setup.add_dirs,
-    )
-    sandbox = _sandbox(options, loaded, setup, policy, trusted)
-    manager = mcp_manager(mcp_config.servers, sandbox=sandbox)
+    # The servers boot on the other core while the rest of the session is built: launched
+    # once it is known which may start (trust and enabledMcpjsonServers decided above, a
+    # run that fails on its flags or provider starts none), before the session's own
+    # imports; those confined by the sandbox wait for it (built below).
+    manager = mcp_manager(mcp_config.servers)
     first_wait = None
     if manager is not None:
         first_wait = launch_first(
             manager, wait_for_all=None if interactive else settings.tools.wait_for_mcp
         )
-        await asyncio.sleep(0)  # the servers' tasks launch their processes now, not later
-    # After the servers' launches, which it would only hold up.
-    warm_up = start_in_daemon_thread(provider.warm_up, name="caliban-http-client")
-    # The server's real context window (a local model's is rarely 128k), asked off the
-    # critical path; /context and lazy_mcp = "auto" read it once known.
-    window = asyncio.ensure_future(provider.refresh_context_window(choice.model))
-    # On for Bash: find (and probe) the backend while the rest starts, to warn once.
-    probe = asyncio.ensure_future(
-        asyncio.to_thread(sandbox.unavailable_notice)
-        if sandbox.config.enabled
-        else asyncio.sleep(0, result=None)
-    )
-    late: asyncio.Task[None] | None = None
-    warming: asyncio.Task[None] | None = None
+        await manager.wait_launched()
+    opened: Session | None = None
+    hooks: HookRunner | None = None
+    tasks: BackgroundTasks | None = None
+    sandbox: SandboxRuntime | None = None
+    background: list[asyncio.Future[Any]] = []  # what starts beside the session: cancelled
     timers: list[asyncio.TimerHandle] = []
-    catalog = load_catalog(options.cwd)
-    # Only a person gets Notification hooks; headless callers pass a denier (or nothing).
-    notifying = _NotifyingApprover(approver) if approver is not None and interactive else None
-    if not interactive:
-        asker = approver or deny_approver
-    elif setup.never_ask or notifying is None:
-        asker = deny_approver
-    else:
-        asker = notifying
-    authorizer = PolicyAuthorizer(
-        policy,
-        asker,
-        rules_file=(
-            rules_file(root, settings.permissions.save_rules_in, trusted=trusted)
-            if interactive
-            else None
-        ),
-        trusted=trusted,
-    )
-    fallback_warnings: list[str] = []
-    fallbacks = _fallbacks(options.fallback_models, choice, fallback_warnings)
-    session = Session(
-        settings=settings,
-        provider=provider,
-        model=choice.model,
-        system_prompt=system_prompt(
-            options.cwd,
-            root,
-            add_dirs=setup.add_dirs,
-            read_denied=policy.read_denial,
-            replace=options.system_prompt,
-            append=options.append_system_prompt,
-            memory=not options.bare,
-            base=main_agent.system_prompt.strip() if main_agent is not None else None,
-        ),
-        env=ToolEnv(
-            cwd=options.cwd,
-            project_root=root,
-            read_denied=policy.read_denial,
-            address_denied=policy.address_denial,
-            sandbox=sandbox,
-        ),
-        builtins=_with_structured_output(
-            _agent_tools(chosen.builtins, main_agent), options.json_schema
-        ),
-        # An --agent main agent starts no sub-agents, as a sub-agent does not.
-        agents=agent_definitions if chosen.agent and main_agent is None else (),
-        skills=() if options.disable_slash_commands else catalog.items,
-        permissions=policy,
-        authorizer=authorizer,
-        listeners=list(listeners),
-        max_turns=settings.max_turns,
-        config=loaded,
-        mcp=manager,
-        permission_mode_name=setup.permission_mode,
-        id=options.session_id or new_session_id(),
-        fallback_models=fallbacks,
-        main_agent=main_agent,
-        sandbox=sandbox,
-        status_line=setup.claude.status_line,
-    )
-    authorizer.warn = lambda text: session.emit(Notice(level="warning", text=text))
-    if checkpointing(interactive=interactive):
-        from caliban.checkpoints.manager import Checkpoints
-
-        session.checkpoints = Checkpoints(
-            project=root,
-            session_id=session.id,
-            warn=lambda text: session.emit(Notice(level="warning", text=text)),
-        )
-    skip_hooks = options.bare or setup.claude.disable_all_hooks
-    hooks = None if skip_hooks else _hooks(loaded, setup.claude.hooks, session, root)
-    if options.json_schema is not None:
-        from caliban.tools.structured_output import RequireStructuredOutput
-
-        session.hooks = RequireStructuredOutput(session.hooks, session.env)
-    if notifying is not None:
-        notifying.hooks = hooks
     try:
+        from caliban.checkpoints import checkpointing
+        from caliban.claude_code.compat import select_builtins
+        from caliban.mcp.status import describe_failure, describe_skipped
+        from caliban.permissions.approval import PolicyAuthorizer, deny_approver
+        from caliban.permissions.policy import PermissionPolicy
+        from caliban.permissions.saved_rules import rules_file
+        from caliban.session.resume import open_transcript
+        from caliban.skills.catalog import load_catalog
+        from caliban.tools.builtin import builtin_tools
+        from caliban.tools.tasks import BackgroundTasks
+
+        tasks = BackgroundTasks()
+        chosen = select_builtins(
+            builtin_tools(tasks),
+            only=options.tools,
+            deny=[*settings.permissions.deny, *options.disallowed_tools],
+        )
+        policy = PermissionPolicy.from_settings(
+            settings.permissions,
+            project_root=root,
+            allowed=options.allowed_tools,
+            disallowed=[*options.disallowed_tools, *chosen.deny],
+            working_dirs=setup.add_dirs,
+        )
+        sandbox = _sandbox(options, loaded, setup, policy, trusted)
+        if manager is not None:
+            manager.confine(sandbox)
+        # After the servers' launches, which it would only hold up.
+        warm_up = start_in_daemon_thread(provider.warm_up, name="caliban-http-client")
+        # The server's real context window (a local model's is rarely 128k), asked off the
+        # critical path; /context and lazy_mcp = "auto" read it once known.
+        window = asyncio.ensure_future(provider.refresh_context_window(choice.model))
+        # On for Bash: find (and probe) the backend while the rest starts, to warn once.
+        probe = asyncio.ensure_future(
+            asyncio.to_thread(sandbox.unavailable_notice)
+            if sandbox.config.enabled
+            else asyncio.sleep(0, result=None)
+        )
+        background += [warm_up, window, probe]
+        catalog = load_catalog(options.cwd)
+        # Only a person gets Notification hooks; headless callers pass a denier (or nothing).
+        notifying = _NotifyingApprover(approver) if approver is not None and interactive else None
+        if not interactive:
+            asker = approver or deny_approver
+        elif setup.never_ask or notifying is None:
+            asker = deny_approver
+        else:
+            asker = notifying
+        authorizer = PolicyAuthorizer(
+            policy,
+            asker,
+            rules_file=(
+                rules_file(root, settings.permissions.save_rules_in, trusted=trusted)
+                if interactive
+                else None
+            ),
+            trusted=trusted,
+        )
+        fallback_warnings: list[str] = []
+        fallbacks = _fallbacks(options.fallback_models, choice, fallback_warnings)
+        session = Session(
+            settings=settings,
+            provider=provider,
+            model=choice.model,
+            system_prompt=system_prompt(
+                options.cwd,
+                root,
+                add_dirs=setup.add_dirs,
+                read_denied=policy.read_denial,
+                replace=options.system_prompt,
+                append=options.append_system_prompt,
+                memory=not options.bare,
+                base=main_agent.system_prompt.strip() if main_agent is not None else None,
+            ),
+            env=ToolEnv(
+                cwd=options.cwd,
+                project_root=root,
+                read_denied=policy.read_denial,
+                address_denied=policy.address_denial,
+                sandbox=sandbox,
+            ),
+            builtins=_with_structured_output(
+                _agent_tools(chosen.builtins, main_agent), options.json_schema
+            ),
+            # An --agent main agent starts no sub-agents, as a sub-agent does not.
+            agents=agent_definitions if chosen.agent and main_agent is None else (),
+            skills=() if options.disable_slash_commands else catalog.items,
+            permissions=policy,
+            authorizer=authorizer,
+            listeners=list(listeners),
+            max_turns=settings.max_turns,
+            config=loaded,
+            mcp=manager,
+            permission_mode_name=setup.permission_mode,
+            id=options.session_id or new_session_id(),
+            fallback_models=fallbacks,
+            main_agent=main_agent,
+            sandbox=sandbox,
+            status_line=setup.claude.status_line,
+        )
+        opened = session
+        authorizer.warn = lambda text: session.emit(Notice(level="warning", text=text))
+        if checkpointing(interactive=interactive):
+            from caliban.checkpoints.manager import Checkpoints
+
+            session.checkpoints = Checkpoints(
+                project=root,
+                session_id=session.id,
+                warn=lambda text: session.emit(Notice(level="warning", text=text)),
+            )
+        skip_hooks = options.bare or setup.claude.disable_all_hooks
+        hooks = None if skip_hooks else _hooks(loaded, setup.claude.hooks, session, root)
+        if options.json_schema is not None:
+            from caliban.tools.structured_output import RequireStructuredOutput
+
+            session.hooks = RequireStructuredOutput(session.hooks, session.env)
+        if notifying is not None:
+            notifying.hooks = hooks
         if not options.no_session_persistence:
             await open_transcript(session, options, interactive=interactive)  # -c / --resume
         lazy_warning = session.lazy_policy.warning if session.lazy_policy else None
@@ -290,7 +304,7 @@ async def open_session(
                     session.emit(Notice(level="warning", text=describe_failure(status)))
                 elif (skipped := describe_skipped(status)) is not None:
                     session.emit(Notice(level="warning", text=skipped))
-            late = asyncio.create_task(_report_failures(session, manager))
+            background.append(asyncio.create_task(_report_failures(session, manager)))
         if not interactive:
             await warm_up
             lazy = session.lazy_policy
@@ -298,7 +312,7 @@ async def open_session(
                 await window  # "auto" weighs the tools against it; a short timeout bounds it
         if interactive and session.checkpoints is not None:
             # The first checkpoint hashes the whole project: before the first prompt, not in it.
-            warming = asyncio.create_task(session.checkpoints.warm())
+            background.append(asyncio.create_task(session.checkpoints.warm()))
         if (unavailable := await probe) is not None:
             session.emit(Notice(level="warning", text=unavailable))
         if manager is not None:
@@ -309,23 +323,29 @@ async def open_session(
             )
             if context := await hooks.session_started(source):
                 session.add_context(Message.user(context))
+        if not gc.isenabled():
+            # Start-up is over (caliban.cli.main paused collection for it). What it made
+            # lives as long as the process: frozen, it is never walked (resuming without
+            # would walk all of it at once, ~0.13 s; see Session.run).
+            gc.freeze()
+            gc.enable()
         yield session
     finally:
         if hooks is not None:
             with contextlib.suppress(Exception):  # a failing hook must not lose the session
                 await hooks.session_ended("other")
-        close_transcript(session)
-        await tasks.aclose()
-        probe.cancel()
-        sandbox.close()
+        if opened is not None:
+            from caliban.session.resume import close_transcript
+
+            close_transcript(opened)
+        if tasks is not None:
+            await tasks.aclose()
+        if sandbox is not None:
+            sandbox.close()
         for timer in timers:  # a session closed before its background work began
             timer.cancel()
-        if late is not None:
-            late.cancel()
-        if warming is not None:
-            warming.cancel()
-        warm_up.cancel()
-        window.cancel()
+        for work in background:
+            work.cancel()
         if manager is not None:
             await manager.aclose()
         await provider.aclose()
@@ -437,17 +457,16 @@ thread that holds the interpreter lock. Negligible beside a model's latency, whi
 background work then overlaps."""
 
 
-def mcp_manager(
-    servers: Sequence[ServerConfig], *, sandbox: SandboxRuntime | None = None
-) -> McpManager | None:
+def mcp_manager(servers: Sequence[ServerConfig]) -> McpManager | None:
     """The manager of ``servers``, their last tool lists read from the user's cache; ``None``
-    when there are none. Servers with ``sandbox = true`` run confined by ``sandbox``."""
+    when there are none. Servers with ``sandbox = true`` wait for the session's sandbox
+    (:meth:`~caliban.mcp.client.McpManager.confine`)."""
     if not servers:
         return None
     from caliban.mcp.catalog_cache import user_cache
     from caliban.mcp.client import McpManager
 
-    manager = McpManager(servers, catalog_cache=user_cache(), sandbox=sandbox)
+    manager = McpManager(servers, catalog_cache=user_cache(), confine_later=True)
     manager.order_settled = False  # until the first request (open_session settles it)
     return manager
 
