@@ -14,7 +14,7 @@ from sandbox_helpers import (
     launch_server_stopped,  # noqa: F401  (an autouse fixture)
 )
 
-from caliban.exec import Sandbox
+from caliban.exec import NoSandbox, Sandbox, SandboxProfile
 from caliban.mcp.client import McpManager
 from caliban.mcp.config import ServerConfig, load_mcp_config
 from caliban.mcp.tools import unmark
@@ -73,6 +73,33 @@ async def test_a_server_asking_for_a_sandbox_does_not_start_without_one(tmp_path
             [status] = await manager.wait_ready()
     assert status.state == "failed"
     assert "none works here: bwrap is not installed" in (status.error or "")
+
+
+class CountingSandbox:
+    """No confinement, counting how often a server asked for it."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def confinement(self) -> tuple[SandboxProfile, NoSandbox]:
+        self.asked += 1
+        return SandboxProfile(), NoSandbox()
+
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        return env
+
+
+async def test_a_server_that_asks_for_the_sandbox_waits_for_it() -> None:
+    # A session launches its servers before it has built its sandbox (issue 30).
+    async with McpManager([_writer(sandbox=True)], confine_later=True) as manager:
+        with hang_guard():
+            await manager.wait_launched()  # does not wait for the sandbox
+            assert manager.status("writer").pid is None
+            sandbox = CountingSandbox()
+            manager.confine(sandbox)
+            [status] = await manager.wait_ready()
+    assert status.state == "connected", status
+    assert sandbox.asked == 1
 
 
 def test_sandbox_is_an_mcp_toml_key_for_stdio_servers(project: Path) -> None:

@@ -4,7 +4,8 @@
 flags and the provider are read, before it builds the rest of the session (the servers boot
 on the other core meanwhile): the order is observed at the moment the built-in tools are
 built, with real processes. Trust still decides first: an untrusted folder's project servers
-never launch, early or late. Start-up runs with the garbage collector paused
+never launch, early or late (a server with ``sandbox = true`` waits for the sandbox:
+tests/test_sandbox_mcp_hooks.py). Start-up runs with the garbage collector paused
 (``caliban.cli.main``), and the open session collects again with start-up's objects frozen.
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 from hang import hang_guard
+from reaping import running
+from test_headless import options
 
 from caliban.cli.main import main
 from caliban.cli.options import CliOptions
 from caliban.config.settings import user_config_path
-from caliban.exec import NoSandbox, SandboxProfile
 from caliban.mcp.client import McpManager
 from caliban.mcp.config import ServerConfig, user_mcp_path
 from caliban.permissions.trust import trust
@@ -32,7 +33,6 @@ from caliban.session import assemble
 
 pytestmark = pytest.mark.anyio
 
-SERVERS = Path(__file__).parent / "mcp_servers"
 IDLE = "import sys; open(sys.argv[1], 'w').close(); sys.stdin.read()"
 """A stdio server that never answers: it notes that it ran, then waits for its stdin."""
 
@@ -41,22 +41,8 @@ class BuildFailed(Exception):
     """Raised where the session builds its built-in tools, after the launch."""
 
 
-def options(cwd: Path) -> CliOptions:
-    return CliOptions(
-        prompt="hi",
-        print_mode=True,
-        output_format="text",
-        model=None,
-        provider=None,
-        max_turns=None,
-        permission_mode=None,
-        allowed_tools=(),
-        disallowed_tools=(),
-        continue_session=False,
-        resume=None,
-        cwd=cwd,
-        no_session_persistence=True,
-    )
+def run_options(cwd: Path) -> CliOptions:
+    return options(cwd=cwd, output_format="text", no_session_persistence=True)
 
 
 def idle_server(marker: Path) -> dict[str, Any]:
@@ -92,7 +78,9 @@ def at_build(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
         for manager in managers:
             for name in manager.server_names():
                 pid = manager.status(name).pid
-                seen.append({"name": name, "pid": pid, "running": pid is not None and _alive(pid)})
+                seen.append(
+                    {"name": name, "pid": pid, "running": pid is not None and bool(running([pid]))}
+                )
         raise BuildFailed
 
     import caliban.tools.builtin
@@ -100,14 +88,6 @@ def at_build(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
     monkeypatch.setattr(assemble, "mcp_manager", recording_manager)
     monkeypatch.setattr(caliban.tools.builtin, "builtin_tools", failing_build)
     yield seen
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_servers_run_before_the_session_is_built_and_stop_when_it_fails(
@@ -119,11 +99,11 @@ async def test_servers_run_before_the_session_is_built_and_stop_when_it_fails(
         json.dumps({"mcpServers": {"idle": idle_server(marker)}})
     )
     with hang_guard(), pytest.raises(BuildFailed):
-        async with assemble.open_session(options(waiting_run)):
+        async with assemble.open_session(run_options(waiting_run)):
             pass
     [server] = at_build
     assert server["name"] == "idle" and server["running"]  # launched before the build
-    assert not _alive(server["pid"])  # and stopped, though the session never opened
+    assert not running([server["pid"]])  # and stopped, though the session never opened
 
 
 async def test_an_untrusted_folders_servers_never_launch(
@@ -142,7 +122,7 @@ async def test_an_untrusted_folders_servers_never_launch(
         f"args = {json.dumps(['-c', IDLE, str(waiting_run / 'mine-ran')])}\n"
     )
     with hang_guard(), pytest.raises(BuildFailed):
-        async with assemble.open_session(options(waiting_run)):
+        async with assemble.open_session(run_options(waiting_run)):
             pass
     assert [(s["name"], s["running"]) for s in at_build] == [("mine", True)]
     assert not evil.exists()
@@ -167,44 +147,10 @@ async def test_a_server_not_enabled_in_claude_codes_settings_never_launches(
         json.dumps({"enabledMcpjsonServers": ["on"]})
     )
     with hang_guard(), pytest.raises(BuildFailed):
-        async with assemble.open_session(options(waiting_run)):
+        async with assemble.open_session(run_options(waiting_run)):
             pass
     assert [(s["name"], s["running"]) for s in at_build] == [("on", True)]
     assert not (waiting_run / "off-ran").exists()
-
-
-class CountingSandbox:
-    """No confinement, counting how often a server asked for it."""
-
-    def __init__(self) -> None:
-        self.asked = 0
-
-    def confinement(self) -> tuple[SandboxProfile, NoSandbox]:
-        self.asked += 1
-        return SandboxProfile(), NoSandbox()
-
-    def environment(self, env: dict[str, str]) -> dict[str, str]:
-        return env
-
-
-async def test_a_server_that_asks_for_the_sandbox_waits_for_it() -> None:
-    config = ServerConfig(
-        name="writer",
-        transport="stdio",
-        command=sys.executable,
-        args=(str(SERVERS / "writer.py"),),
-        sandbox=True,
-        startup_timeout=300,  # importing the MCP SDK takes seconds on a loaded machine
-    )
-    async with McpManager([config], confine_later=True) as manager:
-        with hang_guard():
-            await manager.wait_launched()  # does not wait for the sandbox
-            assert manager.status("writer").pid is None
-            sandbox = CountingSandbox()
-            manager.confine(sandbox)
-            [status] = await manager.wait_ready()
-    assert status.state == "connected", status
-    assert sandbox.asked == 1
 
 
 def test_start_up_pauses_collection_and_a_command_resumes_it(capsys: Any) -> None:
@@ -212,3 +158,15 @@ def test_start_up_pauses_collection_and_a_command_resumes_it(capsys: Any) -> Non
         main(["--help"])
     assert gc.isenabled()
     assert "Usage" in capsys.readouterr().out
+
+
+async def test_the_open_session_collects_again_with_start_ups_objects_frozen(
+    waiting_run: Path,
+) -> None:
+    gc.disable()  # as caliban.cli.main does for start-up
+    try:
+        async with assemble.open_session(run_options(waiting_run)):
+            assert gc.isenabled()
+            assert gc.get_freeze_count() > 0
+    finally:
+        gc.enable()
