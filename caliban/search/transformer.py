@@ -228,6 +228,7 @@ class TransformerModel:
                 m.values.size
                 for layer in layers
                 for m in (layer.qkv, layer.out, layer.up, layer.down)
+                if m.scale is not None
             ),
             default=0,
         )
