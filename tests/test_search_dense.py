@@ -104,6 +104,17 @@ def test_a_text_embeds_the_same_alone_and_in_a_batch_of_longer_ones(
     assert not np.allclose(batch[0], batch[3])
 
 
+def test_a_text_is_cut_to_the_positions_a_model_has(tiny: TransformerModel) -> None:
+    # the tiny model knows 64 positions (MiniLM 512): a longer text, or a lone text padded
+    # past them, keeps its first tokens instead of failing
+    long = " ".join(WORDS * 10)  # 100 tokens
+    near = " ".join((WORDS * 7)[:61])  # 63 with [CLS] and [SEP]: padded to 64, not 65
+    assert len(tiny.token_ids(long)) == 64
+    batch = tiny.embed([long, near, "rain"])
+    alone = np.stack([tiny.embed([t])[0] for t in (long, near, "rain")])
+    assert np.allclose(batch, alone, atol=1e-5)
+
+
 def test_a_zipped_model_loads_like_its_directory(tmp_path: Path) -> None:
     directory = tiny_bert(tmp_path / "m")
     archive = tmp_path / "model.zip"

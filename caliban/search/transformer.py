@@ -50,7 +50,7 @@ padded (masked) to a multiple of four tokens, from 3 up (1 or 2 rows have faster
 _MAX_HEADER: Final = 100 * 2**20
 _MAX_TOKENS: Final = 128
 """Tokens of a text that count (the model was trained on 128; a tool's description says
-what it does early on)."""
+what it does early on), or fewer if the model has fewer positions."""
 _BATCH_TOKENS: Final = 4096
 """Padded tokens per batch when embedding many texts: bounds memory, keeps matmuls large."""
 MAX_MODEL_BYTES: Final = 512 * 2**20
@@ -220,6 +220,7 @@ class TransformerModel:
         self._cls, self._sep = special["[CLS]"], special["[SEP]"]
         self._word = word
         self._position = embeddings["position"]
+        self._max_tokens = min(_MAX_TOKENS, len(self._position))
         self._type0 = embeddings["type"][0]
         self._ln = (embeddings["ln_weight"], embeddings["ln_bias"])
         self._layers = tuple(layers)
@@ -322,7 +323,7 @@ class TransformerModel:
 
     def token_ids(self, text: str) -> list[int]:
         """``[CLS]``, the first tokens of ``text``, ``[SEP]``."""
-        ids = self.tokenizer.ids(text)[: _MAX_TOKENS - 2]
+        ids = self.tokenizer.ids(text)[: self._max_tokens - 2]
         return [self._cls, *ids, self._sep]
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
@@ -341,7 +342,7 @@ class TransformerModel:
             batch = order[start:end]
             width = len(encoded[batch[-1]])
             if len(batch) == 1 and width > 2:
-                width += -width % _ROW_BLOCK
+                width = min(width + -width % _ROW_BLOCK, self._max_tokens)
             ids = np.zeros((len(batch), width), dtype=np.intp)
             mask = np.zeros((len(batch), width), dtype=np.float32)
             for row, i in enumerate(batch):
