@@ -79,6 +79,11 @@ class DenseEncoder:
         self._worker: threading.Thread | None = None
 
     @property
+    def model(self) -> SentenceEncoder | None:
+        """The transformer, once loaded."""
+        return self._model
+
+    @property
     def failed(self) -> bool:
         """Whether the model could not be loaded."""
         return self._failed

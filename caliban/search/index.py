@@ -478,6 +478,22 @@ class ToolIndex(Generic[D]):
         """Whether the transformer's tool embeddings are ready (its score is used)."""
         return self._dense is not None and self._dense.ready
 
+    def query_vector(self, query: str) -> npt.NDArray[np.float32] | None:
+        """The transformer's embedding of a keyword query's ranked words, once the
+        transformer ranks (``None`` before, and for ``select:`` queries); remembered by the
+        encoder, so free after the search that ranked ``query``."""
+        text = query.strip()
+        if self._dense is None or not self._dense.ready or text[:7].lower() == "select:":
+            return None
+        _, ranked, _ = _parse(text)
+        return self._dense.encoder.embed_query(ranked) if tokenize(ranked) else None
+
+    @property
+    def dense_model(self) -> tuple[str, int] | None:
+        """The transformer's digest and dimensions, once it ranks."""
+        model = self._dense.encoder.model if self._dense is not None and self._dense.ready else None
+        return None if model is None else (model.digest, model.dims)
+
     def __len__(self) -> int:
         return len(self._docs)
 

@@ -289,10 +289,11 @@ def search_catalog(
     text ToolSearch would answer with).
     """
     from caliban.mcp.lazy.catalog import build_index
+    from caliban.search.history import open_history, search_with_history
 
     index = build_index(tools, search_model)
     index.wait_semantic(semantic_wait_s)
-    result = index.search(query, limit)
+    result, _ = search_with_history(index, query, limit, open_history(index))
     data: dict[str, Any] = {
         "query": query,
         "mode": result.mode,

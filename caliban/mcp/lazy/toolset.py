@@ -30,7 +30,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from caliban.calls.effects import Effects
 from caliban.events import ActivationChanged, AgentEvent
@@ -59,6 +59,12 @@ from caliban.tools.base import (
 )
 from caliban.tools.origin import McpOrigin
 from caliban.toolsets.base import ChildScope, LazyView, PromptTools, Toolset, ToolsetView
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from caliban.search.history import SearchHistory
 
 __all__ = ["DeferredTool", "LazyMcpToolset"]
 
@@ -219,6 +225,11 @@ class LazyMcpToolset:
         self._unclaimed: tuple[str, ...] = ()
         """Loaded for the latest prompt and neither called nor found by ToolSearch since:
         dropped at the next prompt unless it wants them too."""
+        self._history: SearchHistory | None = None
+        self._history_model: tuple[str, int] | None = None
+        self._found: dict[str, npt.NDArray[np.float32]] = {}
+        """Tools ToolSearch found, each with its query's embedding: the history remembers
+        the pair when the tool is called."""
 
     # -- state
 
@@ -322,6 +333,9 @@ class LazyMcpToolset:
         if name in self._preactivated:
             self._preactivated[name] = True
         self._unclaimed = tuple(n for n in self._unclaimed if n != name)
+        query = self._found.pop(name, None)
+        if query is not None and self._history is not None:
+            self._history.remember(query, name)
 
         def step(
             current: McpActivationSet,
@@ -500,7 +514,13 @@ class LazyMcpToolset:
         unavailable = self._unavailable()
         cap = self.activation.get().cap
         limit = min(max_results, MAX_RESULTS, cap)
-        result = index.search(query, limit)
+        from caliban.search.history import open_history, search_with_history
+
+        if index.dense_model != self._history_model:  # MiniLM began to rank
+            self._history, self._history_model = open_history(index), index.dense_model
+        result, vector = search_with_history(index, query, limit, self._history)
+        if vector is not None:
+            self._found.update((hit.doc.name, vector) for hit in result.hits)
         # select: of an eager tool (full or bare name; the index holds only lazy tools):
         # nothing to load, it is always on the wire
         eager = {name: self._eager_tool(catalog, name) for name in result.missing_names}
