@@ -480,8 +480,8 @@ class ToolIndex(Generic[D]):
 
     def query_vector(self, query: str) -> npt.NDArray[np.float32] | None:
         """The transformer's embedding of a keyword query's ranked words, once the
-        transformer ranks (``None`` before, and for ``select:`` queries); remembered by the
-        encoder, so free after the search that ranked ``query``."""
+        transformer ranks (``None`` before, and for ``select:`` queries); the encoder
+        remembers it, so a search for ``query`` does not embed it again."""
         text = query.strip()
         if self._dense is None or not self._dense.ready or text[:7].lower() == "select:":
             return None
