@@ -48,7 +48,7 @@ import numpy as np
 import numpy.typing as npt
 import search_rerank_probe as rerank
 from search_fusion_probe import Fusion, Parts, Scored, _top, _z, fuse, measure
-from search_quality import encoder
+from search_quality import DEV_SETS, encoder
 
 from caliban.search import index as ix
 from caliban.search.bm25 import VOCABULARY, Postings
@@ -57,15 +57,7 @@ from caliban.search.models import MINILM_DIR
 
 Vector = npt.NDArray[np.float64]
 
-DEV = (
-    "user dev",
-    "tasks dev",
-    "github dev",
-    "short toollens",
-    "short mcptoolbench",
-    "short github",
-)
-"""Where knobs are chosen: the dev halves and the short queries written here."""
+DEV = DEV_SETS
 
 PHRASE_WEIGHT = 0.5
 """``Ranking.name_phrase``: the shipped default's bonus."""

@@ -40,22 +40,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from search_quality import QuerySet, encoder, query_sets
+from search_quality import DEV_SETS, QuerySet, encoder, query_sets
 
 from caliban.search.history import DEPTH, NEAR
 from caliban.search.index import ToolIndex
 from caliban.search.models import MINILM_DIR
 from caliban.search.semantic import default_embedder
-
-DEV = (
-    "user dev",
-    "tasks dev",
-    "github dev",
-    "short toollens",
-    "short mcptoolbench",
-    "short github",
-)
-"""Where the bonus's knobs are chosen: the dev halves and the short queries written here."""
 
 Vector = npt.NDArray[np.float64]
 Bonus = Callable[[Vector, list[frozenset[int]], Sequence[int]], Vector]
@@ -193,11 +183,11 @@ def main() -> None:
     sets = [
         qs
         for qs in query_sets()
-        if not args.sets or qs.name.startswith(tuple(args.sets)) or qs.name in DEV
+        if not args.sets or qs.name.startswith(tuple(args.sets)) or qs.name in DEV_SETS
     ]
     ranked = {qs.name: rank_set(qs) for qs in sets}
     base = {name: averaged(r, None, args.orders) for name, r in ranked.items()}
-    dev = [name for name in ranked if name in DEV]
+    dev = [name for name in ranked if name in DEV_SETS]
     best: tuple[float, float, str] | None = None
     table = variants()
     for label, bonus in table.items() if not args.pick else ():

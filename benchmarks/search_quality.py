@@ -86,6 +86,15 @@ from caliban.search.transformer import TransformerModel
 
 Ranker = Callable[[str, int], list[SearchDoc]]
 K = 10
+DEV_SETS = (
+    "user dev",
+    "tasks dev",
+    "github dev",
+    "short toollens",
+    "short mcptoolbench",
+    "short github",
+)
+"""Where the probes choose their knobs: the dev halves and the short queries written here."""
 
 
 @dataclass(frozen=True, kw_only=True)
