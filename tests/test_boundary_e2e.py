@@ -215,7 +215,10 @@ def test_an_untrusted_repository_starts_nothing_and_widens_nothing(
     )
     assert trusted.returncode == 0 and f"Trusted {project}" in trusted.stdout
     fake_model_server.add(calls(("Bash", {"command": f"touch {bash_marker}"})), {"text": "hi"})
-    result = caliban(fake_model_server, project, "hello")
+    # the first request waits for the server, so it has run by the end: without the wait a
+    # headless run launches it once that request has left, and a run this short (an
+    # instant model) could end first on a loaded machine (CI did, once)
+    result = caliban(fake_model_server, project, "hello", env={"MCP_CONNECTION_NONBLOCKING": "0"})
     assert json.loads(result.stdout.splitlines()[0])["permission_mode"] == "bypassPermissions"
     assert server_marker.exists() and bash_marker.exists()  # what the user agreed to
 
