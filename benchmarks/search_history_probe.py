@@ -127,8 +127,8 @@ def variants() -> dict[str, Bonus]:
 
 HISTORY = "gold"
 """What an earlier request led to: ``gold`` (its relevant tools) or, with ``--noisy``, what
-a model would have called — a relevant tool among the first 5 it was shown, else the first
-hit (a wrong call, remembered as if it were right)."""
+a model would have called — the relevant tools among the first 5 it was shown, else the
+first hit (a wrong call, remembered as if it were right)."""
 
 
 def replay(requests: Sequence[Ranked], order: Sequence[int], bonus: Bonus | None) -> Vector:
@@ -149,10 +149,13 @@ def replay(requests: Sequence[Ranked], order: Sequence[int], bonus: Bonus | None
         found = set().union(*(r.names[k] for k, ok in zip(top, flags, strict=True) if ok))
         totals[2] += len(r.wanted & found) / len(r.wanted)
         seen[n] = r.embedding
-        if HISTORY == "gold" or any(flags[:5]):
+        shown = [r.hits[k] for k in top[:5]]
+        if HISTORY == "gold":
             led_to.append(r.relevant)
-        else:
-            led_to.append(frozenset([r.hits[top[0]]]) if len(top) else frozenset())
+        elif any(flags[:5]):  # the right tools it was shown
+            led_to.append(frozenset(d for d, ok in zip(shown, flags, strict=False) if ok))
+        else:  # a wrong call
+            led_to.append(frozenset(shown[:1]))
     return totals
 
 
